@@ -1,0 +1,93 @@
+// Core vocabulary shared by the wfgen runtime and by generated kernels:
+// element types and typed strided views. Std-only, header-only, POD.
+//
+// A generated kernel for a node of rank R and element type T takes its
+// operands as `View<const T, R>` (inputs it does not write) and `View<T, R>`
+// (outputs and in-place operands). Sizes, strides and the data pointer are
+// runtime values, so one kernel serves every shape of its rank: contiguous
+// tensors, slices with steps, permuted views and broadcast operands
+// (stride 0). Strides are counted in elements, not bytes.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace wfgen::rt {
+
+// Element types. The order is part of the parameter-file format: append only.
+enum class DType : std::uint8_t { f32 = 0, f64 = 1, i32 = 2, i64 = 3, u8 = 4 };
+inline constexpr int kDTypeCount = 5;
+
+// Largest rank a tensor may have.
+inline constexpr int kMaxRank = 8;
+
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+  }
+  return 0;
+}
+
+// Spelling used in specs and generated names: "f32", "f64", "i32", "i64", "u8".
+constexpr const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::u8: return "u8";
+  }
+  return "?";
+}
+
+// Spelling used in disassembly, as in cl-waffe2: "float", "double", ...
+constexpr const char* dtype_c_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+  }
+  return "?";
+}
+
+template <class T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
+template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::u8; };
+template <class T> inline constexpr DType dtype_of_v = dtype_of<std::remove_const_t<T>>::value;
+
+// A typed, non-owning strided view of rank R. T may be const.
+template <class T, int R>
+struct View {
+  static_assert(R >= 0 && R <= kMaxRank, "rank out of range");
+  using element_type = T;
+  static constexpr int rank = R;
+
+  T* data = nullptr;
+  std::array<std::int64_t, R> shape{};
+  std::array<std::int64_t, R> strides{};
+
+  std::int64_t size() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < R; ++i) n *= shape[i];
+    return n;
+  }
+  // Implicit conversion View<T,R> -> View<const T,R>.
+  operator View<const T, R>() const
+    requires(!std::is_const_v<T>)
+  {
+    return View<const T, R>{data, shape, strides};
+  }
+};
+
+}  // namespace wfgen::rt

@@ -1,0 +1,127 @@
+#include "wfgen/cli/commands.hpp"
+
+#include <ostream>
+#include <sstream>
+
+#include "wfgen/shape/shape.hpp"
+#include "wfgen/spec/spec.hpp"
+#include "wfgen/subscript/subscript.hpp"
+#include "wfgen/support/diagnostics.hpp"
+
+namespace wfgen::cli {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+int check(const CheckOptions& options, Streams io) {
+  try {
+    spec::Spec s = spec::load(options.specs);
+    for (const auto& n : s.nodes) {
+      io.out << "node " << n.name << ": " << n.where.str() << "  (" << n.loc.str() << ")\n";
+    }
+    io.out << "ok: " << s.files.size() << " file" << (s.files.size() == 1 ? "" : "s") << ", " << s.nodes.size()
+           << " node" << (s.nodes.size() == 1 ? "" : "s") << "\n";
+    return kOk;
+  } catch (const UserError& e) {
+    io.err << e.render(io.color);
+    std::size_t n = e.diagnostics().size();
+    io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
+    return kBadInput;
+  }
+}
+
+namespace {
+
+// A usage or parse error of `wfgen shape`: text for humans, or JSON.
+int shape_fail(const ShapeOptions& o, Streams io, int code, const std::string& kind, const std::string& message) {
+  if (o.json) {
+    io.out << "{\"ok\": false, \"kind\": " << json_string(kind) << ", \"message\": " << json_string(message) << "}\n";
+  } else {
+    io.err << message;
+    if (!message.empty() && message.back() != '\n') io.err << "\n";
+  }
+  return code;
+}
+
+std::string dim_json(const shape::Dim& d) { return d.is_known() ? std::to_string(d.value()) : json_string(d.str()); }
+
+}  // namespace
+
+int shape(const ShapeOptions& o, Streams io) {
+  subscript::Declaration decl;
+  try {
+    decl = subscript::parse(o.dsl);
+  } catch (const subscript::ParseError& e) {
+    Diagnostic d;
+    d.loc = SourceLoc{"<subscript>", 1, static_cast<int>(e.offset()) + 1};
+    d.message = e.what();
+    d.source_line = o.dsl;
+    d.length = static_cast<int>(e.length());
+    return shape_fail(o, io, kBadInput, "parse-error", render(d, io.color && !o.json));
+  }
+  shape::Args args;
+  for (const auto& a : o.args) {
+    auto eq = a.find('=');
+    std::string name = a.substr(0, eq);
+    if (eq == std::string::npos || !subscript::is_symbol(name)) {
+      return shape_fail(o, io, kBadInput, "parse-error",
+                        "error: --arg expects NAME=VALUE with a symbol NAME, but got '" + quote(a) + "'");
+    }
+    try {
+      args[name] = shape::parse_value(a.substr(eq + 1));
+    } catch (const std::exception& e) {
+      return shape_fail(o, io, kBadInput, "parse-error", "error: --arg " + quote(a) + ": " + e.what());
+    }
+  }
+  std::vector<shape::Shape> inputs;
+  for (const auto& s : o.inputs) {
+    try {
+      inputs.push_back(shape::parse_shape(s));
+    } catch (const std::exception& e) {
+      return shape_fail(o, io, kBadInput, "parse-error", std::string("error: --in ") + quote(s) + ": " + e.what());
+    }
+  }
+  shape::CheckResult r = shape::check(decl, args, inputs);
+  if (!r.ok()) {
+    return shape_fail(o, io, kFailed, "shape-error", shape::render_report(decl, inputs, r));
+  }
+  if (o.json) {
+    io.out << "{\"ok\": true, \"outputs\": [";
+    for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+      const auto& out = r.outputs[i];
+      io.out << (i ? ", " : "") << "{\"name\": " << (out.name ? json_string(*out.name) : "null") << ", \"shape\": [";
+      for (std::size_t k = 0; k < out.shape.size(); ++k) io.out << (k ? ", " : "") << dim_json(out.shape[k]);
+      io.out << "], \"inplace_of\": " << (out.inplace_of ? std::to_string(*out.inplace_of) : "null") << "}";
+    }
+    io.out << "]}\n";
+    return kOk;
+  }
+  for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+    const auto& out = r.outputs[i];
+    io.out << (out.name ? *out.name : "[" + std::to_string(i) + "]") << " " << shape::shape_str(out.shape);
+    if (out.inplace_of) io.out << "  (in place of input " << *out.inplace_of << ", " << decl.inputs[*out.inplace_of].str() << ")";
+    io.out << "\n";
+  }
+  return kOk;
+}
+
+}  // namespace wfgen::cli

@@ -1,0 +1,42 @@
+// The CLI's subcommands as functions, so tests can run them in-process.
+// Each returns the process exit code and writes to the given streams.
+//
+// Exit codes (docs/cli.md):
+//   0  success
+//   1  the input is well-formed but wrong: a shape error, a failed check
+//   2  the input cannot be read: a parse error, a schema error, bad usage
+//   3  an internal error (a bug in wfgen)
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace wfgen::cli {
+
+enum ExitCode { kOk = 0, kFailed = 1, kBadInput = 2, kInternal = 3 };
+
+struct Streams {
+  std::ostream& out;
+  std::ostream& err;
+  bool color = false;
+};
+
+struct CheckOptions {
+  std::vector<std::filesystem::path> specs;
+};
+int check(const CheckOptions& options, Streams io);
+
+struct ShapeOptions {
+  std::string dsl;
+  std::vector<std::string> args;    // NAME=VALUE
+  std::vector<std::string> inputs;  // DIMS
+  bool json = false;
+};
+int shape(const ShapeOptions& options, Streams io);
+
+// Escapes a string for a JSON document.
+std::string json_string(const std::string& s);
+
+}  // namespace wfgen::cli

@@ -1,0 +1,50 @@
+// wfgen: the command line. It only wires the stages together; each
+// subcommand is a function in commands.hpp.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "wfgen/cli/commands.hpp"
+#include "wfgen/support/diagnostics.hpp"
+
+#ifndef WFGEN_VERSION
+#define WFGEN_VERSION "0.1.0"
+#endif
+
+int main(int argc, char** argv) {
+  using namespace wfgen;
+  CLI::App app{"wfgen: ahead-of-time code generator for tensor programs described in YAML specs"};
+  app.set_version_flag("--version", std::string("wfgen ") + WFGEN_VERSION);
+  app.require_subcommand(1);
+
+  cli::CheckOptions check_opts;
+  auto* check = app.add_subcommand("check", "Load and validate spec files, parse every Subscript DSL line, print one line per node");
+  check->add_option("specs", check_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
+
+  cli::ShapeOptions shape_opts;
+  auto* shape = app.add_subcommand("shape", "Check one Subscript DSL line against concrete input shapes");
+  shape->add_option("subscript", shape_opts.dsl, "The DSL line, e.g. \"A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]\"")->required();
+  shape->add_option("--arg", shape_opts.args, "Constructor argument NAME=VALUE (VALUE: 3 or 10,10,10)");
+  shape->add_option("--in", shape_opts.inputs, "An input shape, in order: 10x3 or 10,3 (symbolic dims: batch,784)");
+  shape->add_flag("--json", shape_opts.json, "Print one JSON object instead of text");
+  shape->footer("Exit status: 0 when the shapes check, 1 on a shape error, 2 on a parse or usage error.");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : cli::kBadInput;
+  }
+  cli::Streams io{std::cout, std::cerr, stderr_wants_color()};
+  try {
+    if (*check) return cli::check(check_opts, io);
+    if (*shape) return cli::shape(shape_opts, io);
+  } catch (const InternalError& e) {
+    std::cerr << e.what() << "\n";
+    return cli::kInternal;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "; this is a bug in wfgen, please report it\n";
+    return cli::kInternal;
+  }
+  return cli::kBadInput;
+}

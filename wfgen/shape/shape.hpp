@@ -1,0 +1,129 @@
+// Offline shape checking with the Subscript DSL.
+//
+// check() runs cl-waffe2's determine rules on a parsed declaration:
+//  1. constructor arguments are bound first (`C_in = in-channels` style
+//     bindings and symbols that are arguments themselves);
+//  2. `where` bindings are evaluated in order; one that needs a symbol known
+//     only from the inputs waits until the inputs are read;
+//  3. each input is matched against its subscripts: `~` takes the leading
+//     (or the remaining) dims, symbols are determined by the first value they
+//     meet and checked against every later one;
+//  4. the outputs are predicted from the table; a symbol never determined is
+//     an error.
+// The first binding of a symbol wins; a different later value is reported,
+// and checking goes on, so later reports are "calculated ignoring the first
+// errors" as cl-waffe2 prints them.
+//
+// Dims may be symbolic (`batch`): unknown at build time, unified by name, and
+// a conflict is reported when two different concrete sizes meet one symbol.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wfgen/subscript/subscript.hpp"
+
+namespace wfgen::shape {
+
+// One dimension: a known size, or a symbolic expression over named sizes
+// that are bound at run time (`batch`, `batch * 3`).
+class Dim {
+ public:
+  Dim() : Dim(0) {}
+  Dim(std::int64_t value);  // NOLINT: implicit on purpose, dims are mostly numbers
+  static Dim symbol(std::string name);
+  // Arithmetic with constant folding; throws std::overflow_error or
+  // std::domain_error (division by zero).
+  static Dim binary(char op, const Dim& lhs, const Dim& rhs);
+
+  bool is_known() const { return node_ == nullptr; }
+  std::int64_t value() const { return value_; }
+  // Replaces symbols for which `lookup` has a dim, folding constants again.
+  Dim substitute(const std::function<std::optional<Dim>(const std::string&)>& lookup) const;
+  // The names of the symbols this dim refers to.
+  std::vector<std::string> symbols() const;
+  // "3", "batch", "batch * 3".
+  std::string str() const;
+
+  friend bool operator==(const Dim& a, const Dim& b);
+  friend bool operator!=(const Dim& a, const Dim& b) { return !(a == b); }
+
+  struct Node;
+
+ private:
+  std::int64_t value_ = 0;
+  std::shared_ptr<const Node> node_;
+};
+
+using Shape = std::vector<Dim>;
+
+// "(3 2)", "(batch 784)", "()" for rank 0.
+std::string shape_str(const Shape& s);
+std::string shapes_str(const std::vector<Shape>& s);
+
+// A value in the symbol table: one dim, or a list of dims (`~`, `(10 10)`).
+struct Value {
+  Shape dims;
+  bool is_list = false;
+
+  static Value scalar(Dim d) { return {{std::move(d)}, false}; }
+  static Value list(Shape s) { return {std::move(s), true}; }
+  std::string str() const { return is_list ? shape_str(dims) : dims.front().str(); }
+  friend bool operator==(const Value& a, const Value& b) = default;
+};
+
+// Constructor arguments, by name.
+using Args = std::map<std::string, Value>;
+
+// One numbered entry of a Shape-Error report.
+struct Report {
+  std::string symbol;  // the symbol it is about ("~", "i"), or "" for counts
+  std::string text;    // the report's lines, without the number
+  // Where in the DSL text it points (the subscript or binding), if anywhere.
+  std::optional<std::size_t> offset;
+  std::size_t length = 1;
+};
+
+struct Output {
+  std::optional<std::string> name;
+  Shape shape;
+  std::optional<int> inplace_of;  // index of the input whose buffer it reuses
+};
+
+struct CheckResult {
+  std::vector<Output> outputs;   // predicted, even when there are errors ("?" unknown)
+  std::vector<Report> reports;   // empty: the shapes check
+  // Concrete values given to symbolic input dims while unifying (batch = 32).
+  std::map<std::string, Dim> unified;
+
+  bool ok() const { return reports.empty(); }
+};
+
+struct CheckOptions {
+  // Printed as "The operation was : <Node: NAME (DSL)>"; empty uses <Subscript: ...>.
+  std::string operation;
+};
+
+// Checks `decl` against concrete or symbolic input shapes.
+CheckResult check(const subscript::Declaration& decl, const Args& args, const std::vector<Shape>& inputs);
+
+// The full cl-waffe2-style report: operation, Input(s), Predicted Output(s),
+// numbered reports, with the later ones under "Also, these reports could be
+// helpful for you (calculated ignoring the first errors.)".
+std::string render_report(const subscript::Declaration& decl, const std::vector<Shape>& inputs,
+                          const CheckResult& result, const CheckOptions& options = {});
+
+// Parses "10x3", "10,3", "10 3", "(10 3)", "batch,784" or "batchx784" (a
+// symbolic name containing 'x' needs commas), "" or "()" for rank 0.
+// Throws std::invalid_argument with a message.
+Shape parse_shape(std::string_view text);
+
+// Parses a constructor-argument value: "3", "10,10,10", "(10 10 10)", "batch".
+Value parse_value(std::string_view text);
+
+}  // namespace wfgen::shape

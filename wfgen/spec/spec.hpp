@@ -1,0 +1,85 @@
+// Spec loading: YAML files -> a typed, validated Spec.
+//
+// Every file is read, parsed as YAML, checked for duplicate keys, validated
+// against schemas/spec.schema.json with valijson, and only then read into the
+// types below. Every error is a UserError whose diagnostics point at
+// file:line:col with the offending line, what was found and what was
+// expected; all errors of all files are collected before throwing.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "wfgen/subscript/subscript.hpp"
+#include "wfgen/support/diagnostics.hpp"
+
+namespace wfgen::spec {
+
+// A string from a spec with where it came from. For strings that are parsed
+// further (Subscript DSL, expressions), `at(offset)` maps a byte offset of
+// the value back to the file, through quotes and block scalars.
+struct Text {
+  std::string value;
+  SourceLoc loc;                 // the first character of the value
+  std::vector<SourceLoc> lines;  // the start of each line of the value
+  bool exact = true;             // false: escapes make column mapping approximate
+
+  SourceLoc at(std::size_t offset) const;
+};
+
+enum class ArgType { Int, Float, Bool, Ints, Floats };
+const char* arg_type_name(ArgType t);
+
+// A constructor-argument value.
+using ArgValue = std::variant<std::int64_t, double, bool, std::vector<std::int64_t>, std::vector<double>>;
+std::string arg_value_str(const ArgValue& v);
+
+struct Arg {
+  std::string name;
+  ArgType type = ArgType::Int;
+  std::optional<ArgValue> default_value;
+  std::string doc;
+  SourceLoc loc;
+};
+
+struct Node {
+  std::string name;
+  SourceLoc loc;
+  std::vector<Arg> args;
+  Text where_text;
+  subscript::Declaration where;
+  std::vector<Arg> slots;
+  std::vector<bool> save_for_backward;  // empty: nothing saved
+  std::vector<std::pair<std::string, Text>> backward;
+  bool out_scalar = false;
+  std::vector<std::string> extends;
+  std::string doc;
+};
+
+struct Spec {
+  std::vector<Node> nodes;
+  std::vector<std::string> files;  // in load order
+
+  const Node* find_node(std::string_view name) const;
+};
+
+struct LoadOptions {
+  // Files larger than this are refused before they are parsed.
+  std::uintmax_t max_file_bytes = 16u << 20;
+};
+
+// Loads and validates spec files, in order. Throws UserError.
+Spec load(const std::vector<std::filesystem::path>& files, const LoadOptions& options = {});
+
+// Loads a spec from text (tests, embedded specs). `name` is used in messages.
+Spec load_text(const std::string& name, const std::string& text);
+
+// The JSON Schema of spec files, as embedded in the binary.
+std::string_view schema_text();
+
+}  // namespace wfgen::spec

@@ -1,0 +1,107 @@
+// The Subscript DSL: parsing `A[~ i j] B[~ j k] C[~ i k] -> C[~ i k] where ...`.
+//
+// Grammar (cl-waffe2's, see docs/subscript-dsl.md):
+//
+//   declaration := arguments '->' arguments [ 'where' binding* ]
+//   arguments   := argument*
+//   argument    := [ name ] '[' subscript* ']'
+//   subscript   := '~' | symbol | integer
+//   binding     := symbol '=' expr
+//   expr        := infix integer arithmetic over integers, symbols, lists
+//                  `(10 10 10)`, parentheses and prefix forms `(+ a b)`;
+//                  `/` is floor division; `x[k]` indexes a list
+//
+// Symbols may contain `-` (`in-features`, `k-h`), so a binary minus needs a
+// space before it (`a - 1`); `a-1` is one symbol.
+//
+// parse() checks everything that can be known from the text alone: `~` at
+// most once per argument, `~` in the outputs only when some input has it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace wfgen::subscript {
+
+// A parse error at a byte offset of the DSL text.
+class ParseError : public std::runtime_error {
+ public:
+  ParseError(std::string message, std::size_t offset, std::size_t length)
+      : std::runtime_error(message), offset_(offset), length_(length == 0 ? 1 : length) {}
+  std::size_t offset() const { return offset_; }
+  std::size_t length() const { return length_; }
+
+ private:
+  std::size_t offset_;
+  std::size_t length_;
+};
+
+struct Expr {
+  enum class Kind { Integer, Symbol, List, Binary, Negate, Index };
+  Kind kind = Kind::Integer;
+  std::int64_t value = 0;         // Integer
+  std::string name;               // Symbol
+  char op = 0;                    // Binary: + - * /
+  std::vector<Expr> items;        // List items; Binary/Index: [lhs, rhs]; Negate: [operand]
+  std::size_t offset = 0;         // where it starts in the DSL text
+  std::size_t length = 0;
+
+  // Renders the expression back in the DSL's infix syntax.
+  std::string str() const;
+};
+
+struct Subscript {
+  enum class Kind { Batch, Symbol, Integer };  // `~`, `i`, `3`
+  Kind kind = Kind::Symbol;
+  std::string name;         // Symbol
+  std::int64_t value = 0;   // Integer
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
+struct Argument {
+  std::optional<std::string> name;  // pointer name; none for `[x y]`
+  std::vector<Subscript> dims;
+  std::size_t offset = 0;
+  std::size_t length = 0;
+
+  bool has_batch() const;
+  // "A[~ i j]" or "[~ i j]".
+  std::string str() const;
+};
+
+struct Binding {
+  std::string symbol;
+  Expr value;
+  std::size_t offset = 0;  // of the symbol
+  std::size_t length = 0;  // of `symbol = expr`
+};
+
+struct Declaration {
+  std::vector<Argument> inputs;
+  std::vector<Argument> outputs;
+  std::vector<Binding> where;
+  std::string text;  // the source text, as given
+
+  // For each output, the index of the input whose pointer name it shares
+  // (the output reuses that input's buffer), or nullopt.
+  std::vector<std::optional<int>> inplace_of() const;
+  bool uses_batch_in_inputs() const;
+  bool uses_batch_in_outputs() const;
+  // "A[~ i j] B[~ j k] -> C[~ i k] where k = 3", normalised spacing.
+  std::string str() const;
+};
+
+// Parses one line of Subscript DSL. Throws ParseError.
+Declaration parse(std::string_view text);
+
+// True for names a symbol or pointer may have: a letter or `_` first, then
+// letters, digits, `_` and `-` (not last).
+bool is_symbol(std::string_view name);
+
+}  // namespace wfgen::subscript
