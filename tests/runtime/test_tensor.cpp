@@ -1,4 +1,5 @@
 // Tensor factories, queries, element access, borrowed memory, typed views.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -120,7 +121,7 @@ TEST_CASE("borrow wraps user memory without copying", "[tensor]") {
   }
 }
 
-TEST_CASE("borrowed storage outlives nothing: owned storage is shared by copies", "[tensor]") {
+TEST_CASE("copying a tensor copies the handle, not the data", "[tensor]") {
   Tensor a = Tensor::zeros(DType::f64, {4});
   Tensor b = a;  // handle copy
   b.at<double>({2}) = 3.0;
@@ -144,7 +145,9 @@ TEST_CASE("view and cview give typed strided views", "[tensor]") {
   CHECK(cv.strides == std::array<std::int64_t, 2>{1, 4});
   CHECK(cv.data[2 * cv.strides[0] + 1 * cv.strides[1]] == -1.0);
 
-  rt::View<const double, 0> s = Tensor::scalar(1.25).cview<double, 0>();
+  // Views do not own memory: the tensor must outlive them.
+  Tensor scalar = Tensor::scalar(1.25);
+  rt::View<const double, 0> s = scalar.cview<double, 0>();
   CHECK(*s.data == 1.25);
 }
 

@@ -1,0 +1,79 @@
+// Helpers shared by the runtime's own sources; not installed, not public.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "wfgen/runtime.hpp"
+
+namespace wfgen::rt::internal {
+
+// Validates a shape given by the user (rank <= kMaxRank, sizes >= 0, element
+// count fits int64) and returns its element count; `what` names the caller.
+std::int64_t checked_numel(const Shape& shape, const char* what);
+
+// Calls f(offset_a, offset_b) for every index of `shape`, in row-major order,
+// where offset_x = sum(index[i] * strides_x[i]) in elements. Does nothing if
+// any size is 0; calls f(0, 0) once for rank 0.
+template <class F>
+void for_each_offset_pair(int rank, const std::int64_t* shape, const std::int64_t* strides_a,
+                          const std::int64_t* strides_b, F&& f) {
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] == 0) return;
+  }
+  if (rank == 0) {
+    f(std::int64_t{0}, std::int64_t{0});
+    return;
+  }
+  // An odometer over the outer axes; the innermost axis is a plain loop.
+  std::int64_t index[kMaxRank] = {};
+  std::int64_t base_a = 0, base_b = 0;
+  const int last = rank - 1;
+  for (;;) {
+    std::int64_t a = base_a, b = base_b;
+    for (std::int64_t k = 0; k < shape[last]; ++k, a += strides_a[last], b += strides_b[last]) {
+      f(a, b);
+    }
+    int axis = last - 1;
+    for (; axis >= 0; --axis) {
+      base_a += strides_a[axis];
+      base_b += strides_b[axis];
+      if (++index[axis] < shape[axis]) break;
+      base_a -= strides_a[axis] * shape[axis];
+      base_b -= strides_b[axis] * shape[axis];
+      index[axis] = 0;
+    }
+    if (axis < 0) return;
+  }
+}
+
+// Single-view form of for_each_offset_pair: f(offset) in row-major order.
+template <class F>
+void for_each_offset(int rank, const std::int64_t* shape, const std::int64_t* strides, F&& f) {
+  for_each_offset_pair(rank, shape, strides, strides,
+                       [&](std::int64_t off, std::int64_t) { f(off); });
+}
+
+// `value` converted to E. Integer dtypes truncate toward zero and reject NaN
+// and out-of-range values, because converting those is undefined behaviour.
+template <class E>
+E convert_checked(double value, const char* what) {
+  if constexpr (std::is_floating_point_v<E>) {
+    return static_cast<E>(value);
+  } else {
+    // 2^63 and friends are exact in double; compare against the half-open
+    // range [min, max + 1) so the largest value still converts.
+    const double lo = static_cast<double>(std::numeric_limits<E>::min());
+    const double hi = static_cast<double>(std::numeric_limits<E>::max()) + 1.0;
+    if (!(value >= lo && value < hi)) {
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string(what) + " value " + std::to_string(value) + " does not fit dtype " +
+                      dtype_name(dtype_of_v<E>));
+    }
+    return static_cast<E>(value);
+  }
+}
+
+}  // namespace wfgen::rt::internal

@@ -1,0 +1,235 @@
+// The thread pool behind parallel_for.
+//
+// One job runs at a time. The caller publishes it (function, range, chunk
+// size) and bumps `generation_`; every worker sees the new generation, claims
+// chunks from an atomic counter until none are left, and checks out by
+// decrementing `pending_`. The caller claims chunks too, then waits for
+// `pending_` to reach zero, so once parallel_for returns no worker touches the
+// job any more and the next job can overwrite it.
+//
+// Waiting is two-phase on both sides: spin for a short while (back-to-back
+// kernels then start without a syscall), then sleep on a condition variable.
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wfgen/runtime.hpp"
+
+namespace wfgen::rt {
+
+namespace {
+
+constexpr int kMaxThreads = 1024;
+// How long an idle thread spins before it sleeps.
+constexpr auto kSpinTime = std::chrono::microseconds(50);
+// Chunks per thread: a few, so a slow chunk does not leave others idle, but
+// few enough that claiming them costs nothing next to the work.
+constexpr std::int64_t kChunksPerThread = 4;
+
+int default_num_threads() {
+  if (const char* env = std::getenv("WFGEN_NUM_THREADS")) {
+    int n = 0;
+    const char* end = env + std::strlen(env);
+    const auto res = std::from_chars(env, end, n);
+    if (res.ec == std::errc() && res.ptr == end && n >= 1 && n <= kMaxThreads) return n;
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
+}
+
+std::atomic<int>& thread_setting() {
+  static std::atomic<int> n{default_num_threads()};
+  return n;
+}
+
+thread_local bool t_in_parallel = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until pred() holds or kSpinTime passes; returns pred().
+template <class Pred>
+bool spin_until(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (unsigned i = 1;; ++i) {
+    if (pred()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return pred();
+  }
+}
+
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool pool;
+    return pool;
+  }
+
+  ~Pool() {
+    std::lock_guard call(call_mutex_);
+    stop_workers();
+  }
+
+  void run(std::int64_t begin, std::int64_t end, std::int64_t grain, detail::RangeFn fn,
+           void* ctx) {
+    std::unique_lock call(call_mutex_, std::try_to_lock);
+    if (!call.owns_lock()) {
+      // Another thread is using the pool; doing our range here is as fast as
+      // queueing behind it, and cannot deadlock.
+      fn(ctx, begin, end);
+      return;
+    }
+    const int threads = num_threads();
+    resize(threads - 1);
+
+    const std::int64_t n = end - begin;
+    const std::int64_t chunk = std::max(grain, (n + threads * kChunksPerThread - 1) /
+                                                   (threads * kChunksPerThread));
+    fn_ = fn;
+    ctx_ = ctx;
+    begin_ = begin;
+    end_ = end;
+    chunk_ = chunk;
+    num_chunks_ = (n + chunk - 1) / chunk;
+    next_chunk_.store(0, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+    error_ = nullptr;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    {
+      std::lock_guard lk(m_);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_cv_.notify_all();
+
+    t_in_parallel = true;
+    work();
+    t_in_parallel = false;
+
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock lk(m_);
+      done_cv_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  Pool() = default;
+
+  // Claims and runs chunks of the current job until none are left or a body
+  // has thrown. Never throws.
+  void work() {
+    while (!failed_.load(std::memory_order_relaxed)) {
+      const std::int64_t k = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+      if (k >= num_chunks_) return;
+      const std::int64_t lo = begin_ + k * chunk_;
+      const std::int64_t hi = lo + std::min(chunk_, end_ - lo);
+      try {
+        fn_(ctx_, lo, hi);
+      } catch (...) {
+        std::lock_guard lk(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  void worker_loop(std::uint64_t seen) {
+    t_in_parallel = true;  // bodies that call parallel_for run it inline
+    for (;;) {
+      auto ready = [&] {
+        return generation_.load(std::memory_order_acquire) != seen ||
+               stop_.load(std::memory_order_acquire);
+      };
+      if (!spin_until(ready)) {
+        std::unique_lock lk(m_);
+        wake_cv_.wait(lk, ready);
+      }
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = generation_.load(std::memory_order_acquire);
+      work();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // Taking the mutex orders this notify after the caller either saw
+        // pending_ == 0 or started waiting, so the wake-up cannot be lost.
+        std::lock_guard lk(m_);
+        done_cv_.notify_one();
+      }
+    }
+  }
+
+  // Called with call_mutex_ held and no job running.
+  void resize(int count) {
+    if (static_cast<int>(workers_.size()) == count) return;
+    stop_workers();
+    const std::uint64_t gen = generation_.load(std::memory_order_relaxed);
+    workers_.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) workers_.emplace_back([this, gen] { worker_loop(gen); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard lk(m_);
+      stop_.store(true, std::memory_order_release);
+    }
+    wake_cv_.notify_all();
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+    stop_.store(false, std::memory_order_relaxed);
+  }
+
+  std::mutex call_mutex_;  // held by the thread whose job is running
+  std::mutex m_;           // guards sleeping on the two condition variables
+  std::condition_variable wake_cv_, done_cv_;
+  std::vector<std::thread> workers_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+
+  // The current job. Written by the caller before generation_ is bumped
+  // (release) and read by workers after they load it (acquire).
+  detail::RangeFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  std::int64_t begin_ = 0, end_ = 0, chunk_ = 1, num_chunks_ = 0;
+  std::atomic<std::int64_t> next_chunk_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void set_num_threads(int n) {
+  if (n < 1 || n > kMaxThreads) {
+    throw Error(ErrorCode::InvalidArgument, "set_num_threads got " + std::to_string(n) +
+                                                ", expected 1.." + std::to_string(kMaxThreads));
+  }
+  thread_setting().store(n, std::memory_order_relaxed);
+}
+
+int num_threads() { return thread_setting().load(std::memory_order_relaxed); }
+
+namespace detail {
+
+bool in_parallel_region() noexcept { return t_in_parallel; }
+
+void parallel_for_impl(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn,
+                       void* ctx) {
+  Pool::instance().run(begin, end, grain, fn, ctx);
+}
+
+}  // namespace detail
+
+}  // namespace wfgen::rt

@@ -1,0 +1,209 @@
+// parallel_for: coverage, inline cases, nesting, exceptions, thread settings.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace {
+
+// Restores the thread count a test changed.
+struct ThreadCountGuard {
+  int saved = rt::num_threads();
+  ~ThreadCountGuard() { rt::set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("parallel_for covers every index exactly once", "[parallel]") {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 3, 4, 8}) {
+    rt::set_num_threads(threads);
+    for (std::int64_t grain : {1, 7, 64, 1000, 100000}) {
+      for (std::int64_t begin : {0, -13, 5}) {
+        const std::int64_t n = 10007;
+        const std::int64_t end = begin + n;
+        std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+        std::atomic<std::int64_t> calls{0};
+        std::atomic<bool> bad_range{false};
+        rt::parallel_for(begin, end, grain, [&](std::int64_t lo, std::int64_t hi) {
+          if (lo < begin || hi > end || lo >= hi) bad_range = true;
+          // Every chunk but the last is at least `grain` long.
+          if (hi != end && hi - lo < grain) bad_range = true;
+          for (std::int64_t i = lo; i < hi; ++i) hits[static_cast<std::size_t>(i - begin)]++;
+          calls++;
+        });
+        INFO("threads " << threads << " grain " << grain << " begin " << begin);
+        REQUIRE_FALSE(bad_range);
+        std::int64_t wrong = 0;
+        for (auto& h : hits) wrong += h.load() != 1;
+        REQUIRE(wrong == 0);
+        if (grain >= n || threads == 1) REQUIRE(calls == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("parallel_for handles empty and tiny ranges", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(4);
+  int calls = 0;
+  rt::parallel_for(5, 5, 1, [&](std::int64_t, std::int64_t) { ++calls; });
+  rt::parallel_for(5, 2, 1, [&](std::int64_t, std::int64_t) { ++calls; });
+  CHECK(calls == 0);
+  std::int64_t seen_lo = -1, seen_hi = -1;
+  rt::parallel_for(3, 4, 0, [&](std::int64_t lo, std::int64_t hi) {  // grain 0 acts as 1
+    seen_lo = lo;
+    seen_hi = hi;
+  });
+  CHECK(seen_lo == 3);
+  CHECK(seen_hi == 4);
+}
+
+TEST_CASE("parallel_for runs inline below the grain and with one thread", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(4);
+  const auto caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  rt::parallel_for(0, 100, 100, [&](std::int64_t lo, std::int64_t hi) {
+    CHECK(lo == 0);
+    CHECK(hi == 100);
+    ran_on = std::this_thread::get_id();
+  });
+  CHECK(ran_on == caller);
+
+  rt::set_num_threads(1);
+  std::atomic<int> calls{0};
+  rt::parallel_for(0, 1 << 20, 1, [&](std::int64_t lo, std::int64_t hi) {
+    CHECK(lo == 0);
+    CHECK(hi == 1 << 20);
+    CHECK(std::this_thread::get_id() == caller);
+    calls++;
+  });
+  CHECK(calls == 1);
+}
+
+TEST_CASE("parallel_for uses several threads when it can", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(4);
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  // Chunks that take a while, so idle workers get to claim some.
+  for (int attempt = 0; attempt < 20 && ids.size() < 2; ++attempt) {
+    rt::parallel_for(0, 64, 1, [&](std::int64_t, std::int64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard lk(m);
+      ids.insert(std::this_thread::get_id());
+    });
+  }
+  CHECK(ids.size() >= 2);
+  CHECK(ids.size() <= 4);
+}
+
+TEST_CASE("nested parallel_for runs inline", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(4);
+  std::vector<std::atomic<int>> hits(64 * 64);
+  std::atomic<bool> inner_split{false};
+  rt::parallel_for(0, 64, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const auto outer_thread = std::this_thread::get_id();
+      rt::parallel_for(0, 64, 1, [&](std::int64_t l2, std::int64_t h2) {
+        if (l2 != 0 || h2 != 64 || std::this_thread::get_id() != outer_thread) inner_split = true;
+        for (std::int64_t j = l2; j < h2; ++j) hits[static_cast<std::size_t>(i * 64 + j)]++;
+      });
+    }
+  });
+  CHECK_FALSE(inner_split);
+  for (auto& h : hits) REQUIRE(h.load() == 1);
+}
+
+TEST_CASE("exceptions thrown in workers reach the caller", "[parallel]") {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 4}) {
+    rt::set_num_threads(threads);
+    for (std::int64_t bad : {0, 500, 999}) {
+      INFO("threads " << threads << " failing index " << bad);
+      try {
+        rt::parallel_for(0, 1000, 10, [&](std::int64_t lo, std::int64_t hi) {
+          if (bad >= lo && bad < hi) throw std::out_of_range("index " + std::to_string(bad));
+        });
+        FAIL("no exception");
+      } catch (const std::out_of_range& e) {
+        CHECK(std::string(e.what()) == "index " + std::to_string(bad));
+      }
+      // The pool is usable afterwards.
+      std::atomic<std::int64_t> sum{0};
+      rt::parallel_for(0, 1000, 10, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t i = lo; i < hi; ++i) sum += i;
+      });
+      CHECK(sum == 999 * 1000 / 2);
+    }
+  }
+  // rt::Error keeps its type and code across threads.
+  rt::set_num_threads(3);
+  REQUIRE_RT_ERROR(rt::parallel_for(0, 100, 1,
+                                    [](std::int64_t, std::int64_t) {
+                                      throw rt::Error(rt::ErrorCode::OutOfBounds, "from a worker");
+                                    }),
+                   rt::ErrorCode::OutOfBounds, "from a worker");
+}
+
+TEST_CASE("parallel_for from several caller threads at once", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(4);
+  std::atomic<std::int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&] {
+      for (int rep = 0; rep < 50; ++rep) {
+        rt::parallel_for(0, 1000, 16, [&](std::int64_t lo, std::int64_t hi) { total += hi - lo; });
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  CHECK(total == 4 * 50 * 1000);
+}
+
+TEST_CASE("many back-to-back calls and changing thread counts", "[parallel]") {
+  ThreadCountGuard guard;
+  std::int64_t expected = 0, got = 0;
+  for (int rep = 0; rep < 2000; ++rep) {
+    if (rep % 250 == 0) rt::set_num_threads(1 + (rep / 250) % 4);
+    std::atomic<std::int64_t> sum{0};
+    rt::parallel_for(0, 256, 8, [&](std::int64_t lo, std::int64_t hi) {
+      std::int64_t s = 0;
+      for (std::int64_t i = lo; i < hi; ++i) s += i;
+      sum += s;
+    });
+    expected += 255 * 256 / 2;
+    got += sum;
+  }
+  CHECK(got == expected);
+}
+
+TEST_CASE("set_num_threads validates its argument", "[parallel]") {
+  ThreadCountGuard guard;
+  REQUIRE_RT_ERROR(rt::set_num_threads(0), rt::ErrorCode::InvalidArgument,
+                   "set_num_threads got 0, expected 1..1024");
+  REQUIRE_RT_ERROR(rt::set_num_threads(5000), rt::ErrorCode::InvalidArgument, "got 5000");
+  rt::set_num_threads(3);
+  CHECK(rt::num_threads() == 3);
+  CHECK(guard.saved >= 1);
+}
+
+// Also run by CTest with WFGEN_NUM_THREADS set to "3" and to "junk" (see
+// CMakeLists.txt), each in a fresh process.
+TEST_CASE("the default thread count comes from WFGEN_NUM_THREADS", "[parallel][env]") {
+  const char* env = std::getenv("WFGEN_NUM_THREADS");
+  const unsigned hw = std::thread::hardware_concurrency();
+  int expected = hw == 0 ? 1 : static_cast<int>(hw);
+  if (env && std::string(env) == "3") expected = 3;
+  CHECK(rt::num_threads() == expected);
+}
