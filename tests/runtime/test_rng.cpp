@@ -47,7 +47,7 @@ TEST_CASE("xoshiro256** gives fixed first values", "[rng]") {
   CHECK(m.normal(1.5, 2.0) == Approx(0.9419520179496038).epsilon(1e-14));
 }
 
-TEST_CASE("same seed, same sequence; reseeding restarts it", "[rng]") {
+TEST_CASE("same seed gives the same sequence and reseeding restarts it", "[rng]") {
   Rng a(123), b(123), c(124);
   std::vector<double> first;
   bool differs = false;
