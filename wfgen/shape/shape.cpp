@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -179,9 +180,35 @@ class Checker {
     }
     bool count_ok = check_count();
     if (count_ok) {
-      for (std::size_t i = 0; i < inputs_.size(); ++i) match_input(i);
+      // A binding waiting for input-derived symbols is bound as soon as the
+      // inputs read so far determine them, so later inputs are checked
+      // against it (`A[i] B[k] -> ... where k = i * 2`).
+      for (std::size_t i = 0; i < inputs_.size(); ++i) {
+        match_input(i);
+        retry(deferred);
+      }
     }
-    // Bindings that needed input-derived symbols; one may enable another.
+    retry(deferred);
+    if (count_ok) {
+      for (const Binding* b : deferred) report_undetermined_binding(*b);
+    }
+    predict_outputs(count_ok);
+    result_.unified.clear();
+    for (const auto& [name, dim] : subst_) {
+      Dim r = resolve(dim);
+      result_.unified[name] = r;
+    }
+    if (overflow_) {
+      report("", "Couldn't predict the shapes: " + *overflow_ + " while substituting symbolic dims.");
+    }
+    return std::move(result_);
+  }
+
+ private:
+  // --- symbolic unification --------------------------------------------------
+
+  // Binds deferred where clauses until none makes progress; one may enable another.
+  void retry(std::vector<const Binding*>& deferred) {
     for (bool progress = true; progress && !deferred.empty();) {
       progress = false;
       for (auto it = deferred.begin(); it != deferred.end();) {
@@ -193,27 +220,22 @@ class Checker {
         }
       }
     }
-    if (count_ok) {
-      for (const Binding* b : deferred) report_undetermined_binding(*b);
-    }
-    predict_outputs(count_ok);
-    result_.unified.clear();
-    for (const auto& [name, dim] : subst_) {
-      Dim r = resolve(dim);
-      result_.unified[name] = r;
-    }
-    return std::move(result_);
   }
 
- private:
-  // --- symbolic unification --------------------------------------------------
-
+  // `d` with every unified symbol replaced. Folding may overflow once a
+  // symbol gets a large size (`n * n`, n = 2^32): then `d` stays symbolic
+  // and the overflow is reported once at the end.
   Dim resolve(const Dim& d) const {
-    return d.substitute([this](const std::string& name) -> std::optional<Dim> {
-      auto it = subst_.find(name);
-      if (it == subst_.end()) return std::nullopt;
-      return resolve(it->second);
-    });
+    try {
+      return d.substitute([this](const std::string& name) -> std::optional<Dim> {
+        auto it = subst_.find(name);
+        if (it == subst_.end()) return std::nullopt;
+        return resolve(it->second);
+      });
+    } catch (const std::exception& e) {
+      if (!overflow_) overflow_ = e.what();
+      return d;
+    }
   }
 
   Dim make_binary(char op, const Dim& a, const Dim& b) { return Dim::binary(op, a, b); }
@@ -221,24 +243,49 @@ class Checker {
   static bool plain_symbol(const Dim& d) { return !d.is_known() && d.str().find(' ') == std::string::npos; }
 
   // Makes `expected` and `got` the same dim if they can be; false on a conflict.
+  // A symbol is never bound to an expression that contains it (n = n + 1
+  // has no solution among sizes): that is a conflict.
   bool unify(const Dim& expected, const Dim& got) {
     Dim a = resolve(expected), b = resolve(got);
     if (a == b) return true;
-    if (plain_symbol(b)) {
+    auto occurs = [](const Dim& sym, const Dim& in) {
+      for (const auto& n : in.symbols())
+        if (n == sym.str()) return true;
+      return false;
+    };
+    if (plain_symbol(b) && !occurs(b, a)) {
       subst_[b.str()] = a;
       return true;
     }
-    if (plain_symbol(a)) {
+    if (plain_symbol(a) && !occurs(a, b)) {
       subst_[a.str()] = b;
       return true;
     }
     return false;
   }
 
+  // "3", or "batch = 3" when a symbolic dim has been unified with a size.
   std::string shown(const Dim& d) const {
     Dim r = resolve(d);
     if (r == d || d.is_known()) return r.str();
-    return r.str() + " (" + d.str() + ")";
+    return d.str() + " = " + r.str();
+  }
+
+  // For a failed unify(expected, got) where a symbolic dim is involved:
+  // "\n Conflict: the symbolic dim batch is 3 and cannot also be 4."
+  std::string conflict_note(const Dim& expected, const Dim& got) const {
+    Dim a = resolve(expected), b = resolve(got);
+    for (const Dim* raw : {&expected, &got}) {
+      if (plain_symbol(*raw) && !(resolve(*raw) == *raw)) {
+        const Dim& other = raw == &expected ? b : a;
+        return "\n Conflict: the symbolic dim " + raw->str() + " is " + resolve(*raw).str() + " and cannot also be " +
+               other.str() + ".";
+      }
+    }
+    if (!a.is_known() || !b.is_known()) {
+      return "\n Conflict: the symbolic dims " + a.str() + " and " + b.str() + " cannot be proven equal.";
+    }
+    return "";
   }
 
   // --- reports ---------------------------------------------------------------
@@ -324,6 +371,7 @@ class Checker {
     try {
       v = eval(b.value);
     } catch (const EvalError& err) {
+      failed_.insert(b.symbol);
       report(b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() + " failed:\n " +
                            err.message + ".",
              err.offset, err.length);
@@ -353,6 +401,7 @@ class Checker {
   }
 
   void report_undetermined_binding(const Binding& b) {
+    failed_.insert(b.symbol);
     std::vector<std::string> missing;
     collect_missing(b.value, missing);
     std::string list;
@@ -437,6 +486,22 @@ class Checker {
       return;
     }
     std::size_t batch_len = has_batch ? got.size() - fixed : 0;
+    std::size_t first_report = result_.reports.size();
+    match_slots(index, slots, batch_len);
+    // "Expected A[~ j k] = (4 6)" is filled in once the whole input is read,
+    // so symbols this input determines after the failing axis are known.
+    std::string expected = shape_str(predict(arg));
+    for (std::size_t r = first_report; r < result_.reports.size(); ++r) {
+      std::string& text = result_.reports[r].text;
+      for (std::size_t at; (at = text.find(kExpected)) != std::string::npos;) text.replace(at, kExpected.size(), expected);
+    }
+  }
+
+  static inline const std::string kExpected = "\x01expected\x01";
+
+  void match_slots(std::size_t index, const std::vector<Slot>& slots, std::size_t batch_len) {
+    const Argument& arg = decl_.inputs[index];
+    const Shape& got = inputs_[index];
     std::size_t pos = 0;
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const Slot& slot = slots[i];
@@ -454,7 +519,8 @@ class Checker {
           report(slot.label.empty() ? std::to_string(pos) : slot.label,
                  "Couldn't identify " + what + " of " + input_label(index) + ": " + what + " is determined as " +
                      expected + "\n but got: " + resolve(g).str() + " at axis " + std::to_string(pos) + ".\n Expected " +
-                     arg.str() + " = " + shape_str(predict(arg)) + ", but got: " + shape_str(got),
+                     arg.str() + " = " + kExpected + ", but got: " + shape_str(got) +
+                     conflict_note(slot.fixed, g),
                  slot.sub->offset, slot.sub->length);
         }
       } else {
@@ -466,7 +532,8 @@ class Checker {
           report(name, "Couldn't identify " + name + ": " + name + " is determined as " +
                            shown(it->second.value.dims.front()) + " (" + it->second.origin + ")\n but got: " +
                            resolve(g).str() + " at axis " + std::to_string(pos) + " of " + input_label(index) +
-                           ".\n Expected " + arg.str() + " = " + shape_str(predict(arg)) + ", but got: " + shape_str(got),
+                           ".\n Expected " + arg.str() + " = " + kExpected + ", but got: " + shape_str(got) +
+                           conflict_note(it->second.value.dims.front(), g),
                  slot.sub->offset, slot.sub->length);
         }
       }
@@ -485,7 +552,7 @@ class Checker {
       report("~", "Couldn't identify ~: ~ is determined as " + std::to_string(expected.size()) + " dim" +
                       (expected.size() == 1 ? "" : "s") + " " + shape_str(resolved(expected)) + " (" + it->second.origin +
                       ")\n but got: " + std::to_string(part.size()) + " dim" + (part.size() == 1 ? "" : "s") + " " +
-                      shape_str(part) + " in " + input_label(index) + ".\n Every input that uses ~ must have the same rank; got: " +
+                      shape_str(part) + " in " + input_label(index) + ".\n ~ must cover the same number of dims in every input that uses it; got: " +
                       shape_str(whole),
              sub.offset, sub.length);
       return;
@@ -496,7 +563,7 @@ class Checker {
       if (!unify(expected[k], part[k])) {
         report("~", "Couldn't identify ~: ~ is determined as " + shown(expected[k]) + " \n but got: " +
                         resolve(part[k]).str() + ".\n Expected ~ = " + shape_str(resolved(expected)) + ", but got: " +
-                        shape_str(part),
+                        shape_str(part) + conflict_note(expected[k], part[k]),
                sub.offset, sub.length);
       }
     }
@@ -538,7 +605,7 @@ class Checker {
       out.shape = predict(a);
       if (inputs_read) {
         for (const auto& s : a.dims) {
-          if (s.kind == Subscript::Kind::Symbol && !table_.count(s.name)) {
+          if (s.kind == Subscript::Kind::Symbol && !table_.count(s.name) && !failed_.count(s.name)) {
             report(s.name, "Couldn't identify " + s.name + ": " + s.name + " appears in the output " + a.str() +
                                " but is never determined.\n Bind it with a constructor argument or 'where " + s.name +
                                " = ...', or use it in an input.",
@@ -563,6 +630,8 @@ class Checker {
   const std::vector<Shape>& inputs_;
   std::map<std::string, Entry> table_;
   std::map<std::string, Dim> subst_;
+  std::set<std::string> failed_;  // where bindings that failed: not reported again as undetermined
+  mutable std::optional<std::string> overflow_;
   CheckResult result_;
 };
 

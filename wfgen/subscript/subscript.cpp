@@ -36,6 +36,10 @@ std::vector<Token> lex(std::string_view s) {
       ++i;
       continue;
     }
+    if (c == ';') {  // a Lisp comment, to the end of the line
+      while (i < s.size() && s[i] != '\n') ++i;
+      continue;
+    }
     std::size_t start = i;
     if (ident_start(c)) {
       while (i < s.size() && ident_char(s[i])) ++i;
@@ -222,9 +226,18 @@ class Parser {
     return e;
   }
 
+  // A '-' glued to the next token but not to the previous one (`(1 -2)`).
+  bool negative_sign_ahead() const {
+    if (peek().kind != Tok::Minus || pos_ == 0) return false;
+    const Token& prev = toks_[pos_ - 1];
+    return prev.offset + prev.text.size() < peek().offset && peek(1).offset == peek().offset + 1 &&
+           peek(1).kind != Tok::End;
+  }
+
   Expr expr() {
     Expr lhs = term();
     while (peek().kind == Tok::Plus || peek().kind == Tok::Minus) {
+      if (list_depth_ > 0 && negative_sign_ahead()) break;
       char op = next().text[0];
       lhs = make_binary(op, std::move(lhs), term());
     }
@@ -310,6 +323,7 @@ class Parser {
                   (k == Tok::Minus && peek(1).kind != Tok::RParen && starts_expr(peek(1).kind) &&
                    peek(1).offset > peek().offset + 1);
     if (prefix) return prefix_form(open);
+    if (k == Tok::Ident && is_function(peek().text) && peek(1).kind != Tok::RParen) return call_form(open);
     std::vector<Expr> items;
     bool list = false;
     while (peek().kind != Tok::RParen) {
@@ -321,7 +335,11 @@ class Parser {
       if (!starts_expr(peek().kind)) {
         throw error(peek(), "expected an expression or ')', but got " + describe(peek()));
       }
+      // In a list, `(1 -2)` is two items: a '-' with a space before it and
+      // none after starts a negative item, as in Lisp.
+      list_depth_ += 1;
       items.push_back(expr());
+      list_depth_ -= 1;
     }
     Token close = next();
     if (items.empty()) throw ParseError("empty parentheses: expected an expression or a list", open.offset, 2);
@@ -346,7 +364,7 @@ class Parser {
       if (peek().kind == Tok::End) throw ParseError("expected ')' to close the '(' opened here", open.offset, 1);
       if (peek().kind == Tok::Comma) next();
       if (!starts_expr(peek().kind)) throw error(peek(), "expected an operand or ')', but got " + describe(peek()));
-      args.push_back(expr());
+      args.push_back(operand());
     }
     Token close = next();
     if (args.empty()) throw error(op, "'" + std::string(op.text) + "' needs at least one operand");
@@ -363,6 +381,78 @@ class Parser {
     } else {
       e = std::move(args[0]);
       for (std::size_t i = 1; i < args.size(); ++i) e = make_binary(op.text[0], std::move(e), std::move(args[i]));
+    }
+    e.offset = open.offset;
+    e.length = close.offset + 1 - open.offset;
+    return e;
+  }
+
+  // One operand of a prefix form: an atom or a parenthesised form, with an
+  // optional sign and indexing (`(+ a -1 ks[0])`), never infix arithmetic.
+  Expr operand() {
+    Expr e = unary();
+    if (peek().kind == Tok::Plus || peek().kind == Tok::Star || peek().kind == Tok::Slash ||
+        (peek().kind == Tok::Minus && !negative_sign_ahead())) {
+      throw error(peek(), "infix '" + std::string(peek().text) +
+                              "' inside a prefix form: write (op a b) with operands only, or wrap infix arithmetic in parentheses");
+    }
+    return e;
+  }
+
+  static bool is_function(std::string_view name) {
+    return name == "floor" || name == "car" || name == "first" || name == "second" || name == "third" ||
+           name == "nth";
+  }
+
+  // Lisp helpers seen in cl-waffe2 where forms: `(floor x)`, `(floor a b)`,
+  // `(car l)`/`(first l)`, `(second l)`, `(third l)`, `(nth i l)`; written
+  // back as infix (`l[0]`, `a / b`).
+  Expr call_form(const Token& open) {
+    Token fn = next();
+    std::vector<Expr> args;
+    while (peek().kind != Tok::RParen) {
+      if (peek().kind == Tok::End) throw ParseError("expected ')' to close the '(' opened here", open.offset, 1);
+      if (!starts_expr(peek().kind)) throw error(peek(), "expected an operand or ')', but got " + describe(peek()));
+      args.push_back(operand());
+    }
+    Token close = next();
+    auto arity = [&](std::size_t n) {
+      if (args.size() != n) {
+        throw error(fn, "'" + std::string(fn.text) + "' takes " + std::to_string(n) + " operand" + (n == 1 ? "" : "s") +
+                            ", but got " + std::to_string(args.size()));
+      }
+    };
+    auto index = [&](Expr list, std::int64_t k, Expr* at) {
+      Expr ix;
+      ix.kind = Expr::Kind::Index;
+      ix.items.push_back(std::move(list));
+      if (at) {
+        ix.items.push_back(std::move(*at));
+      } else {
+        Expr i;
+        i.kind = Expr::Kind::Integer;
+        i.value = k;
+        i.offset = fn.offset;
+        i.length = fn.text.size();
+        ix.items.push_back(std::move(i));
+      }
+      return ix;
+    };
+    Expr e;
+    if (fn.text == "floor") {
+      if (args.size() == 2) {
+        e = make_binary('/', std::move(args[0]), std::move(args[1]));
+      } else {
+        arity(1);  // our '/' already floors, so (floor x) is x
+        e = std::move(args[0]);
+      }
+    } else if (fn.text == "nth") {
+      arity(2);
+      e = index(std::move(args[1]), 0, &args[0]);
+    } else {
+      arity(1);
+      std::int64_t k = fn.text == "second" ? 1 : fn.text == "third" ? 2 : 0;
+      e = index(std::move(args[0]), k, nullptr);
     }
     e.offset = open.offset;
     e.length = close.offset + 1 - open.offset;
@@ -400,6 +490,7 @@ class Parser {
   std::string_view text_;
   std::vector<Token> toks_;
   std::size_t pos_ = 0;
+  int list_depth_ = 0;  // > 0 while parsing the items of a list
 };
 
 }  // namespace
