@@ -56,6 +56,40 @@ std::int64_t checked(char op, std::int64_t a, std::int64_t b) {
 
 Dim Dim::binary(char op, const Dim& lhs, const Dim& rhs) {
   if (lhs.is_known() && rhs.is_known()) return Dim(checked(op, lhs.value(), rhs.value()));
+  // Constants go right and are merged, so symbolic shapes stay short:
+  // 1 + (h + -2 + -1) is h - 2, 2 * (n * 3) is n * 6.
+  if ((op == '+' || op == '*') && lhs.is_known()) return binary(op, rhs, lhs);
+  if ((op == '+' || op == '-') && rhs.is_known()) {
+    std::int64_t c = op == '+' ? rhs.value() : checked('-', 0, rhs.value());
+    const Node* n = lhs.node_.get();
+    if (n->op == '+' || n->op == '-') {
+      if (n->rhs.is_known()) {
+        std::int64_t inner = n->op == '+' ? n->rhs.value() : checked('-', 0, n->rhs.value());
+        return binary('+', n->lhs, Dim(checked('+', inner, c)));
+      }
+    }
+    if (c == 0) return lhs;
+    if (c < 0 && c != INT64_MIN) {
+      Dim d;
+      auto m = std::make_shared<Node>();
+      m->op = '-';
+      m->lhs = lhs;
+      m->rhs = Dim(-c);
+      d.node_ = std::move(m);
+      return d;
+    }
+    op = '+';
+    Dim d;
+    auto m = std::make_shared<Node>();
+    m->op = '+';
+    m->lhs = lhs;
+    m->rhs = Dim(c);
+    d.node_ = std::move(m);
+    return d;
+  }
+  if (op == '*' && rhs.is_known() && lhs.node_->op == '*' && lhs.node_->rhs.is_known()) {
+    return binary('*', lhs.node_->lhs, Dim(checked('*', lhs.node_->rhs.value(), rhs.value())));
+  }
   // Identities keep symbolic shapes readable: batch * 1 is batch.
   if (rhs.is_known()) {
     if ((op == '+' || op == '-') && rhs.value() == 0) return lhs;
@@ -330,6 +364,14 @@ class Checker {
         if (!l || !r) return std::nullopt;
         return Value::scalar(arith(e.op, scalar_of(*l, e.items[0]), scalar_of(*r, e.items[1]), e));
       }
+      case Expr::Kind::IfNumber: {
+        // x must be determined (the branch is chosen from it); a symbolic
+        // size is a number for wfgen, so `then` is taken either way.
+        auto x = eval(e.items[0]);
+        if (!x) return std::nullopt;
+        scalar_of(*x, e.items[0]);
+        return eval(e.items[1]);
+      }
       case Expr::Kind::Index: {
         auto l = eval(e.items[0]);
         auto r = eval(e.items[1]);
@@ -418,7 +460,8 @@ class Checker {
         if (m == e.name) return;
       out.push_back(e.name);
     }
-    for (const auto& item : e.items) collect_missing(item, out);
+    std::size_t n = e.kind == Expr::Kind::IfNumber ? 2 : e.items.size();  // the else branch is never taken
+    for (std::size_t i = 0; i < n; ++i) collect_missing(e.items[i], out);
   }
 
   // --- inputs ----------------------------------------------------------------

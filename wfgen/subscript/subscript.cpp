@@ -401,7 +401,7 @@ class Parser {
 
   static bool is_function(std::string_view name) {
     return name == "floor" || name == "car" || name == "first" || name == "second" || name == "third" ||
-           name == "nth";
+           name == "nth" || name == "if";
   }
 
   // Lisp helpers seen in cl-waffe2 where forms: `(floor x)`, `(floor a b)`,
@@ -409,6 +409,7 @@ class Parser {
   // back as infix (`l[0]`, `a / b`).
   Expr call_form(const Token& open) {
     Token fn = next();
+    if (fn.text == "if") return if_form(open, fn);
     std::vector<Expr> args;
     while (peek().kind != Tok::RParen) {
       if (peek().kind == Tok::End) throw ParseError("expected ')' to close the '(' opened here", open.offset, 1);
@@ -454,6 +455,42 @@ class Parser {
       std::int64_t k = fn.text == "second" ? 1 : fn.text == "third" ? 2 : 0;
       e = index(std::move(args[0]), k, nullptr);
     }
+    e.offset = open.offset;
+    e.length = close.offset + 1 - open.offset;
+    return e;
+  }
+
+  // `(if (numberp x) then else)`, the only condition cl-waffe2's where forms use.
+  Expr if_form(const Token& open, const Token& fn) {
+    const Token& c = peek();
+    if (c.kind != Tok::LParen || peek(1).kind != Tok::Ident || peek(1).text != "numberp" ||
+        peek(2).kind != Tok::Ident || peek(3).kind != Tok::RParen) {
+      throw error(c, "expected the condition '(numberp symbol)' after 'if' (the only condition supported), but got " +
+                         describe(c));
+    }
+    next();
+    next();
+    Token x = next();
+    next();
+    Expr e;
+    e.kind = Expr::Kind::IfNumber;
+    Expr sym;
+    sym.kind = Expr::Kind::Symbol;
+    sym.name = std::string(x.text);
+    sym.offset = x.offset;
+    sym.length = x.text.size();
+    e.items.push_back(std::move(sym));
+    for (int i = 0; i < 2; ++i) {
+      if (!starts_expr(peek().kind)) {
+        throw error(peek(), std::string("expected the ") + (i ? "else" : "then") + " branch of 'if', but got " +
+                                describe(peek()));
+      }
+      e.items.push_back(operand());
+    }
+    if (peek().kind != Tok::RParen) {
+      throw error(peek().kind == Tok::End ? fn : peek(), "expected ')' after the else branch of 'if', but got " + describe(peek()));
+    }
+    Token close = next();
     e.offset = open.offset;
     e.length = close.offset + 1 - open.offset;
     return e;
@@ -518,6 +555,8 @@ std::string Expr::str() const {
       return "-" + (paren ? "(" + e.str() + ")" : e.str());
     }
     case Kind::Index: return items[0].str() + "[" + items[1].str() + "]";
+    case Kind::IfNumber:
+      return "(if (numberp " + items[0].str() + ") (" + items[1].str() + ") (" + items[2].str() + "))";
   }
   return "?";
 }

@@ -8,8 +8,11 @@
 //   subscript   := '~' | symbol | integer
 //   binding     := symbol '=' expr
 //   expr        := infix integer arithmetic over integers, symbols, lists
-//                  `(10 10 10)`, parentheses and prefix forms `(+ a b)`;
-//                  `/` is floor division; `x[k]` indexes a list
+//                  `(10 10 10)`, parentheses and prefix forms `(+ a b)`,
+//                  `(floor a b)`, `(car l)`/`(first l)`, `(second l)`,
+//                  `(third l)`, `(nth k l)`, `(if (numberp x) a b)`;
+//                  `/` is floor division; `x[k]` indexes a list;
+//                  `;` starts a comment
 //
 // Symbols may contain `-` (`in-features`, `k-h`), so a binary minus needs a
 // space before it (`a - 1`); `a-1` is one symbol.
@@ -42,12 +45,16 @@ class ParseError : public std::runtime_error {
 };
 
 struct Expr {
-  enum class Kind { Integer, Symbol, List, Binary, Negate, Index };
+  // IfNumber is cl-waffe2's `(if (numberp x) then else)`: `then` when x is a
+  // size, known or symbolic (wfgen computes symbolic sizes, so `else`, the
+  // "-1 = undetermined" branch of cl-waffe2, is kept only for printing).
+  enum class Kind { Integer, Symbol, List, Binary, Negate, Index, IfNumber };
   Kind kind = Kind::Integer;
   std::int64_t value = 0;         // Integer
   std::string name;               // Symbol
   char op = 0;                    // Binary: + - * /
-  std::vector<Expr> items;        // List items; Binary/Index: [lhs, rhs]; Negate: [operand]
+  std::vector<Expr> items;        // List items; Binary/Index: [lhs, rhs]; Negate: [operand];
+                                  // IfNumber: [x, then, else]
   std::size_t offset = 0;         // where it starts in the DSL text
   std::size_t length = 0;
 
