@@ -543,8 +543,8 @@ std::string Expr::str() const {
     }
     case Kind::Binary: {
       auto side = [&](const Expr& e, bool right) {
-        bool paren = e.kind == Kind::Binary &&
-                     ((op == '*' || op == '/') ? (e.op == '+' || e.op == '-' || right) : right);
+        bool low = e.op == '+' || e.op == '-';
+        bool paren = e.kind == Kind::Binary && ((op == '*' || op == '/') ? (low || right) : (right && low));
         return paren ? "(" + e.str() + ")" : e.str();
       };
       return side(items[0], false) + " " + op + " " + side(items[1], true);
