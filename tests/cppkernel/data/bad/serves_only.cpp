@@ -1,0 +1,7 @@
+// node: function=op params=x:in,y:out dtypes=f32,f64 ranks=2
+// expect: serves_only.cpp:7:6: error: function 'op' serves only float (f32) but the implementation lists dtypes float (f32), double (f64); make the element type a template parameter or add an overload per dtype
+#include <cstdint>
+#include <wfgen/runtime_types.hpp>
+using wfgen::rt::View;
+
+void op(View<const float, 2> x, View<float, 2> y);

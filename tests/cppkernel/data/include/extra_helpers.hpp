@@ -1,0 +1,4 @@
+#pragma once
+namespace helpers {
+template <class T> T neg(T v) { return -v; }
+}  // namespace helpers
