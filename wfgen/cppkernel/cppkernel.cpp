@@ -359,7 +359,7 @@ class Checker {
       }
       auto* ftd = dyn_cast<clang::FunctionTemplateDecl>(d);
       auto* fd = ftd ? ftd->getTemplatedDecl() : dyn_cast<clang::FunctionDecl>(d);
-      if (!fd || isa<clang::CXXMethodDecl>(fd) || !fd->getDeclName().isIdentifier()) continue;
+      if (!fd || isa<clang::CXXMethodDecl>(fd) || !fd->getDeclName().isIdentifier() || fd->isDeleted()) continue;
       if (!ftd && fd->getTemplatedKind() != clang::FunctionDecl::TK_NonTemplate) continue;
       bool main = loc_.in_main_file(fd->getLocation());
       if (main) names_.insert(qualified_name(fd));
