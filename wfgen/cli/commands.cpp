@@ -3,6 +3,9 @@
 #include <ostream>
 #include <sstream>
 
+#include "wfgen/emit/emit_kernels.hpp"
+#include "wfgen/emit/write_outputs.hpp"
+#include "wfgen/lower/kernel_plan.hpp"
 #include "wfgen/shape/shape.hpp"
 #include "wfgen/spec/spec.hpp"
 #include "wfgen/subscript/subscript.hpp"
@@ -32,6 +35,59 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+namespace {
+
+int report_user_error(const UserError& e, Streams io) {
+  io.err << e.render(io.color);
+  std::size_t n = e.diagnostics().size();
+  io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
+  return kBadInput;
+}
+
+}  // namespace
+
+int gen(const GenOptions& o, Streams io) {
+  try {
+    spec::Spec s = spec::load_with_stdlib(o.specs);
+    lower::KernelSelection sel;
+    sel.include_stdlib = o.stdlib;
+    if (!o.nodes.empty()) {
+      sel.all = false;
+      sel.nodes = o.nodes;
+      for (const auto& n : o.nodes) {
+        if (!s.find_node(n)) {
+          std::vector<std::string> names;
+          for (const auto& node : s.nodes) names.push_back(node.name);
+          io.err << "error: --node " << quote(n) << " is not a node of the specs" << did_you_mean(n, names) << "\n";
+          return kBadInput;
+        }
+      }
+    }
+    std::vector<lower::KernelPlan> plans = lower::plan_kernels(s, sel);
+    emit::KernelEmitOptions eo;
+    eo.ns = o.ns;
+    std::vector<emit::OutputFile> files = emit::emit_kernels(plans, eo);
+    if (o.list_outputs) {
+      for (const auto& f : files) io.out << (o.output / f.path).string() << "\n";
+      return kOk;
+    }
+    std::size_t count = 0;
+    auto progress = [&](const std::string& path) {
+      ++count;
+      if (o.progress) io.err << "\r[" << count << "] wrote " << path << "\x1b[K" << std::flush;
+    };
+    emit::WriteReport r = emit::write_outputs(o.output, files, progress);
+    if (o.progress && count) io.err << "\n";
+    if (o.progress) {
+      io.err << "wfgen: " << plans.size() << " kernels in " << files.size() << " files (" << r.written.size() << " written, "
+             << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << "\n";
+    }
+    return kOk;
+  } catch (const UserError& e) {
+    return report_user_error(e, io);
+  }
+}
+
 int check(const CheckOptions& options, Streams io) {
   try {
     spec::Spec s = spec::load(options.specs);
@@ -42,10 +98,7 @@ int check(const CheckOptions& options, Streams io) {
            << " node" << (s.nodes.size() == 1 ? "" : "s") << "\n";
     return kOk;
   } catch (const UserError& e) {
-    io.err << e.render(io.color);
-    std::size_t n = e.diagnostics().size();
-    io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
-    return kBadInput;
+    return report_user_error(e, io);
   }
 }
 

@@ -36,6 +36,17 @@ struct ShapeOptions {
 };
 int shape(const ShapeOptions& options, Streams io);
 
+struct GenOptions {
+  std::vector<std::filesystem::path> specs;
+  std::filesystem::path output;
+  bool stdlib = false;              // also every kernel of the standard library
+  std::vector<std::string> nodes;   // only these nodes
+  std::string ns = "wfgen_kernels";
+  bool list_outputs = false;        // print the files it would write, write nothing
+  bool progress = false;            // a line per file written (on a terminal)
+};
+int gen(const GenOptions& options, Streams io);
+
 // Escapes a string for a JSON document.
 std::string json_string(const std::string& s);
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "wfgen/cli/commands.hpp"
+#include "wfgen/subscript/subscript.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 #ifndef WFGEN_VERSION
@@ -29,6 +30,17 @@ int main(int argc, char** argv) {
   shape->add_flag("--json", shape_opts.json, "Print one JSON object instead of text");
   shape->footer("Exit status: 0 when the shapes check, 1 on a shape error, 2 on a parse or usage error.");
 
+  cli::GenOptions gen_opts;
+  auto* gen = app.add_subcommand("gen", "Generate C++ kernels (one function per node, device, dtype and rank) into a directory");
+  gen->add_option("specs", gen_opts.specs, "Spec files (YAML); the standard library is always loaded")->check(CLI::ExistingFile);
+  gen->add_option("-o,--output", gen_opts.output, "Output directory")->required();
+  gen->add_flag("--stdlib", gen_opts.stdlib, "Also generate every kernel of the standard library");
+  gen->add_option("--node", gen_opts.nodes, "Generate only the kernels of this node (repeatable)");
+  gen->add_option("--namespace", gen_opts.ns, "C++ namespace of the generated code")->check([](const std::string& ns) {
+    return subscript::is_symbol(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
+  });
+  gen->add_flag("--list-outputs", gen_opts.list_outputs, "Print the files it would write and write nothing (for CMake)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,6 +51,10 @@ int main(int argc, char** argv) {
   try {
     if (*check) return cli::check(check_opts, io);
     if (*shape) return cli::shape(shape_opts, io);
+    if (*gen) {
+      gen_opts.progress = stderr_wants_color();
+      return cli::gen(gen_opts, io);
+    }
   } catch (const InternalError& e) {
     std::cerr << e.what() << "\n";
     return cli::kInternal;

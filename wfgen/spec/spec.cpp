@@ -1,5 +1,6 @@
 #include "wfgen/spec/spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -7,7 +8,12 @@
 
 #include "wfgen/spec/schema_check.hpp"
 #include "wfgen/spec/yaml_source.hpp"
+#include "wfgen/support/embedded.hpp"
 #include "wfgen/support/names.hpp"
+
+namespace wfgen::stdlib {
+std::span<const wfgen::EmbeddedFile> files();
+}
 
 namespace wfgen::spec {
 
@@ -44,6 +50,37 @@ std::string arg_value_str(const ArgValue& v) {
   return os.str();
 }
 
+const char* body_kind_name(BodyKind k) {
+  switch (k) {
+    case BodyKind::Elementwise: return "elementwise";
+    case BodyKind::Reduce: return "reduce";
+    case BodyKind::Gemm: return "gemm";
+    case BodyKind::Cpp: return "cpp";
+    case BodyKind::Builtin: return "builtin";
+    case BodyKind::View: return "view";
+  }
+  return "?";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::ArgMax: return "argmax";
+    case ReduceOp::ArgMin: return "argmin";
+  }
+  return "?";
+}
+
+std::vector<const Impl*> Spec::impls_of(std::string_view node) const {
+  std::vector<const Impl*> out;
+  for (const auto& i : impls)
+    if (i.node == node) out.push_back(&i);
+  return out;
+}
+
 const Node* Spec::find_node(std::string_view name) const {
   for (const auto& n : nodes)
     if (n.name == name) return &n;
@@ -55,15 +92,39 @@ namespace {
 // ---------------------------------------------------------------------------
 // Typed reading (after validation: shapes of values are known to be right)
 
+std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
 class Reader {
  public:
   Reader(const Source& src, std::vector<Diagnostic>& errors) : src_(src), errors_(errors) {}
 
   void read(const YAML::Node& root, Spec& spec) {
-    if (!root["nodes"]) return;
-    for (const auto& n : root["nodes"]) {
-      std::optional<Node> node = read_node(n);
-      if (node) spec.nodes.push_back(std::move(*node));
+    if (root["nodes"]) {
+      for (const auto& n : root["nodes"]) {
+        std::optional<Node> node = read_node(n);
+        if (node) spec.nodes.push_back(std::move(*node));
+      }
+    }
+    if (root["ops"]) {
+      // define-op: a node and its one implementation in one entry.
+      for (const auto& n : root["ops"]) {
+        std::optional<Node> node = read_node(n);
+        std::optional<Impl> impl = read_impl(n, n["name"]);
+        if (node && impl) {
+          spec.nodes.push_back(std::move(*node));
+          spec.impls.push_back(std::move(*impl));
+        }
+      }
+    }
+    if (root["impls"]) {
+      for (const auto& n : root["impls"]) {
+        std::optional<Impl> impl = read_impl(n, n["node"]);
+        if (impl) spec.impls.push_back(std::move(*impl));
+      }
     }
   }
 
@@ -240,36 +301,170 @@ class Reader {
     return node;
   }
 
+  std::optional<Impl> read_impl(const YAML::Node& n, const YAML::Node& node_name) {
+    Impl impl;
+    impl.node = node_name.Scalar();
+    impl.device = n["device"].Scalar();
+    impl.loc = detail::loc_of(src_, node_name.Mark());
+    std::size_t errors_before = errors_.size();
+    std::string owner = "the " + impl.device + " implementation of '" + impl.node + "'";
+    for (const auto& d : n["dtypes"]) {
+      std::string t = d.Scalar();
+      rt::DType dt = rt::DType::f32;
+      for (int k = 0; k < rt::kDTypeCount; ++k)
+        if (t == rt::dtype_name(static_cast<rt::DType>(k))) dt = static_cast<rt::DType>(k);
+      if (std::find(impl.dtypes.begin(), impl.dtypes.end(), dt) != impl.dtypes.end()) {
+        error(d, "dtype " + t + " is listed twice in " + owner);
+      }
+      impl.dtypes.push_back(dt);
+    }
+    if (const auto& r = n["ranks"]) {
+      if (r.IsSequence()) {
+        for (const auto& x : r) impl.ranks.push_back(x.as<int>());
+      } else {
+        std::string range = r.Scalar();
+        int lo = range[0] - '0', hi = range[3] - '0';
+        if (lo > hi) error(r, "empty rank range '" + range + "' in " + owner + ": expected low..high");
+        for (int k = lo; k <= hi; ++k) impl.ranks.push_back(k);
+      }
+      std::sort(impl.ranks.begin(), impl.ranks.end());
+      impl.ranks.erase(std::unique(impl.ranks.begin(), impl.ranks.end()), impl.ranks.end());
+    }
+    if (n["reject"]) impl.reject = text_of(src_, n["reject"]);
+    if (n["doc"] && n["node"]) impl.doc = n["doc"].Scalar();
+    if (n["parallel"] && n["parallel"]["grain"]) impl.parallel_grain = n["parallel"]["grain"].as<std::int64_t>();
+    // Exactly one kernel body.
+    const char* kinds[] = {"elementwise", "reduce", "gemm", "cpp", "builtin", "view"};
+    std::vector<std::string> present;
+    for (const char* k : kinds)
+      if (n[k]) present.push_back(k);
+    if (present.size() != 1) {
+      std::string msg = present.empty() ? owner + " has no kernel body; expected one of: elementwise, reduce, gemm, cpp, builtin, view"
+                                        : owner + " has " + std::to_string(present.size()) + " kernel bodies (" + join(present) +
+                                              "); expected exactly one";
+      error(present.empty() ? node_name : n[present[1]], msg);
+      return std::nullopt;
+    }
+    const std::string& kind = present.front();
+    if (kind == "elementwise") {
+      impl.kind = BodyKind::Elementwise;
+      impl.elementwise = text_of(src_, n["elementwise"]);
+    } else if (kind == "reduce") {
+      impl.kind = BodyKind::Reduce;
+      const auto& r = n["reduce"];
+      std::string op = r["op"].Scalar();
+      const std::pair<const char*, ReduceOp> ops[] = {{"sum", ReduceOp::Sum}, {"mean", ReduceOp::Mean}, {"max", ReduceOp::Max},
+                                                      {"min", ReduceOp::Min}, {"argmax", ReduceOp::ArgMax}, {"argmin", ReduceOp::ArgMin}};
+      for (const auto& [name, value] : ops)
+        if (op == name) impl.reduce_op = value;
+      if (r["prologue"]) impl.prologue = text_of(src_, r["prologue"]);
+      if (r["epilogue"]) impl.epilogue = text_of(src_, r["epilogue"]);
+    } else if (kind == "gemm") {
+      impl.kind = BodyKind::Gemm;
+      if (!n["gemm"].as<bool>()) {
+        error(n["gemm"], "'gemm: false' in " + owner + " gives no kernel body; remove it or set it to true");
+      }
+    } else if (kind == "cpp") {
+      impl.kind = BodyKind::Cpp;
+      const auto& c = n["cpp"];
+      std::filesystem::path file = c["file"].Scalar();
+      impl.cpp_function = text_of(src_, c["function"]);
+      if (file.is_absolute()) {
+        error(c["file"], "the C++ file of " + owner + " must be a path relative to the spec file, but got '" +
+                             quote(file.string()) + "'");
+      } else {
+        std::filesystem::path base = std::filesystem::path(src_.name).parent_path();
+        std::filesystem::path normal = file.lexically_normal();
+        if (!normal.empty() && *normal.begin() == "..") {
+          error(c["file"], "the C++ file '" + quote(file.string()) + "' of " + owner +
+                               " is outside the spec's folder; kernel files must be inside the project");
+        }
+        impl.cpp_file = (base / normal).lexically_normal();
+      }
+    } else if (kind == "builtin") {
+      impl.kind = BodyKind::Builtin;
+      impl.builtin = n["builtin"].Scalar();
+    } else {
+      impl.kind = BodyKind::View;
+      impl.view = n["view"].Scalar();
+    }
+    if (impl.kind == BodyKind::Gemm && impl.device != "blas" && impl.device != "cpu") {
+      // Other devices provide GEMM through a cpp body.
+      error(n["device"], "gemm kernels exist for the devices cpu and blas, but " + owner + " is for '" + impl.device + "'");
+    }
+    if (errors_.size() != errors_before) return std::nullopt;
+    return impl;
+  }
+
   const Source& src_;
   std::vector<Diagnostic>& errors_;
 };
 
-// Checks that involve several nodes (names are unique, extends refer to nodes).
-void check_spec(const Spec& spec, std::vector<Diagnostic>& errors) {
+// A user node replaces the standard node of the same name (and the standard
+// implementations of it); a user impl replaces the standard impl of the
+// same node and device.
+void apply_overrides(Spec& spec) {
+  std::set<std::string> user_nodes;
+  std::set<std::pair<std::string, std::string>> user_impls;
+  for (const auto& n : spec.nodes)
+    if (!n.from_stdlib) user_nodes.insert(n.name);
+  for (const auto& i : spec.impls)
+    if (!i.from_stdlib) user_impls.insert({i.node, i.device});
+  std::erase_if(spec.nodes, [&](const Node& n) { return n.from_stdlib && user_nodes.count(n.name); });
+  std::erase_if(spec.impls, [&](const Impl& i) {
+    return i.from_stdlib && (user_nodes.count(i.node) || user_impls.count({i.node, i.device}));
+  });
+}
+
+Diagnostic located(SourceLoc loc, std::string message) {
+  Diagnostic d;
+  d.loc = std::move(loc);
+  d.message = std::move(message);
+  return d;
+}
+
+// Checks that involve several entries: unique names, references that exist.
+void check_spec(const Spec& spec, const std::map<std::string, std::string>& texts, std::vector<Diagnostic>& errors) {
+  auto add = [&](SourceLoc loc, std::string message) {
+    Diagnostic d = located(std::move(loc), std::move(message));
+    auto it = texts.find(d.loc.file);
+    if (it != texts.end()) d.source_line = line_of(it->second, d.loc.line);
+    errors.push_back(std::move(d));
+  };
   std::map<std::string, const Node*> by_name;
   for (const auto& n : spec.nodes) {
     auto [it, inserted] = by_name.emplace(lower_name(n.name), &n);
-    if (!inserted) {
-      Diagnostic d;
-      d.loc = n.loc;
-      d.message = "node '" + n.name + "' is defined twice (first at " + it->second->loc.str() + ")";
-      if (lower_name(it->second->name) == lower_name(n.name) && it->second->name != n.name) {
-        d.message = "node '" + n.name + "' and node '" + it->second->name + "' (" + it->second->loc.str() +
-                    ") differ only in case, and generated names are lowercase; rename one";
-      }
-      errors.push_back(std::move(d));
+    if (inserted) continue;
+    if (it->second->name != n.name) {
+      add(n.loc, "node '" + n.name + "' and node '" + it->second->name + "' (" + it->second->loc.str() +
+                     ") differ only in case, and generated names are lowercase; rename one");
+    } else {
+      add(n.loc, "node '" + n.name + "' is defined twice (first at " + it->second->loc.str() + ")");
     }
   }
   std::vector<std::string> names;
   for (const auto& n : spec.nodes) names.push_back(n.name);
   for (const auto& n : spec.nodes) {
     for (const auto& e : n.extends) {
-      if (!spec.find_node(e)) {
-        Diagnostic d;
-        d.loc = n.loc;
-        d.message = "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, names);
-        errors.push_back(std::move(d));
-      }
+      if (!spec.find_node(e)) add(n.loc, "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, names));
+      if (e == n.name) add(n.loc, "node '" + n.name + "' extends itself");
+    }
+  }
+  std::map<std::pair<std::string, std::string>, const Impl*> impls;
+  for (const auto& i : spec.impls) {
+    const Node* node = spec.find_node(i.node);
+    if (!node) {
+      add(i.loc, "implementation of unknown node '" + i.node + "'" + did_you_mean(i.node, names));
+      continue;
+    }
+    auto [it, inserted] = impls.emplace(std::make_pair(i.node, i.device), &i);
+    if (!inserted) {
+      add(i.loc, "node '" + i.node + "' has two implementations for the device '" + i.device + "' (the first at " +
+                     it->second->loc.str() + ")");
+    }
+    if (i.kind == BodyKind::Elementwise && node->where.outputs.size() != 1) {
+      add(i.loc, "an elementwise kernel computes one output, but node '" + i.node + "' has " +
+                     std::to_string(node->where.outputs.size()) + " (" + node->where.str() + ")");
     }
   }
 }
@@ -299,52 +494,87 @@ void load_source(const Source& src, Spec& spec, std::vector<Diagnostic>& errors)
 
 }  // namespace
 
-Spec load_text(const std::string& name, const std::string& text) {
+namespace {
+
+Spec load_sources(const std::vector<Source>& sources, std::size_t stdlib_count, std::vector<Diagnostic> errors) {
   Spec spec;
-  std::vector<Diagnostic> errors;
-  Source src{name, text};
-  spec.files.push_back(name);
-  load_source(src, spec, errors);
-  if (errors.empty()) check_spec(spec, errors);
+  std::map<std::string, std::string> texts;
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    const Source& src = sources[k];
+    spec.files.push_back(src.name);
+    texts[src.name] = src.text;
+    std::size_t nodes = spec.nodes.size(), impls = spec.impls.size();
+    load_source(src, spec, errors);
+    if (k < stdlib_count) {
+      for (std::size_t i = nodes; i < spec.nodes.size(); ++i) spec.nodes[i].from_stdlib = true;
+      for (std::size_t i = impls; i < spec.impls.size(); ++i) spec.impls[i].from_stdlib = true;
+    }
+  }
+  if (errors.empty()) {
+    apply_overrides(spec);
+    check_spec(spec, texts, errors);
+  }
   if (!errors.empty()) throw UserError(std::move(errors));
   return spec;
 }
 
-Spec load(const std::vector<std::filesystem::path>& files, const LoadOptions& options) {
-  Spec spec;
-  std::vector<Diagnostic> errors;
+// Reads files; problems reading them become diagnostics.
+std::vector<Source> read_files(const std::vector<std::filesystem::path>& files, const LoadOptions& options,
+                               std::vector<Diagnostic>& errors) {
+  std::vector<Source> out;
   for (const auto& path : files) {
     std::string name = path.string();
-    spec.files.push_back(name);
+    auto fail = [&](std::string message) { errors.push_back(located(SourceLoc{name, 0, 0}, std::move(message))); };
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
-      errors.push_back({Diagnostic::Severity::Error, SourceLoc{name, 0, 0}, "is a directory; expected a YAML spec file", "", 1, ""});
+      fail("is a directory; expected a YAML spec file");
       continue;
     }
     auto size = std::filesystem::file_size(path, ec);
     if (ec) {
-      errors.push_back({Diagnostic::Severity::Error, SourceLoc{name, 0, 0}, "cannot read the spec file: " + ec.message(), "", 1, ""});
+      fail("cannot read the spec file: " + ec.message());
       continue;
     }
     if (size > options.max_file_bytes) {
-      errors.push_back({Diagnostic::Severity::Error, SourceLoc{name, 0, 0},
-                        "the spec file is " + std::to_string(size) + " bytes, more than the limit of " +
-                            std::to_string(options.max_file_bytes) + " bytes",
-                        "", 1, ""});
+      fail("the spec file is " + std::to_string(size) + " bytes, more than the limit of " +
+           std::to_string(options.max_file_bytes) + " bytes");
       continue;
     }
     std::ifstream in(path, std::ios::binary);
     std::ostringstream buf;
     buf << in.rdbuf();
     if (!in.good() && !in.eof()) {
-      errors.push_back({Diagnostic::Severity::Error, SourceLoc{name, 0, 0}, "cannot read the spec file", "", 1, ""});
+      fail("cannot read the spec file");
       continue;
     }
-    load_source(Source{name, buf.str()}, spec, errors);
+    out.push_back(Source{name, buf.str()});
   }
-  if (errors.empty()) check_spec(spec, errors);
-  if (!errors.empty()) throw UserError(std::move(errors));
-  return spec;
+  return out;
+}
+
+}  // namespace
+
+Spec load_text(const std::string& name, const std::string& text) { return load_sources({Source{name, text}}, 0, {}); }
+
+Spec load(const std::vector<std::filesystem::path>& files, const LoadOptions& options) {
+  std::vector<Diagnostic> errors;
+  std::vector<Source> sources = read_files(files, options, errors);
+  return load_sources(sources, 0, std::move(errors));
+}
+
+std::vector<std::string> stdlib_files() {
+  std::vector<std::string> out;
+  for (const auto& f : stdlib::files()) out.push_back("<stdlib>/" + std::string(f.path));
+  return out;
+}
+
+Spec load_with_stdlib(const std::vector<std::filesystem::path>& files, const LoadOptions& options) {
+  std::vector<Source> sources;
+  for (const auto& f : stdlib::files()) sources.push_back(Source{"<stdlib>/" + std::string(f.path), std::string(f.text)});
+  std::size_t stdlib_count = sources.size();
+  std::vector<Diagnostic> errors;
+  for (auto& s : read_files(files, options, errors)) sources.push_back(std::move(s));
+  return load_sources(sources, stdlib_count, std::move(errors));
 }
 
 }  // namespace wfgen::spec

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "wfgen/runtime_types.hpp"
 #include "wfgen/subscript/subscript.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
@@ -59,13 +60,43 @@ struct Node {
   bool out_scalar = false;
   std::vector<std::string> extends;
   std::string doc;
+  bool from_stdlib = false;
+};
+
+// How an implementation computes its node.
+enum class BodyKind { Elementwise, Reduce, Gemm, Cpp, Builtin, View };
+const char* body_kind_name(BodyKind k);
+
+enum class ReduceOp { Sum, Mean, Max, Min, ArgMax, ArgMin };
+const char* reduce_op_name(ReduceOp op);
+
+struct Impl {
+  std::string node;
+  std::string device;  // "cpu", "blas" or a user device
+  SourceLoc loc;       // of the entry
+  std::vector<rt::DType> dtypes;
+  std::vector<int> ranks;  // sorted, unique; empty: the ranks the DSL allows, 1..4
+  std::optional<Text> reject;
+  BodyKind kind = BodyKind::Elementwise;
+  Text elementwise;              // Elementwise
+  ReduceOp reduce_op = ReduceOp::Sum;  // Reduce
+  std::optional<Text> prologue, epilogue;
+  std::filesystem::path cpp_file;  // Cpp: resolved against the spec file's folder
+  Text cpp_function;
+  std::string builtin;  // Builtin: gather, one_hot, im2col, fill, copy, arange
+  std::string view;     // View: transpose, permute, reshape
+  std::int64_t parallel_grain = 0;  // 0: never split across threads
+  std::string doc;
+  bool from_stdlib = false;
 };
 
 struct Spec {
   std::vector<Node> nodes;
+  std::vector<Impl> impls;
   std::vector<std::string> files;  // in load order
 
   const Node* find_node(std::string_view name) const;
+  std::vector<const Impl*> impls_of(std::string_view node) const;
 };
 
 struct LoadOptions {
@@ -76,8 +107,16 @@ struct LoadOptions {
 // Loads and validates spec files, in order. Throws UserError.
 Spec load(const std::vector<std::filesystem::path>& files, const LoadOptions& options = {});
 
-// Loads a spec from text (tests, embedded specs). `name` is used in messages.
+// Loads a spec from text (tests). `name` is used in messages.
 Spec load_text(const std::string& name, const std::string& text);
+
+// The standard library (embedded in the binary) followed by `files`. A node
+// or impl of the user's with the same name (and device) replaces the
+// standard one; `user_files` tells which files are the user's.
+Spec load_with_stdlib(const std::vector<std::filesystem::path>& files, const LoadOptions& options = {});
+
+// Names of the embedded standard-library spec files.
+std::vector<std::string> stdlib_files();
 
 // The JSON Schema of spec files, as embedded in the binary.
 std::string_view schema_text();

@@ -37,6 +37,9 @@ std::string cpp_name_problem(std::string_view name) {
   if (is_cpp_keyword(id) || is_cpp_keyword(lower_name(id))) {
     return "'" + std::string(name) + "' is a C++ keyword or a name generated code needs; choose another name";
   }
+  if (id.rfind("wf_", 0) == 0) {
+    return "'" + std::string(name) + "' starts with 'wf_', which is reserved for names in generated code";
+  }
   if (is_reserved_identifier(id)) {
     return "'" + std::string(name) + "' is reserved in C++ (names with '__' or starting with '_' and an uppercase letter)";
   }

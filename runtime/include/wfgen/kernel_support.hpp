@@ -1,0 +1,328 @@
+// What generated kernels use at run time: loop planning over strided views
+// (call-with-view at build time), the std-only GEMM, and the type-erased
+// kernel table the VM dispatches through. Std-only, header-only.
+//
+// A generated kernel writes only the innermost loop of its body; LoopNest
+// decides everything that depends on run-time strides:
+//  - dims of size 1 are dropped, the rest are ordered by the strides of one
+//    operand (the output), largest outside, so the inner loop is the one
+//    that walks memory contiguously when there is such a dim;
+//  - adjacent dims that are contiguous in every operand are merged, so a
+//    contiguous 100x100 tensor is one loop of 10000;
+//  - with a grain > 0, the iteration space is split across the runtime's
+//    threads in chunks of at least `grain` elements.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "wfgen/runtime.hpp"
+#include "wfgen/runtime_types.hpp"
+
+namespace wfgen::rt {
+
+template <int R, int N>
+class LoopNest {
+ public:
+  using Strides = std::array<std::int64_t, R>;
+
+  // `order_by` is the operand whose strides decide the loop order.
+  LoopNest(const std::array<std::int64_t, R>& shape, const std::array<Strides, N>& strides, int order_by = N - 1) {
+    std::array<int, R> dims{};
+    int kept = 0;
+    total_ = 1;
+    for (int d = 0; d < R; ++d) {
+      total_ *= shape[d];
+      if (shape[d] != 1) dims[kept++] = d;
+    }
+    // Largest stride outermost; stable, so equal strides keep their order.
+    std::stable_sort(dims.begin(), dims.begin() + kept, [&](int a, int b) {
+      return abs64(strides[order_by][a]) > abs64(strides[order_by][b]);
+    });
+    rank_ = 0;
+    for (int i = 0; i < kept; ++i) {
+      int d = dims[i];
+      if (rank_ > 0 && mergeable(rank_ - 1, shape[d], d, strides)) {
+        // The previous (outer) dim steps exactly over this one in every operand.
+        shape_[rank_ - 1] *= shape[d];
+        for (int k = 0; k < N; ++k) strides_[k][rank_ - 1] = strides[k][d];
+        continue;
+      }
+      shape_[rank_] = shape[d];
+      for (int k = 0; k < N; ++k) strides_[k][rank_] = strides[k][d];
+      ++rank_;
+    }
+  }
+
+  std::int64_t total() const { return total_; }
+  int rank() const { return rank_; }
+  std::int64_t inner_size() const { return rank_ == 0 ? 1 : shape_[rank_ - 1]; }
+
+  // True when every operand walks the inner loop with stride 1.
+  bool inner_contiguous() const {
+    if (rank_ == 0) return true;
+    for (int k = 0; k < N; ++k)
+      if (strides_[k][rank_ - 1] != 1) return false;
+    return true;
+  }
+
+  // Calls row(off, step, n) for runs of n elements along the inner dim;
+  // off[k] is operand k's element offset of the run's first element and
+  // step[k] its inner stride. grain 0 keeps everything on this thread.
+  template <class F>
+  void run(std::int64_t grain, F&& row) const {
+    if (total_ == 0) return;
+    if (grain <= 0 || total_ <= grain) {
+      chunk(0, total_, row);
+      return;
+    }
+    parallel_for(0, total_, grain, [&](std::int64_t lo, std::int64_t hi) { chunk(lo, hi, row); });
+  }
+
+ private:
+  static std::int64_t abs64(std::int64_t v) { return v < 0 ? -v : v; }
+
+  bool mergeable(int outer, std::int64_t inner_size, int inner_dim, const std::array<Strides, N>& strides) const {
+    for (int k = 0; k < N; ++k)
+      if (strides_[k][outer] != strides[k][inner_dim] * inner_size) return false;
+    return true;
+  }
+
+  // Elements [lo, hi) in loop order.
+  template <class F>
+  void chunk(std::int64_t lo, std::int64_t hi, F& row) const {
+    std::array<std::int64_t, N> step{};
+    if (rank_ == 0) {
+      std::array<std::int64_t, N> off{};
+      row(off.data(), step.data(), std::int64_t{1});
+      return;
+    }
+    const int inner = rank_ - 1;
+    const std::int64_t n = shape_[inner];
+    for (int k = 0; k < N; ++k) step[k] = strides_[k][inner];
+    // Start position: outer index of element lo, then walk rows as an odometer.
+    std::array<std::int64_t, R + 1> idx{};
+    std::int64_t rest = lo / n;
+    std::int64_t col = lo % n;
+    for (int d = inner - 1; d >= 0; --d) {
+      idx[d] = rest % shape_[d];
+      rest /= shape_[d];
+    }
+    std::array<std::int64_t, N> base{};
+    for (int k = 0; k < N; ++k) {
+      std::int64_t o = 0;
+      for (int d = 0; d < inner; ++d) o += idx[d] * strides_[k][d];
+      base[k] = o;
+    }
+    std::int64_t pos = lo;
+    while (pos < hi) {
+      std::int64_t len = std::min(n - col, hi - pos);
+      std::array<std::int64_t, N> off;
+      for (int k = 0; k < N; ++k) off[k] = base[k] + col * step[k];
+      row(off.data(), step.data(), len);
+      pos += len;
+      col = 0;
+      // Next row: increment the odometer of outer dims.
+      for (int d = inner - 1; d >= 0; --d) {
+        ++idx[d];
+        for (int k = 0; k < N; ++k) base[k] += strides_[k][d];
+        if (idx[d] < shape_[d]) break;
+        for (int k = 0; k < N; ++k) base[k] -= strides_[k][d] * shape_[d];
+        idx[d] = 0;
+      }
+    }
+  }
+
+  int rank_ = 0;
+  std::int64_t total_ = 1;
+  std::array<std::int64_t, R + 1> shape_{};
+  std::array<std::array<std::int64_t, R + 1>, N> strides_{};
+};
+
+// The first R - K entries of a shape or strides array (the batch dims).
+template <std::size_t K, std::size_t R>
+std::array<std::int64_t, R - K> head(const std::array<std::int64_t, R>& a) {
+  static_assert(K <= R, "head<K> of a shorter array");
+  std::array<std::int64_t, R - K> out{};
+  for (std::size_t d = 0; d < R - K; ++d) out[d] = a[d];
+  return out;
+}
+
+// An element used as an index (gather, one_hot): -1 when it is not a whole
+// number in range, so a kernel never converts NaN or a huge value (UB).
+template <class T>
+std::int64_t index_of(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!(v >= T(0)) || v >= T(9.0e18)) return -1;
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+// Identity of reductions: the value an empty reduction starts from.
+template <class T>
+constexpr T lowest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <class T>
+constexpr T highest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
+}
+
+// ---------------------------------------------------------------------------
+// Std-only GEMM: C = A * B for one matrix, any strides (elements).
+// A is M x K, B is K x N, C is M x N. Blocked for the caches, with A and B
+// packed into panels so the micro-kernel reads both contiguously and keeps
+// an MR x NR tile of C in registers (the compiler vectorises the NR loop).
+
+namespace detail {
+
+template <class T>
+struct GemmTile {
+  static constexpr int MR = 6;
+  static constexpr int NR = 64 / static_cast<int>(sizeof(T)) >= 16 ? 16 : 64 / static_cast<int>(sizeof(T));
+  static constexpr std::int64_t KC = 256, MC = 96, NC = 2048;
+};
+
+template <class T>
+inline void gemm_micro(std::int64_t kc, const T* ap, const T* bp, T* c, std::int64_t rsc, std::int64_t csc,
+                       int mr, int nr, bool accumulate) {
+  constexpr int MR = GemmTile<T>::MR, NR = GemmTile<T>::NR;
+  T acc[MR][NR] = {};
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const T* a = ap + k * MR;
+    const T* b = bp + k * NR;
+    for (int r = 0; r < MR; ++r) {
+      const T av = a[r];
+      for (int j = 0; j < NR; ++j) acc[r][j] += av * b[j];
+    }
+  }
+  for (int r = 0; r < mr; ++r) {
+    T* crow = c + r * rsc;
+    if (accumulate) {
+      for (int j = 0; j < nr; ++j) crow[j * csc] += acc[r][j];
+    } else {
+      for (int j = 0; j < nr; ++j) crow[j * csc] = acc[r][j];
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
+          const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc) {
+  using Tile = detail::GemmTile<T>;
+  constexpr int MR = Tile::MR, NR = Tile::NR;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
+    return;
+  }
+  thread_local std::vector<T> apack, bpack;
+  for (std::int64_t jc = 0; jc < N; jc += Tile::NC) {
+    const std::int64_t nc = std::min<std::int64_t>(Tile::NC, N - jc);
+    const std::int64_t npanels = (nc + NR - 1) / NR;
+    for (std::int64_t pc = 0; pc < K; pc += Tile::KC) {
+      const std::int64_t kc = std::min<std::int64_t>(Tile::KC, K - pc);
+      // Pack B[pc:pc+kc, jc:jc+nc] into NR-wide panels, zero-padded.
+      bpack.assign(static_cast<std::size_t>(npanels * kc * NR), T(0));
+      for (std::int64_t p = 0; p < npanels; ++p) {
+        const std::int64_t j0 = jc + p * NR;
+        const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
+        T* dst = bpack.data() + p * kc * NR;
+        for (std::int64_t k = 0; k < kc; ++k) {
+          const T* src = B + (pc + k) * rsb + j0 * csb;
+          for (int j = 0; j < nr; ++j) dst[k * NR + j] = src[j * csb];
+        }
+      }
+      for (std::int64_t ic = 0; ic < M; ic += Tile::MC) {
+        const std::int64_t mc = std::min<std::int64_t>(Tile::MC, M - ic);
+        const std::int64_t mpanels = (mc + MR - 1) / MR;
+        apack.assign(static_cast<std::size_t>(mpanels * kc * MR), T(0));
+        for (std::int64_t p = 0; p < mpanels; ++p) {
+          const std::int64_t i0 = ic + p * MR;
+          const int mr = static_cast<int>(std::min<std::int64_t>(MR, M - i0));
+          T* dst = apack.data() + p * kc * MR;
+          for (int r = 0; r < mr; ++r) {
+            const T* src = A + (i0 + r) * rsa + pc * csa;
+            for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k * csa];
+          }
+        }
+        for (std::int64_t pm = 0; pm < mpanels; ++pm) {
+          const std::int64_t i0 = ic + pm * MR;
+          const int mr = static_cast<int>(std::min<std::int64_t>(MR, M - i0));
+          for (std::int64_t pn = 0; pn < npanels; ++pn) {
+            const std::int64_t j0 = jc + pn * NR;
+            const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
+            detail::gemm_micro<T>(kc, apack.data() + pm * kc * MR, bpack.data() + pn * kc * NR,
+                                  C + i0 * rsc + j0 * csc, rsc, csc, mr, nr, pc > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Type-erased kernels: what the VM and the tests dispatch through.
+
+// A constructor-argument value passed to a kernel.
+struct ScalarArg {
+  std::int64_t i = 0;
+  double f = 0;
+  bool b = false;
+  const std::int64_t* ints = nullptr;
+  const double* floats = nullptr;
+  std::int64_t count = 0;  // elements of ints/floats
+};
+
+// Compute kernels read and write through tensors[]; view kernels (transpose,
+// permute) read tensors[0] and store the resulting view in tensors[1].
+using KernelFn = void (*)(TensorRef* tensors, const ScalarArg* scalars);
+
+struct KernelEntry {
+  const char* name;    // "add_f32_r3"
+  const char* node;    // "add"
+  const char* device;  // "cpu"
+  DType dtype;
+  int rank;
+  int n_tensors;
+  int n_scalars;
+  KernelFn fn;
+};
+
+// A typed view of a type-erased tensor; throws Error on a dtype or rank mismatch.
+template <class T, int R>
+View<T, R> view_of(const TensorRef& t, const char* kernel, const char* operand) {
+  if (t.dtype != dtype_of_v<T>) {
+    throw Error(ErrorCode::DTypeMismatch, std::string(kernel) + ": operand " + operand + " has dtype " +
+                                              dtype_name(t.dtype) + ", expected " + dtype_name(dtype_of_v<T>));
+  }
+  if (t.rank != R) {
+    throw Error(ErrorCode::RankMismatch, std::string(kernel) + ": operand " + operand + " has rank " +
+                                             std::to_string(t.rank) + ", expected " + std::to_string(R));
+  }
+  View<T, R> v;
+  v.data = static_cast<T*>(t.data);
+  if (v.data == nullptr) {
+    bool empty = false;
+    for (int d = 0; d < R; ++d) empty = empty || t.shape[d] == 0;
+    if (!empty) throw Error(ErrorCode::NullBuffer, std::string(kernel) + ": operand " + operand + " has no data");
+  }
+  for (int d = 0; d < R; ++d) {
+    v.shape[d] = t.shape[d];
+    v.strides[d] = t.strides[d];
+  }
+  return v;
+}
+
+}  // namespace wfgen::rt

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what wfgen needs from Debian 12's packages, only what is missing.
+# Safe to run again; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache g++ clang-14 pkg-config
+  libyaml-cpp-dev libcli11-dev catch2 libvalijson-dev
+  libopenblas-dev zlib1g-dev
+  libclang-cpp14-dev libclang-14-dev llvm-14-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

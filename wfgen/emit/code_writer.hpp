@@ -1,0 +1,36 @@
+// Writes C++ text with indentation and scopes handled in one place.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace wfgen::emit {
+
+class CodeWriter {
+ public:
+  // One line at the current indentation ("" writes an empty line).
+  CodeWriter& line(std::string_view text = {});
+  // Opens a scope: writes `head {` and indents.
+  CodeWriter& open(std::string_view head);
+  // Closes a scope: dedents and writes `}` followed by `tail` (e.g. ");").
+  CodeWriter& close(std::string_view tail = {});
+  // Between the branches of an if: `} else {` at the scope's level.
+  CodeWriter& otherwise();
+  // A `// comment` line per line of text.
+  CodeWriter& comment(std::string_view text);
+  // Raw text, indented line by line (for templates).
+  CodeWriter& block(std::string_view text);
+
+  const std::string& str() const { return out_; }
+
+ private:
+  std::string out_;
+  int depth_ = 0;
+};
+
+// Replaces every {{name}} in `text` with the value given for it. Every
+// placeholder must be given a value and every value must be used; values
+// are C++ the emitter built from validated data, never spec strings.
+std::string fill_template(std::string_view text, std::initializer_list<std::pair<std::string_view, std::string>> values);
+
+}  // namespace wfgen::emit

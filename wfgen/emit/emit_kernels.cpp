@@ -1,0 +1,491 @@
+#include "wfgen/emit/emit_kernels.hpp"
+
+#include <map>
+
+#include "wfgen/emit/code_writer.hpp"
+#include "wfgen/support/names.hpp"
+
+namespace wfgen::emit {
+
+namespace {
+
+using lower::KernelPlan;
+using lower::TensorParam;
+using spec::ArgType;
+using spec::BodyKind;
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::string elem(rt::DType d) { return expr::cpp_type(d); }
+
+bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
+
+std::string float_type(rt::DType d) { return d == rt::DType::f32 ? "float" : "double"; }
+
+std::string view_type(const KernelPlan& p, const TensorParam& t) {
+  return "wfgen::rt::View<" + std::string(t.written ? "" : "const ") + elem(p.dtype) + ", " + num(t.rank) + ">";
+}
+
+std::string scalar_type(const KernelPlan& p, ArgType t) {
+  switch (t) {
+    case ArgType::Int: return "std::int64_t";
+    case ArgType::Float: return float_type(p.dtype);
+    case ArgType::Bool: return "bool";
+    case ArgType::Ints: return "std::span<const std::int64_t>";
+    case ArgType::Floats: return "std::span<const double>";
+  }
+  return "?";
+}
+
+std::string return_type(const KernelPlan& p) {
+  if (p.impl->kind == BodyKind::View) return "wfgen::rt::View<" + elem(p.dtype) + ", " + num(p.rank) + ">";
+  return "void";
+}
+
+std::string signature(const KernelPlan& p) {
+  std::string s = return_type(p) + " " + p.function + "(";
+  bool first = true;
+  for (const auto& t : p.tensors) {
+    s += (first ? "" : ", ");
+    if (p.impl->kind == BodyKind::View) s += "wfgen::rt::View<" + elem(p.dtype) + ", " + num(t.rank) + "> " + t.cpp;
+    else s += view_type(p, t) + " " + t.cpp;
+    first = false;
+  }
+  for (const auto& sc : p.scalars) {
+    s += (first ? "" : ", ") + scalar_type(p, sc.type) + " " + sc.cpp;
+    first = false;
+  }
+  return s + ")";
+}
+
+// "{A.strides, B.strides, OUT.strides}"
+std::string strides_list(const KernelPlan& p, const std::string& wrap_before = "", const std::string& wrap_after = "") {
+  std::string s = "{";
+  for (std::size_t i = 0; i < p.tensors.size(); ++i)
+    s += (i ? ", " : "") + wrap_before + p.tensors[i].cpp + ".strides" + wrap_after;
+  return s + "}";
+}
+
+std::size_t written_index(const KernelPlan& p) {
+  for (std::size_t i = 0; i < p.tensors.size(); ++i)
+    if (p.tensors[i].written) return i;
+  return p.tensors.size() - 1;
+}
+
+// The C++ for a name of a kernel expression: tensors are read through their
+// row pointers, scalars are parameters.
+expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_unit, bool strided) {
+  expr::EmitContext ctx;
+  ctx.dtype = p.dtype;
+  ctx.name = [&p, index_suffix_unit, strided](const std::string& name) -> std::string {
+    for (std::size_t k = 0; k < p.tensors.size(); ++k) {
+      if (p.tensors[k].name == name) {
+        return "wf_" + p.tensors[k].cpp + "[" + (strided ? "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]" : index_suffix_unit) + "]";
+      }
+    }
+    for (const auto& s : p.scalars)
+      if (s.name == name) return s.cpp;
+    return name;
+  };
+  return ctx;
+}
+
+void row_pointers(CodeWriter& w, const KernelPlan& p, const std::string& extra = "") {
+  for (std::size_t k = 0; k < p.tensors.size(); ++k) {
+    const auto& t = p.tensors[k];
+    w.line(std::string(t.written ? "" : "const ") + elem(p.dtype) + "* wf_" + t.cpp + " = " + t.cpp + ".data + wf_off[" +
+           num(static_cast<std::int64_t>(k)) + "]" + extra + ";");
+  }
+}
+
+void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
+  std::size_t out = written_index(p);
+  const auto& o = p.tensors[out];
+  w.comment(o.name + " = " + p.body->str());
+  w.line("const wfgen::rt::LoopNest<" + num(p.rank) + ", " + num(static_cast<std::int64_t>(p.tensors.size())) + "> wf_nest(" +
+         o.cpp + ".shape, " + strides_list(p) + ", " + num(static_cast<std::int64_t>(out)) + ");");
+  w.line("const bool wf_contiguous = wf_nest.inner_contiguous();");
+  w.open("wf_nest.run(" + num(p.impl->parallel_grain) +
+         ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  row_pointers(w, p);
+  w.open("if (wf_contiguous)");
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
+         expr::to_cpp(*p.body, context(p, "wf_i", false)) + ";");
+  w.otherwise();
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i * wf_step[" +
+         num(static_cast<std::int64_t>(out)) + "]] = " + expr::to_cpp(*p.body, context(p, "", true)) + ";");
+  w.close();
+  w.close(");");
+}
+
+void emit_reduce(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  spec::ReduceOp op = p.impl->reduce_op;
+  bool arg = op == spec::ReduceOp::ArgMax || op == spec::ReduceOp::ArgMin;
+  bool additive = op == spec::ReduceOp::Sum || op == spec::ReduceOp::Mean;
+  std::string t = elem(p.dtype);
+  std::string acc_t = additive && !is_float(p.dtype) ? "std::int64_t" : t;
+  w.comment(o.name + " = " + spec::reduce_op_name(op) + " of " + x.name + " along its last axis" +
+            (p.prologue ? ", of " + p.prologue->str() : "") + (p.epilogue ? ", then " + p.epilogue->str() : ""));
+  w.line("const std::int64_t wf_len = " + x.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const std::int64_t wf_stride = " + x.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp +
+         ".shape), {wfgen::rt::head<1>(" + x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(" + num(p.impl->parallel_grain) +
+         ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("const " + t + "* wf_" + x.cpp + " = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
+  std::string init;
+  switch (op) {
+    case spec::ReduceOp::Sum:
+    case spec::ReduceOp::Mean: init = acc_t + "(0)"; break;
+    case spec::ReduceOp::Max:
+    case spec::ReduceOp::ArgMax: init = "wfgen::rt::lowest_value<" + t + ">()"; break;
+    case spec::ReduceOp::Min:
+    case spec::ReduceOp::ArgMin: init = "wfgen::rt::highest_value<" + t + ">()"; break;
+  }
+  w.line(acc_t + " wf_acc = " + init + ";");
+  if (arg) w.line("std::int64_t wf_arg = 0;");
+  auto loop = [&](bool unit) {
+    std::string element = "wf_" + x.cpp + "[" + std::string(unit ? "wf_i" : "wf_i * wf_stride") + "]";
+    std::string value = element;
+    if (p.prologue) {
+      expr::EmitContext ctx;
+      ctx.dtype = p.dtype;
+      ctx.name = [&](const std::string& n) -> std::string {
+        if (n == x.name) return element;
+        for (const auto& s : p.scalars)
+          if (s.name == n) return s.cpp;
+        return n;
+      };
+      value = expr::to_cpp(*p.prologue, ctx);
+    }
+    w.open("for (std::int64_t wf_i = 0; wf_i < wf_len; ++wf_i)");
+    w.line("const " + t + " wf_v = " + value + ";");
+    switch (op) {
+      case spec::ReduceOp::Sum:
+      case spec::ReduceOp::Mean: w.line("wf_acc += wf_v;"); break;
+      // NaN wins, as in numpy: once wf_acc is NaN no comparison replaces it.
+      case spec::ReduceOp::Max: w.line("if (wf_v > wf_acc || (wf_v != wf_v && wf_acc == wf_acc)) wf_acc = wf_v;"); break;
+      case spec::ReduceOp::Min: w.line("if (wf_v < wf_acc || (wf_v != wf_v && wf_acc == wf_acc)) wf_acc = wf_v;"); break;
+      case spec::ReduceOp::ArgMax:
+        w.open("if (wf_v > wf_acc || (wf_v != wf_v && wf_acc == wf_acc) || wf_i == 0)");
+        w.line("wf_acc = wf_v;").line("wf_arg = wf_i;");
+        w.close();
+        break;
+      case spec::ReduceOp::ArgMin:
+        w.open("if (wf_v < wf_acc || (wf_v != wf_v && wf_acc == wf_acc) || wf_i == 0)");
+        w.line("wf_acc = wf_v;").line("wf_arg = wf_i;");
+        w.close();
+        break;
+    }
+    w.close();
+  };
+  w.open("if (wf_stride == 1)");
+  loop(true);
+  w.otherwise();
+  loop(false);
+  w.close();
+  std::string result = arg ? "wf_arg" : "wf_acc";
+  if (op == spec::ReduceOp::Mean) {
+    result = is_float(p.dtype) ? "wf_acc / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? wf_acc / wf_len : 0)";
+  }
+  if (p.epilogue) {
+    expr::EmitContext ctx;
+    ctx.dtype = p.dtype;
+    std::string reduced = "static_cast<" + t + ">(" + result + ")";
+    ctx.name = [&](const std::string& n) -> std::string {
+      if (n == "acc") return reduced;
+      if (n == "n") return "wf_len";
+      for (const auto& s : p.scalars)
+        if (s.name == n) return s.cpp;
+      return n;
+    };
+    result = expr::to_cpp(*p.epilogue, ctx);
+  }
+  w.line(o.cpp + ".data[wf_off[1] + wf_r * wf_step[1]] = static_cast<" + t + ">(" + result + ");");
+  w.close();
+  w.close(");");
+}
+
+void emit_gemm(CodeWriter& w, const KernelPlan& p) {
+  const auto& a = p.tensors[0];
+  const auto& b = p.tensors[1];
+  const auto& c = p.tensors[2];
+  const int r = p.rank;
+  std::string fn = p.impl->device == "blas" ? "wfgen::rt::blas_gemm" : "wfgen::rt::gemm";
+  w.comment(c.name + " = " + a.name + " " + b.name + (p.impl->device == "blas" ? ", through cblas" : ", std-only blocked GEMM") +
+            (r > 2 ? ", for each matrix of the batch dims" : ""));
+  w.line("const std::int64_t wf_m = " + c.cpp + ".shape[" + num(r - 2) + "], wf_n = " + c.cpp + ".shape[" + num(r - 1) +
+         "], wf_k = " + a.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 2) + ", 3> wf_batch(wfgen::rt::head<2>(" + c.cpp + ".shape), " +
+         strides_list(p, "wfgen::rt::head<2>(", ")") + ", 2);");
+  w.open("wf_batch.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r)");
+  auto operand = [&](const TensorParam& t, int k) {
+    return t.cpp + ".data + wf_off[" + num(k) + "] + wf_r * wf_step[" + num(k) + "], " + t.cpp + ".strides[" + num(r - 2) +
+           "], " + t.cpp + ".strides[" + num(r - 1) + "]";
+  };
+  w.line(fn + "<" + elem(p.dtype) + ">(wf_m, wf_n, wf_k, " + operand(a, 0) + ",");
+  w.line("    " + operand(b, 1) + ", " + operand(c, 2) + ");");
+  w.close();
+  w.close(");");
+}
+
+void emit_view(CodeWriter& w, const KernelPlan& p) {
+  const std::string& v = p.impl->view;
+  const int r = p.rank;
+  if (v == "transpose") {
+    w.comment("the last two axes swap; no data moves");
+    w.line("std::swap(A.shape[" + num(r - 2) + "], A.shape[" + num(r - 1) + "]);");
+    w.line("std::swap(A.strides[" + num(r - 2) + "], A.strides[" + num(r - 1) + "]);");
+    w.line("return A;");
+    return;
+  }
+  // permute: perm must be a permutation of 0..R-1.
+  const std::string& perm = p.scalars.front().cpp;
+  w.line("wfgen::rt::View<" + elem(p.dtype) + ", " + num(r) + "> wf_out = A;");
+  w.line("bool wf_seen[" + num(r) + "] = {};");
+  w.open("if (" + perm + ".size() != " + num(r) + ")");
+  w.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + p.function + ": perm has \" + std::to_string(" +
+         perm + ".size()) + \" entries, expected " + num(r) + "\");");
+  w.close();
+  w.open("for (int wf_d = 0; wf_d < " + num(r) + "; ++wf_d)");
+  w.line("const std::int64_t wf_from = " + perm + "[static_cast<std::size_t>(wf_d)];");
+  w.open("if (wf_from < 0 || wf_from >= " + num(r) + " || wf_seen[wf_from])");
+  w.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + p.function +
+         ": perm is not a permutation of 0.." + num(r - 1) + "\");");
+  w.close();
+  w.line("wf_seen[wf_from] = true;");
+  w.line("wf_out.shape[wf_d] = A.shape[wf_from];");
+  w.line("wf_out.strides[wf_d] = A.strides[wf_from];");
+  w.close();
+  w.line("return wf_out;");
+}
+
+void emit_gather(CodeWriter& w, const KernelPlan& p) {
+  const auto& wt = p.tensors[0];
+  const auto& idx = p.tensors[1];
+  const auto& o = p.tensors[2];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  w.comment(o.name + "[..., :] = " + wt.name + "[" + idx.name + "[...], :]; an index out of range gives a row of zeros");
+  w.line("const std::int64_t wf_rows = " + wt.cpp + ".shape[0], wf_d = " + wt.cpp + ".shape[1];");
+  w.line("const std::int64_t wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(" + idx.cpp + ".shape, {" + idx.cpp +
+         ".strides, wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r)");
+  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_off[0] + wf_r * wf_step[0]]);");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.open("if (wf_k >= 0 && wf_k < wf_rows)");
+  w.line("const " + t + "* wf_src = " + wt.cpp + ".data + wf_k * " + wt.cpp + ".strides[0];");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * wf_so] = wf_src[wf_j * " + wt.cpp + ".strides[1]];");
+  w.otherwise();
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * wf_so] = " + t + "(0);");
+  w.close();
+  w.close();
+  w.close(");");
+}
+
+void emit_one_hot(CodeWriter& w, const KernelPlan& p) {
+  const auto& idx = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  w.comment(o.name + "[..., k] = 1 where " + idx.name + "[...] = k, else 0");
+  w.line("const std::int64_t wf_classes = " + o.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const std::int64_t wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(" + idx.cpp + ".shape, {" + idx.cpp +
+         ".strides, wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r)");
+  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_off[0] + wf_r * wf_step[0]]);");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_classes; ++wf_j) wf_dst[wf_j * wf_so] = " + t + "(wf_j == wf_k ? 1 : 0);");
+  w.close();
+  w.close(");");
+}
+
+void emit_im2col(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& c = p.tensors[1];
+  std::string t = elem(p.dtype);
+  w.comment(c.name + "[n c kh kw y x] = " + x.name +
+            "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside");
+  auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
+    std::string s;
+    int d = 0;
+    for (const char* i : idx) s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d++) + "]";
+    return s;
+  };
+  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");
+  w.open("for (std::int64_t wf_b = 0; wf_b < " + c.cpp + ".shape[0]; ++wf_b)");
+  w.open("for (std::int64_t wf_c = 0; wf_c < " + c.cpp + ".shape[1]; ++wf_c)");
+  w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
+  w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
+  w.open("for (std::int64_t wf_y = 0; wf_y < " + c.cpp + ".shape[4]; ++wf_y)");
+  w.line("const std::int64_t wf_iy = wf_y * stride_h - pad_h + wf_kh * dilation_h;");
+  w.open("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x)");
+  w.line("const std::int64_t wf_ix = wf_x * stride_w - pad_w + wf_kw * dilation_w;");
+  w.line("const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h && wf_ix >= 0 && wf_ix < wf_w;");
+  w.line(c.cpp + ".data[" + at(c, {"wf_b", "wf_c", "wf_kh", "wf_kw", "wf_y", "wf_x"}) + "] =");
+  w.line("    wf_inside ? " + x.cpp + ".data[" + at(x, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) + "] : " + t + "(0);");
+  for (int i = 0; i < 6; ++i) w.close();
+}
+
+void emit_kernel(CodeWriter& w, const KernelPlan& p) {
+  w.comment(p.node->name + ": " + p.node->where.str());
+  if (!p.node->doc.empty()) w.comment(quote(p.node->doc, 200));
+  w.open(signature(p));
+  switch (p.impl->kind) {
+    case BodyKind::Elementwise: emit_elementwise(w, p); break;
+    case BodyKind::Reduce: emit_reduce(w, p); break;
+    case BodyKind::Gemm: emit_gemm(w, p); break;
+    case BodyKind::View: emit_view(w, p); break;
+    case BodyKind::Builtin:
+      if (p.impl->builtin == "gather") emit_gather(w, p);
+      else if (p.impl->builtin == "one_hot") emit_one_hot(w, p);
+      else emit_im2col(w, p);
+      break;
+    case BodyKind::Cpp:
+      w.line(p.cpp_call + "(" + [&] {
+        std::string args;
+        for (const auto& t : p.tensors) args += (args.empty() ? "" : ", ") + t.cpp;
+        for (const auto& s : p.scalars) args += (args.empty() ? "" : ", ") + s.cpp;
+        return args;
+      }() + ");");
+      break;
+  }
+  w.close();
+}
+
+// The type-erased entry point of a kernel, for the kernel table.
+void emit_erased(CodeWriter& w, const KernelPlan& p) {
+  w.open("void " + p.function + "_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s)");
+  w.line("(void)wf_s;");
+  std::string call = p.function + "(";
+  bool view = p.impl->kind == BodyKind::View;
+  for (std::size_t k = 0; k < p.tensors.size(); ++k) {
+    const auto& t = p.tensors[k];
+    std::string ty = std::string(t.written || view ? "" : "const ") + elem(p.dtype);
+    call += std::string(k ? ", " : "") + "wfgen::rt::view_of<" + ty + ", " + num(t.rank) + ">(wf_t[" +
+            num(static_cast<std::int64_t>(k)) + "], \"" + p.function + "\", \"" + t.name + "\")";
+  }
+  for (std::size_t k = 0; k < p.scalars.size(); ++k) {
+    std::string s = "wf_s[" + num(static_cast<std::int64_t>(k)) + "]";
+    std::string v;
+    switch (p.scalars[k].type) {
+      case ArgType::Int: v = s + ".i"; break;
+      case ArgType::Float: v = "static_cast<" + float_type(p.dtype) + ">(" + s + ".f)"; break;
+      case ArgType::Bool: v = s + ".b"; break;
+      case ArgType::Ints: v = "std::span<const std::int64_t>(" + s + ".ints, static_cast<std::size_t>(" + s + ".count))"; break;
+      case ArgType::Floats: v = "std::span<const double>(" + s + ".floats, static_cast<std::size_t>(" + s + ".count))"; break;
+    }
+    call += (p.tensors.empty() && k == 0 ? "" : ", ") + v;
+  }
+  call += ")";
+  if (view) {
+    w.line("const auto wf_v = " + call + ";");
+    w.line("wf_t[1] = wf_t[0];");
+    w.line("wf_t[1].data = wf_v.data;");
+    w.open("for (int wf_d = 0; wf_d < " + num(p.rank) + "; ++wf_d)");
+    w.line("wf_t[1].shape[wf_d] = wf_v.shape[wf_d];");
+    w.line("wf_t[1].strides[wf_d] = wf_v.strides[wf_d];");
+    w.close();
+  } else {
+    w.line(call + ";");
+  }
+  w.close();
+}
+
+std::string file_of(const KernelPlan& p) {
+  std::string base = lower_name(p.node->name);
+  if (p.impl->device != "cpu") base += "_" + p.impl->device;
+  return base + ".cpp";
+}
+
+const char* kHeaderBanner =
+    "// Generated by wfgen from the specs; do not edit. Regenerate with `wfgen gen`.\n";
+
+}  // namespace
+
+std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans, const KernelEmitOptions& options) {
+  std::vector<OutputFile> files;
+  // kernels.hpp
+  {
+    CodeWriter w;
+    w.block(kHeaderBanner);
+    w.line("#pragma once").line();
+    w.line("#include <cstdint>").line("#include <span>").line();
+    w.line("#include \"wfgen/kernel_support.hpp\"").line("#include \"wfgen/runtime_types.hpp\"").line();
+    w.line("namespace " + options.ns + " {").line();
+    for (const auto& p : plans) {
+      w.comment(p.node->name + ": " + p.node->where.str());
+      w.line(signature(p) + ";");
+      w.line("void " + p.function + "_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);");
+      w.line();
+    }
+    w.comment("Every kernel above, type-erased, in the order of the specs.");
+    w.line("std::span<const wfgen::rt::KernelEntry> kernel_table();").line();
+    w.line("}  // namespace " + options.ns);
+    files.push_back({"kernels.hpp", w.str()});
+  }
+  // One source per node and device, in first-appearance order.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const KernelPlan*>> by_file;
+  for (const auto& p : plans) {
+    std::string f = file_of(p);
+    if (!by_file.count(f)) order.push_back(f);
+    by_file[f].push_back(&p);
+  }
+  for (const auto& f : order) {
+    const auto& ps = by_file[f];
+    CodeWriter w;
+    w.block(kHeaderBanner);
+    const spec::Node* node = ps.front()->node;
+    w.comment("Kernels of node '" + node->name + "' on the " + ps.front()->impl->device + " device (" + node->loc.str() + ").");
+    w.line("#include <cmath>").line("#include <cstdint>").line("#include <limits>").line("#include <span>").line("#include <string>").line("#include <utility>").line();
+    w.line("#include \"kernels.hpp\"");
+    if (ps.front()->impl->device == "blas") w.line("#include \"wfgen/blas_support.hpp\"");
+    w.line("#include \"wfgen/kernel_math.hpp\"").line("#include \"wfgen/kernel_support.hpp\"");
+    if (!ps.front()->cpp_include.empty()) w.line("#include \"" + ps.front()->cpp_include + "\"");
+    w.line().line("namespace " + options.ns + " {").line();
+    for (const auto* p : ps) {
+      emit_kernel(w, *p);
+      w.line();
+      emit_erased(w, *p);
+      w.line();
+    }
+    w.line("}  // namespace " + options.ns);
+    files.push_back({f, w.str()});
+  }
+  // kernel_table.cpp
+  {
+    CodeWriter w;
+    w.block(kHeaderBanner);
+    w.line("#include \"kernels.hpp\"").line();
+    w.line("namespace " + options.ns + " {").line();
+    w.open("namespace");
+    w.open("const wfgen::rt::KernelEntry kTable[] =");
+    for (const auto& p : plans) {
+      w.line("{\"" + p.function + "\", \"" + p.node->name + "\", \"" + p.impl->device + "\", wfgen::rt::DType::" +
+             rt::dtype_name(p.dtype) + ", " + num(p.rank) + ", " + num(static_cast<std::int64_t>(p.tensors.size())) + ", " +
+             num(static_cast<std::int64_t>(p.scalars.size())) + ", &" + p.function + "_erased},");
+    }
+    if (plans.empty()) w.line("{nullptr, nullptr, nullptr, wfgen::rt::DType::f32, 0, 0, 0, nullptr},");
+    w.close(";");
+    w.close("  // namespace");
+    w.line();
+    w.open("std::span<const wfgen::rt::KernelEntry> kernel_table()");
+    w.line(plans.empty() ? "return {};" : "return kTable;");
+    w.close();
+    w.line().line("}  // namespace " + options.ns);
+    files.push_back({"kernel_table.cpp", w.str()});
+  }
+  return files;
+}
+
+}  // namespace wfgen::emit

@@ -1,0 +1,315 @@
+#include "wfgen/lower/kernel_plan.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "wfgen/support/names.hpp"
+
+namespace wfgen::lower {
+
+namespace {
+
+using spec::ArgType;
+using spec::BodyKind;
+
+Diagnostic diag(SourceLoc loc, std::string message, int length = 1) {
+  Diagnostic d;
+  d.loc = std::move(loc);
+  d.message = std::move(message);
+  d.length = length;
+  return d;
+}
+
+// A diagnostic inside a spec string (an expression), at its offset.
+Diagnostic diag_in(const spec::Text& text, std::size_t offset, std::size_t length, std::string message) {
+  return diag(text.at(offset), std::move(message), static_cast<int>(length));
+}
+
+expr::Type scalar_type(ArgType t) {
+  switch (t) {
+    case ArgType::Int: return expr::Type::Int;
+    case ArgType::Float: return expr::Type::Float;
+    case ArgType::Bool: return expr::Type::Bool;
+    default: return expr::Type::Int;
+  }
+}
+
+bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
+
+int bits(rt::DType d) { return static_cast<int>(rt::dtype_size(d)) * 8; }
+
+class Planner {
+ public:
+  explicit Planner(const spec::Spec& spec) : spec_(spec) {}
+
+  std::vector<KernelPlan> run(const KernelSelection& sel) {
+    std::vector<KernelPlan> out;
+    for (const auto& impl : spec_.impls) {
+      if (!selected(impl, sel)) continue;
+      const spec::Node* node = spec_.find_node(impl.node);
+      WFGEN_ASSERT(node, "impl of an unknown node survived loading");
+      for (rt::DType dt : impl.dtypes) {
+        for (int rank : ranks_of(impl, *node)) {
+          std::optional<KernelPlan> p = plan(*node, impl, dt, rank);
+          if (p) out.push_back(std::move(*p));
+        }
+      }
+    }
+    if (!errors_.empty()) throw UserError(std::move(errors_));
+    std::set<std::string> seen;
+    for (const auto& p : out) {
+      WFGEN_ASSERT(seen.insert(p.function).second, "two kernels named " + p.function);
+    }
+    return out;
+  }
+
+ private:
+  bool selected(const spec::Impl& impl, const KernelSelection& sel) const {
+    if (!sel.all) return std::find(sel.nodes.begin(), sel.nodes.end(), impl.node) != sel.nodes.end();
+    return sel.include_stdlib || !impl.from_stdlib;
+  }
+
+  std::vector<int> ranks_of(const spec::Impl& impl, const spec::Node& node) {
+    if (!impl.ranks.empty()) return impl.ranks;
+    // Default: every rank from 1 to 4 the DSL allows.
+    std::vector<int> out;
+    for (int r = 0; r <= 4; ++r)
+      if (r > 0 && argument_ranks(node.where, r)) out.push_back(r);
+    return out;
+  }
+
+  void error(Diagnostic d) {
+    if (d.source_line.empty()) d.source_line = source_line(d.loc);
+    errors_.push_back(std::move(d));
+  }
+
+  std::string source_line(const SourceLoc&) const { return {}; }
+
+  std::optional<KernelPlan> plan(const spec::Node& node, const spec::Impl& impl, rt::DType dt, int rank) {
+    KernelPlan p;
+    p.node = &node;
+    p.impl = &impl;
+    p.dtype = dt;
+    p.rank = rank;
+    p.function = kernel_name(node.name, impl.device, dt, rank);
+    std::string what = "the " + impl.device + " implementation of '" + node.name + "' for " + rt::dtype_name(dt) +
+                       ", rank " + std::to_string(rank);
+    if (impl.kind != BodyKind::View) {
+      auto ranks = argument_ranks(node.where, rank);
+      if (!ranks) {
+        error(diag(impl.loc, what + ": the node's shapes (" + node.where.str() + ") cannot have rank " +
+                                 std::to_string(rank) + " outputs; remove it from 'ranks'"));
+        return std::nullopt;
+      }
+      if (!params(node, *ranks, p, impl)) return std::nullopt;
+    }
+    if (rejected(node, impl, dt, what)) return std::nullopt;
+    switch (impl.kind) {
+      case BodyKind::Elementwise: {
+        auto e = compile(impl.elementwise, dt, env_of(node, p, dt), what);
+        if (!e) return std::nullopt;
+        p.body = std::move(*e);
+        break;
+      }
+      case BodyKind::Reduce: {
+        if (p.tensors.size() != 2 || p.tensors[0].written || !p.tensors[1].written) {
+          error(diag(impl.loc, what + ": a reduce kernel needs one input and one output, but the node has " +
+                                   node.where.str()));
+          return std::nullopt;
+        }
+        if (impl.prologue) {
+          auto e = compile(*impl.prologue, dt, env_of(node, p, dt), what);
+          if (!e) return std::nullopt;
+          p.prologue = std::move(*e);
+        }
+        if (impl.epilogue) {
+          expr::Env env = scalar_env(p);
+          env["acc"] = expr::Binding::element(dt);
+          env["n"] = expr::Binding::scalar(expr::Type::Int);
+          auto e = compile(*impl.epilogue, dt, env, what);
+          if (!e) return std::nullopt;
+          p.epilogue = std::move(*e);
+        }
+        break;
+      }
+      case BodyKind::Gemm:
+        if (p.tensors.size() != 3 || !p.tensors[2].written || rank < 2) {
+          error(diag(impl.loc, what + ": a gemm kernel needs A[~ i j] B[~ j k] C[~ i k] -> C[~ i k], but the node has " +
+                                   node.where.str()));
+          return std::nullopt;
+        }
+        if (impl.device == "blas" && !is_float(dt)) {
+          error(diag(impl.loc, what + ": BLAS multiplies f32 and f64 only; use the cpu device for " + rt::dtype_name(dt)));
+          return std::nullopt;
+        }
+        break;
+      case BodyKind::View:
+        p.tensors.push_back({"A", "A", rank, true, node.where.inputs.empty() ? "" : node.where.inputs[0].str()});
+        for (const auto& a : node.args) p.scalars.push_back({a.name, cpp_identifier(a.name), a.type});
+        break;
+      case BodyKind::Builtin:
+        if (!check_builtin(node, impl, p, what)) return std::nullopt;
+        break;
+      case BodyKind::Cpp:
+        error(diag(impl.loc, what + ": this wfgen was built without Clang libTooling, so C++ kernel files cannot be read"));
+        return std::nullopt;
+    }
+    return p;
+  }
+
+  // Parameters: the inputs in order, then the outputs that are not inputs,
+  // then the constructor arguments.
+  bool params(const spec::Node& node, const std::vector<int>& ranks, KernelPlan& p, const spec::Impl& impl) {
+    const auto& d = node.where;
+    std::map<std::string, std::size_t> index;
+    auto add = [&](const subscript::Argument& a, int rank, bool written, std::size_t position) -> bool {
+      std::string name = a.name.value_or("arg" + std::to_string(position));
+      auto it = index.find(name);
+      if (it != index.end()) {
+        if (written) p.tensors[it->second].written = true;
+        return true;
+      }
+      std::string problem = cpp_name_problem(name);
+      if (!problem.empty()) {
+        error(diag_in(node.where_text, a.offset, name.size(), "pointer name " + problem));
+        return false;
+      }
+      index[name] = p.tensors.size();
+      p.tensors.push_back({name, cpp_identifier(name), rank, written, a.str()});
+      return true;
+    };
+    for (std::size_t i = 0; i < d.inputs.size(); ++i)
+      if (!add(d.inputs[i], ranks[i], false, i)) return false;
+    for (std::size_t i = 0; i < d.outputs.size(); ++i)
+      if (!add(d.outputs[i], ranks[d.inputs.size() + i], true, d.inputs.size() + i)) return false;
+    for (const auto& a : node.args) {
+      for (const auto& t : p.tensors) {
+        if (t.cpp == cpp_identifier(a.name)) {
+          error(diag(impl.loc, "node '" + node.name + "' uses the name '" + a.name +
+                                   "' both for a tensor and for a constructor argument"));
+          return false;
+        }
+      }
+      p.scalars.push_back({a.name, cpp_identifier(a.name), a.type});
+    }
+    return true;
+  }
+
+  expr::Env scalar_env(const KernelPlan& p) const {
+    expr::Env env;
+    for (const auto& s : p.scalars)
+      if (s.type != ArgType::Ints && s.type != ArgType::Floats) env[s.name] = expr::Binding::scalar(scalar_type(s.type));
+    return env;
+  }
+
+  expr::Env env_of(const spec::Node&, const KernelPlan& p, rt::DType dt) const {
+    expr::Env env = scalar_env(p);
+    for (const auto& t : p.tensors) env[t.name] = expr::Binding::element(dt);
+    return env;
+  }
+
+  std::optional<expr::Expr> compile(const spec::Text& text, rt::DType dt, const expr::Env& env, const std::string& what) {
+    try {
+      return expr::compile(text.value, dt, env);
+    } catch (const expr::Error& e) {
+      error(diag_in(text, e.offset(), e.length(), std::string(e.what()) + " (in " + what + ")"));
+      return std::nullopt;
+    }
+  }
+
+  // reject: a condition over constructor-argument defaults and the dtype.
+  bool rejected(const spec::Node& node, const spec::Impl& impl, rt::DType dt, const std::string& what) {
+    if (!impl.reject) return false;
+    expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
+                  {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
+                  {"bits", expr::Binding::scalar(expr::Type::Int)}};
+    std::map<std::string, double> values{{"is_float", is_float(dt) ? 1.0 : 0.0},
+                                          {"is_integer", is_float(dt) ? 0.0 : 1.0},
+                                          {"bits", static_cast<double>(bits(dt))}};
+    for (const auto& a : node.args) {
+      if (!a.default_value) continue;
+      if (const auto* i = std::get_if<std::int64_t>(&*a.default_value)) {
+        env[a.name] = expr::Binding::scalar(expr::Type::Int);
+        values[a.name] = static_cast<double>(*i);
+      } else if (const auto* f = std::get_if<double>(&*a.default_value)) {
+        env[a.name] = expr::Binding::scalar(expr::Type::Float);
+        values[a.name] = *f;
+      } else if (const auto* b = std::get_if<bool>(&*a.default_value)) {
+        env[a.name] = expr::Binding::scalar(expr::Type::Bool);
+        values[a.name] = *b ? 1.0 : 0.0;
+      }
+    }
+    auto e = compile(*impl.reject, rt::DType::f64, env, what + " (reject)");
+    if (!e) return true;
+    if (e->type != expr::Type::Bool) {
+      error(diag_in(*impl.reject, 0, impl.reject->value.size(),
+                    "reject must be a condition (bool), but it is " + std::string(expr::type_name(e->type))));
+      return true;
+    }
+    return expr::evaluate(*e, rt::DType::f64, values) != 0.0;
+  }
+
+  bool check_builtin(const spec::Node& node, const spec::Impl& impl, KernelPlan& p, const std::string& what) {
+    auto want = [&](std::size_t tensors, const char* shape) {
+      if (p.tensors.size() == tensors) return true;
+      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a node of the form " + shape +
+                               ", but the node has " + node.where.str()));
+      return false;
+    };
+    if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
+    if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
+    if (impl.builtin == "im2col") {
+      if (!want(2, "X[N C H W] COL[N C k-h k-w h-out w-out] -> COL[...]")) return false;
+      for (const char* a : {"k-h", "k-w", "stride-h", "stride-w", "pad-h", "pad-w", "dilation-h", "dilation-w"}) {
+        bool found = false;
+        for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Int);
+        if (!found) {
+          error(diag(impl.loc, what + ": the builtin 'im2col' needs an int constructor argument '" + a + "'"));
+          return false;
+        }
+      }
+      return true;
+    }
+    error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' is written as an elementwise body; use elementwise"));
+    return false;
+  }
+
+  const spec::Spec& spec_;
+  std::vector<Diagnostic> errors_;
+};
+
+}  // namespace
+
+std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank) {
+  std::string out = lower_name(node);
+  if (device != "cpu") out += "_" + device;
+  return out + "_" + rt::dtype_name(dtype) + "_r" + std::to_string(rank);
+}
+
+std::optional<std::vector<int>> argument_ranks(const subscript::Declaration& decl, int rank) {
+  if (decl.outputs.empty()) return std::nullopt;
+  auto fixed = [](const subscript::Argument& a) {
+    int n = 0;
+    for (const auto& s : a.dims)
+      if (s.kind != subscript::Subscript::Kind::Batch) ++n;
+    return n;
+  };
+  const auto& first = decl.outputs.front();
+  int batch = rank - fixed(first);
+  if (batch < 0 || (!first.has_batch() && batch != 0)) return std::nullopt;
+  std::vector<int> out;
+  for (const auto* side : {&decl.inputs, &decl.outputs}) {
+    for (const auto& a : *side) {
+      int r = fixed(a) + (a.has_batch() ? batch : 0);
+      if (r > rt::kMaxRank) return std::nullopt;
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelection& selection) {
+  return Planner(spec).run(selection);
+}
+
+}  // namespace wfgen::lower

@@ -1,0 +1,67 @@
+// Lowering of node implementations to kernel plans: one plan per
+// (node, device, dtype, rank). A plan says everything the emitter needs and
+// nothing it has to decide: the C++ name, the parameters in order with their
+// ranks and constness, and the typed kernel body. Every spec problem found
+// here (an expression that does not type-check, a rank the DSL cannot have,
+// a C++ kernel whose signature does not match) is a UserError pointing at
+// the spec.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wfgen/expr/expr.hpp"
+#include "wfgen/spec/spec.hpp"
+
+namespace wfgen::lower {
+
+struct TensorParam {
+  std::string name;  // the pointer name in the DSL ("A"), or "arg0" when unnamed
+  std::string cpp;   // the C++ parameter name
+  int rank = 0;
+  bool written = false;  // an output (a non-const View)
+  std::string dsl;       // "A[~ i j]"
+};
+
+struct ScalarParam {
+  std::string name;  // the constructor argument
+  std::string cpp;
+  spec::ArgType type = spec::ArgType::Int;
+};
+
+struct KernelPlan {
+  const spec::Node* node = nullptr;
+  const spec::Impl* impl = nullptr;
+  rt::DType dtype = rt::DType::f32;
+  int rank = 0;
+  std::string function;  // "add_f32_r3", "matmul_blas_f32_r3"
+  std::vector<TensorParam> tensors;
+  std::vector<ScalarParam> scalars;
+  // Elementwise: the value of the output; Reduce: prologue (over the input
+  // element) and epilogue (over acc and n), when given.
+  std::optional<expr::Expr> body, prologue, epilogue;
+  std::string cpp_call;  // Cpp: the function to call, spelled for C++ ("ns::f<float, 2>")
+  std::string cpp_include;  // Cpp: the kernel file, relative to the output directory
+};
+
+struct KernelSelection {
+  bool all = true;                      // every impl of the spec
+  std::vector<std::string> nodes;       // else only these nodes
+  bool include_stdlib = false;          // with all: also the standard library's impls
+};
+
+// Plans every kernel of the selected impls, for each dtype and rank they
+// declare. Deterministic order: by file, then node, device, dtype, rank.
+// Throws UserError with every problem found.
+std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelection& selection);
+
+// The generated name of a kernel: "add_f32_r3"; the device appears unless it is cpu.
+std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank);
+
+// The rank of each argument of `decl` when its first output has rank `rank`,
+// or nullopt when the DSL does not allow that rank.
+std::optional<std::vector<int>> argument_ranks(const subscript::Declaration& decl, int rank);
+
+}  // namespace wfgen::lower
