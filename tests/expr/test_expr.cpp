@@ -476,6 +476,12 @@ TEST_CASE("expr: C++ emission", "[expr][cpp]") {
   CHECK(cpp("a * alpha", DType::i32) ==
         "wfgen::rt::math::to_int<std::int32_t>(static_cast<double>(a[i]) * alpha)");
   CHECK(cpp("floor(a)", DType::i32) == "a[i]");
+  // Negative literals stay literals.
+  CHECK(cpp("clamp(a, -1, 2)", DType::f32) == "wfgen::rt::math::clamp(a[i], -1.0f, 2.0f)");
+  CHECK(cpp("a - -2", DType::f64) == "a[i] - -2.0");
+  CHECK(cpp("a * -3", DType::i32) == "wfgen::rt::math::mul(a[i], -3)");
+  CHECK(cpp("-(-3) + a", DType::i64) == "wfgen::rt::math::add(wfgen::rt::math::neg(std::int64_t{-3}), a[i])");
+  CHECK(cpp("-(-3) * a", DType::f32) == "static_cast<float>(wfgen::rt::math::neg(std::int64_t{-3})) * a[i]");
   CHECK(cpp("select(a > b, a, b)", DType::i32) == "a[i] > b[i] ? a[i] : b[i]");
   // Parentheses where C++ needs them (and around && in || and nested ?:).
   CHECK(cpp("-(-a)", DType::f32) == "-(-a[i])");

@@ -798,10 +798,11 @@ class CppPrinter {
     WFGEN_ASSERT(e.checked_for == ctx_.dtype, "to_cpp() of an expression not checked for this dtype");
     switch (e.op) {
       case Op::BoolLit: return {e.ivalue ? "true" : "false"};
-      case Op::IntLit: return {int_literal(e.ivalue)};
+      case Op::IntLit: return int_literal(e.ivalue);
       case Op::FloatLit: return {float_literal(float_value(e, ctx_.dtype), f32_)};
       case Op::Name: return name(e);
       case Op::Neg:
+        if (e.args[0].op == Op::IntLit) return int_literal(-e.args[0].ivalue);  // no overflow: literals are >= 0
         if (e.type == Type::Int) return helper("neg", {print(e.args[0])});
         return prefix("-", print(e.args[0]));
       case Op::Not: return prefix("!", print(e.args[0]));
@@ -819,10 +820,14 @@ class CppPrinter {
       case Op::Cond: return conditional(print(e.args[0]), print(e.args[1]), print(e.args[2]));
       case Op::Call: return call(e);
       case Op::Convert: {
+        // Int literals (and negated ones) become float literals: 2 -> 2.0f.
         const Expr& a = e.args[0];
-        if (a.op == Op::IntLit) return {float_literal(f32_ ? static_cast<double>(static_cast<float>(a.ivalue))
-                                                           : static_cast<double>(a.ivalue),
-                                                       f32_)};
+        bool negated = a.op == Op::Neg && a.args[0].op == Op::IntLit;
+        if (a.op == Op::IntLit || negated) {
+          std::int64_t v = negated ? -a.args[0].ivalue : a.ivalue;
+          double d = f32_ ? static_cast<double>(static_cast<float>(v)) : static_cast<double>(v);
+          return {float_literal(d, f32_), negated ? kUnary : kPrimary};
+        }
         return {"static_cast<" + float_type() + ">(" + print(a).s + ")"};
       }
       default: return infix(e.op, print(e.args[0]), print(e.args[1]));
@@ -840,9 +845,9 @@ class CppPrinter {
   }
 
  private:
-  std::string int_literal(std::int64_t v) const {
-    if (int_bits(ctx_.dtype) == 32) return std::to_string(v);
-    return "std::int64_t{" + std::to_string(v) + "}";
+  Out int_literal(std::int64_t v) const {
+    if (int_bits(ctx_.dtype) == 32) return {std::to_string(v), v < 0 ? kUnary : kPrimary};
+    return {"std::int64_t{" + std::to_string(v) + "}"};
   }
 
   Out helper(const std::string& fn, const std::vector<Out>& args) {
