@@ -493,8 +493,12 @@ TEST_CASE("expr: C++ emission", "[expr][cpp]") {
   EmitContext ctx;
   ctx.dtype = DType::i32;
   ctx.math = "wm";
-  ctx.name = [](const std::string& n) { return "p_" + n + "[i * s + 1]"; };
-  CHECK(to_cpp(compile("-a", DType::i32, env_for(DType::i32)), ctx) == "wm::neg((p_a[i * s + 1]))");
+  ctx.name = [](const std::string& n) { return "p_" + n + "[i * s[0] + 1]"; };
+  CHECK(to_cpp(compile("-a", DType::i32, env_for(DType::i32)), ctx) == "wm::neg(p_a[i * s[0] + 1])");
+  ctx.name = [](const std::string& n) { return "*p_" + n; };
+  CHECK(to_cpp(compile("-a", DType::i32, env_for(DType::i32)), ctx) == "wm::neg((*p_a))");
+  ctx.name = [](const std::string& n) { return "p[0] + " + n + "[1]"; };
+  CHECK(to_cpp(compile("a * 2", DType::i32, env_for(DType::i32)), ctx) == "wm::mul((p[0] + a[1]), 2)");
   // Deterministic.
   CHECK(cpp("clamp(a, -1, 2) * sigmoid(b)", DType::f32) == cpp("clamp(a, -1, 2) * sigmoid(b)", DType::f32));
 }

@@ -774,13 +774,22 @@ std::string float_literal(double v, bool f32) {
   return f32 ? s + "f" : s;
 }
 
-// A C++ expression from a callback that is a name, member, subscript or call
-// of names needs no parentheses.
+// A C++ expression from a callback that is a postfix expression (a name,
+// member, subscript or call: `a`, `p.x`, `wf_a[wf_i * s]`, `f(x, y)`) needs no
+// parentheses; anything else gets them.
 bool simple_cpp(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!(ident_char(c) || c == '[' || c == ']' || c == '.' || c == ':')) return false;
-  return true;
+  if (s.empty() || !ident_start(s[0])) return false;
+  int nesting = 0;
+  for (char c : s) {
+    if (c == '[' || c == '(') {
+      ++nesting;
+    } else if (c == ']' || c == ')') {
+      if (--nesting < 0) return false;
+    } else if (nesting == 0 && !(ident_char(c) || c == '.' || c == ':')) {
+      return false;
+    }
+  }
+  return nesting == 0;
 }
 
 class CppPrinter {
