@@ -15,6 +15,7 @@ struct Dim::Node {
   std::string name;  // a symbol when op == 0
   char op = 0;       // + - * / for a binary expression
   Dim lhs, rhs;
+  std::size_t size = 1;  // nodes in the expression, counting shared ones each time
 };
 
 Dim::Dim(std::int64_t value) : value_(value) {}
@@ -69,23 +70,8 @@ Dim Dim::binary(char op, const Dim& lhs, const Dim& rhs) {
       }
     }
     if (c == 0) return lhs;
-    if (c < 0 && c != INT64_MIN) {
-      Dim d;
-      auto m = std::make_shared<Node>();
-      m->op = '-';
-      m->lhs = lhs;
-      m->rhs = Dim(-c);
-      d.node_ = std::move(m);
-      return d;
-    }
-    op = '+';
-    Dim d;
-    auto m = std::make_shared<Node>();
-    m->op = '+';
-    m->lhs = lhs;
-    m->rhs = Dim(c);
-    d.node_ = std::move(m);
-    return d;
+    if (c < 0 && c != INT64_MIN) return make_node('-', lhs, Dim(-c));
+    return make_node('+', lhs, Dim(c));
   }
   if (op == '*' && rhs.is_known() && lhs.node_->op == '*' && lhs.node_->rhs.is_known()) {
     return binary('*', lhs.node_->lhs, Dim(checked('*', lhs.node_->rhs.value(), rhs.value())));
@@ -101,11 +87,21 @@ Dim Dim::binary(char op, const Dim& lhs, const Dim& rhs) {
     if (op == '*' && lhs.value() == 1) return rhs;
     if ((op == '*' || op == '/') && lhs.value() == 0) return Dim(0);
   }
+  return make_node(op, lhs, rhs);
+}
+
+// A symbolic expression node. Sizes are bounded: `k2 = k1 * k1`, `k3 = k2 * k2`
+// ... would otherwise print (and compare) exponentially long strings.
+Dim Dim::make_node(char op, const Dim& lhs, const Dim& rhs) {
+  auto size = [](const Dim& d) { return d.is_known() ? std::size_t{1} : d.node_->size; };
+  std::size_t total = size(lhs) + size(rhs) + 1;
+  if (total > 1000) throw std::overflow_error("symbolic size expression too large (more than 1000 terms)");
   Dim d;
   auto n = std::make_shared<Node>();
   n->op = op;
   n->lhs = lhs;
   n->rhs = rhs;
+  n->size = total;
   d.node_ = std::move(n);
   return d;
 }
@@ -414,6 +410,7 @@ class Checker {
       v = eval(b.value);
     } catch (const EvalError& err) {
       failed_.insert(b.symbol);
+      broken_.insert(b.symbol);
       report(b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() + " failed:\n " +
                            err.message + ".",
              err.offset, err.length);
@@ -446,6 +443,14 @@ class Checker {
     failed_.insert(b.symbol);
     std::vector<std::string> missing;
     collect_missing(b.value, missing);
+    // Already reported: a binding that needs one whose evaluation failed.
+    bool after_failure = !missing.empty();
+    for (const auto& m : missing)
+      if (!broken_.count(m)) after_failure = false;
+    if (after_failure) {
+      broken_.insert(b.symbol);
+      return;
+    }
     std::string list;
     for (std::size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
     report(b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() +
@@ -674,6 +679,7 @@ class Checker {
   std::map<std::string, Entry> table_;
   std::map<std::string, Dim> subst_;
   std::set<std::string> failed_;  // where bindings that failed: not reported again as undetermined
+  std::set<std::string> broken_;  // where bindings that failed to evaluate, and those needing them
   mutable std::optional<std::string> overflow_;
   CheckResult result_;
 };

@@ -56,6 +56,7 @@ class Dim {
   struct Node;
 
  private:
+  static Dim make_node(char op, const Dim& lhs, const Dim& rhs);
   std::int64_t value_ = 0;
   std::shared_ptr<const Node> node_;
 };

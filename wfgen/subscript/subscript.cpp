@@ -215,7 +215,19 @@ class Parser {
     return b;
   }
 
-  static Expr make_binary(char op, Expr lhs, Expr rhs) {
+  // Expressions are evaluated and printed recursively, so their size is
+  // bounded (specs are untrusted input): a clean error, never a stack overflow.
+  static constexpr int kMaxNesting = 200;
+  static constexpr int kMaxOperators = 2000;
+
+  void count_operator(std::size_t offset) {
+    if (++operators_ > kMaxOperators) {
+      throw ParseError("expression too long: more than " + std::to_string(kMaxOperators) + " operators", offset, 1);
+    }
+  }
+
+  Expr make_binary(char op, Expr lhs, Expr rhs) {
+    count_operator(rhs.offset);
     Expr e;
     e.kind = Expr::Kind::Binary;
     e.op = op;
@@ -254,6 +266,14 @@ class Parser {
   }
 
   Expr unary() {
+    struct Depth {
+      int& d;
+      explicit Depth(int& depth) : d(depth) { ++d; }
+      ~Depth() { --d; }
+    } guard(nesting_);
+    if (nesting_ > kMaxNesting) {
+      throw error(peek(), "expression nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+    }
     if (peek().kind == Tok::Minus) {
       Token m = next();
       Expr operand = unary();
@@ -270,6 +290,7 @@ class Parser {
   Expr postfix() {
     Expr e = primary();
     while (peek().kind == Tok::LBracket) {
+      count_operator(peek().offset);
       next();
       Expr index = expr();
       if (peek().kind != Tok::RBracket) throw error(peek(), "expected ']' after the index, but got " + describe(peek()));
@@ -528,6 +549,8 @@ class Parser {
   std::vector<Token> toks_;
   std::size_t pos_ = 0;
   int list_depth_ = 0;  // > 0 while parsing the items of a list
+  int nesting_ = 0;     // unary() recursion depth
+  int operators_ = 0;   // binary operators built so far
 };
 
 }  // namespace
