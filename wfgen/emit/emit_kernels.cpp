@@ -350,14 +350,23 @@ void emit_kernel(CodeWriter& w, const KernelPlan& p) {
       else if (p.impl->builtin == "one_hot") emit_one_hot(w, p);
       else emit_im2col(w, p);
       break;
-    case BodyKind::Cpp:
-      w.line(p.cpp_call + "(" + [&] {
-        std::string args;
-        for (const auto& t : p.tensors) args += (args.empty() ? "" : ", ") + t.cpp;
-        for (const auto& s : p.scalars) args += (args.empty() ? "" : ", ") + s.cpp;
-        return args;
-      }() + ");");
+    case BodyKind::Cpp: {
+      w.comment("the user's kernel " + p.cpp_call + " from " + p.cpp_include + ", checked by wfgen against the node");
+      std::string args;
+      for (const auto& t : p.tensors) args += (args.empty() ? "" : ", ") + t.cpp;
+      for (const auto& s : p.scalars) {
+        std::string v = s.cpp;
+        // Lists go as std::vector lvalues, which bind to both forms a kernel may take.
+        if (s.type == ArgType::Ints || s.type == ArgType::Floats) {
+          std::string vt = s.type == ArgType::Ints ? "std::vector<std::int64_t>" : "std::vector<double>";
+          w.line("const " + vt + " wf_" + s.cpp + "(" + s.cpp + ".begin(), " + s.cpp + ".end());");
+          v = "wf_" + s.cpp;
+        }
+        args += (args.empty() ? "" : ", ") + v;
+      }
+      w.line(p.cpp_call + "(" + args + ");");
       break;
+    }
   }
   w.close();
 }
@@ -447,7 +456,7 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     w.block(kHeaderBanner);
     const spec::Node* node = ps.front()->node;
     w.comment("Kernels of node '" + node->name + "' on the " + ps.front()->impl->device + " device (" + node->loc.str() + ").");
-    w.line("#include <cmath>").line("#include <cstdint>").line("#include <limits>").line("#include <span>").line("#include <string>").line("#include <utility>").line();
+    w.line("#include <cmath>").line("#include <cstdint>").line("#include <limits>").line("#include <span>").line("#include <string>").line("#include <utility>").line("#include <vector>").line();
     w.line("#include \"kernels.hpp\"");
     if (ps.front()->impl->device == "blas") w.line("#include \"wfgen/blas_support.hpp\"");
     w.line("#include \"wfgen/kernel_math.hpp\"").line("#include \"wfgen/kernel_support.hpp\"");

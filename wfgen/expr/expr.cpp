@@ -9,7 +9,7 @@
 #include <set>
 #include <system_error>
 
-#include "../../runtime/include/wfgen/kernel_math.hpp"
+#include "wfgen/kernel_math.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 namespace wfgen::expr {

@@ -37,7 +37,7 @@
 
 // The runtime's include directory is not on wfgen_expr's include path; the
 // header is found relative to this file.
-#include "../../runtime/include/wfgen/runtime_types.hpp"
+#include "wfgen/runtime_types.hpp"
 
 namespace wfgen::expr {
 

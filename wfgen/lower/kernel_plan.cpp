@@ -5,6 +5,10 @@
 
 #include "wfgen/support/names.hpp"
 
+#ifdef WFGEN_HAVE_CLANG
+#include "wfgen/cppkernel/cppkernel.hpp"
+#endif
+
 namespace wfgen::lower {
 
 namespace {
@@ -83,7 +87,7 @@ class Planner {
     errors_.push_back(std::move(d));
   }
 
-  std::string source_line(const SourceLoc&) const { return {}; }
+  std::string source_line(const SourceLoc& loc) const { return spec_.line_at(loc); }
 
   std::optional<KernelPlan> plan(const spec::Node& node, const spec::Impl& impl, rt::DType dt, int rank) {
     KernelPlan p;
@@ -151,8 +155,8 @@ class Planner {
         if (!check_builtin(node, impl, p, what)) return std::nullopt;
         break;
       case BodyKind::Cpp:
-        error(diag(impl.loc, what + ": this wfgen was built without Clang libTooling, so C++ kernel files cannot be read"));
-        return std::nullopt;
+        if (!plan_cpp(impl, p)) return std::nullopt;
+        break;
     }
     return p;
   }
@@ -248,6 +252,54 @@ class Planner {
     }
     return expr::evaluate(*e, rt::DType::f64, values) != 0.0;
   }
+
+#ifdef WFGEN_HAVE_CLANG
+  // Reads the user's C++ file once per impl and checks the function against
+  // every dtype and rank of the impl.
+  bool plan_cpp(const spec::Impl& impl, KernelPlan& p) {
+    auto it = cpp_kernels_.find(&impl);
+    if (it == cpp_kernels_.end()) {
+      cppkernel::Expectation ex;
+      ex.function = impl.cpp_function.value;
+      ex.dtypes = impl.dtypes;
+      ex.ranks = ranks_of(impl, *p.node);
+      ex.spec_loc = impl.cpp_function.loc;
+      for (const auto& t : p.tensors) {
+        ex.params.emplace_back(t.name, t.written ? cppkernel::ParamKind::TensorOut : cppkernel::ParamKind::TensorIn,
+                               std::nullopt, t.rank == p.rank ? std::nullopt : std::optional<int>(t.rank));
+      }
+      for (const auto& s : p.scalars) {
+        cppkernel::ParamKind k = cppkernel::ParamKind::Int;
+        switch (s.type) {
+          case ArgType::Int: k = cppkernel::ParamKind::Int; break;
+          case ArgType::Float: k = cppkernel::ParamKind::Float; break;
+          case ArgType::Bool: k = cppkernel::ParamKind::Bool; break;
+          case ArgType::Ints: k = cppkernel::ParamKind::Ints; break;
+          case ArgType::Floats: k = cppkernel::ParamKind::Floats; break;
+        }
+        ex.params.emplace_back(s.name, k);
+      }
+      try {
+        it = cpp_kernels_.emplace(&impl, cppkernel::resolve(impl.cpp_file, ex)).first;
+      } catch (const UserError& e) {
+        for (const auto& d : e.diagnostics()) errors_.push_back(d);
+        cpp_kernels_.emplace(&impl, std::nullopt);
+        return false;
+      }
+    }
+    if (!it->second) return false;
+    p.cpp_call = it->second->callee(p.dtype, p.rank);
+    p.cpp_include = impl.cpp_file_as_written;
+    return true;
+  }
+  std::map<const spec::Impl*, std::optional<cppkernel::KernelInfo>> cpp_kernels_;
+#else
+  bool plan_cpp(const spec::Impl& impl, KernelPlan&) {
+    error(diag(impl.loc, "the cpp implementation of '" + impl.node +
+                             "' needs Clang libTooling, but this wfgen was built with WFGEN_WITH_CLANG=OFF"));
+    return false;
+  }
+#endif
 
   bool check_builtin(const spec::Node& node, const spec::Impl& impl, KernelPlan& p, const std::string& what) {
     auto want = [&](std::size_t tensors, const char* shape) {

@@ -18,6 +18,10 @@ inline YamlCppArrayValueIterator operator--(YamlCppArrayValueIterator&&) {
 #include <valijson/schema_parser.hpp>
 #include <valijson/validator.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "wfgen/support/embedded.hpp"
@@ -58,12 +62,30 @@ const Schema& schema() {
   return s;
 }
 
-YAML::Node resolve_ref(YAML::Node n) {
-  for (int guard = 0; guard < 16 && n && n.IsMap() && n["$ref"]; ++guard) {
-    std::string ref = n["$ref"].as<std::string>();
+// yaml-cpp's Node::operator= writes through to the node it refers to: `n =
+// n["items"]` would overwrite part of the (shared, static) schema or of the
+// user's document. Walking a tree must rebind the handle instead; lookups
+// go through const nodes, which never insert keys.
+void rebind(YAML::Node& n, const YAML::Node& to) {
+  std::destroy_at(&n);
+  std::construct_at(&n, to);
+}
+
+YAML::Node child(const YAML::Node& n, const std::string& key) {
+  if (!n || !n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const YAML::Node& c = n;
+  for (const auto& kv : c)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.second;
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+YAML::Node resolve_ref(const YAML::Node& start) {
+  YAML::Node n = start;
+  for (int guard = 0; guard < 16 && child(n, "$ref"); ++guard) {
+    std::string ref = child(n, "$ref").as<std::string>();
     const std::string prefix = "#/definitions/";
     if (ref.rfind(prefix, 0) != 0) break;
-    n = schema().root["definitions"][ref.substr(prefix.size())];
+    rebind(n, child(child(schema().root, "definitions"), ref.substr(prefix.size())));
   }
   return n;
 }
@@ -83,15 +105,16 @@ bool is_index(const std::string& s) { return !s.empty() && s.find_first_not_of("
 YAML::Node schema_at(const std::vector<std::string>& path) {
   YAML::Node n = resolve_ref(schema().root);
   for (const auto& p : path) {
-    if (!n || !n.IsMap()) return YAML::Node();
-    if (is_index(p) && n["items"]) {
-      n = resolve_ref(n["items"]);
-    } else if (n["properties"] && n["properties"][p]) {
-      n = resolve_ref(n["properties"][p]);
-    } else if (n["additionalProperties"] && n["additionalProperties"].IsMap()) {
-      n = resolve_ref(n["additionalProperties"]);
+    if (!n || !n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node props = child(n, "properties"), extra = child(n, "additionalProperties");
+    if (is_index(p) && child(n, "items")) {
+      rebind(n, resolve_ref(child(n, "items")));
+    } else if (child(props, p)) {
+      rebind(n, resolve_ref(child(props, p)));
+    } else if (extra && extra.IsMap()) {
+      rebind(n, resolve_ref(extra));
     } else {
-      return YAML::Node();
+      return YAML::Node(YAML::NodeType::Undefined);
     }
   }
   return n;
@@ -104,49 +127,88 @@ struct Located {
 };
 
 Located doc_at(const YAML::Node& root, const std::vector<std::string>& path) {
-  Located at{root, YAML::Node()};
+  YAML::Node value = root, key(YAML::NodeType::Undefined);
   for (const auto& p : path) {
-    if (at.value.IsSequence() && is_index(p)) {
+    if (value.IsSequence() && is_index(p)) {
       std::size_t i = std::stoul(p);
-      if (i >= at.value.size()) return at;
-      at = {at.value[i], YAML::Node()};
-    } else if (at.value.IsMap()) {
+      if (i >= value.size()) break;
+      const YAML::Node& seq = value;
+      rebind(value, seq[i]);
+      rebind(key, YAML::Node(YAML::NodeType::Undefined));
+    } else if (value.IsMap()) {
       bool found = false;
-      for (const auto& kv : at.value) {
+      const YAML::Node& map = value;
+      for (const auto& kv : map) {
         if (kv.first.IsScalar() && kv.first.Scalar() == p) {
-          at = {kv.second, kv.first};
+          YAML::Node k = kv.first, v = kv.second;
+          rebind(value, v);
+          rebind(key, k);
           found = true;
           break;
         }
       }
-      if (!found) return at;
+      if (!found) break;
     } else {
-      return at;
+      break;
     }
   }
-  return at;
+  return Located{value, key};
 }
 
-// "node 'MatMul'", "nodes[3]", "the file".
-std::string describe_path(const YAML::Node& root, const std::vector<std::string>& path) {
-  if (path.empty()) return "the spec file";
-  std::string out;
-  YAML::Node n = root;
-  std::string last_list;
-  for (const auto& p : path) {
-    if (is_index(p) && n.IsSequence()) {
-      n = n[std::stoul(p)];
-      std::string singular = last_list.size() > 1 && last_list.back() == 's' ? last_list.substr(0, last_list.size() - 1) : last_list;
-      if (n.IsMap() && n["name"] && n["name"].IsScalar()) out = singular + " '" + quote(n["name"].Scalar()) + "'";
-      else out = last_list + "[" + p + "]";
-    } else if (n.IsMap()) {
-      n = n[p];
-      last_list = p;
-      if (!(n && n.IsSequence())) out += (out.empty() ? "'" : ", key '") + p + "'";
-    }
-    if (!n) break;
+// How an entry of a top-level list is named: "node 'MatMul'", "the cpu
+// implementation of 'Add'", "nodes[3]". The field `skip` is not used (it is
+// the one found invalid).
+std::string describe_entry(const YAML::Node& item, const std::string& list, const std::string& index,
+                           const std::string& skip) {
+  auto field = [&](const char* k) {
+    YAML::Node v = child(item, k);
+    return skip != k && v && v.IsScalar() ? std::optional<std::string>(v.Scalar()) : std::nullopt;
+  };
+  auto name = field("name"), node = field("node"), device = field("device");
+  if (list == "impls" && node) {
+    if (device) return "the " + quote(*device) + " implementation of '" + quote(*node) + "'";
+    return "the implementation of '" + quote(*node) + "'";
   }
-  return out.empty() ? "the spec file" : out;
+  std::string singular = list.size() > 1 && list.back() == 's' ? list.substr(0, list.size() - 1) : list;
+  if (name) return singular + " '" + quote(*name) + "'";
+  return list + "[" + index + "]";
+}
+
+// A path as (the value inside an entry, the entry): ("args.n.type", "node
+// 'MatMul'"), ("", "nodes[3]"), ("nodes", "the spec file").
+std::pair<std::string, std::string> split_path(const YAML::Node& root, const std::vector<std::string>& path) {
+  if (path.empty()) return {"", "the spec file"};
+  if (path.size() == 1) return {quote(path[0]), "the spec file"};
+  Located list = doc_at(root, {path[0]});
+  std::string skip = path.size() == 3 ? path[2] : "";
+  std::string entry = path[0] + "[" + path[1] + "]";
+  if (list.value.IsSequence() && is_index(path[1]) && std::stoul(path[1]) < list.value.size()) {
+    const YAML::Node& seq = list.value;
+    entry = describe_entry(seq[std::stoul(path[1])], path[0], path[1], skip);
+  }
+  std::string inner;
+  for (std::size_t i = 2; i < path.size(); ++i) {
+    if (is_index(path[i])) inner += "[" + path[i] + "]";
+    else inner += (inner.empty() ? "" : ".") + quote(path[i]);
+  }
+  return {inner, entry};
+}
+
+// Where a value is: "node 'MatMul'" (an entry), "'args.n.type' in node
+// 'MatMul'" (a value inside an entry), "'nodes'".
+std::string describe_path(const YAML::Node& root, const std::vector<std::string>& path) {
+  auto [inner, entry] = split_path(root, path);
+  if (path.size() == 1) return "'" + inner + "'";
+  return inner.empty() ? entry : "'" + inner + "' in " + entry;
+}
+
+// "invalid name 'my-op' in nodes[0]", "invalid ranks '1..9' in the cpu
+// implementation of 'Add'".
+std::string invalid_value(const YAML::Node& root, const std::vector<std::string>& path, const YAML::Node& value) {
+  auto [inner, entry] = split_path(root, path);
+  std::string got = value.IsScalar() ? " " + yaml_kind(value) : " (" + yaml_kind(value) + ")";
+  if (inner.empty()) return "invalid " + entry + got;
+  return "invalid " + inner + got + " in " + entry;
 }
 
 }  // namespace
@@ -186,76 +248,228 @@ std::string join(const std::vector<std::string>& v, const std::string& sep = ", 
   return out;
 }
 
-std::string between_quotes(const std::string& s) {
-  auto a = s.find('\'');
+// The text between the last pair of quotes: valijson names the culprit last.
+std::string last_quoted(const std::string& s) {
   auto b = s.rfind('\'');
-  if (a == std::string::npos || b <= a) return {};
+  if (b == std::string::npos || b == 0) return {};
+  auto a = s.rfind('\'', b - 1);
+  if (a == std::string::npos) return {};
   return s.substr(a + 1, b - a - 1);
 }
 
-Diagnostic schema_error(const Source& src, const YAML::Node& root, const valijson::ValidationResults::Error& e) {
-  std::vector<std::string> path = path_of(e.context);
-  Located at = doc_at(root, path);
+// A schema description as a message fragment: lowercase start, no period.
+std::string fragment(std::string d) {
+  while (!d.empty() && (d.back() == '.' || d.back() == ' ')) d.pop_back();
+  if (d.size() > 1 && std::isupper(static_cast<unsigned char>(d[0])) && !std::isupper(static_cast<unsigned char>(d[1])))
+    d[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(d[0])));
+  return d;
+}
+
+// The description of the value at `path`, from the property that names it
+// (before its $ref is followed) or from the definition.
+std::string description_at(const std::vector<std::string>& path) {
+  if (!path.empty()) {
+    std::vector<std::string> parent(path.begin(), path.end() - 1);
+    YAML::Node raw = child(child(schema_at(parent), "properties"), path.back());
+    if (child(raw, "description")) return fragment(child(raw, "description").as<std::string>());
+  }
   YAML::Node s = schema_at(path);
+  if (child(s, "description")) return fragment(child(s, "description").as<std::string>());
+  return {};
+}
+
+std::string number_in(const std::string& d) {
+  auto pos = d.find_last_of("0123456789");
+  if (pos == std::string::npos) return {};
+  auto start = d.find_last_not_of("0123456789.-", pos);
+  std::string n = d.substr(start == std::string::npos ? 0 : start + 1, pos - (start == std::string::npos ? 0 : start + 1) + 1);
+  // std::to_string(double) prints "8.000000".
+  if (auto dot = n.find('.'); dot != std::string::npos && n.find_first_not_of('0', dot + 1) == std::string::npos) n.erase(dot);
+  return n;
+}
+
+Diagnostic schema_error(const Source& src, const YAML::Node& root, const std::vector<std::string>& path,
+                        const std::string& d) {
+  Located at = doc_at(root, path);
+  const YAML::Node s = schema_at(path);
   std::string where = describe_path(root, path);
-  const std::string& d = e.description;
   if (d.find("could not be validated using 'properties'") != std::string::npos) {
-    std::string key = between_quotes(d);
+    std::string key = last_quoted(d);
     Located k = doc_at(root, [&] { auto p = path; p.push_back(key); return p; }());
     std::vector<std::string> keys = schema_keys(s);
     std::string msg = "unknown key '" + quote(key) + "' in " + where + did_you_mean(key, keys);
     if (!keys.empty()) msg += " (expected one of: " + join(keys) + ")";
     return diag_at(src, k.key ? k.key : at.value, msg);
   }
-  if (d.find("missing required property") != std::string::npos || d.find("Missing required property") != std::string::npos) {
-    std::string key = between_quotes(d);
+  if (d.find("issing required property") != std::string::npos) {
+    std::string key = last_quoted(d);
     std::string msg = "missing required key '" + key + "' in " + where;
-    if (s && s["properties"] && s["properties"][key] && s["properties"][key]["description"]) {
-      msg += " (" + s["properties"][key]["description"].as<std::string>() + ")";
-    }
-    return diag_at(src, at.value, msg);
+    std::string what = description_at([&] { auto p = path; p.push_back(key); return p; }());
+    if (!what.empty()) msg += " (" + what + ")";
+    return diag_at(src, at.key ? at.key : at.value, msg);
   }
   if (d.find("'type' constraint") != std::string::npos) {
     return diag_at(src, at.value, "expected " + type_phrase(s) + " for " + where + ", but got " + yaml_kind(at.value));
   }
-  if (d.find("enum") != std::string::npos && s && s["enum"]) {
+  if (d.find("enum") != std::string::npos && child(s, "enum")) {
     std::vector<std::string> options;
-    for (const auto& o : s["enum"]) options.push_back(o.as<std::string>());
+    for (const auto& o : child(s, "enum")) options.push_back(o.as<std::string>());
     std::string got = at.value.IsScalar() ? at.value.Scalar() : "";
     return diag_at(src, at.value, "unknown value " + yaml_kind(at.value) + " for " + where + did_you_mean(got, options) +
                                       " (expected one of: " + join(options) + ")");
   }
   if (d.find("'pattern'") != std::string::npos) {
-    std::string why = s && s["description"] ? s["description"].as<std::string>() : "it does not match the required pattern";
-    return diag_at(src, at.value, "invalid " + where + " " + yaml_kind(at.value) + ": " + why);
+    std::string why = description_at(path);
+    if (why.empty()) why = "a value matching " + child(s, "pattern").as<std::string>("the pattern");
+    return diag_at(src, at.value, invalid_value(root, path, at.value) + ": expected " + why);
   }
-  if (d.find("minLength") != std::string::npos || d.find("shorter than") != std::string::npos) {
+  if (d.find("no fewer than") != std::string::npos) {
+    if (at.value.IsSequence()) return diag_at(src, at.value, where + " must not be an empty list; expected at least " + number_in(d) + " item(s)");
     return diag_at(src, at.value, where + " must not be empty");
   }
-  return diag_at(src, at.value, "invalid " + where + ": " + d);
+  if (d.find("Expected number less than") != std::string::npos) {
+    return diag_at(src, at.value, "expected at most " + number_in(d) + " for " + where + ", but got " + yaml_kind(at.value));
+  }
+  if (d.find("Expected number greater than") != std::string::npos) {
+    return diag_at(src, at.value, "expected at least " + number_in(d) + " for " + where + ", but got " + yaml_kind(at.value));
+  }
+  return diag_at(src, at.value, "invalid " + where + ": " + fragment(d));
+}
+
+// valijson's yaml-cpp adapter says every value is a string (isString() is
+// always true), so `type: string` never fails and a 'pattern' or
+// 'minLength' on a list or mapping throws from inside valijson. This walk
+// finds those values first and reports them as type errors.
+void check_strings(const Source& src, const YAML::Node& root, const YAML::Node& schema_node, const YAML::Node& doc,
+                   std::vector<std::string>& path, std::vector<Diagnostic>& out) {
+  YAML::Node s = resolve_ref(schema_node);
+  if (!s || !s.IsMap() || !doc) return;
+  if (YAML::Node any = child(s, "anyOf")) {
+    if (doc.IsScalar()) return;
+    for (const auto& branch : any) {
+      YAML::Node b = resolve_ref(branch);
+      std::string t = child(b, "type") ? child(b, "type").as<std::string>() : "";
+      if ((t == "array" && doc.IsSequence()) || (t == "object" && doc.IsMap())) {
+        // valijson would try the other alternatives when this one fails, and
+        // throw on a 'pattern' of a string alternative; integer items are
+        // checked here so that it only sees lists that pass.
+        YAML::Node items = resolve_ref(child(b, "items"));
+        if (t == "array" && child(items, "type") && child(items, "type").as<std::string>() == "integer") {
+          for (std::size_t i = 0; i < doc.size(); ++i) {
+            const YAML::Node& seq = doc;
+            YAML::Node item = seq[i];
+            path.push_back(std::to_string(i));
+            long long v = 0;
+            std::string where = describe_path(root, path);
+            if (!item.IsScalar() || !YAML::convert<long long>::decode(item, v)) {
+              out.push_back(diag_at(src, item, "expected an integer for " + where + ", but got " + yaml_kind(item)));
+            } else if (child(items, "minimum") && v < child(items, "minimum").as<long long>()) {
+              out.push_back(diag_at(src, item, "expected at least " + child(items, "minimum").as<std::string>() + " for " +
+                                                   where + ", but got " + yaml_kind(item)));
+            } else if (child(items, "maximum") && v > child(items, "maximum").as<long long>()) {
+              out.push_back(diag_at(src, item, "expected at most " + child(items, "maximum").as<std::string>() + " for " +
+                                                   where + ", but got " + yaml_kind(item)));
+            }
+            path.pop_back();
+          }
+        }
+        check_strings(src, root, b, doc, path, out);
+        return;
+      }
+    }
+    std::string what = description_at(path);
+    out.push_back(diag_at(src, doc, invalid_value(root, path, doc) +
+                                        (what.empty() ? std::string() : ": expected " + what)));
+    return;
+  }
+  std::string type = child(s, "type") ? child(s, "type").as<std::string>() : "";
+  if (type == "string" && !doc.IsScalar()) {
+    out.push_back(diag_at(src, doc, "expected a string for " + describe_path(root, path) + ", but got " + yaml_kind(doc)));
+  } else if (type == "object" && doc.IsMap()) {
+    YAML::Node props = child(s, "properties"), extra = child(s, "additionalProperties");
+    for (const auto& kv : doc) {
+      if (!kv.first.IsScalar()) continue;
+      std::string key = kv.first.Scalar();
+      YAML::Node sub = child(props, key);
+      if (!sub && extra && extra.IsMap()) sub = extra;
+      if (!sub) continue;
+      path.push_back(key);
+      check_strings(src, root, sub, kv.second, path, out);
+      path.pop_back();
+    }
+  } else if (type == "array" && doc.IsSequence() && child(s, "items")) {
+    for (std::size_t i = 0; i < doc.size(); ++i) {
+      path.push_back(std::to_string(i));
+      const YAML::Node& seq = doc;
+      check_strings(src, root, child(s, "items"), seq[i], path, out);
+      path.pop_back();
+    }
+  }
+}
+
+bool under(const std::vector<std::string>& path, const std::vector<std::string>& prefix) {
+  return path.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), path.begin());
 }
 
 }  // namespace
 
 void validate(const Source& src, const YAML::Node& root, std::vector<Diagnostic>& errors) {
+  {
+    std::vector<std::string> path;
+    std::vector<Diagnostic> found;
+    check_strings(src, root, schema().root, root, path, found);
+    if (!found.empty()) {
+      errors.insert(errors.end(), found.begin(), found.end());
+      return;
+    }
+  }
   valijson::Validator validator(valijson::Validator::kWeakTypes);
   valijson::ValidationResults results;
   valijson::adapters::YamlCppAdapter adapter(root);
   if (validator.validate(schema().compiled, adapter, &results)) return;
   // valijson reports a chain per failure, from the leaf up to its parents
-  // ("Failed to validate item #0 in array"); keep only the leaves.
+  // ("Failed to validate item #0 in array"); keep only the leaves. An anyOf
+  // (ranks: a list or a range) fails with one error per alternative; those
+  // become one message, or the item errors when the value is a list.
+  struct Found {
+    std::vector<std::string> path;
+    std::string description;
+  };
+  std::vector<Found> leaves;
+  std::vector<std::vector<std::string>> any_of;
   valijson::ValidationResults::Error e;
-  std::set<std::string> seen;
-  std::vector<Diagnostic> found;
   while (results.popError(e)) {
+    std::vector<std::string> path = path_of(e.context);
+    if (e.description.find("anyOf") != std::string::npos) {
+      any_of.push_back(path);
+      continue;
+    }
     if (e.description.rfind("Failed to validate", 0) == 0) continue;
     if (e.description.find("Failed to match") != std::string::npos && e.description.find("enum") == std::string::npos &&
         e.description.find("pattern") == std::string::npos)
       continue;
-    Diagnostic diag = schema_error(src, root, e);
+    leaves.push_back({std::move(path), e.description});
+  }
+  std::set<std::string> seen;
+  std::vector<Diagnostic> found;
+  auto add = [&](Diagnostic diag) {
     std::string key = diag.loc.str() + diag.message;
     if (seen.insert(key).second) found.push_back(std::move(diag));
+  };
+  for (const auto& a : any_of) {
+    Located at = doc_at(root, a);
+    bool items = false;
+    if (at.value.IsSequence()) {
+      for (const auto& l : leaves) items = items || (under(l.path, a) && l.path.size() > a.size());
+    }
+    if (!items) {
+      std::string what = description_at(a);
+      add(diag_at(src, at.value, invalid_value(root, a, at.value) +
+                                     (what.empty() ? std::string() : ": expected " + what)));
+    }
+    std::erase_if(leaves, [&](const Found& l) { return under(l.path, a) && (!items || l.path.size() == a.size()); });
   }
+  for (const auto& l : leaves) add(schema_error(src, root, l.path, l.description));
   if (found.empty()) found.push_back(diag_at(src, root, "the file does not match the spec schema"));
   errors.insert(errors.end(), found.begin(), found.end());
 }

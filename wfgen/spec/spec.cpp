@@ -74,6 +74,11 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+std::string Spec::line_at(const SourceLoc& loc) const {
+  auto it = texts.find(loc.file);
+  return it == texts.end() ? std::string() : line_of(it->second, loc.line);
+}
+
 std::vector<const Impl*> Spec::impls_of(std::string_view node) const {
   std::vector<const Impl*> out;
   for (const auto& i : impls)
@@ -380,6 +385,7 @@ class Reader {
                                " is outside the spec's folder; kernel files must be inside the project");
         }
         impl.cpp_file = (base / normal).lexically_normal();
+        impl.cpp_file_as_written = normal.generic_string();
       }
     } else if (kind == "builtin") {
       impl.kind = BodyKind::Builtin;
@@ -514,6 +520,7 @@ Spec load_sources(const std::vector<Source>& sources, std::size_t stdlib_count, 
     apply_overrides(spec);
     check_spec(spec, texts, errors);
   }
+  spec.texts = std::move(texts);
   if (!errors.empty()) throw UserError(std::move(errors));
   return spec;
 }

@@ -82,6 +82,7 @@ struct Impl {
   ReduceOp reduce_op = ReduceOp::Sum;  // Reduce
   std::optional<Text> prologue, epilogue;
   std::filesystem::path cpp_file;  // Cpp: resolved against the spec file's folder
+  std::string cpp_file_as_written;  // Cpp: relative to the spec file's folder, normalised
   Text cpp_function;
   std::string builtin;  // Builtin: gather, one_hot, im2col, fill, copy, arange
   std::string view;     // View: transpose, permute, reshape
@@ -94,6 +95,10 @@ struct Spec {
   std::vector<Node> nodes;
   std::vector<Impl> impls;
   std::vector<std::string> files;  // in load order
+  std::map<std::string, std::string> texts;  // file name -> contents, for diagnostics of later stages
+
+  // The text of `loc`'s line, for a diagnostic's caret line ("" if unknown).
+  std::string line_at(const SourceLoc& loc) const;
 
   const Node* find_node(std::string_view name) const;
   std::vector<const Impl*> impls_of(std::string_view node) const;

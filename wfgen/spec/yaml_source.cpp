@@ -133,16 +133,166 @@ void check_duplicates(const Source& src, const YAML::Node& node, std::vector<Dia
 
 }  // namespace
 
+namespace {
+
+// Scans the raw text the way YAML quotes and comments it: calls
+// `on_open(pos)` / `on_close(pos)` for flow brackets outside strings and
+// comments, and returns the position of a quote that is never closed
+// (npos when every string is closed).
+struct RawScan {
+  std::vector<std::size_t> open_brackets;  // unmatched '[' and '{', innermost last
+  std::size_t unclosed_quote = std::string::npos;
+};
+
+RawScan raw_scan(const std::string& t) {
+  RawScan r;
+  std::size_t i = 0;
+  bool line_start = true;
+  while (i < t.size()) {
+    char c = t[i];
+    if (c == '\n') {
+      line_start = true;
+      ++i;
+      continue;
+    }
+    bool after_space = line_start || (i > 0 && (t[i - 1] == ' ' || t[i - 1] == '\t'));
+    if (c == '#' && after_space) {
+      while (i < t.size() && t[i] != '\n') ++i;
+      continue;
+    }
+    // A quote starts a string only where a scalar can start.
+    bool can_start = line_start || (i > 0 && std::string_view(" \t[{,:-?").find(t[i - 1]) != std::string_view::npos);
+    if ((c == '"' || c == '\'') && can_start) {
+      std::size_t j = i + 1;
+      bool closed = false;
+      while (j < t.size()) {
+        if (c == '"' && t[j] == '\\') {
+          j += 2;
+          continue;
+        }
+        if (t[j] == c) {
+          if (c == '\'' && j + 1 < t.size() && t[j + 1] == '\'') {
+            j += 2;
+            continue;
+          }
+          closed = true;
+          break;
+        }
+        ++j;
+      }
+      if (!closed) {
+        r.unclosed_quote = i;
+        return r;
+      }
+      i = j + 1;
+      line_start = false;
+      continue;
+    }
+    if (c == '|' || c == '>') {
+      // A block scalar: skip its more-indented lines.
+      std::size_t ls = t.rfind('\n', i);
+      ls = ls == std::string::npos ? 0 : ls + 1;
+      std::size_t parent = t.find_first_not_of(" -", ls) - ls;
+      if (t.find_first_not_of(" \t", i + 1) == t.find('\n', i) || t.find_first_of("\n#", i) == t.find('\n', i)) {
+        std::size_t k = t.find('\n', i);
+        while (k != std::string::npos) {
+          std::size_t next = k + 1;
+          std::size_t first = t.find_first_not_of(' ', next);
+          if (first == std::string::npos) { k = std::string::npos; i = t.size(); break; }
+          if (t[first] != '\n' && first - next <= parent) break;
+          k = t.find('\n', next);
+        }
+        if (k == std::string::npos) return r;
+        i = k;
+        continue;
+      }
+    }
+    if (c != ' ' && c != '\t') line_start = false;
+    if (c == '[' || c == '{') r.open_brackets.push_back(i);
+    if ((c == ']' || c == '}') && !r.open_brackets.empty()) r.open_brackets.pop_back();
+    ++i;
+  }
+  return r;
+}
+
+// The first tab in the indentation of a line at or before `line` (1-based).
+std::size_t indentation_tab(const std::string& t, int line) {
+  std::size_t pos = 0;
+  for (int l = 1; pos < t.size() && (line <= 0 || l <= line); ++l) {
+    std::size_t end = t.find('\n', pos);
+    if (end == std::string::npos) end = t.size();
+    for (std::size_t k = pos; k < end && (t[k] == ' ' || t[k] == '\t'); ++k)
+      if (t[k] == '\t') return k;
+    pos = end + 1;
+  }
+  return std::string::npos;
+}
+
+Diagnostic diag_at_offset(const Source& src, std::size_t offset, std::string message, int length = 1) {
+  Diagnostic d;
+  d.loc = loc_of_offset(src.name, src.text, offset);
+  d.message = std::move(message);
+  d.source_line = line_of(src.text, d.loc.line);
+  d.length = length;
+  return d;
+}
+
+// yaml-cpp's messages, with what was expected.
+std::string explain(const std::string& msg) {
+  if (msg == "end of map not found" || msg == "end of sequence not found")
+    return "bad indentation (" + msg + "); expected this line to line up with a key or '-' entry above it";
+  if (msg == "illegal map value")
+    return "unexpected ':' (illegal map value); expected a key before it, or quotes around a value that contains ': '";
+  if (msg == "illegal block entry")
+    return "unexpected '-' list entry (illegal block entry); expected it indented under a key";
+  return msg;
+}
+
+}  // namespace
+
 YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
+  RawScan raw = raw_scan(src.text);
   try {
     YAML::Node root = YAML::Load(src.text);
+    // yaml-cpp accepts a string left open at the end of the file.
+    if (raw.unclosed_quote != std::string::npos) {
+      std::string q(1, src.text[raw.unclosed_quote]);
+      errors.push_back(diag_at_offset(src, raw.unclosed_quote,
+                                      "YAML syntax error: unclosed quoted string; expected a closing " + q +
+                                          " before the end of the file"));
+      return YAML::Node();
+    }
     std::size_t before = errors.size();
     check_duplicates(src, root, errors);
     if (errors.size() != before) return YAML::Node();
     return root;
   } catch (const YAML::Exception& e) {
     std::string msg = e.msg.empty() ? "invalid YAML" : e.msg;
-    errors.push_back(diag_at(src, e.mark, "YAML syntax error: " + msg));
+    int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    if (std::size_t tab = indentation_tab(src.text, line); tab != std::string::npos) {
+      errors.push_back(diag_at_offset(src, tab, "YAML syntax error: a tab character in the indentation; YAML indents with spaces only"));
+      return YAML::Node();
+    }
+    if (raw.unclosed_quote != std::string::npos) {
+      std::string q(1, src.text[raw.unclosed_quote]);
+      errors.push_back(diag_at_offset(src, raw.unclosed_quote,
+                                      "YAML syntax error: unclosed quoted string; expected a closing " + q));
+      return YAML::Node();
+    }
+    if (msg.find("flow not found") != std::string::npos && !raw.open_brackets.empty()) {
+      std::size_t at = raw.open_brackets.back();
+      std::string close = src.text[at] == '[' ? "]" : "}";
+      errors.push_back(diag_at_offset(src, at, "YAML syntax error: unclosed '" + std::string(1, src.text[at]) +
+                                                   "'; expected a matching '" + close + "' (" + msg + ")"));
+      return YAML::Node();
+    }
+    Diagnostic d = diag_at(src, e.mark, "YAML syntax error: " + explain(msg));
+    if (d.source_line.empty() && !src.text.empty()) {
+      // Past the end of the file: point at the end of the last line.
+      std::size_t end = src.text.find_last_not_of("\n\r \t");
+      if (end != std::string::npos) d = diag_at_offset(src, end, d.message);
+    }
+    errors.push_back(std::move(d));
     return YAML::Node();
   }
 }
@@ -157,7 +307,9 @@ SourceLoc Text::at(std::size_t offset) const {
     if (exact && l.known()) l.col += static_cast<int>(offset);
     return l;
   }
-  // Block scalar: find the line the offset falls on.
+  // Block scalar: find the line the offset falls on. The end of a value
+  // that ends with its final newline is the end of its last line.
+  if (offset >= value.size() && !value.empty() && value.back() == '\n') offset = value.size() - 1;
   std::size_t line = 0, start = 0;
   for (std::size_t i = 0; i < offset && i < value.size(); ++i) {
     if (value[i] == '\n') {
