@@ -1,1 +1,734 @@
+// Every kernel of the standard library, in the spirit of ggml's
+// test-backend-ops: for each entry of wfgen_kernels::kernel_table() (node x
+// device x dtype x rank) build random operands on several random shapes, in
+// every memory layout a kernel must accept (row-major with an offset, padded,
+// step 2, negative steps, permuted, broadcast with stride 0, size-1 and empty
+// dims, in place), call the kernel through its type-erased entry, and compare
+// with the naive reference of its node (references.hpp): exactly for integer
+// dtypes, within a tight tolerance for floats. Bytes of the output buffer
+// outside the output view, and every input buffer, must be left untouched.
+//
+// A kernel whose node has no reference fails "kernel_table: every kernel has a
+// reference", so a new node cannot be added untested.
+//
+// Set WFGEN_KERNEL_TEST_LIST=1 to print the coverage table.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+#include "kernels.hpp"
+#include "references.hpp"
+
+namespace {
+
+using namespace kt;
+using wfgen::rt::KernelEntry;
+using wfgen::rt::ScalarArg;
+using wfgen::rt::TensorRef;
+
+// Cases 0-9 each stress one thing (see case_shape, input_layout and the
+// builders); the rest draw shapes and layouts at random.
+constexpr int kCasesPerKernel = 24;
+
+std::uint64_t seed_of(std::string_view name) {  // FNV-1a: one fixed seed per kernel
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// One call of a kernel: its tensors in DSL order, constructor arguments, and
+// what the failure message needs.
+struct Case {
+  std::vector<Tensor> t;
+  std::vector<Layout> lay;
+  std::vector<const char*> names;
+  std::vector<ScalarArg> s;
+  std::vector<std::vector<std::int64_t>> ints;  // storage behind ScalarArg::ints
+  std::string args;                             // "value=2.5"
+  std::string label;                            // what the case is about
+  int out = -1;                                 // the written tensor
+  bool in_place = false;
+
+  void add(const char* name, Tensor tensor, Layout l) {
+    names.push_back(name);
+    t.push_back(std::move(tensor));
+    lay.push_back(l);
+  }
+  std::string describe() const {
+    std::ostringstream os;
+    os << "case '" << label << "'";
+    if (in_place) os << " (in place: " << names[static_cast<std::size_t>(out)] << " is " << names[0] << ")";
+    for (std::size_t k = 0; k < t.size(); ++k) os << "\n  " << kt::describe(names[k], t[k], lay[k]);
+    if (!args.empty()) os << "\n  args: " << args;
+    return os.str();
+  }
+};
+
+struct Totals {
+  std::int64_t kernels = 0, cases = 0, elements = 0;
+  std::map<std::string, std::set<std::string>> covered;  // node/device -> "f32 r1", ...
+  std::map<std::string, std::int64_t> node_cases;
+};
+
+// ---------------------------------------------------------------------------
+// Shapes
+
+Shape random_shape(int rank, Rng& rng, std::int64_t max_dim) {
+  Shape s(static_cast<std::size_t>(rank));
+  for (auto& d : s) d = rng.uniform01() < 0.2 ? 1 : rand_int(rng, 1, max_dim);
+  return s;
+}
+
+std::int64_t max_dim_for(int rank) { return rank == 1 ? 40 : rank == 2 ? 9 : rank == 3 ? 6 : 4; }
+
+// Shape of case c of an element-wise-like kernel: 4 forces a size-1 dim,
+// 5 an empty dim, 7 a larger shape (a few thousand elements).
+Shape case_shape(int c, int rank, Rng& rng) {
+  if (rank == 0) return {};
+  Shape s = random_shape(rank, rng, max_dim_for(rank));
+  const auto a = static_cast<std::size_t>(rng.next_u64() % static_cast<std::uint64_t>(rank));
+  if (c == 4) s[a] = 1;
+  if (c == 5) s[a] = 0;
+  if (c == 7) {
+    static const Shape big[] = {{}, {3001}, {37, 61}, {9, 13, 17}, {5, 7, 6, 11}};
+    s = big[rank];
+  }
+  return s;
+}
+
+// Layout of operand k of case c. 0: row-major; 1: permuted; 2: strided;
+// 3: broadcast inputs; 6: in place; others: random.
+Layout input_layout(int c, Rng& rng, bool allow_broadcast) {
+  switch (c) {
+    case 0: return Layout::Contig;
+    case 1: return Layout::Permuted;
+    case 2: return (rng.next_u64() & 1) ? Layout::Step2 : Layout::Reversed;
+    case 3: return allow_broadcast ? Layout::Broadcast : Layout::PermStep;
+    default: {
+      Layout l = pick(kInputLayouts, rng);
+      if (!allow_broadcast && l == Layout::Broadcast) l = Layout::Padded;
+      return l;
+    }
+  }
+}
+
+Layout output_layout(int c, Rng& rng) {
+  switch (c) {
+    case 0: return Layout::Offset;
+    case 1: return Layout::Permuted;
+    case 2: return Layout::Step2;
+    case 3: return Layout::Padded;
+    default: return pick(kOutputLayouts, rng);
+  }
+}
+
+std::function<void(const Tensor&)> filler(Dom d, Rng& rng) {
+  return [d, &rng](const Tensor& t) { fill_random(t, d, rng); };
+}
+const std::function<void(const Tensor&)> kNoFill = [](const Tensor&) {};
+
+ScalarArg float_arg(double v) {
+  ScalarArg a;
+  a.f = v;
+  return a;
+}
+ScalarArg int_arg(std::int64_t v) {
+  ScalarArg a;
+  a.i = v;
+  a.f = static_cast<double>(v);
+  return a;
+}
+
+// ---------------------------------------------------------------------------
+// Case builders, one per kind of node. Each returns the case and the
+// reference result, computed from the inputs before the call.
+
+struct Built {
+  Case cs;
+  std::function<Expected(const std::vector<Dense>& inputs)> reference;
+};
+
+Built build_elementwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const Shape shape = case_shape(c, e.rank, rng);
+  static const char* const kUnary[] = {"X", "OUT"};
+  static const char* const kBinary[] = {"A", "B", "OUT"};
+  static const char* const kSelect[] = {"C", "A", "B", "OUT"};
+  const char* const* names = r.kind == Kind::Unary ? kUnary : r.kind == Kind::Binary ? kBinary : kSelect;
+  const std::size_t n_in = r.kind == Kind::Fill ? 0 : r.dom.size();
+  cs.label = std::to_string(c);
+  cs.in_place = c == 6 && n_in > 0;
+  for (std::size_t k = 0; k < n_in; ++k) {
+    Layout l = input_layout(c, rng, /*allow_broadcast=*/!(cs.in_place && k == 0));
+    cs.add(names[k], make_operand(dt, shape, l, rng, filler(r.dom[k], rng)), l);
+  }
+  if (cs.in_place) {
+    cs.add(names[n_in], cs.t[0], cs.lay[0]);
+  } else {
+    const Layout l = output_layout(c, rng);
+    cs.add(r.kind == Kind::Fill ? "OUT" : names[n_in], make_view(dt, shape, l, rng), l);
+  }
+  cs.out = static_cast<int>(cs.t.size()) - 1;
+  double s = 0;
+  if (e.n_scalars == 1 && !r.scalars.empty()) {
+    s = r.scalars[static_cast<std::size_t>(c) % r.scalars.size()];
+    cs.s.push_back(float_arg(s));
+    cs.args = "value=" + fmt_double(s);
+  }
+  b.reference = [&r, shape, s, dt](const std::vector<Dense>& in) { return ref_elementwise(r, in, shape, s, dt); };
+  return b;
+}
+
+Built build_reduce(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape shape = case_shape(c == 7 ? 0 : c, e.rank, rng);
+  if (c == 5) shape.back() = 0;                             // empty reductions
+  if (c == 6 && e.rank > 1) shape[0] = 0;                   // no rows at all
+  if (c == 7) shape.back() = e.rank == 1 ? 1000 : 257;      // long rows
+  if (c == 8) shape.back() = 1;
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
+  Shape out_shape = shape;
+  out_shape.back() = 1;
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, out_shape, lo, rng), lo);
+  cs.out = 1;
+  b.reference = [red = r.red, dt](const std::vector<Dense>& in) { return ref_reduce(red, in[0], dt); };
+  return b;
+}
+
+Built build_matmul(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape batch = random_shape(e.rank - 2, rng, 3);
+  std::int64_t M = rand_int(rng, 1, 8), K = rand_int(rng, 1, 8), N = rand_int(rng, 1, 8);
+  switch (c) {
+    case 4: (rng.next_u64() & 1 ? M : N) = 1; K = rng.next_u64() & 1 ? 1 : K; break;
+    case 5: K = 0; break;                                   // C must become zeros
+    case 6: (rng.next_u64() & 1 ? M : N) = 0; break;
+    case 7: M = 13, K = 300, N = 19; for (auto& d : batch) d = 1; break;   // K above the GEMM's KC block
+    case 8: M = 100, K = 7, N = 21; for (auto& d : batch) d = 1; break;    // M above MC, N over NR tiles
+    default: break;
+  }
+  if (c == 9 && !batch.empty()) batch[0] = 0;
+  Shape sa = batch, sb = batch, sc = batch;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  sc.insert(sc.end(), {M, N});
+  cs.label = std::to_string(c);
+  const Layout la = input_layout(c, rng, true), lb = input_layout(c, rng, true);
+  cs.add("A", make_operand(dt, sa, la, rng, filler(r.dom[0], rng)), la);
+  cs.add("B", make_operand(dt, sb, lb, rng, filler(r.dom[1], rng)), lb);
+  const Layout lc = output_layout(c, rng);
+  cs.add("C", make_view(dt, sc, lc, rng), lc);
+  cs.out = 2;
+  b.reference = [sc, dt](const std::vector<Dense>& in) { return ref_matmul(in[0], in[1], sc, dt); };
+  return b;
+}
+
+// Indices: mostly in range, some out of range on both sides (u8: up to 255).
+void fill_indices(const Tensor& t, std::int64_t n, Rng& rng) {
+  for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) {
+    std::int64_t v = rand_int(rng, -2, n + 1);
+    if (t.dtype() == DType::u8) v = rng.uniform01() < 0.1 ? 255 : rand_int(rng, 0, n + 1);
+    put(t, idx, static_cast<double>(v), v);
+  });
+}
+
+Built build_gather(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape idx_shape = case_shape(c, e.rank - 1, rng);
+  const std::int64_t rows = rand_int(rng, 1, 6);
+  const std::int64_t d = c == 8 ? 0 : rand_int(rng, 1, 5);
+  cs.label = std::to_string(c);
+  const Layout lw = input_layout(c, rng, true), li = input_layout(c, rng, true);
+  cs.add("W", make_operand(dt, {rows, d}, lw, rng, filler(r.dom[0], rng)), lw);
+  cs.add("IDX", make_operand(dt, idx_shape, li, rng, [&](const Tensor& t) { fill_indices(t, rows, rng); }), li);
+  Shape out_shape = idx_shape;
+  out_shape.push_back(d);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, out_shape, lo, rng), lo);
+  cs.out = 2;
+  b.reference = [dt](const std::vector<Dense>& in) { return ref_gather(in[0], in[1], dt); };
+  return b;
+}
+
+Built build_one_hot(const KernelEntry& e, const NodeRef&, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape idx_shape = case_shape(c, e.rank - 1, rng);
+  const std::int64_t classes = c == 8 ? 0 : rand_int(rng, 1, 7);
+  cs.label = std::to_string(c);
+  const Layout li = input_layout(c, rng, true);
+  cs.add("IDX", make_operand(dt, idx_shape, li, rng, [&](const Tensor& t) { fill_indices(t, classes, rng); }), li);
+  Shape out_shape = idx_shape;
+  out_shape.push_back(classes);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, out_shape, lo, rng), lo);
+  cs.out = 1;
+  cs.s.push_back(int_arg(classes));
+  cs.args = "classes=" + std::to_string(classes);
+  b.reference = [classes, dt](const std::vector<Dense>& in) { return ref_one_hot(in[0], classes, dt); };
+  return b;
+}
+
+Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Conv p{};
+  Shape xs;
+  std::int64_t ho = -1, wo = -1;
+  while (ho < 0 || wo < 0) {  // draw until the output size is defined
+    xs = {rand_int(rng, 1, 2), rand_int(rng, 1, 3), rand_int(rng, 1, 7), rand_int(rng, 1, 7)};
+    p = {rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 2), rand_int(rng, 1, 2),
+         rand_int(rng, 0, 1),  rand_int(rng, 0, 2), rand_int(rng, 1, 2), rand_int(rng, 1, 2)};
+    if (c == 0) p = {3, 3, 1, 1, 1, 1, 1, 1};
+    const std::int64_t eh = xs[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1, ew = xs[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1;
+    ho = eh < 0 ? -1 : eh / p.sh + 1;
+    wo = ew < 0 ? -1 : ew / p.sw + 1;
+  }
+  if (c == 5) xs[0] = 0;
+  const Shape col = {xs[0], xs[1], p.kh, p.kw, ho, wo};
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, xs, lx, rng, filler(r.dom[0], rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("COL", make_view(dt, col, lo, rng), lo);
+  cs.out = 1;
+  for (std::int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) cs.s.push_back(int_arg(v));
+  std::ostringstream os;
+  os << "k-h=" << p.kh << " k-w=" << p.kw << " stride-h=" << p.sh << " stride-w=" << p.sw << " pad-h=" << p.ph
+     << " pad-w=" << p.pw << " dilation-h=" << p.dh << " dilation-w=" << p.dw;
+  cs.args = os.str();
+  b.reference = [col, p, dt](const std::vector<Dense>& in) { return ref_im2col(in[0], col, p, dt); };
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// Running a compute kernel on one case
+
+TensorRef ref_of(const Tensor& t) { return t.ref(); }
+
+std::string run_case(const KernelEntry& e, Built& b, Totals& totals) {
+  Case& cs = b.cs;
+  const Tensor& out = cs.t[static_cast<std::size_t>(cs.out)];
+  std::vector<Dense> inputs;
+  std::vector<Snapshot> snaps;
+  for (std::size_t k = 0; k < cs.t.size(); ++k) {
+    if (static_cast<int>(k) != cs.out) inputs.push_back(read(cs.t[k]));
+    snaps.push_back(snapshot(cs.t[k]));
+  }
+  const Expected expected = b.reference(inputs);
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : cs.t) refs.push_back(ref_of(t));
+  refs.resize(std::max<std::size_t>(refs.size(), 2));
+  ScalarArg none;
+  try {
+    e.fn(refs.data(), cs.s.empty() ? &none : cs.s.data());
+  } catch (const std::exception& ex) {
+    return std::string("threw: ") + ex.what();
+  }
+  std::string err = compare(cs.names[static_cast<std::size_t>(cs.out)], read(out), expected, &totals.elements);
+  if (!err.empty()) return err;
+  const std::vector<bool> written = covered_bytes(out);
+  for (std::size_t k = 0; k < cs.t.size(); ++k) {
+    const bool shares_out = cs.t[k].storage() == out.storage();
+    const std::string what = std::string(cs.names[k]) + (shares_out ? " (output buffer)" : " (input buffer)");
+    err = unchanged_outside(what.c_str(), snaps[k], shares_out ? &written : nullptr,
+                            wfgen::rt::dtype_size(cs.t[k].dtype()));
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  switch (r.kind) {
+    case Kind::Unary:
+    case Kind::Binary:
+    case Kind::Select:
+    case Kind::Fill: return build_elementwise(e, r, c, rng);
+    case Kind::Reduce: return build_reduce(e, r, c, rng);
+    case Kind::Matmul: return build_matmul(e, r, c, rng);
+    case Kind::Gather: return build_gather(e, r, c, rng);
+    case Kind::OneHot: return build_one_hot(e, r, c, rng);
+    case Kind::Im2col: return build_im2col(e, r, c, rng);
+    default: return {};
+  }
+}
+
+// ---------------------------------------------------------------------------
+// View kernels: the result view (t[1]) must be the input's with its shape and
+// strides reordered, on the same data, and read the same elements.
+
+std::string check_view_result(const KernelEntry& e, const Tensor& in, const TensorRef& got,
+                              const std::vector<std::int64_t>& perm) {
+  const int r = in.rank();
+  std::ostringstream os;
+  if (got.data != in.ref().data || got.dtype != in.dtype() || got.rank != r) {
+    os << e.name << " returned a view with another data pointer, dtype or rank (rank " << got.rank << ")";
+    return os.str();
+  }
+  Shape shape(static_cast<std::size_t>(r)), strides(static_cast<std::size_t>(r));
+  for (int d = 0; d < r; ++d) {
+    shape[static_cast<std::size_t>(d)] = got.shape[d];
+    strides[static_cast<std::size_t>(d)] = got.strides[d];
+  }
+  Shape want_shape(static_cast<std::size_t>(r)), want_strides(static_cast<std::size_t>(r));
+  for (int d = 0; d < r; ++d) {
+    const auto from = static_cast<std::size_t>(perm[static_cast<std::size_t>(d)]);
+    want_shape[static_cast<std::size_t>(d)] = in.shape()[from];
+    want_strides[static_cast<std::size_t>(d)] = in.strides()[from];
+  }
+  if (shape != want_shape || strides != want_strides) {
+    os << e.name << " returned shape " << str(shape) << " strides " << str(strides) << ", expected shape "
+       << str(want_shape) << " strides " << str(want_strides);
+    return os.str();
+  }
+  // Read the result's elements and compare with the input's at the permuted index.
+  std::string err;
+  wfgen::rt::visit_dtype(in.dtype(), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    Tensor view = Tensor::borrow(static_cast<E*>(got.data), shape, strides);
+    for_each_index(shape, [&](std::span<const std::int64_t> idx) {
+      Shape src(static_cast<std::size_t>(r));
+      for (int d = 0; d < r; ++d) src[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])] = idx[static_cast<std::size_t>(d)];
+      if (err.empty() && std::memcmp(&view.at<E>(idx), &in.at<E>(src), sizeof(E)) != 0)
+        err = std::string(e.name) + ": result element " + str(Shape(idx.begin(), idx.end())) + " is not input element " + str(src);
+    });
+  });
+  return err;
+}
+
+std::string run_view_case(const KernelEntry& e, const NodeRef& r, int c, Rng& rng, std::string& desc) {
+  const Shape shape = case_shape(c == 7 ? 0 : c, e.rank, rng);
+  const Layout l = input_layout(c, rng, true);
+  Tensor in = make_operand(e.dtype, shape, l, rng, filler(Dom::Any, rng));
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(e.rank));
+  std::iota(perm.begin(), perm.end(), 0);
+  ScalarArg arg;
+  if (r.kind == Kind::Transpose) {
+    std::swap(perm[static_cast<std::size_t>(e.rank - 2)], perm[static_cast<std::size_t>(e.rank - 1)]);
+  } else {
+    const std::vector<int> p = random_perm(e.rank, rng);
+    for (int d = 0; d < e.rank; ++d) perm[static_cast<std::size_t>(d)] = p[static_cast<std::size_t>(d)];
+    arg.ints = perm.data();
+    arg.count = e.rank;
+  }
+  desc = kt::describe("A", in, l) + "\n  perm " + str(perm);
+  const Snapshot snap = snapshot(in);
+  TensorRef refs[2] = {in.ref(), {}};
+  const TensorRef before = refs[0];
+  try {
+    e.fn(refs, &arg);
+  } catch (const std::exception& ex) {
+    return std::string("threw: ") + ex.what();
+  }
+  if (std::memcmp(&refs[0], &before, sizeof before) != 0) return std::string(e.name) + " changed its input TensorRef";
+  std::string err = check_view_result(e, in, refs[1], perm);
+  if (err.empty()) err = unchanged_outside("A (input buffer)", snap, nullptr, wfgen::rt::dtype_size(e.dtype));
+  return err;
+}
+
+std::string entry_key(const KernelEntry& e) { return std::string(e.node) + "/" + e.device; }
+
+bool list_requested() {
+  const char* v = std::getenv("WFGEN_KERNEL_TEST_LIST");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+}  // namespace
+
+// ===========================================================================
+
+TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][coverage]") {
+  const auto table = wfgen_kernels::kernel_table();
+  REQUIRE(table.size() > 0);
+  std::vector<std::string> missing, mismatched;
+  std::set<std::string> names;
+  std::map<std::string, std::set<std::string>> covered;
+  for (const KernelEntry& e : table) {
+    CHECK(names.insert(e.name).second);  // names are unique
+    const NodeRef* r = find_ref(e.node);
+    if (r == nullptr) {
+      missing.push_back(std::string(e.name) + " (node '" + e.node + "')");
+      continue;
+    }
+    const int want_tensors = kind_tensors(r->kind);
+    const int want_scalars = r->kind == Kind::Im2col ? 8
+                             : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute ||
+                                !r->scalars.empty())
+                                 ? 1
+                                 : 0;
+    if (e.n_tensors != want_tensors || e.n_scalars != want_scalars) {
+      mismatched.push_back(std::string(e.name) + ": n_tensors " + std::to_string(e.n_tensors) + " n_scalars " +
+                           std::to_string(e.n_scalars) + ", the " + kind_name(r->kind) + " reference expects " +
+                           std::to_string(want_tensors) + " and " + std::to_string(want_scalars));
+    }
+    if (r->kind != Kind::Reduce && r->kind != Kind::Matmul && r->kind != Kind::Gather && r->kind != Kind::OneHot &&
+        r->kind != Kind::Im2col && r->kind != Kind::Transpose && r->kind != Kind::Permute) {
+      const bool has_fn = is_int(e.dtype) ? r->i != nullptr : r->f != nullptr;
+      if (!has_fn) mismatched.push_back(std::string(e.name) + ": no reference for dtype " + wfgen::rt::dtype_name(e.dtype));
+    }
+    covered[entry_key(e)].insert(std::string(wfgen::rt::dtype_name(e.dtype)) + " r" + std::to_string(e.rank));
+  }
+  std::ostringstream os;
+  for (const auto& m : missing) os << "\n  " << m;
+  INFO("kernels without a reference in tests/kernels/references.hpp (add the node to node_refs()):" << os.str());
+  CHECK(missing.empty());
+  std::ostringstream ms;
+  for (const auto& m : mismatched) ms << "\n  " << m;
+  INFO("kernels whose signature does not match their reference:" << ms.str());
+  CHECK(mismatched.empty());
+  if (list_requested()) {
+    std::cout << "test_kernels covers " << table.size() << " kernels of " << covered.size() << " node/device pairs:\n";
+    for (const auto& [key, set] : covered) {
+      std::cout << "  " << key << ":";
+      for (const auto& s : set) std::cout << " " << s << ",";
+      std::cout << "\n";
+    }
+  }
+}
+
+// The impls of stdlib/nodes.yaml, read with a regular expression (they are
+// one-line flow mappings), against the table: nothing declared may be missing.
+TEST_CASE("kernel_table: lists every (node, device, dtype, rank) that stdlib/nodes.yaml declares", "[kernels][coverage]") {
+  std::ifstream in(std::string(WFGEN_SOURCE_DIR) + "/stdlib/nodes.yaml");
+  REQUIRE(in.good());
+  const std::regex impl(R"re(\{node:\s*([\w-]+),\s*device:\s*(\w+),\s*dtypes:\s*\[([^\]]*)\],\s*ranks:\s*(?:"(\d+)\.\.(\d+)"|\[([\d,\s]*)\]))re");
+  std::set<std::string> declared, listed;
+  std::string line;
+  int impls = 0;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, impl)) continue;
+    ++impls;
+    std::vector<int> ranks;
+    if (m[4].matched) {
+      for (int k = std::stoi(m[4]); k <= std::stoi(m[5]); ++k) ranks.push_back(k);
+    } else {
+      std::istringstream rs(std::regex_replace(m[6].str(), std::regex(","), " "));
+      for (int k; rs >> k;) ranks.push_back(k);
+    }
+    std::istringstream ds(std::regex_replace(m[3].str(), std::regex(","), " "));
+    for (std::string dt; ds >> dt;)
+      for (int rk : ranks) declared.insert(m[1].str() + "/" + m[2].str() + " " + dt + " r" + std::to_string(rk));
+  }
+  INFO("no impl line of stdlib/nodes.yaml matched; was the file reformatted? update the regular expression");
+  REQUIRE(impls > 0);
+  for (const KernelEntry& e : wfgen_kernels::kernel_table())
+    listed.insert(entry_key(e) + " " + wfgen::rt::dtype_name(e.dtype) + " r" + std::to_string(e.rank));
+  std::vector<std::string> not_generated, not_declared;
+  std::set_difference(declared.begin(), declared.end(), listed.begin(), listed.end(), std::back_inserter(not_generated));
+  std::set_difference(listed.begin(), listed.end(), declared.begin(), declared.end(), std::back_inserter(not_declared));
+  std::ostringstream os;
+  for (const auto& s : not_generated) os << "\n  " << s;
+  INFO("declared but not in kernel_table():" << os.str());
+  CHECK(not_generated.empty());
+  std::ostringstream os2;
+  for (const auto& s : not_declared) os2 << "\n  " << s;
+  INFO("in kernel_table() but not declared:" << os2.str());
+  CHECK(not_declared.empty());
+}
+
+TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts", "[kernels]") {
+  const auto start = std::chrono::steady_clock::now();
+  Totals totals;
+  for (const KernelEntry& e : wfgen_kernels::kernel_table()) {
+    const NodeRef* r = find_ref(e.node);
+    if (r == nullptr) continue;  // reported by the coverage test
+    ++totals.kernels;
+    Rng rng(seed_of(e.name));
+    for (int c = 0; c < kCasesPerKernel; ++c) {
+      std::string err, desc;
+      if (r->kind == Kind::Transpose || r->kind == Kind::Permute) {
+        err = run_view_case(e, *r, c, rng, desc);
+      } else {
+        Built b = build(e, *r, c, rng);
+        err = run_case(e, b, totals);
+        desc = b.cs.describe();
+      }
+      ++totals.cases;
+      ++totals.node_cases[entry_key(e)];
+      if (err.empty()) SUCCEED();
+      else FAIL_CHECK(e.name << " " << desc << "\n  " << err);
+    }
+    totals.covered[entry_key(e)].insert(wfgen::rt::dtype_name(e.dtype));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(totals.kernels == static_cast<std::int64_t>(wfgen_kernels::kernel_table().size()));
+  if (list_requested()) {
+    std::cout << "test_kernels: " << totals.kernels << " kernels, " << totals.cases << " cases, " << totals.elements
+              << " output elements compared in " << secs << " s\n";
+    for (const auto& [key, n] : totals.node_cases) std::cout << "  " << key << ": " << n << " cases\n";
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Typed calls straight from kernels.hpp
+
+TEST_CASE("typed kernels: add_f32_r2 on a transposed and a broadcast operand", "[kernels][typed]") {
+  Tensor a = Tensor::from_data<float>({3, 2}, {1, 2, 3, 4, 5, 6}).T();  // (2 3): 1 3 5 / 2 4 6
+  Tensor b = Tensor::from_data<float>({3}, {10, 20, 30}).broadcast_to({2, 3});
+  Tensor out = Tensor::zeros(DType::f32, {2, 3});
+  wfgen_kernels::add_f32_r2(a.cview<float, 2>(), b.cview<float, 2>(), out.view<float, 2>());
+  const std::vector<float> want = {11, 23, 35, 12, 24, 36};
+  for (int k = 0; k < 6; ++k) CHECK(out.at<float>({k / 3, k % 3}) == want[static_cast<std::size_t>(k)]);
+}
+
+TEST_CASE("typed kernels: integer division and u8 arithmetic follow the expression semantics", "[kernels][typed]") {
+  const std::int32_t mn = std::numeric_limits<std::int32_t>::min();
+  Tensor a = Tensor::from_data<std::int32_t>({5}, {7, -7, mn, 5, mn});
+  Tensor b = Tensor::from_data<std::int32_t>({5}, {0, 2, -1, -3, 1});
+  Tensor q = Tensor::zeros(DType::i32, {5});
+  wfgen_kernels::div_i32_r1(a.cview<std::int32_t, 1>(), b.cview<std::int32_t, 1>(), q.view<std::int32_t, 1>());
+  const std::vector<std::int32_t> want = {0, -3, mn, -1, mn};
+  for (int k = 0; k < 5; ++k) CHECK(q.at<std::int32_t>({k}) == want[static_cast<std::size_t>(k)]);
+
+  Tensor x = Tensor::from_data<std::uint8_t>({3}, {250, 3, 16});
+  Tensor y = Tensor::from_data<std::uint8_t>({3}, {10, 5, 16});
+  Tensor o = Tensor::zeros(DType::u8, {3});
+  wfgen_kernels::add_u8_r1(x.cview<std::uint8_t, 1>(), y.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>());
+  CHECK(o.at<std::uint8_t>({0}) == 4);  // 260 mod 256
+  wfgen_kernels::sub_u8_r1(x.cview<std::uint8_t, 1>(), y.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>());
+  CHECK(o.at<std::uint8_t>({1}) == 254);  // -2 mod 256
+  wfgen_kernels::mul_u8_r1(x.cview<std::uint8_t, 1>(), y.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>());
+  CHECK(o.at<std::uint8_t>({2}) == 0);  // 256 mod 256
+  // A float argument makes the expression a double, converted back with saturation.
+  wfgen_kernels::sub_scalar_u8_r1(x.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>(), 4.5);
+  CHECK(o.at<std::uint8_t>({0}) == 245);
+  CHECK(o.at<std::uint8_t>({1}) == 0);  // -1.5 saturates at 0
+  wfgen_kernels::fill_u8_r1(o.view<std::uint8_t, 1>(), 300.0);
+  CHECK(o.at<std::uint8_t>({2}) == 255);
+  wfgen_kernels::fill_i32_r1(q.view<std::int32_t, 1>(), std::numeric_limits<double>::quiet_NaN());
+  CHECK(q.at<std::int32_t>({0}) == 0);
+}
+
+TEST_CASE("typed kernels: matmul (cpu and blas) and sum", "[kernels][typed]") {
+  Tensor a = Tensor::from_data<double>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = Tensor::from_data<double>({2, 3}, {1, 0, -1, 2, 1, 0}).T();  // (3 2), column-major
+  Tensor c = Tensor::zeros(DType::f64, {2, 2});
+  const std::vector<double> want = {1 * 1 + 2 * 0 + 3 * -1, 1 * 2 + 2 * 1 + 3 * 0, 4 * 1 + 5 * 0 + 6 * -1, 4 * 2 + 5 * 1 + 6 * 0};
+  wfgen_kernels::matmul_f64_r2(a.cview<double, 2>(), b.cview<double, 2>(), c.view<double, 2>());
+  for (int k = 0; k < 4; ++k) CHECK(c.at<double>({k / 2, k % 2}) == want[static_cast<std::size_t>(k)]);
+  Tensor c2 = Tensor::zeros(DType::f64, {2, 2});
+  wfgen_kernels::matmul_blas_f64_r2(a.cview<double, 2>(), b.cview<double, 2>(), c2.view<double, 2>());
+  for (int k = 0; k < 4; ++k) CHECK(c2.at<double>({k / 2, k % 2}) == want[static_cast<std::size_t>(k)]);
+
+  Tensor x = Tensor::from_data<std::int32_t>({2, 3}, {1, 2, 3, std::numeric_limits<std::int32_t>::max(), 1, 0});
+  Tensor s = Tensor::zeros(DType::i32, {2, 1});
+  wfgen_kernels::sum_i32_r2(x.cview<std::int32_t, 2>(), s.view<std::int32_t, 2>());
+  CHECK(s.at<std::int32_t>({0, 0}) == 6);
+  CHECK(s.at<std::int32_t>({1, 0}) == std::numeric_limits<std::int32_t>::min());  // wraps
+}
+
+TEST_CASE("view kernels: transpose and permute, typed, and invalid permutations", "[kernels][views]") {
+  Tensor t = Tensor::from_data<std::int64_t>({2, 3, 4}, std::vector<std::int64_t>(24, 0));
+  const auto v = t.view<std::int64_t, 3>();
+  const auto tr = wfgen_kernels::transpose_i64_r3(v);
+  CHECK(tr.data == v.data);
+  CHECK(tr.shape == std::array<std::int64_t, 3>{2, 4, 3});
+  CHECK(tr.strides == std::array<std::int64_t, 3>{12, 1, 4});
+
+  const std::int64_t perm[] = {2, 0, 1};
+  const auto p = wfgen_kernels::permute_i64_r3(v, perm);
+  CHECK(p.shape == std::array<std::int64_t, 3>{4, 2, 3});
+  CHECK(p.strides == std::array<std::int64_t, 3>{1, 12, 4});
+
+  const std::vector<std::vector<std::int64_t>> bad = {{0, 1}, {0, 1, 2, 3}, {0, 0, 1}, {0, 1, 3}, {-1, 0, 1}, {}};
+  for (const auto& b : bad) {
+    INFO("perm " << str(b));
+    try {
+      (void)wfgen_kernels::permute_i64_r3(v, b);
+      FAIL_CHECK("permute_i64_r3 accepted an invalid permutation");
+    } catch (const wfgen::rt::Error& err) {
+      CHECK(err.code() == wfgen::rt::ErrorCode::InvalidArgument);
+      CHECK(std::string(err.what()).find("permute_i64_r3") != std::string::npos);
+    }
+  }
+  // Through the erased entry as well.
+  for (const KernelEntry& e : wfgen_kernels::kernel_table()) {
+    if (std::string(e.node) != "permute" || e.rank != 2 || e.dtype != DType::f32) continue;
+    Tensor m = Tensor::zeros(DType::f32, {2, 3});
+    TensorRef refs[2] = {m.ref(), {}};
+    const std::int64_t dup[] = {1, 1};
+    ScalarArg arg;
+    arg.ints = dup;
+    arg.count = 2;
+    CHECK_THROWS_AS(e.fn(refs, &arg), wfgen::rt::Error);
+  }
+}
+
+TEST_CASE("gather and one_hot: out-of-range and non-numeric indices give zeros", "[kernels][indices]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor w = Tensor::from_data<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor idx = Tensor::from_data<float>({7}, {0, 2, -1, 3, nan, 1e30f, 1});
+  Tensor out = Tensor::full(DType::f32, {7, 2}, 99);
+  wfgen_kernels::gather_f32_r2(w.cview<float, 2>(), idx.cview<float, 1>(), out.view<float, 2>());
+  const std::vector<float> want = {1, 2, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4};
+  for (int k = 0; k < 14; ++k) {
+    INFO("OUT(" << k / 2 << " " << k % 2 << ")");
+    CHECK(out.at<float>({k / 2, k % 2}) == want[static_cast<std::size_t>(k)]);
+  }
+
+  Tensor ii = Tensor::from_data<std::int32_t>({5}, {0, 2, -1, 3, 5});
+  Tensor oh = Tensor::full(DType::i32, {5, 4}, 7);
+  wfgen_kernels::one_hot_i32_r2(ii.cview<std::int32_t, 1>(), oh.view<std::int32_t, 2>(), 4);
+  for (int r = 0; r < 5; ++r)
+    for (int k = 0; k < 4; ++k) {
+      INFO("OUT(" << r << " " << k << ")");
+      CHECK(oh.at<std::int32_t>({r, k}) == ((r == 0 && k == 0) || (r == 1 && k == 2) || (r == 3 && k == 3) ? 1 : 0));
+    }
+
+  Tensor iu = Tensor::from_data<std::uint8_t>({2}, {255, 1});
+  Tensor wu = Tensor::from_data<std::uint8_t>({2, 1}, {7, 9});
+  Tensor ou = Tensor::full(DType::u8, {2, 1}, 3);
+  wfgen_kernels::gather_u8_r2(wu.cview<std::uint8_t, 2>(), iu.cview<std::uint8_t, 1>(), ou.view<std::uint8_t, 2>());
+  CHECK(ou.at<std::uint8_t>({0, 0}) == 0);
+  CHECK(ou.at<std::uint8_t>({1, 0}) == 9);
+}
+
+TEST_CASE("erased kernels reject operands of the wrong dtype or rank", "[kernels][erased]") {
+  const KernelEntry* add = nullptr;
+  for (const KernelEntry& e : wfgen_kernels::kernel_table())
+    if (std::string(e.name) == "add_f32_r2") add = &e;
+  REQUIRE(add != nullptr);
+  Tensor a = Tensor::zeros(DType::f32, {2, 2}), b = Tensor::zeros(DType::f64, {2, 2}), c = Tensor::zeros(DType::f32, {4});
+  ScalarArg none;
+  TensorRef wrong_dtype[] = {a.ref(), b.ref(), a.ref()};
+  try {
+    add->fn(wrong_dtype, &none);
+    FAIL_CHECK("no error for an f64 operand");
+  } catch (const wfgen::rt::Error& err) {
+    CHECK(err.code() == wfgen::rt::ErrorCode::DTypeMismatch);
+    CHECK_THAT(err.what(), Catch::Matchers::Contains("add_f32_r2") && Catch::Matchers::Contains("B"));
+  }
+  TensorRef wrong_rank[] = {a.ref(), a.ref(), c.ref()};
+  try {
+    add->fn(wrong_rank, &none);
+    FAIL_CHECK("no error for a rank-1 output");
+  } catch (const wfgen::rt::Error& err) {
+    CHECK(err.code() == wfgen::rt::ErrorCode::RankMismatch);
+    CHECK_THAT(err.what(), Catch::Matchers::Contains("OUT"));
+  }
+}

@@ -1,0 +1,554 @@
+// Naive references for every node of the standard library (stdlib/nodes.yaml),
+// written independently of wfgen: explicit loops over row-major copies, in
+// double for float dtypes and in int64 for integer dtypes, with the integer
+// semantics of the expression language modelled exactly (kernel_math.hpp):
+//  - + - * and unary minus wrap around (two's complement); u8 is computed in
+//    int32 and cast back, i.e. modulo 256;
+//  - integer division truncates, x / 0 == 0, MIN / -1 == MIN;
+//  - a float constructor argument makes the expression a double; the result is
+//    converted to an integer dtype by truncation with saturation, NaN -> 0;
+//  - comparisons give 1 or 0 in the kernel's dtype.
+// A node missing from kNodeRefs fails the coverage test in test_kernels.cpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace kt {
+
+// ---------------------------------------------------------------------------
+// Integer semantics
+
+inline std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+
+// The value of v modulo 2^bits of the dtype, as that dtype.
+inline std::int64_t wrap(DType t, std::uint64_t v) {
+  switch (t) {
+    case DType::u8: return static_cast<std::int64_t>(v & 0xffu);
+    case DType::i32: return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
+    default: return static_cast<std::int64_t>(v);
+  }
+}
+
+inline std::int64_t int_min(DType t) {
+  switch (t) {
+    case DType::u8: return 0;
+    case DType::i32: return std::numeric_limits<std::int32_t>::min();
+    default: return std::numeric_limits<std::int64_t>::min();
+  }
+}
+
+inline std::int64_t int_max(DType t) {
+  switch (t) {
+    case DType::u8: return 255;
+    case DType::i32: return std::numeric_limits<std::int32_t>::max();
+    default: return std::numeric_limits<std::int64_t>::max();
+  }
+}
+
+// Float to integer dtype: truncate toward zero, saturate, NaN -> 0.
+inline std::int64_t sat(DType t, double x) {
+  if (std::isnan(x)) return 0;
+  if (x <= static_cast<double>(int_min(t))) return int_min(t);
+  if (x >= static_cast<double>(int_max(t))) return int_max(t);
+  return static_cast<std::int64_t>(std::trunc(x));
+}
+
+inline std::int64_t int_div(DType t, std::int64_t a, std::int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap(t, 0 - u(a));
+  return wrap(t, u(a / b));
+}
+
+// ---------------------------------------------------------------------------
+// Value domains: which random inputs suit an operand.
+
+enum class Dom {
+  Any,       // floats in [-3, 3]; integers mostly in [-20, 20], sometimes extreme (wrap-around)
+  Discrete,  // few distinct values (k/4, small ints, extremes): ties for comparisons and arg-reductions
+  Positive,  // (0.01, 10]: log, sqrt
+  PowBase,   // [0.1, 3]
+  Log1p,     // (-0.9, 5]
+  Exp,       // [-10, 10]
+  Wide,      // [-25, 25]: sigmoid, tanh, softplus (both branches)
+  Divisor,   // floats away from 0 with either sign; integers in [-5, 5] including 0 and -1
+  Cond,      // mostly 0 or 1, some other nonzero values
+  Sum,       // like Any, but i64 stays below 2^40 (the kernel's int64 accumulator must not overflow)
+  Small,     // [-4, 4] for i32/i64 (GEMM accumulates in the element type); u8 any; floats [-3, 3]
+};
+
+inline double gen_float(Dom d, Rng& rng) {
+  switch (d) {
+    case Dom::Discrete: return static_cast<double>(rand_int(rng, -8, 8)) / 4.0;
+    case Dom::Positive: return 0.01 + rng.uniform01() * 9.99;
+    case Dom::PowBase: return rng.uniform(0.1, 3.0);
+    case Dom::Log1p: return rng.uniform(-0.9, 5.0);
+    case Dom::Exp: return rng.uniform(-10.0, 10.0);
+    case Dom::Wide: return rng.uniform(-25.0, 25.0);
+    case Dom::Divisor: return (rng.next_u64() & 1 ? 1.0 : -1.0) * rng.uniform(0.25, 4.0);
+    case Dom::Cond: {
+      static constexpr double kVals[] = {0.0, 0.0, 1.0, 1.0, -2.5, 0.25};
+      return pick(kVals, rng);
+    }
+    default: return rng.uniform(-3.0, 3.0);
+  }
+}
+
+inline std::int64_t extreme(DType t, Rng& rng) {
+  switch (rng.next_u64() % 5) {
+    case 0: return int_min(t);
+    case 1: return int_max(t);
+    case 2: return int_min(t) + 1;
+    case 3: return int_max(t) - 1;
+    default: return wrap(t, rng.next_u64());
+  }
+}
+
+inline std::int64_t gen_int(Dom d, DType t, Rng& rng) {
+  const bool u8 = t == DType::u8;
+  switch (d) {
+    case Dom::Discrete:
+      if (rng.uniform01() < 0.1) return extreme(t, rng);
+      return u8 ? rand_int(rng, 0, 3) : rand_int(rng, -3, 3);
+    case Dom::Divisor:
+      if (rng.uniform01() < 0.05) return extreme(t, rng);
+      return u8 ? rand_int(rng, 0, 5) : rand_int(rng, -5, 5);
+    case Dom::Cond: {
+      static constexpr std::int64_t kVals[] = {0, 0, 1, 1, 7, 2};
+      return pick(kVals, rng);
+    }
+    case Dom::Small:
+      if (u8) return rand_int(rng, 0, 255);
+      return rand_int(rng, -4, 4);
+    case Dom::Sum:
+      if (t == DType::i64) return rand_int(rng, -(std::int64_t{1} << 40), std::int64_t{1} << 40);
+      if (rng.uniform01() < 0.3) return extreme(t, rng);
+      return u8 ? rand_int(rng, 0, 255) : rand_int(rng, -20, 20);
+    default:
+      if (rng.uniform01() < 0.15) return extreme(t, rng);
+      return u8 ? rand_int(rng, 0, 255) : rand_int(rng, -20, 20);
+  }
+}
+
+inline void fill_random(const Tensor& t, Dom d, Rng& rng) {
+  const DType dt = t.dtype();
+  for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) {
+    if (is_int(dt)) put(t, idx, 0, gen_int(d, dt, rng));
+    else put(t, idx, gen_float(d, rng), 0);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// The table
+
+enum class Kind { Unary, Binary, Select, Fill, Reduce, Matmul, Gather, OneHot, Im2col, Transpose, Permute };
+enum class Red { None, Sum, Mean, Max, Min, ArgMax, ArgMin };
+
+// Element-wise references: x[] are the inputs in DSL order, s the float
+// constructor argument (0 when the node has none).
+using FloatFn = double (*)(const double* x, double s);
+using IntFn = std::int64_t (*)(const std::int64_t* x, double s, DType t);
+
+struct NodeRef {
+  std::string_view node;
+  Kind kind;
+  std::vector<Dom> dom = {};  // per input, in DSL order
+  FloatFn f = nullptr;        // element-wise, float dtypes
+  IntFn i = nullptr;          // element-wise, integer dtypes
+  std::vector<double> scalars = {};  // values tried for the node's float argument
+  Red red = Red::None;
+};
+
+inline const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Unary: return "unary";
+    case Kind::Binary: return "binary";
+    case Kind::Select: return "select";
+    case Kind::Fill: return "fill";
+    case Kind::Reduce: return "reduce";
+    case Kind::Matmul: return "matmul";
+    case Kind::Gather: return "gather";
+    case Kind::OneHot: return "one_hot";
+    case Kind::Im2col: return "im2col";
+    case Kind::Transpose: return "transpose";
+    case Kind::Permute: return "permute";
+  }
+  return "?";
+}
+
+// Tensors and constructor arguments an erased kernel of this kind takes
+// (KernelEntry::n_tensors / n_scalars); -1: depends on the node.
+inline int kind_tensors(Kind k) {
+  switch (k) {
+    case Kind::Unary: return 2;
+    case Kind::Binary: return 3;
+    case Kind::Select: return 4;
+    case Kind::Fill: return 1;
+    case Kind::Reduce: return 2;
+    case Kind::Matmul: return 3;
+    case Kind::Gather: return 3;
+    case Kind::OneHot: return 2;
+    case Kind::Im2col: return 2;
+    case Kind::Transpose: return 1;
+    case Kind::Permute: return 1;
+  }
+  return -1;
+}
+
+inline const double kArith[] = {2.5, -1.25, 0.375, 3.0, -300.5, 1e10};
+
+using D = Dom;
+inline const std::vector<NodeRef>& node_refs() {
+  static const std::vector<NodeRef> kNodeRefs = {
+      // --- binary element-wise
+      {"add", Kind::Binary, {D::Any, D::Any}, [](const double* x, double) { return x[0] + x[1]; },
+       [](const std::int64_t* x, double, DType t) { return wrap(t, u(x[0]) + u(x[1])); }},
+      {"sub", Kind::Binary, {D::Any, D::Any}, [](const double* x, double) { return x[0] - x[1]; },
+       [](const std::int64_t* x, double, DType t) { return wrap(t, u(x[0]) - u(x[1])); }},
+      {"mul", Kind::Binary, {D::Any, D::Any}, [](const double* x, double) { return x[0] * x[1]; },
+       [](const std::int64_t* x, double, DType t) { return wrap(t, u(x[0]) * u(x[1])); }},
+      {"div", Kind::Binary, {D::Any, D::Divisor}, [](const double* x, double) { return x[0] / x[1]; },
+       [](const std::int64_t* x, double, DType t) { return int_div(t, x[0], x[1]); }},
+      {"pow", Kind::Binary, {D::PowBase, D::Any}, [](const double* x, double) { return std::exp(x[1] * std::log(x[0])); },
+       nullptr},
+      {"maximum", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] > x[1] ? x[0] : x[1]; },
+       [](const std::int64_t* x, double, DType) { return x[0] > x[1] ? x[0] : x[1]; }},
+      {"minimum", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] < x[1] ? x[0] : x[1]; },
+       [](const std::int64_t* x, double, DType) { return x[0] < x[1] ? x[0] : x[1]; }},
+      {"eq", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] == x[1] ? 1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] == x[1]}; }},
+      {"ne", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] != x[1] ? 1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] != x[1]}; }},
+      {"lt", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] < x[1] ? 1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] < x[1]}; }},
+      {"le", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] <= x[1] ? 1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] <= x[1]}; }},
+      {"gt", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] > x[1] ? 1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] > x[1]}; }},
+      {"ge", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] >= x[1] ? 1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] >= x[1]}; }},
+
+      // --- element-wise with a float argument `value`
+      {"add_scalar", Kind::Unary, {D::Any}, [](const double* x, double s) { return x[0] + s; },
+       [](const std::int64_t* x, double s, DType t) { return sat(t, static_cast<double>(x[0]) + s); },
+       {std::begin(kArith), std::end(kArith)}},
+      {"sub_scalar", Kind::Unary, {D::Any}, [](const double* x, double s) { return x[0] - s; },
+       [](const std::int64_t* x, double s, DType t) { return sat(t, static_cast<double>(x[0]) - s); },
+       {std::begin(kArith), std::end(kArith)}},
+      {"rsub_scalar", Kind::Unary, {D::Any}, [](const double* x, double s) { return s - x[0]; },
+       [](const std::int64_t* x, double s, DType t) { return sat(t, s - static_cast<double>(x[0])); },
+       {std::begin(kArith), std::end(kArith)}},
+      {"mul_scalar", Kind::Unary, {D::Any}, [](const double* x, double s) { return x[0] * s; },
+       [](const std::int64_t* x, double s, DType t) { return sat(t, static_cast<double>(x[0]) * s); },
+       {std::begin(kArith), std::end(kArith)}},
+      {"div_scalar", Kind::Unary, {D::Any}, [](const double* x, double s) { return x[0] / s; }, nullptr,
+       {2.5, -0.375, 3.0, 0.0, 1e-3}},
+      {"pow_scalar", Kind::Unary, {D::PowBase}, [](const double* x, double s) { return std::exp(s * std::log(x[0])); },
+       nullptr, {2.0, 0.5, -1.5, 3.0, 0.0}},
+      {"leaky_relu", Kind::Unary, {D::Any}, [](const double* x, double s) { return x[0] >= 0 ? x[0] : s * x[0]; },
+       nullptr, {0.01, 0.125, 0.0, -0.5}},
+
+      // --- unary element-wise
+      {"neg", Kind::Unary, {D::Any}, [](const double* x, double) { return -x[0]; },
+       [](const std::int64_t* x, double, DType t) { return wrap(t, 0 - u(x[0])); }},
+      {"abs", Kind::Unary, {D::Any}, [](const double* x, double) { return std::fabs(x[0]); },
+       [](const std::int64_t* x, double, DType t) { return x[0] < 0 ? wrap(t, 0 - u(x[0])) : x[0]; }},
+      {"exp", Kind::Unary, {D::Exp}, [](const double* x, double) { return std::exp(x[0]); }, nullptr},
+      {"log", Kind::Unary, {D::Positive}, [](const double* x, double) { return std::log(x[0]); }, nullptr},
+      {"log1p", Kind::Unary, {D::Log1p}, [](const double* x, double) { return std::log1p(x[0]); }, nullptr},
+      {"sqrt", Kind::Unary, {D::Positive}, [](const double* x, double) { return std::sqrt(x[0]); }, nullptr},
+      {"sin", Kind::Unary, {D::Any}, [](const double* x, double) { return std::sin(x[0]); }, nullptr},
+      {"cos", Kind::Unary, {D::Any}, [](const double* x, double) { return std::cos(x[0]); }, nullptr},
+      // tanh x = (1 - e^-2x) / (1 + e^-2x), written for |x| so it never overflows
+      {"tanh", Kind::Unary, {D::Wide},
+       [](const double* x, double) {
+         const double e = std::exp(-2.0 * std::fabs(x[0]));
+         return std::copysign((1.0 - e) / (1.0 + e), x[0]);
+       },
+       nullptr},
+      {"sigmoid", Kind::Unary, {D::Wide},
+       [](const double* x, double) {
+         return x[0] >= 0 ? 1.0 / (1.0 + std::exp(-x[0])) : std::exp(x[0]) / (1.0 + std::exp(x[0]));
+       },
+       nullptr},
+      {"relu", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0] > 0 ? x[0] : 0.0; },
+       [](const std::int64_t* x, double, DType) { return x[0] > 0 ? x[0] : std::int64_t{0}; }},
+      {"gelu", Kind::Unary, {D::Any},
+       [](const double* x, double) { return x[0] * 0.5 * std::erfc(-x[0] / std::sqrt(2.0)); }, nullptr},
+      // ln(1 + e^x) in the stable form max(x, 0) + log1p(e^-|x|), and x itself
+      // above 20, as the node's documentation says ("linear above 20"). That
+      // cut-off costs f64 up to e^-20 ~ 2e-9 absolute (see the f64 test below).
+      {"softplus", Kind::Unary, {D::Wide},
+       [](const double* x, double) {
+         return x[0] > 20 ? x[0] : std::fmax(x[0], 0.0) + std::log1p(std::exp(-std::fabs(x[0])));
+       },
+       nullptr},
+      {"square", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0] * x[0]; },
+       [](const std::int64_t* x, double, DType t) { return wrap(t, u(x[0]) * u(x[0])); }},
+      {"copy", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0]; },
+       [](const std::int64_t* x, double, DType) { return x[0]; }},
+
+      // --- fill and select
+      {"fill", Kind::Fill, {}, [](const double*, double s) { return s; },
+       [](const std::int64_t*, double s, DType t) { return sat(t, s); },
+       {1.5, -2.75, 300.0, 1e10, std::numeric_limits<double>::quiet_NaN(), -7.0}},
+      {"select", Kind::Select, {D::Cond, D::Any, D::Any},
+       [](const double* x, double) { return x[0] != 0 ? x[1] : x[2]; },
+       [](const std::int64_t* x, double, DType) { return x[0] != 0 ? x[1] : x[2]; }},
+
+      // --- reductions along the last axis
+      {"sum", Kind::Reduce, {D::Sum}, nullptr, nullptr, {}, Red::Sum},
+      {"mean", Kind::Reduce, {D::Sum}, nullptr, nullptr, {}, Red::Mean},
+      {"max", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::Max},
+      {"min", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::Min},
+      {"argmax", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::ArgMax},
+      {"argmin", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::ArgMin},
+
+      // --- the rest
+      {"matmul", Kind::Matmul, {D::Small, D::Small}},
+      {"gather", Kind::Gather, {D::Any}},
+      {"one_hot", Kind::OneHot, {}},
+      {"im2col", Kind::Im2col, {D::Any}},
+      {"transpose", Kind::Transpose, {D::Any}},
+      {"permute", Kind::Permute, {D::Any}},
+  };
+  return kNodeRefs;
+}
+
+inline const NodeRef* find_ref(std::string_view node) {
+  for (const NodeRef& r : node_refs())
+    if (r.node == node) return &r;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Tolerances. Floats: |got - expected| <= rtol * scale + atol, where scale is
+// |expected| for element-wise nodes and the sum of the magnitudes of the
+// terms, times sqrt(n) + 1, for sums, means and matrix products of n terms.
+
+struct Tol {
+  double rtol, atol;
+};
+inline Tol tol_for(DType t) {
+  if (t == DType::f32) return {1e-5, 1e-6};
+  return {1e-12, 1e-14};
+}
+
+// ---------------------------------------------------------------------------
+// References of the nodes that are not element-wise. Inputs are row-major
+// Dense copies of the kernel's operands; `t` is the kernel's dtype.
+
+inline Expected ref_elementwise(const NodeRef& r, const std::vector<Dense>& in, const Shape& out_shape, double s,
+                                DType t) {
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  const std::int64_t n = numel_of(out_shape);
+  const Tol tol = tol_for(t);
+  if (!is_int(t)) e.tol.resize(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k) {
+    if (is_int(t)) {
+      std::int64_t x[3] = {};
+      for (std::size_t a = 0; a < in.size(); ++a) x[a] = in[a].i[static_cast<std::size_t>(k)];
+      e.val.i[static_cast<std::size_t>(k)] = r.i(x, s, t);
+    } else {
+      double x[3] = {};
+      for (std::size_t a = 0; a < in.size(); ++a) x[a] = in[a].f[static_cast<std::size_t>(k)];
+      const double v = r.f(x, s);
+      e.val.f[static_cast<std::size_t>(k)] = v;
+      e.tol[static_cast<std::size_t>(k)] = tol.rtol * std::fabs(v) + tol.atol;
+    }
+  }
+  return e;
+}
+
+// X[~ i] -> OUT[~ 1]. Integer sums accumulate exactly and wrap to the dtype;
+// integer means truncate toward zero. Empty rows: sum 0, mean 0 for integers
+// and NaN (0/0) for floats, max/min the identity (-inf/+inf, or the dtype's
+// limits), argmax/argmin 0.
+inline Expected ref_reduce(Red red, const Dense& X, DType t) {
+  Shape out_shape = X.shape;
+  out_shape.back() = 1;
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  const std::int64_t n = X.shape.back();
+  const std::int64_t rows = numel_of(out_shape);
+  const Tol tol = tol_for(t);
+  if (!is_int(t)) e.tol.assign(static_cast<std::size_t>(rows), 0.0);
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t base = row * n;
+    if (is_int(t)) {
+      std::int64_t v = 0;
+      switch (red) {
+        case Red::Sum:
+        case Red::Mean: {
+          std::uint64_t acc = 0;
+          for (std::int64_t j = 0; j < n; ++j) acc += u(X.i[static_cast<std::size_t>(base + j)]);
+          const auto total = static_cast<std::int64_t>(acc);  // exact for the inputs used here
+          v = red == Red::Sum ? wrap(t, acc) : (n > 0 ? total / n : 0);
+          break;
+        }
+        case Red::Max:
+          v = int_min(t);
+          for (std::int64_t j = 0; j < n; ++j) v = std::max(v, X.i[static_cast<std::size_t>(base + j)]);
+          break;
+        case Red::Min:
+          v = int_max(t);
+          for (std::int64_t j = 0; j < n; ++j) v = std::min(v, X.i[static_cast<std::size_t>(base + j)]);
+          break;
+        case Red::ArgMax:
+        case Red::ArgMin:
+          for (std::int64_t j = 1; j < n; ++j) {
+            const std::int64_t a = X.i[static_cast<std::size_t>(base + j)], b = X.i[static_cast<std::size_t>(base + v)];
+            if (red == Red::ArgMax ? a > b : a < b) v = j;
+          }
+          break;
+        case Red::None: break;
+      }
+      e.val.i[static_cast<std::size_t>(row)] = v;
+    } else {
+      double v = 0, mag = 0;
+      switch (red) {
+        case Red::Sum:
+        case Red::Mean:
+          for (std::int64_t j = 0; j < n; ++j) {
+            v += X.f[static_cast<std::size_t>(base + j)];
+            mag += std::fabs(X.f[static_cast<std::size_t>(base + j)]);
+          }
+          if (red == Red::Mean) {
+            v = n > 0 ? v / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+            mag = n > 0 ? mag / static_cast<double>(n) : 0;
+          }
+          break;
+        case Red::Max:
+          v = -std::numeric_limits<double>::infinity();
+          for (std::int64_t j = 0; j < n; ++j) v = std::max(v, X.f[static_cast<std::size_t>(base + j)]);
+          break;
+        case Red::Min:
+          v = std::numeric_limits<double>::infinity();
+          for (std::int64_t j = 0; j < n; ++j) v = std::min(v, X.f[static_cast<std::size_t>(base + j)]);
+          break;
+        case Red::ArgMax:
+        case Red::ArgMin: {
+          std::int64_t best = 0;
+          for (std::int64_t j = 1; j < n; ++j) {
+            const double a = X.f[static_cast<std::size_t>(base + j)], b = X.f[static_cast<std::size_t>(base + best)];
+            if (red == Red::ArgMax ? a > b : a < b) best = j;
+          }
+          v = static_cast<double>(best);
+          break;
+        }
+        case Red::None: break;
+      }
+      e.val.f[static_cast<std::size_t>(row)] = v;
+      e.tol[static_cast<std::size_t>(row)] =
+          tol.rtol * (std::sqrt(static_cast<double>(n)) + 1.0) * mag + tol.atol * (mag > 0 ? 1.0 : 0.0);
+    }
+  }
+  return e;
+}
+
+// C[b.. i k] = sum_j A[b.. i j] B[b.. j k]; A and B already have C's batch
+// shape (broadcast operands are read through their views). Integers wrap.
+inline Expected ref_matmul(const Dense& A, const Dense& B, const Shape& c_shape, DType t) {
+  Expected e{Dense::make(c_shape, is_int(t)), {}};
+  const std::size_t r = c_shape.size();
+  const std::int64_t M = c_shape[r - 2], N = c_shape[r - 1], K = A.shape[r - 1];
+  const std::int64_t batches = numel_of(Shape(c_shape.begin(), c_shape.end() - 2));
+  const Tol tol = tol_for(t);
+  if (!is_int(t)) e.tol.assign(static_cast<std::size_t>(numel_of(c_shape)), 0.0);
+  for (std::int64_t b = 0; b < batches; ++b) {
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (std::int64_t k = 0; k < N; ++k) {
+        const std::size_t c = static_cast<std::size_t>((b * M + i) * N + k);
+        if (is_int(t)) {
+          std::uint64_t acc = 0;
+          for (std::int64_t j = 0; j < K; ++j)
+            acc += u(A.i[static_cast<std::size_t>((b * M + i) * K + j)]) * u(B.i[static_cast<std::size_t>((b * K + j) * N + k)]);
+          e.val.i[c] = wrap(t, acc);
+        } else {
+          double acc = 0, mag = 0;
+          for (std::int64_t j = 0; j < K; ++j) {
+            const double p = A.f[static_cast<std::size_t>((b * M + i) * K + j)] * B.f[static_cast<std::size_t>((b * K + j) * N + k)];
+            acc += p;
+            mag += std::fabs(p);
+          }
+          e.val.f[c] = acc;
+          e.tol[c] = tol.rtol * (std::sqrt(static_cast<double>(K)) + 1.0) * mag + tol.atol;
+        }
+      }
+    }
+  }
+  return e;
+}
+
+// An index element: valid when it is a whole number in [0, n).
+inline std::int64_t ref_index(const Dense& idx, std::int64_t k, std::int64_t n) {
+  if (idx.is_int) {
+    const std::int64_t v = idx.i[static_cast<std::size_t>(k)];
+    return v >= 0 && v < n ? v : -1;
+  }
+  const double v = idx.f[static_cast<std::size_t>(k)];
+  return v >= 0 && v < static_cast<double>(n) && v == std::floor(v) ? static_cast<std::int64_t>(v) : -1;
+}
+
+// OUT[.., :] = W[IDX[..], :], zeros for an index out of range.
+inline Expected ref_gather(const Dense& W, const Dense& IDX, DType t) {
+  const std::int64_t rows = W.shape[0], d = W.shape[1];
+  Shape out_shape = IDX.shape;
+  out_shape.push_back(d);
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  for (std::int64_t p = 0; p < IDX.numel(); ++p) {
+    const std::int64_t row = ref_index(IDX, p, rows);
+    for (std::int64_t j = 0; j < d; ++j) {
+      const std::size_t o = static_cast<std::size_t>(p * d + j);
+      if (is_int(t)) e.val.i[o] = row < 0 ? 0 : W.i[static_cast<std::size_t>(row * d + j)];
+      else e.val.f[o] = row < 0 ? 0.0 : W.f[static_cast<std::size_t>(row * d + j)];
+    }
+  }
+  return e;
+}
+
+// OUT[.., k] = 1 where IDX[..] == k, else 0.
+inline Expected ref_one_hot(const Dense& IDX, std::int64_t classes, DType t) {
+  Shape out_shape = IDX.shape;
+  out_shape.push_back(classes);
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  for (std::int64_t p = 0; p < IDX.numel(); ++p) {
+    const std::int64_t hot = ref_index(IDX, p, classes);
+    for (std::int64_t k = 0; k < classes; ++k) {
+      const std::size_t o = static_cast<std::size_t>(p * classes + k);
+      if (is_int(t)) e.val.i[o] = k == hot ? 1 : 0;
+      else e.val.f[o] = k == hot ? 1.0 : 0.0;
+    }
+  }
+  return e;
+}
+
+struct Conv {
+  std::int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+// COL[n c i j y x] = X[n c (y*sh - ph + i*dh) (x*sw - pw + j*dw)], 0 outside X.
+inline Expected ref_im2col(const Dense& X, const Shape& col_shape, const Conv& p, DType t) {
+  Expected e{Dense::make(col_shape, is_int(t)), {}};
+  const std::int64_t H = X.shape[2], W = X.shape[3];
+  std::size_t o = 0;
+  for (std::int64_t n = 0; n < col_shape[0]; ++n)
+    for (std::int64_t c = 0; c < col_shape[1]; ++c)
+      for (std::int64_t i = 0; i < col_shape[2]; ++i)
+        for (std::int64_t j = 0; j < col_shape[3]; ++j)
+          for (std::int64_t y = 0; y < col_shape[4]; ++y)
+            for (std::int64_t x = 0; x < col_shape[5]; ++x, ++o) {
+              const std::int64_t iy = y * p.sh - p.ph + i * p.dh, ix = x * p.sw - p.pw + j * p.dw;
+              const bool in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+              const std::int64_t src = ((n * X.shape[1] + c) * H + iy) * W + ix;
+              if (is_int(t)) e.val.i[o] = in ? X.i[static_cast<std::size_t>(src)] : 0;
+              else e.val.f[o] = in ? X.f[static_cast<std::size_t>(src)] : 0.0;
+            }
+  return e;
+}
+
+}  // namespace kt
