@@ -223,16 +223,28 @@ std::string yaml_kind(const YAML::Node& n) {
 
 namespace {
 
+// The types a schema allows ("type": "string" or ["integer", "string"]).
+std::vector<std::string> types_of(const YAML::Node& s) {
+  std::vector<std::string> out;
+  YAML::Node t = child(s, "type");
+  if (t && t.IsScalar()) out.push_back(t.Scalar());
+  if (t && t.IsSequence())
+    for (const auto& x : t)
+      if (x.IsScalar()) out.push_back(x.Scalar());
+  return out;
+}
+
 std::string type_phrase(const YAML::Node& s) {
-  if (!s || !s["type"]) return "a value of another type";
-  std::string t = s["type"].as<std::string>();
-  if (t == "object") return "a mapping";
-  if (t == "array") return "a list";
-  if (t == "string") return "a string";
-  if (t == "boolean") return "true or false";
-  if (t == "integer") return "an integer";
-  if (t == "number") return "a number";
-  return t;
+  std::vector<std::string> types = types_of(s);
+  if (types.empty()) return "a value of another type";
+  std::string out;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const std::string& t = types[i];
+    std::string p = t == "object" ? "a mapping" : t == "array" ? "a list" : t == "string" ? "a string"
+                  : t == "boolean" ? "true or false" : t == "integer" ? "an integer" : t == "number" ? "a number" : t;
+    out += (i == 0 ? "" : i + 1 == types.size() ? " or " : ", ") + p;
+  }
+  return out;
 }
 
 std::vector<std::string> schema_keys(const YAML::Node& s) {
@@ -348,13 +360,14 @@ void check_strings(const Source& src, const YAML::Node& root, const YAML::Node& 
     if (doc.IsScalar()) return;
     for (const auto& branch : any) {
       YAML::Node b = resolve_ref(branch);
-      std::string t = child(b, "type") ? child(b, "type").as<std::string>() : "";
+      std::vector<std::string> bt = types_of(b);
+      std::string t = bt.size() == 1 ? bt[0] : "";
       if ((t == "array" && doc.IsSequence()) || (t == "object" && doc.IsMap())) {
         // valijson would try the other alternatives when this one fails, and
         // throw on a 'pattern' of a string alternative; integer items are
         // checked here so that it only sees lists that pass.
         YAML::Node items = resolve_ref(child(b, "items"));
-        if (t == "array" && child(items, "type") && child(items, "type").as<std::string>() == "integer") {
+        if (t == "array" && types_of(items) == std::vector<std::string>{"integer"}) {
           for (std::size_t i = 0; i < doc.size(); ++i) {
             const YAML::Node& seq = doc;
             YAML::Node item = seq[i];
@@ -382,9 +395,15 @@ void check_strings(const Source& src, const YAML::Node& root, const YAML::Node& 
                                         (what.empty() ? std::string() : ": expected " + what)));
     return;
   }
-  std::string type = child(s, "type") ? child(s, "type").as<std::string>() : "";
-  if (type == "string" && !doc.IsScalar()) {
-    out.push_back(diag_at(src, doc, "expected a string for " + describe_path(root, path) + ", but got " + yaml_kind(doc)));
+  std::vector<std::string> types = types_of(s);
+  std::string type = types.size() == 1 ? types[0] : "";
+  bool scalar_only = !types.empty() && std::none_of(types.begin(), types.end(), [](const std::string& t) {
+    return t == "object" || t == "array" || t == "null";
+  });
+  bool stringy = std::find(types.begin(), types.end(), "string") != types.end() || child(s, "pattern") ||
+                 child(s, "minLength") || child(s, "enum");
+  if (scalar_only && stringy && !doc.IsScalar()) {
+    out.push_back(diag_at(src, doc, "expected " + type_phrase(s) + " for " + describe_path(root, path) + ", but got " + yaml_kind(doc)));
   } else if (type == "object" && doc.IsMap()) {
     YAML::Node props = child(s, "properties"), extra = child(s, "additionalProperties");
     for (const auto& kv : doc) {
