@@ -84,7 +84,7 @@ std::string shown(const std::string& line) {
 // at file:line:col whose message contains e.text, followed by the offending
 // line and a caret under the column.
 void check_rendered(const std::string& rendered, const std::string& file, const std::vector<std::string>& lines,
-                    const Expect& e, bool caret_known_missing) {
+                    const Expect& e) {
   std::string head = file + (e.line ? ":" + std::to_string(e.line) + ":" + std::to_string(e.col) : "") + ": error: ";
   std::istringstream in(rendered);
   std::vector<std::string> out;
@@ -101,14 +101,8 @@ void check_rendered(const std::string& rendered, const std::string& file, const 
   bool has_source = at + 1 < out.size() && out[at + 1] == "    " + shown(src);
   bool has_caret = has_source && at + 2 < out.size() && out[at + 2].rfind(caret_prefix(src, e.col), 0) == 0 &&
                    out[at + 2].size() > caret_prefix(src, e.col).size() - 1;
-  if (caret_known_missing) {
-    // Known bug (reported): diagnostics of kernel planning carry no source line.
-    CHECK_NOFAIL(has_source);
-    CHECK_NOFAIL(has_caret);
-  } else {
-    CHECK(has_source);
-    CHECK(has_caret);
-  }
+  CHECK(has_source);
+  CHECK(has_caret);
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
@@ -166,7 +160,7 @@ TEST_CASE("bad spec files fail with the diagnostics written beside them", "[spec
         INFO("stderr:\n" << err.str());
         CHECK(rc == wfgen::cli::kBadInput);
         CHECK(out.str().empty());
-        for (const auto& e : expect) check_rendered(err.str(), path.string(), lines, e, true);
+        for (const auto& e : expect) check_rendered(err.str(), path.string(), lines, e);
         CHECK(err.str().find(std::to_string(expect.size()) + " error") != std::string::npos);
         // No partial output: the directory (and no temporary directory in
         // it) is exactly as it was.
@@ -188,7 +182,7 @@ TEST_CASE("bad spec files fail with the diagnostics written beside them", "[spec
                    d.loc.file == path.string();
           });
           CHECK(found);
-          check_rendered(rendered, path.string(), lines, e, false);
+          check_rendered(rendered, path.string(), lines, e);
         }
         // Messages start lowercase, end without a period, carry no control characters.
         for (const auto& d : diags) {
