@@ -1,0 +1,1225 @@
+// The model body language: lexer (with INDENT/DEDENT), recursive-descent
+// parser, and the printer behind Expr::str(). See body.hpp for the tree and
+// docs/model-language.md for the user reference with every error message.
+#include "wfgen/body/body.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <system_error>
+
+#include "wfgen/support/diagnostics.hpp"
+
+namespace wfgen::body {
+
+namespace {
+
+// --- lexer -----------------------------------------------------------------------
+
+enum class Tok { Int, Float, Name, Op, Newline, Indent, Dedent, End };
+
+struct Token {
+  Tok kind = Tok::End;
+  std::size_t offset = 0;
+  std::size_t length = 0;
+  int line = 1;
+  std::string_view text;     // Int, Float, Name, Op
+  std::uint64_t ivalue = 0;  // Int; 2^63 is kept for `-9223372036854775808`
+  double fvalue = 0;         // Float
+
+  std::size_t end() const { return offset + length; }
+  bool real() const { return kind != Tok::Newline && kind != Tok::Indent && kind != Tok::Dedent && kind != Tok::End; }
+};
+
+constexpr std::uint64_t kTwoTo63 = std::uint64_t{1} << 63;
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool ident_char(char c) { return ident_start(c) || is_digit(c); }
+
+// Words with a meaning in the language; none of them is a name.
+bool is_keyword(std::string_view w) {
+  static constexpr std::string_view kWords[] = {"if",  "elif", "else",   "for",  "in",    "and",  "or",
+                                                "not", "pass", "return", "true", "false", "True", "False"};
+  return std::find(std::begin(kWords), std::end(kWords), w) != std::end(kWords);
+}
+
+// Python statements that bodies do not have, with what to do instead.
+const char* unsupported_statement(std::string_view w) {
+  static constexpr std::string_view kOthers =
+      "statements are not supported (a body has assignments, 'return', 'if'/'elif'/'else', "
+      "'for NAME in range(...)' and 'pass')";
+  if (w == "while") return "'while' loops are not supported: loops are unrolled while tracing; use 'for i in range(n)'";
+  if (w == "break" || w == "continue") return "is not supported: loops over range(...) are unrolled while tracing and always run to the end";
+  if (w == "def" || w == "class" || w == "lambda") return "is not supported: define another model in the spec and call it by name";
+  if (w == "import" || w == "from") return "is not supported: the nodes and models of the spec are called by name";
+  static constexpr std::string_view kRest[] = {"try",    "with",   "raise", "del",   "global",
+                                               "nonlocal", "assert", "yield", "async", "await"};
+  if (std::find(std::begin(kRest), std::end(kRest), w) != std::end(kRest)) return kOthers.data();
+  return nullptr;
+}
+
+class Lexer {
+ public:
+  // statements: a body (NEWLINE/INDENT/DEDENT tokens); else one expression
+  // in which newlines are spaces.
+  Lexer(std::string_view text, bool statements) : s_(text), statements_(statements) {}
+
+  std::vector<Token> run() {
+    bool line_start = statements_;
+    while (i_ < s_.size()) {
+      if (line_start) {
+        if (!begin_line()) continue;  // a blank or comment-only line was skipped
+        line_start = false;
+      }
+      const char c = s_[i_];
+      if (c == '\n') {
+        if (statements_ && brackets_.empty()) {
+          push_newline();
+          line_start = true;
+        }
+        ++i_;
+        ++line_;
+      } else if (c == ' ' || c == '\t' || c == '\r') {
+        ++i_;
+      } else if (c == '#') {
+        while (i_ < s_.size() && s_[i_] != '\n') ++i_;
+      } else if (is_digit(c) || (c == '.' && i_ + 1 < s_.size() && is_digit(s_[i_ + 1]) && !after_value())) {
+        number();
+      } else if (ident_start(c)) {
+        const std::size_t start = i_;
+        while (i_ < s_.size() && ident_char(s_[i_])) ++i_;
+        push(Tok::Name, start, i_ - start);
+      } else {
+        punctuation();
+      }
+    }
+    if (!brackets_.empty()) {
+      const Open& o = brackets_.back();
+      throw ParseError(std::string("unclosed '") + o.c + "': no matching '" + (o.c == '(' ? ')' : ']') +
+                           "' before the end of the " + (statements_ ? "body" : "expression"),
+                       o.offset, 1);
+    }
+    if (statements_) {
+      if (!out_.empty() && out_.back().kind != Tok::Newline) push_newline();
+      while (indents_.size() > 1) {
+        indents_.pop_back();
+        push_structural(Tok::Dedent, end_of_last());
+      }
+    }
+    push_structural(Tok::End, end_of_last());
+    return std::move(out_);
+  }
+
+ private:
+  struct Open {
+    char c;
+    std::size_t offset;
+  };
+
+  std::size_t end_of_last() const {
+    for (auto it = out_.rbegin(); it != out_.rend(); ++it)
+      if (it->real()) return it->end();
+    return 0;
+  }
+
+  void push(Tok kind, std::size_t offset, std::size_t length) {
+    Token t;
+    t.kind = kind;
+    t.offset = offset;
+    t.length = length;
+    t.line = line_;
+    t.text = s_.substr(offset, length);
+    out_.push_back(t);
+  }
+  void push_structural(Tok kind, std::size_t offset) {
+    Token t;
+    t.kind = kind;
+    t.offset = offset;
+    t.length = 1;
+    t.line = line_;
+    out_.push_back(t);
+  }
+  // A NEWLINE sits right after the last token of its line (before any
+  // comment), so that "expected ':'" points where the ':' is missing.
+  void push_newline() {
+    Token t;
+    t.kind = Tok::Newline;
+    t.offset = end_of_last();
+    t.length = 1;
+    t.line = out_.empty() ? line_ : out_.back().line;
+    out_.push_back(t);
+  }
+
+  // True when the previous token ends a value, so that a following '.' is an
+  // attribute access (`x.5` is an error, not `x` and `.5`).
+  bool after_value() const {
+    if (out_.empty()) return false;
+    const Token& t = out_.back();
+    if (t.kind == Tok::Name || t.kind == Tok::Int || t.kind == Tok::Float) return true;
+    return t.kind == Tok::Op && (t.text == ")" || t.text == "]");
+  }
+
+  // At the start of a physical line outside brackets: measures the
+  // indentation and emits INDENT/DEDENT. Returns false after skipping a blank
+  // or comment-only line (including its newline).
+  bool begin_line() {
+    const std::size_t start = i_;
+    std::size_t j = i_, tab = std::string_view::npos;
+    while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r')) {
+      if (s_[j] == '\t' && tab == std::string_view::npos) tab = j;
+      ++j;
+    }
+    if (j >= s_.size() || s_[j] == '\n' || s_[j] == '#') {
+      while (j < s_.size() && s_[j] != '\n') ++j;
+      if (j < s_.size()) {
+        ++j;
+        ++line_;
+      }
+      i_ = j;
+      return false;
+    }
+    if (tab != std::string_view::npos) {
+      throw ParseError("tab character in the indentation; indent with spaces only", tab, 1);
+    }
+    // '\r' only counts as indentation on lines that are otherwise blank.
+    for (std::size_t k = start; k < j; ++k) {
+      if (s_[k] == '\r') throw ParseError("unexpected carriage return in the indentation", k, 1);
+    }
+    const std::size_t width = j - start;
+    i_ = j;
+    if (indents_.empty()) {
+      indents_.push_back(width);  // the first statement sets the base level
+    } else if (width > indents_.back()) {
+      indents_.push_back(width);
+      push_structural(Tok::Indent, j);
+    } else if (width < indents_.back()) {
+      std::string open;
+      for (std::size_t k = 0; k < indents_.size(); ++k) {
+        if (k > 0) open += k + 1 == indents_.size() ? " or " : ", ";
+        open += std::to_string(indents_[k]);
+      }
+      while (width < indents_.back()) {
+        indents_.pop_back();
+        push_structural(Tok::Dedent, j);
+        if (indents_.empty() || width > indents_.back()) {
+          std::size_t len = 1;
+          if (ident_start(s_[j])) {
+            while (j + len < s_.size() && ident_char(s_[j + len])) ++len;
+          }
+          throw ParseError("unindent to " + std::to_string(width) +
+                               " spaces does not match any enclosing block (indented " + open + " spaces)",
+                           j, len);
+        }
+      }
+    }
+    return true;
+  }
+
+  void number() {
+    const std::size_t start = i_;
+    bool is_float = false, bad = false;
+    while (i_ < s_.size() && is_digit(s_[i_])) ++i_;
+    if (i_ < s_.size() && s_[i_] == '.') {
+      is_float = true;
+      ++i_;
+      while (i_ < s_.size() && is_digit(s_[i_])) ++i_;
+    }
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      is_float = true;
+      ++i_;
+      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+      if (i_ >= s_.size() || !is_digit(s_[i_])) bad = true;
+      while (i_ < s_.size() && is_digit(s_[i_])) ++i_;
+    }
+    if (i_ < s_.size() && (ident_char(s_[i_]) || (s_[i_] == '.' && i_ + 1 < s_.size() && is_digit(s_[i_ + 1])))) {
+      bad = true;
+    }
+    if (bad) {
+      while (i_ < s_.size() && (ident_char(s_[i_]) || s_[i_] == '.')) ++i_;
+      throw ParseError("malformed number '" + quote(s_.substr(start, i_ - start), 30) + "'", start, i_ - start);
+    }
+    const std::string_view text = s_.substr(start, i_ - start);
+    push(is_float ? Tok::Float : Tok::Int, start, text.size());
+    Token& t = out_.back();
+    if (is_float) {
+      const auto r = std::from_chars(text.data(), text.data() + text.size(), t.fvalue);
+      if (r.ec == std::errc::result_out_of_range || (r.ec == std::errc() && !std::isfinite(t.fvalue))) {
+        throw ParseError("floating-point literal '" + quote(text, 30) + "' is out of range", start, text.size());
+      }
+      if (r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+        throw ParseError("malformed number '" + quote(text, 30) + "'", start, text.size());
+      }
+      return;
+    }
+    std::uint64_t v = 0;
+    for (char c : text) {
+      const auto d = static_cast<std::uint64_t>(c - '0');
+      if (v > (kTwoTo63 - d) / 10) {  // v * 10 + d > 2^63
+        throw ParseError("integer literal '" + quote(text, 30) + "' is too large (the largest is " +
+                             std::to_string(std::numeric_limits<std::int64_t>::max()) + ")",
+                         start, text.size());
+      }
+      v = v * 10 + d;
+    }
+    t.ivalue = v;
+  }
+
+  void punctuation() {
+    const std::size_t start = i_;
+    const char c = s_[i_];
+    const char d = i_ + 1 < s_.size() ? s_[i_ + 1] : '\0';
+    const char e = i_ + 2 < s_.size() ? s_[i_ + 2] : '\0';
+    auto op = [&](std::size_t n) {
+      i_ += n;
+      push(Tok::Op, start, n);
+    };
+    auto augmented = [&](std::size_t n) {
+      const std::string o(s_.substr(start, n - 1));
+      throw ParseError("augmented assignment '" + o + "=' is not supported; write 'x = x " + o + " ...'", start, n);
+    };
+    switch (c) {
+      case '*':
+        if (d == '*' && e == '=') augmented(3);
+        if (d == '*') return op(2);
+        if (d == '=') augmented(2);
+        return op(1);
+      case '+': case '-': case '@': case '%':
+        if (d == '=') augmented(2);
+        return op(1);
+      case '/':
+        if (d == '/') throw ParseError("'//' (floor division) is not supported", start, 2);
+        if (d == '=') augmented(2);
+        return op(1);
+      case '=': case '<': case '>':
+        return op(d == '=' ? 2 : 1);
+      case '!':
+        if (d == '=') return op(2);
+        throw ParseError("'!' is not an operator; use 'not'", start, 1);
+      case '&':
+        throw ParseError(std::string("'") + (d == '&' ? "&&" : "&") + "' is not an operator; use 'and'", start,
+                         d == '&' ? 2 : 1);
+      case '|':
+        throw ParseError(std::string("'") + (d == '|' ? "||" : "|") + "' is not an operator; use 'or'", start,
+                         d == '|' ? 2 : 1);
+      case ',': case '.': case ':':
+        return op(1);
+      case '(': case '[':
+        brackets_.push_back({c, start});
+        return op(1);
+      case ')': case ']': {
+        const char want = c == ')' ? '(' : '[';
+        if (brackets_.empty()) {
+          throw ParseError(std::string("unmatched '") + c + "': no '" + want + "' is open here", start, 1);
+        }
+        if (brackets_.back().c != want) {
+          const SourceLoc at = loc_of_offset("", s_, brackets_.back().offset);
+          throw ParseError(std::string("'") + c + "' does not match the '" + brackets_.back().c + "' at line " +
+                               std::to_string(at.line) + ", column " + std::to_string(at.col) + "; expected '" +
+                               (brackets_.back().c == '(' ? ')' : ']') + "'",
+                           start, 1);
+        }
+        brackets_.pop_back();
+        return op(1);
+      }
+      case '"': case '\'': {
+        std::size_t j = i_ + 1;
+        while (j < s_.size() && s_[j] != c && s_[j] != '\n') ++j;
+        const std::size_t len = j < s_.size() && s_[j] == c ? j + 1 - start : j - start;
+        throw ParseError("strings are not supported in model bodies", start, len);
+      }
+      case ';':
+        throw ParseError("';' is not supported; put each statement on its own line", start, 1);
+      case '{': case '}':
+        throw ParseError(std::string("'") + c + "' is not supported: there are no dictionaries or sets", start, 1);
+      case '\\':
+        throw ParseError("'\\' line continuation is not supported; break long lines inside parentheses", start, 1);
+      default: {
+        std::size_t len = 1;
+        if (static_cast<unsigned char>(c) >= 0x80) {  // the whole UTF-8 sequence
+          while (start + len < s_.size() && (static_cast<unsigned char>(s_[start + len]) & 0xC0) == 0x80 && len < 4) ++len;
+        }
+        throw ParseError("unexpected character '" + quote(s_.substr(start, len)) + "'", start, len);
+      }
+    }
+  }
+
+  std::string_view s_;
+  bool statements_;
+  std::size_t i_ = 0;
+  int line_ = 1;
+  std::vector<Token> out_;
+  std::vector<Open> brackets_;
+  std::vector<std::size_t> indents_;
+};
+
+// --- parser ----------------------------------------------------------------------
+
+// An expression being built, with the height of its tree.
+struct P {
+  ExprPtr e;
+  int h = 1;
+};
+
+int binary_precedence(const Token& t) {
+  if (t.kind == Tok::Name) return t.text == "or" ? 1 : t.text == "and" ? 2 : 0;
+  if (t.kind != Tok::Op) return 0;
+  const std::string_view o = t.text;
+  if (o == "==" || o == "!=" || o == "<" || o == "<=" || o == ">" || o == ">=") return 4;
+  if (o == "+" || o == "-") return 5;
+  if (o == "*" || o == "/" || o == "@" || o == "%") return 6;
+  return 0;
+}
+constexpr int kComparison = 4;
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::vector<Token> tokens, bool expression)
+      : text_(text), toks_(std::move(tokens)), expression_(expression) {}
+
+  Block program() {
+    Block out;
+    while (peek().kind != Tok::End) out.push_back(statement(0));
+    return out;
+  }
+
+  ExprPtr single_expression() {
+    if (peek().kind == Tok::End) throw ParseError("empty expression", 0, std::max<std::size_t>(text_.size(), 1));
+    P e = expr();
+    if (peek().kind != Tok::End) {
+      if (is_op(peek(), "=")) fail(peek(), "unexpected '='; use '==' to compare");
+      expected("an operator or the end of the expression", peek());
+    }
+    return std::move(e.e);
+  }
+
+ private:
+  // --- tokens ---
+  const Token& peek(std::size_t k = 0) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
+  const Token& next() {
+    const Token& t = toks_[pos_];
+    if (pos_ + 1 < toks_.size()) ++pos_;
+    return t;
+  }
+  std::size_t prev_end() const { return pos_ == 0 ? 0 : toks_[pos_ - 1].end(); }
+  static bool is_op(const Token& t, std::string_view o) { return t.kind == Tok::Op && t.text == o; }
+  static bool is_word(const Token& t, std::string_view w) { return t.kind == Tok::Name && t.text == w; }
+  static bool at_line_end(const Token& t) { return t.kind == Tok::Newline || t.kind == Tok::End; }
+  static bool starts_expression(const Token& t) {
+    if (t.kind == Tok::Int || t.kind == Tok::Float) return true;
+    if (t.kind == Tok::Name) return !is_keyword(t.text) || t.text == "not" || t.text == "true" || t.text == "false" ||
+                                    t.text == "True" || t.text == "False";
+    return is_op(t, "(") || is_op(t, "[") || is_op(t, "-") || is_op(t, "+");  // '+': for its error message
+  }
+
+  std::string describe(const Token& tok) const {
+    const Token& t = skip_structural(tok);  // INDENT/DEDENT: name the line's first token
+    if (t.kind == Tok::Newline) return "the end of the line";
+    if (t.kind == Tok::End) return expression_ ? "the end of the expression" : "the end of the body";
+    return "'" + quote(t.text, 30) + "'";
+  }
+  const Token& skip_structural(const Token& tok) const {
+    std::size_t i = static_cast<std::size_t>(&tok - toks_.data());
+    while ((toks_[i].kind == Tok::Indent || toks_[i].kind == Tok::Dedent) && i + 1 < toks_.size()) ++i;
+    return toks_[i];
+  }
+
+  [[noreturn]] void fail(const Token& t, const std::string& message) const {
+    throw ParseError(message, t.offset, t.length);
+  }
+  [[noreturn]] void fail(const Expr& e, const std::string& message) const {
+    throw ParseError(message, e.offset, e.length);
+  }
+  [[noreturn]] void expected(const std::string& what, const Token& found) const {
+    const Token& t = skip_structural(found);
+    fail(t, "expected " + what + ", found " + describe(t));
+  }
+
+  // Guards one level of parser recursion (parentheses, brackets, calls,
+  // unary operators, '**').
+  struct Nest {
+    Parser& p;
+    Nest(Parser& parser, const Token& at) : p(parser) {
+      if (++p.depth_ > kMaxNesting) p.too_deep(at);
+    }
+    ~Nest() { --p.depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
+  [[noreturn]] void too_deep(const Token& at) const {
+    fail(at, "expression is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+  }
+
+  // --- expression nodes ---
+  P node(Expr::Kind kind, std::size_t begin, const Token& at, std::initializer_list<const P*> children = {}) {
+    P out;
+    out.e = std::make_unique<Expr>();
+    out.e->kind = kind;
+    out.e->offset = begin;
+    out.e->length = prev_end() - begin;
+    int h = 0;
+    for (const P* c : children) h = std::max(h, c->h);
+    out.h = h + 1;
+    if (out.h > kMaxNesting) too_deep(at);
+    return out;
+  }
+  void grow(P& parent, int child_height, const Token& at) {
+    parent.h = std::max(parent.h, child_height + 1);
+    if (parent.h > kMaxNesting) too_deep(at);
+  }
+  P unary(std::string_view op, std::size_t begin, P operand, const Token& at) {
+    P out = node(Expr::Kind::Unary, begin, at, {&operand});
+    out.e->op = std::string(op);
+    out.e->operands.push_back(std::move(operand.e));
+    return out;
+  }
+  P binary(std::string_view op, std::size_t begin, P lhs, P rhs, const Token& at) {
+    P out = node(Expr::Kind::Binary, begin, at, {&lhs, &rhs});
+    out.e->op = std::string(op);
+    out.e->operands.push_back(std::move(lhs.e));
+    out.e->operands.push_back(std::move(rhs.e));
+    return out;
+  }
+
+  // --- expressions ---
+  // expr := or-level; no unparenthesised tuple.
+  P expr() { return binary_level(1); }
+
+  // Precedence climbing over or(1) and(2) not(3) comparisons(4) +-(5) */@%(6).
+  P binary_level(int min_prec) {
+    const std::size_t begin = peek().offset;
+    P lhs;
+    if (is_word(peek(), "not") && min_prec <= 3) {
+      const Token& op = next();
+      Nest guard(*this, op);
+      lhs = unary("not", begin, binary_level(3), op);
+    } else {
+      lhs = unary_level();
+    }
+    bool last_was_comparison = false;
+    for (;;) {
+      const Token& op = peek();
+      const int p = binary_precedence(op);
+      if (p == 0 || p < min_prec) break;
+      if (p == kComparison && last_was_comparison) {
+        fail(op, "comparisons cannot be chained; write 'a < b and b < c' instead of 'a < b < c'");
+      }
+      next();
+      P rhs = binary_level(p + 1);
+      lhs = binary(op.text, begin, std::move(lhs), std::move(rhs), op);
+      last_was_comparison = p == kComparison;
+    }
+    return lhs;
+  }
+
+  P unary_level() {
+    if (is_op(peek(), "+")) fail(peek(), "unary '+' is not supported; leave it out");
+    if (!is_op(peek(), "-")) return power_level();
+    const Token& op = next();
+    Nest guard(*this, op);
+    const Token& lit = peek();
+    // -9223372036854775808: the only literal whose positive part overflows.
+    if (lit.kind == Tok::Int && lit.ivalue == kTwoTo63 && !is_op(peek(1), "**") && !is_op(peek(1), "(") &&
+        !is_op(peek(1), "[") && !is_op(peek(1), ".")) {
+      next();
+      P out = node(Expr::Kind::Int, op.offset, op);
+      out.e->ivalue = std::numeric_limits<std::int64_t>::min();
+      return out;
+    }
+    P operand = unary_level();
+    Expr& x = *operand.e;
+    const char first = text_[x.offset];
+    if ((x.kind == Expr::Kind::Int || x.kind == Expr::Kind::Float) && (is_digit(first) || first == '.')) {
+      if (x.kind == Expr::Kind::Int) {
+        x.ivalue = -x.ivalue;
+      } else {
+        x.fvalue = -x.fvalue;
+      }
+      x.offset = op.offset;
+      x.length = prev_end() - op.offset;
+      return operand;
+    }
+    return unary("-", op.offset, std::move(operand), op);
+  }
+
+  P power_level() {
+    const std::size_t begin = peek().offset;
+    P base = postfix();
+    if (!is_op(peek(), "**")) return base;
+    const Token& op = next();
+    Nest guard(*this, op);
+    P exponent = unary_level();  // right-associative; `2 ** -1` is allowed
+    return binary("**", begin, std::move(base), std::move(exponent), op);
+  }
+
+  P postfix() {
+    const std::size_t begin = peek().offset;
+    P e = atom();
+    for (;;) {
+      const Token& t = peek();
+      if (is_op(t, "(")) {
+        if (e.e->kind != Expr::Kind::Name && e.e->kind != Expr::Kind::Attribute) {
+          fail(*e.e, "only names and methods can be called; '" + quote(e.e->str(), 40) + "' is " + what(*e.e));
+        }
+        e = call(begin, std::move(e));
+      } else if (is_op(t, "[")) {
+        e = subscript(begin, std::move(e));
+      } else if (is_op(t, ".")) {
+        next();
+        const Token& name = peek();
+        if (name.kind != Tok::Name) expected("an attribute name after '.'", name);
+        next();
+        P out = node(Expr::Kind::Attribute, begin, name, {&e});
+        out.e->name = std::string(name.text);
+        out.e->operands.push_back(std::move(e.e));
+        e = std::move(out);
+      } else {
+        return e;
+      }
+    }
+  }
+
+  P call(std::size_t begin, P callee) {
+    const Token& open = next();
+    Nest guard(*this, open);
+    const std::string fname = callee.e->str();
+    P out = node(Expr::Kind::Call, begin, open, {&callee});
+    out.e->operands.push_back(std::move(callee.e));
+    std::vector<Arg>& args = out.e->args;
+    std::optional<std::string> first_keyword;
+    while (!is_op(peek(), ")")) {
+      const Token& t = peek();
+      Arg a;
+      a.offset = t.offset;
+      if (t.kind == Tok::Name && !is_keyword(t.text) && is_op(peek(1), "=")) {
+        for (const Arg& b : args) {
+          if (b.keyword && *b.keyword == t.text) {
+            fail(t, "duplicate keyword argument '" + quote(t.text) + "' in the call of '" + quote(fname, 40) + "'");
+          }
+        }
+        a.keyword = std::string(t.text);
+        next();
+        next();
+        if (!starts_expression(peek())) expected("a value for the keyword argument '" + quote(t.text) + "'", peek());
+      }
+      P v = expr();
+      if (is_op(peek(), "=")) {
+        if (a.keyword) fail(peek(), "unexpected '='; use '==' to compare");
+        fail(*v.e, "a keyword argument must be a name, found '" + quote(v.e->str(), 40) + "'");
+      }
+      if (!a.keyword && first_keyword) {
+        throw ParseError("positional argument after the keyword argument '" + quote(*first_keyword) +
+                             "'; positional arguments come first",
+                         v.e->offset, v.e->length);
+      }
+      a.value = std::move(v.e);
+      a.length = prev_end() - a.offset;
+      grow(out, v.h, open);
+      if (a.keyword && !first_keyword) first_keyword = a.keyword;
+      args.push_back(std::move(a));
+      if (is_op(peek(), ",")) {
+        next();
+      } else if (!is_op(peek(), ")")) {
+        expected("',' or ')' in the arguments of '" + quote(fname, 40) + "'", peek());
+      }
+    }
+    next();
+    out.e->length = prev_end() - begin;
+    return out;
+  }
+
+  P subscript(std::size_t begin, P object) {
+    const Token& open = next();
+    Nest guard(*this, open);
+    P out = node(Expr::Kind::Subscript, begin, open, {&object});
+    out.e->operands.push_back(std::move(object.e));
+    if (is_op(peek(), "]")) fail(peek(), "expected an index or a slice, found ']'");
+    auto ends_part = [&](const Token& t) { return is_op(t, ":") || is_op(t, ",") || is_op(t, "]"); };
+    auto part = [&](ExprPtr& slot) {
+      P v = expr();
+      grow(out, v.h, open);
+      slot = std::move(v.e);
+    };
+    while (!is_op(peek(), "]")) {
+      SliceItem item;
+      item.offset = peek().offset;
+      ExprPtr first;
+      if (!is_op(peek(), ":")) {
+        if (is_op(peek(), ",")) expected("an index or a slice", peek());
+        part(first);
+      }
+      if (is_op(peek(), ":")) {
+        next();
+        item.is_slice = true;
+        item.start = std::move(first);
+        if (!ends_part(peek())) part(item.stop);
+        if (is_op(peek(), ":")) {
+          next();
+          if (!is_op(peek(), ",") && !is_op(peek(), "]")) part(item.step);
+        }
+      } else {
+        item.index = std::move(first);
+      }
+      item.length = prev_end() - item.offset;
+      out.e->items.push_back(std::move(item));
+      if (is_op(peek(), ",")) {
+        next();
+      } else if (!is_op(peek(), "]")) {
+        expected("',' or ']' in the subscript", peek());
+      }
+    }
+    next();
+    out.e->length = prev_end() - begin;
+    return out;
+  }
+
+  P atom() {
+    const Token& t = peek();
+    switch (t.kind) {
+      case Tok::Int: {
+        if (t.ivalue > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+          fail(t, "integer literal '" + quote(t.text, 30) + "' is too large (the largest is " +
+                      std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
+        }
+        next();
+        P out = node(Expr::Kind::Int, t.offset, t);
+        out.e->ivalue = static_cast<std::int64_t>(t.ivalue);
+        return out;
+      }
+      case Tok::Float: {
+        next();
+        P out = node(Expr::Kind::Float, t.offset, t);
+        out.e->fvalue = t.fvalue;
+        return out;
+      }
+      case Tok::Name: {
+        const bool is_true = t.text == "true" || t.text == "True";
+        if (is_true || t.text == "false" || t.text == "False") {
+          next();
+          P out = node(Expr::Kind::Bool, t.offset, t);
+          out.e->ivalue = is_true ? 1 : 0;
+          return out;
+        }
+        if (is_keyword(t.text)) expected("an expression", t);
+        next();
+        P out = node(Expr::Kind::Name, t.offset, t);
+        out.e->name = std::string(t.text);
+        return out;
+      }
+      case Tok::Op:
+        if (t.text == "(") return parenthesised();
+        if (t.text == "[") return list();
+        break;
+      default:
+        break;
+    }
+    expected("an expression", t);
+  }
+
+  P parenthesised() {
+    const Token& open = next();
+    Nest guard(*this, open);
+    if (is_op(peek(), ")")) {
+      next();
+      return node(Expr::Kind::Tuple, open.offset, open);
+    }
+    P first = expr();
+    if (is_op(peek(), ")")) {
+      next();
+      return first;  // grouping only: the range stays the inner expression's
+    }
+    if (!is_op(peek(), ",")) {
+      if (is_op(peek(), "=")) fail(peek(), "unexpected '=' inside parentheses; use '==' to compare");
+      expected("')' or ','", peek());
+    }
+    P out = node(Expr::Kind::Tuple, open.offset, open, {&first});
+    out.e->operands.push_back(std::move(first.e));
+    items_until(out, ")", open);
+    return out;
+  }
+
+  P list() {
+    const Token& open = next();
+    Nest guard(*this, open);
+    P out = node(Expr::Kind::List, open.offset, open);
+    if (!is_op(peek(), "]")) {
+      P first = expr();
+      grow(out, first.h, open);
+      out.e->operands.push_back(std::move(first.e));
+      if (!is_op(peek(), ",") && !is_op(peek(), "]")) expected("',' or ']' in the list", peek());
+    }
+    items_until(out, "]", open);
+    return out;
+  }
+
+  // After the first item of a tuple or list: `, item`* [`,`] close.
+  void items_until(P& out, std::string_view close, const Token& open) {
+    while (is_op(peek(), ",")) {
+      next();
+      if (is_op(peek(), close)) break;
+      P item = expr();
+      grow(out, item.h, open);
+      out.e->operands.push_back(std::move(item.e));
+      if (!is_op(peek(), ",") && !is_op(peek(), close)) {
+        expected(std::string("',' or '") + std::string(close) + "'", peek());
+      }
+    }
+    next();  // the closing bracket (the lexer checked that it is there)
+    out.e->length = prev_end() - out.e->offset;
+  }
+
+  // expr {',' expr} [','] at statement level: a bare tuple when there is a comma.
+  P expression_list() {
+    const Token& start = peek();
+    const std::size_t begin = start.offset;
+    P first = expr();
+    if (!is_op(peek(), ",")) return first;
+    P out = node(Expr::Kind::Tuple, begin, start, {&first});
+    out.e->operands.push_back(std::move(first.e));
+    while (is_op(peek(), ",")) {
+      next();
+      if (!starts_expression(peek())) break;
+      P item = expr();
+      grow(out, item.h, start);
+      out.e->operands.push_back(std::move(item.e));
+    }
+    out.e->length = prev_end() - begin;
+    return out;
+  }
+
+  static std::string what(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::Int: case Expr::Kind::Float: case Expr::Kind::Bool: return "a literal";
+      case Expr::Kind::Name: return "a name";
+      case Expr::Kind::Unary: case Expr::Kind::Binary: return "an operator expression";
+      case Expr::Kind::Call: return "a call";
+      case Expr::Kind::Attribute: return "an attribute";
+      case Expr::Kind::Subscript: return "a subscript";
+      case Expr::Kind::Tuple: return "a tuple";
+      case Expr::Kind::List: return "a list";
+    }
+    return "an expression";
+  }
+
+  // --- statements ---
+  void count_statement(const Token& at) {
+    if (++statements_ > kMaxStatements) {
+      fail(at, "the body has too many statements (more than " + std::to_string(kMaxStatements) + ")");
+    }
+  }
+
+  // Length of the statement's first line: from its first token to the end of
+  // the last token of toks_[first..last] on the same line.
+  std::size_t first_line_length(std::size_t first, std::size_t last) const {
+    const Token& f = toks_[first];
+    std::size_t end = f.end();
+    for (std::size_t i = first; i <= last && i < toks_.size(); ++i) {
+      if (toks_[i].real() && toks_[i].line == f.line) end = std::max(end, toks_[i].end());
+    }
+    return end - f.offset;
+  }
+
+  std::unique_ptr<Stmt> start_statement(Stmt::Kind kind, const Token& first) {
+    auto s = std::make_unique<Stmt>();
+    s->kind = kind;
+    s->offset = first.offset;
+    s->line = first.line;
+    return s;
+  }
+
+  std::unique_ptr<Stmt> statement(int depth) {
+    const Token& t = peek();
+    if (t.kind == Tok::Indent) {
+      const Token& first = skip_structural(t);
+      fail(first, "unexpected indent; only the lines after 'if', 'elif', 'else' or 'for' are indented");
+    }
+    count_statement(t);
+    if (is_word(t, "if")) return if_statement(depth);
+    if (is_word(t, "for")) return for_statement(depth);
+    if (is_word(t, "elif") || is_word(t, "else")) {
+      fail(t, "'" + std::string(t.text) + "' without a matching 'if' (is it indented like its 'if'?)");
+    }
+    auto s = simple_statement();
+    end_of_statement();
+    return s;
+  }
+
+  void end_of_statement() {
+    const Token& t = peek();
+    if (t.kind == Tok::Newline) {
+      next();
+      return;
+    }
+    if (t.kind == Tok::End) return;
+    if (is_word(t, "if")) fail(t, "conditional expressions ('a if c else b') are not supported; use an 'if' statement");
+    if (is_op(t, "=")) fail(t, "unexpected '='; use '==' to compare");
+    expected("the end of the line", t);
+  }
+
+  // pass, return, or an assignment.
+  std::unique_ptr<Stmt> simple_statement() {
+    const std::size_t first = pos_;
+    const Token& t = peek();
+    std::unique_ptr<Stmt> s;
+    if (is_word(t, "pass")) {
+      next();
+      s = start_statement(Stmt::Kind::Pass, t);
+    } else if (is_word(t, "return")) {
+      next();
+      s = start_statement(Stmt::Kind::Return, t);
+      if (!starts_expression(peek())) expected("the value to return after 'return'", peek());
+      P r = expression_list();
+      if (r.e->kind == Expr::Kind::Tuple) {
+        if (r.e->operands.empty()) fail(*r.e, "'return' needs at least one value, found '()'");
+        s->results = std::move(r.e->operands);
+      } else {
+        s->results.push_back(std::move(r.e));
+      }
+    } else if (is_word(t, "if") || is_word(t, "for") || is_word(t, "elif") || is_word(t, "else")) {
+      fail(t, "'" + std::string(t.text) + "' must start a new line");
+    } else {
+      if (t.kind == Tok::Name) {
+        const Token& after = peek(1);
+        if (const char* why = unsupported_statement(t.text);
+            why && !is_op(after, "=") && !is_op(after, ",") && !is_op(after, ".") && !is_op(after, "[")) {
+          fail(t, why[0] == '\'' ? std::string(why) : "'" + std::string(t.text) + "' " + why);
+        }
+      }
+      s = start_statement(Stmt::Kind::Assign, t);
+      P lhs = expression_list();
+      if (!is_op(peek(), "=")) {
+        if (!at_line_end(peek())) {
+          if (is_word(peek(), "if")) end_of_statement();
+          expected("'=' or the end of the line", peek());
+        }
+        const Expr& e = *lhs.e;
+        if (e.kind == Expr::Kind::Binary && e.op == "==") {
+          fail(e, "'" + quote(e.str(), 40) + "' compares and its result is not used; did you mean '=' (assignment)?");
+        }
+        fail(e, "the value of '" + quote(e.str(), 40) + "' is not used; assign it to a name or return it");
+      }
+      set_targets(*s, *lhs.e);
+      next();  // '='
+      if (!starts_expression(peek())) expected("a value after '='", peek());
+      s->value = expression_list().e;
+      if (is_op(peek(), "=")) {
+        fail(peek(), "chained assignment ('a = b = c') is not supported; assign one value per statement");
+      }
+    }
+    s->length = first_line_length(first, pos_ - 1);
+    return s;
+  }
+
+  void set_targets(Stmt& s, const Expr& lhs) {
+    auto add = [&](const Expr& e) {
+      if (e.kind != Expr::Kind::Name) {
+        fail(e, "cannot assign to " + what(e) + " '" + quote(e.str(), 40) +
+                    "'; the left side of '=' must be a name, or names separated by commas");
+      }
+      if (std::find(s.targets.begin(), s.targets.end(), e.name) != s.targets.end()) {
+        fail(e, "'" + e.name + "' appears twice on the left side of '='");
+      }
+      s.targets.push_back(e.name);
+      s.target_offsets.push_back(e.offset);
+    };
+    if (lhs.kind == Expr::Kind::Tuple) {
+      if (lhs.operands.empty()) fail(lhs, "cannot assign to '()'; the left side of '=' must be a name, or names separated by commas");
+      for (const ExprPtr& item : lhs.operands) add(*item);
+    } else {
+      add(lhs);
+    }
+  }
+
+  void check_block_depth(int depth, const Token& at) const {
+    if (depth >= kMaxNesting) {
+      fail(at, "blocks are nested too deeply (more than " + std::to_string(kMaxNesting) +
+                   " levels; each 'elif' counts as one)");
+    }
+  }
+
+  // After the ':' of a header: a simple statement on the same line, or
+  // NEWLINE INDENT statement+ DEDENT.
+  Block suite(int depth, const Token& header) {
+    Block out;
+    const std::string where = "'" + std::string(header.text) + "' on line " + std::to_string(header.line);
+    if (!at_line_end(peek())) {
+      count_statement(peek());
+      out.push_back(simple_statement());
+      end_of_statement();
+      return out;
+    }
+    if (peek().kind == Tok::Newline) next();
+    if (peek().kind != Tok::Indent) expected("an indented block after " + where, peek());
+    next();
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) out.push_back(statement(depth));
+    if (peek().kind == Tok::Dedent) next();
+    return out;
+  }
+
+  std::unique_ptr<Stmt> if_statement(int depth) {
+    const std::size_t first = pos_;
+    const Token& kw = next();  // 'if' or 'elif'
+    check_block_depth(depth, kw);
+    auto s = start_statement(Stmt::Kind::If, kw);
+    const std::string name(kw.text);
+    if (!starts_expression(peek())) expected("a condition after '" + name + "'", peek());
+    P cond = expr();
+    if (is_op(peek(), "=")) fail(peek(), "'=' assigns; use '==' to compare in the condition of '" + name + "'");
+    if (!is_op(peek(), ":")) expected("':' after the condition of '" + name + "'", peek());
+    next();
+    s->value = std::move(cond.e);
+    s->length = first_line_length(first, pos_ - 1);
+    s->body = suite(depth + 1, kw);
+    if (is_word(peek(), "elif")) {
+      count_statement(peek());
+      s->orelse.push_back(if_statement(depth + 1));
+    } else if (is_word(peek(), "else")) {
+      const Token& e = next();
+      if (is_word(peek(), "if")) fail(peek(), "use 'elif' instead of 'else if'");
+      if (!is_op(peek(), ":")) expected("':' after 'else'", peek());
+      next();
+      s->orelse = suite(depth + 1, e);
+    }
+    return s;
+  }
+
+  std::unique_ptr<Stmt> for_statement(int depth) {
+    const std::size_t first = pos_;
+    const Token& kw = next();
+    check_block_depth(depth, kw);
+    auto s = start_statement(Stmt::Kind::For, kw);
+    const Token& var = peek();
+    if (var.kind != Tok::Name || is_keyword(var.text)) expected("a loop variable (a name) after 'for'", var);
+    next();
+    if (is_op(peek(), ",")) fail(peek(), "a loop has one variable: 'for i in range(n)'");
+    s->targets.push_back(std::string(var.text));
+    s->target_offsets.push_back(var.offset);
+    if (!is_word(peek(), "in")) expected("'in' after the loop variable '" + std::string(var.text) + "'", peek());
+    next();
+    const std::string supported = "loops are over 'range(end)' or 'range(start, end)' only";
+    if (!starts_expression(peek())) expected("'range(...)' after 'in'", peek());
+    P it = expr();
+    Expr& r = *it.e;
+    const bool is_range = r.kind == Expr::Kind::Call && r.operands[0]->kind == Expr::Kind::Name &&
+                          r.operands[0]->name == "range";
+    if (!is_range) fail(r, supported + ", found '" + quote(r.str(), 40) + "'");
+    for (const Arg& a : r.args) {
+      if (a.keyword) throw ParseError("range() takes no keyword arguments; " + supported, a.offset, a.length);
+    }
+    if (r.args.empty() || r.args.size() > 2) {
+      fail(r, "range() takes 1 or 2 arguments, found " + std::to_string(r.args.size()) + "; " + supported);
+    }
+    if (r.args.size() == 2) s->range_start = std::move(r.args[0].value);
+    s->value = std::move(r.args.back().value);
+    if (!is_op(peek(), ":")) expected("':' after 'for " + std::string(var.text) + " in range(...)'", peek());
+    next();
+    s->length = first_line_length(first, pos_ - 1);
+    s->body = suite(depth + 1, kw);
+    return s;
+  }
+
+  std::string_view text_;
+  std::vector<Token> toks_;
+  bool expression_;
+  std::size_t pos_ = 0;
+  int depth_ = 0;
+  std::size_t statements_ = 0;
+};
+
+// --- printer -----------------------------------------------------------------------
+
+// Binding strength for the printer: higher binds tighter.
+int precedence(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::Int: return e.ivalue < 0 ? 7 : 10;
+    case Expr::Kind::Float: return std::signbit(e.fvalue) ? 7 : 10;
+    case Expr::Kind::Bool: case Expr::Kind::Name: case Expr::Kind::Tuple: case Expr::Kind::List: return 10;
+    case Expr::Kind::Call: case Expr::Kind::Attribute: case Expr::Kind::Subscript: return 9;
+    case Expr::Kind::Unary: return e.op == "not" ? 3 : 7;
+    case Expr::Kind::Binary: {
+      const std::string& o = e.op;
+      if (o == "or") return 1;
+      if (o == "and") return 2;
+      if (o == "+" || o == "-") return 5;
+      if (o == "*" || o == "/" || o == "@" || o == "%") return 6;
+      if (o == "**") return 8;
+      return kComparison;
+    }
+  }
+  return 10;
+}
+
+std::string format_float(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a Float ('n': inf, nan)
+  return s;
+}
+
+void print(const Expr& e, std::string& out);
+
+void print_wrapped(const Expr& e, bool parens, std::string& out) {
+  if (parens) out += '(';
+  print(e, out);
+  if (parens) out += ')';
+}
+
+void print(const Expr& e, std::string& out) {
+  switch (e.kind) {
+    case Expr::Kind::Int: out += std::to_string(e.ivalue); return;
+    case Expr::Kind::Float: out += format_float(e.fvalue); return;
+    case Expr::Kind::Bool: out += e.ivalue ? "true" : "false"; return;
+    case Expr::Kind::Name: out += e.name; return;
+    case Expr::Kind::Unary: {
+      const Expr& x = *e.operands.at(0);
+      if (e.op == "not") {
+        out += "not ";
+        print_wrapped(x, precedence(x) < 3, out);
+        return;
+      }
+      out += e.op;
+      std::string inner;
+      print_wrapped(x, precedence(x) < 7, inner);
+      if (!inner.empty() && inner[0] == '-') out += ' ';
+      out += inner;
+      return;
+    }
+    case Expr::Kind::Binary: {
+      const Expr& l = *e.operands.at(0);
+      const Expr& r = *e.operands.at(1);
+      const int p = precedence(e), pl = precedence(l), pr = precedence(r);
+      bool lp, rp;
+      if (e.op == "**") {
+        lp = pl <= 8;
+        rp = pr < 7;
+      } else if (p == kComparison) {
+        lp = pl <= p;
+        rp = pr <= p;
+      } else {
+        lp = pl < p;
+        rp = pr <= p;
+      }
+      print_wrapped(l, lp, out);
+      out += ' ';
+      out += e.op;
+      out += ' ';
+      print_wrapped(r, rp, out);
+      return;
+    }
+    case Expr::Kind::Call: {
+      const Expr& callee = *e.operands.at(0);
+      print_wrapped(callee, precedence(callee) < 9, out);
+      out += '(';
+      for (std::size_t i = 0; i < e.args.size(); ++i) {
+        if (i > 0) out += ", ";
+        if (e.args[i].keyword) out += *e.args[i].keyword + "=";
+        if (e.args[i].value) print(*e.args[i].value, out);
+      }
+      out += ')';
+      return;
+    }
+    case Expr::Kind::Attribute: {
+      const Expr& o = *e.operands.at(0);
+      // `(1).T`: `1.T` would read as a malformed number
+      print_wrapped(o, precedence(o) < 9 || o.kind == Expr::Kind::Int || o.kind == Expr::Kind::Float, out);
+      out += '.';
+      out += e.name;
+      return;
+    }
+    case Expr::Kind::Subscript: {
+      const Expr& o = *e.operands.at(0);
+      print_wrapped(o, precedence(o) < 9, out);
+      out += '[';
+      for (std::size_t i = 0; i < e.items.size(); ++i) {
+        const SliceItem& it = e.items[i];
+        if (i > 0) out += ", ";
+        if (!it.is_slice) {
+          if (it.index) print(*it.index, out);
+          continue;
+        }
+        if (it.start) print(*it.start, out);
+        out += ':';
+        if (it.stop) print(*it.stop, out);
+        if (it.step) {
+          out += ':';
+          print(*it.step, out);
+        }
+      }
+      out += ']';
+      return;
+    }
+    case Expr::Kind::Tuple:
+    case Expr::Kind::List: {
+      const bool tuple = e.kind == Expr::Kind::Tuple;
+      out += tuple ? '(' : '[';
+      for (std::size_t i = 0; i < e.operands.size(); ++i) {
+        if (i > 0) out += ", ";
+        print(*e.operands[i], out);
+      }
+      if (tuple && e.operands.size() == 1) out += ',';
+      out += tuple ? ')' : ']';
+      return;
+    }
+  }
+}
+
+bool same_ptr(const ExprPtr& a, const ExprPtr& b) {
+  if (!a || !b) return !a && !b;
+  return same_tree(*a, *b);
+}
+
+}  // namespace
+
+std::string Expr::str() const {
+  std::string out;
+  print(*this, out);
+  return out;
+}
+
+bool same_tree(const Expr& a, const Expr& b) {
+  if (a.kind != b.kind || a.name != b.name || a.op != b.op) return false;
+  switch (a.kind) {
+    case Expr::Kind::Int: case Expr::Kind::Bool:
+      if (a.ivalue != b.ivalue) return false;
+      break;
+    case Expr::Kind::Float:
+      if (!(a.fvalue == b.fvalue || (std::isnan(a.fvalue) && std::isnan(b.fvalue)))) return false;
+      break;
+    default:
+      break;
+  }
+  if (a.operands.size() != b.operands.size() || a.args.size() != b.args.size() || a.items.size() != b.items.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.operands.size(); ++i)
+    if (!same_ptr(a.operands[i], b.operands[i])) return false;
+  for (std::size_t i = 0; i < a.args.size(); ++i) {
+    if (a.args[i].keyword != b.args[i].keyword || !same_ptr(a.args[i].value, b.args[i].value)) return false;
+  }
+  for (std::size_t i = 0; i < a.items.size(); ++i) {
+    const SliceItem& x = a.items[i];
+    const SliceItem& y = b.items[i];
+    if (x.is_slice != y.is_slice || !same_ptr(x.index, y.index) || !same_ptr(x.start, y.start) ||
+        !same_ptr(x.stop, y.stop) || !same_ptr(x.step, y.step)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Program parse(std::string_view text) {
+  Program program;
+  program.text = std::string(text);
+  Parser parser(program.text, Lexer(program.text, true).run(), false);
+  program.statements = parser.program();
+  return program;
+}
+
+ExprPtr parse_expression(std::string_view text) {
+  Parser parser(text, Lexer(text, false).run(), true);
+  return parser.single_expression();
+}
+
+}  // namespace wfgen::body
