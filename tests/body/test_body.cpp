@@ -515,6 +515,14 @@ TEST_CASE("limits: nesting and statement count", "[body][limits]") {
     return s;
   };
   CHECK_NOTHROW(parse_expression(nested(150, "(", "x", ")")));
+  // The documented boundaries.
+  CHECK_NOTHROW(parse_expression(nested(200, "(", "x", ")")));
+  CHECK(expr_error(nested(201, "(", "x", ")")).message == "expression is nested too deeply (more than 200 levels)");
+  std::string chain = "x";
+  for (int i = 0; i < 199; ++i) chain += " + x";
+  CHECK_NOTHROW(parse_expression(chain));
+  chain += " + x";
+  CHECK(expr_error(chain).message == "expression is nested too deeply (more than 200 levels)");
   CHECK_NOTHROW(parse_expression(nested(150, "f(", "x", ")")));
   const std::string deep = "expression is nested too deeply (more than 200 levels)";
   CHECK(expr_error(nested(100000, "(", "x", ")")).message == deep);

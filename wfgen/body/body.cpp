@@ -208,8 +208,8 @@ class Lexer {
           if (ident_start(s_[j])) {
             while (j + len < s_.size() && ident_char(s_[j + len])) ++len;
           }
-          throw ParseError("unindent to " + std::to_string(width) +
-                               " spaces does not match any enclosing block (indented " + open + " spaces)",
+          throw ParseError("unindent to " + std::to_string(width) + (width == 1 ? " space" : " spaces") +
+                               " does not match any enclosing block (indented " + open + " spaces)",
                            j, len);
         }
       }
@@ -568,7 +568,7 @@ class Parser {
       } else if (is_op(t, ".")) {
         next();
         const Token& name = peek();
-        if (name.kind != Tok::Name) expected("an attribute name after '.'", name);
+        if (name.kind != Tok::Name || is_keyword(name.text)) expected("an attribute name after '.'", name);
         next();
         P out = node(Expr::Kind::Attribute, begin, name, {&e});
         out.e->name = std::string(name.text);
