@@ -4,6 +4,9 @@
 #include <sstream>
 
 #include "wfgen/emit/emit_kernels.hpp"
+#include "wfgen/emit/emit_model.hpp"
+#include "wfgen/passes/passes.hpp"
+#include "wfgen/trace/trace.hpp"
 #include "wfgen/emit/write_outputs.hpp"
 #include "wfgen/lower/kernel_plan.hpp"
 #include "wfgen/shape/shape.hpp"
@@ -63,10 +66,44 @@ int gen(const GenOptions& o, Streams io) {
         }
       }
     }
-    std::vector<lower::KernelPlan> plans = lower::plan_kernels(s, sel);
     emit::KernelEmitOptions eo;
     eo.ns = o.ns;
+    // Builds: trace, run the passes, and ask for the kernels they call.
+    std::vector<emit::OutputFile> model_files;
+    std::vector<lower::KernelRequest> needed;
+    for (const auto& b : s.builds) {
+      if (!o.builds.empty() && std::find(o.builds.begin(), o.builds.end(), b.name) == o.builds.end()) continue;
+      graph::Graph g = trace::trace_build(s, b);
+      passes::PipelineOptions po;
+      po.dump_after = o.dump_after;
+      po.time_passes = o.time_passes;
+      std::string log;
+      passes::MemoryPlan plan = passes::run_pipeline(g, po, &log);
+      io.err << log;
+      auto req = emit::kernels_needed(s, g);
+      needed.insert(needed.end(), req.begin(), req.end());
+      auto files = emit::emit_model(s, b, g, plan, eo);
+      model_files.insert(model_files.end(), files.begin(), files.end());
+    }
+    if (!o.stdlib && o.nodes.empty()) {
+      // The user's own impls, every dtype and rank, plus what the builds call.
+      sel.exact_only = true;
+      sel.exact = needed;
+      for (const auto& impl : s.impls) {
+        if (impl.from_stdlib) continue;
+        const spec::Node* node = s.find_node(impl.node);
+        for (rt::DType dt : impl.dtypes) {
+          std::vector<int> ranks = impl.ranks;
+          if (ranks.empty())
+            for (int r = 1; r <= 4; ++r)
+              if (lower::argument_ranks(node->where, r)) ranks.push_back(r);
+          for (int r : ranks) sel.exact.push_back({&impl, dt, r});
+        }
+      }
+    }
+    std::vector<lower::KernelPlan> plans = lower::plan_kernels(s, sel);
     std::vector<emit::OutputFile> files = emit::emit_kernels(plans, eo);
+    files.insert(files.end(), model_files.begin(), model_files.end());
     if (o.list_outputs) {
       for (const auto& f : files) io.out << (o.output / f.path).string() << "\n";
       return kOk;

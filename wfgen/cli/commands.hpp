@@ -41,6 +41,9 @@ struct GenOptions {
   std::filesystem::path output;
   bool stdlib = false;              // also every kernel of the standard library
   std::vector<std::string> nodes;   // only these nodes
+  std::vector<std::string> builds;  // only these builds (default: every build)
+  std::vector<std::string> dump_after;  // print the graph after these passes
+  bool time_passes = false;
   std::string ns = "wfgen_kernels";
   bool list_outputs = false;        // print the files it would write, write nothing
   bool progress = false;            // a line per file written (on a terminal)

@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   gen->add_option("--namespace", gen_opts.ns, "C++ namespace of the generated code")->check([](const std::string& ns) {
     return subscript::is_symbol(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
   });
+  gen->add_option("--build", gen_opts.builds, "Generate only this build (repeatable)");
+  gen->add_option("--dump-after", gen_opts.dump_after, "Print the graph after this pass (trace, dead-code, plan-memory)");
+  gen->add_flag("--time-passes", gen_opts.time_passes, "Print how long each pass took");
   gen->add_flag("--list-outputs", gen_opts.list_outputs, "Print the files it would write and write nothing (for CMake)");
 
   try {

@@ -48,6 +48,22 @@ class Planner {
 
   std::vector<KernelPlan> run(const KernelSelection& sel) {
     std::vector<KernelPlan> out;
+    if (sel.exact_only) {
+      // The kernels models need, in the order of the spec's impls.
+      std::set<KernelRequest> wanted(sel.exact.begin(), sel.exact.end());
+      for (const auto& impl : spec_.impls) {
+        const spec::Node* node = spec_.find_node(impl.node);
+        for (rt::DType dt : impl.dtypes) {
+          for (int rank : ranks_of(impl, *node)) {
+            if (!wanted.count({&impl, dt, rank})) continue;
+            std::optional<KernelPlan> p = plan(*node, impl, dt, rank);
+            if (p) out.push_back(std::move(*p));
+          }
+        }
+      }
+      if (!errors_.empty()) throw UserError(std::move(errors_));
+      return out;
+    }
     for (const auto& impl : spec_.impls) {
       if (!selected(impl, sel)) continue;
       const spec::Node* node = spec_.find_node(impl.node);

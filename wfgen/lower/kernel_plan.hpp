@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "wfgen/expr/expr.hpp"
@@ -46,7 +47,19 @@ struct KernelPlan {
   std::string cpp_include;  // Cpp: the kernel file, relative to the output directory
 };
 
+// One kernel a model needs.
+struct KernelRequest {
+  const spec::Impl* impl = nullptr;
+  rt::DType dtype = rt::DType::f32;
+  int rank = 0;
+  friend bool operator<(const KernelRequest& a, const KernelRequest& b) {
+    return std::tie(a.impl, a.dtype, a.rank) < std::tie(b.impl, b.dtype, b.rank);
+  }
+};
+
 struct KernelSelection {
+  bool exact_only = false;              // exactly the kernels in `exact`
+  std::vector<KernelRequest> exact;
   bool all = true;                      // every impl of the spec
   std::vector<std::string> nodes;       // else only these nodes
   bool include_stdlib = false;          // with all: also the standard library's impls

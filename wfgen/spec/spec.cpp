@@ -74,6 +74,18 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+const Model* Spec::find_model(std::string_view name) const {
+  for (const auto& m : models)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+const Build* Spec::find_build(std::string_view name) const {
+  for (const auto& b : builds)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
 std::string Spec::line_at(const SourceLoc& loc) const {
   auto it = texts.find(loc.file);
   return it == texts.end() ? std::string() : line_of(it->second, loc.line);
@@ -129,6 +141,18 @@ class Reader {
       for (const auto& n : root["impls"]) {
         std::optional<Impl> impl = read_impl(n, n["node"]);
         if (impl) spec.impls.push_back(std::move(*impl));
+      }
+    }
+    if (root["models"]) {
+      for (const auto& n : root["models"]) {
+        std::optional<Model> m = read_model(n);
+        if (m) spec.models.push_back(std::move(*m));
+      }
+    }
+    if (root["builds"]) {
+      for (const auto& n : root["builds"]) {
+        std::optional<Build> b = read_build(n);
+        if (b) spec.builds.push_back(std::move(*b));
       }
     }
   }
@@ -306,6 +330,134 @@ class Reader {
     return node;
   }
 
+  std::optional<Model> read_model(const YAML::Node& n) {
+    Model m;
+    m.name = n["name"].Scalar();
+    m.loc = detail::loc_of(src_, n["name"].Mark());
+    std::size_t errors_before = errors_.size();
+    std::string owner = "model '" + m.name + "'";
+    check_cpp_name(n["name"], m.name);
+    m.args = read_args(n["args"], owner, "argument");
+    if (const auto& ps = n["params"]) {
+      for (const auto& kv : ps) {
+        Param p;
+        p.name = kv.first.Scalar();
+        p.loc = detail::loc_of(src_, kv.first.Mark());
+        if (!subscript::is_symbol(p.name) || p.name.find('-') != std::string::npos) {
+          error(kv.first, "invalid parameter name '" + quote(p.name) + "' of " + owner +
+                              ": expected letters, digits and '_', starting with a letter or '_'");
+          continue;
+        }
+        check_cpp_name(kv.first, p.name);
+        for (const auto& d : kv.second["shape"]) p.shape.push_back(text_of(src_, d));
+        if (const auto& init = kv.second["init"]) {
+          if (init.IsScalar()) {
+            std::string k = init.Scalar();
+            p.init.kind = k == "ones" ? Init::Kind::Ones : k == "xavier" ? Init::Kind::Xavier : k == "he" ? Init::Kind::He : Init::Kind::Zeros;
+          } else if (init["constant"]) {
+            p.init = {Init::Kind::Constant, init["constant"].as<double>(), 0};
+          } else if (init["uniform"]) {
+            p.init = {Init::Kind::Uniform, init["uniform"][0].as<double>(), init["uniform"][1].as<double>()};
+            if (!(p.init.a < p.init.b)) error(init, "uniform init of '" + p.name + "' needs low < high");
+          } else {
+            p.init = {Init::Kind::Normal, init["normal"][0].as<double>(), init["normal"][1].as<double>()};
+            if (!(p.init.b >= 0)) error(init, "normal init of '" + p.name + "' needs a standard deviation >= 0");
+          }
+        }
+        if (kv.second["requires_grad"]) p.requires_grad = kv.second["requires_grad"].as<bool>();
+        m.params.push_back(std::move(p));
+      }
+    }
+    if (n["where"]) {
+      m.where_text = text_of(src_, n["where"]);
+      try {
+        m.where = subscript::parse(m.where_text->value);
+      } catch (const subscript::ParseError& e) {
+        error_at(m.where_text->at(e.offset()), std::string("in the where of ") + owner + ": " + e.what(),
+                 static_cast<int>(e.length()));
+        return std::nullopt;
+      }
+      for (std::size_t i = 0; i < m.where->inputs.size(); ++i) {
+        const auto& a = m.where->inputs[i];
+        if (!a.name) {
+          error_at(m.where_text->at(a.offset), "in the where of " + owner + ": every input of a model needs a name, as in X[batch in]", 1);
+          return std::nullopt;
+        }
+        m.inputs.push_back(*a.name);
+      }
+      if (n["inputs"]) error(n["inputs"], owner + " has both 'where' and 'inputs'; the inputs are the where line's, remove 'inputs'");
+    } else if (n["inputs"]) {
+      for (const auto& i : n["inputs"]) m.inputs.push_back(i.Scalar());
+    }
+    m.call = text_of(src_, n["call"]);
+    if (n["doc"]) m.doc = n["doc"].Scalar();
+    if (errors_.size() != errors_before) return std::nullopt;
+    return m;
+  }
+
+  std::optional<Build> read_build(const YAML::Node& n) {
+    Build b;
+    b.name = n["name"].Scalar();
+    b.loc = detail::loc_of(src_, n["name"].Mark());
+    b.model = n["model"].Scalar();
+    b.model_loc = detail::loc_of(src_, n["model"].Mark());
+    std::size_t errors_before = errors_.size();
+    check_cpp_name(n["name"], b.name);
+    if (const auto& args = n["args"]) {
+      for (const auto& kv : args) {
+        std::string name = kv.first.Scalar();
+        std::optional<ArgValue> v;
+        const YAML::Node& x = kv.second;
+        std::int64_t i;
+        double f;
+        bool flag;
+        if (x.IsSequence()) {
+          std::vector<std::int64_t> ints;
+          std::vector<double> floats;
+          bool all_int = true;
+          for (const auto& item : x) {
+            if (item.IsScalar() && YAML::convert<std::int64_t>::decode(item, i)) {
+              ints.push_back(i);
+              floats.push_back(static_cast<double>(i));
+            } else if (item.IsScalar() && YAML::convert<double>::decode(item, f)) {
+              all_int = false;
+              floats.push_back(f);
+            } else {
+              error(item, "expected a number in the list '" + name + "' of build '" + b.name + "', but got " + yaml_kind(item));
+            }
+          }
+          v = all_int ? ArgValue(ints) : ArgValue(floats);
+        } else if (x.IsScalar() && YAML::convert<std::int64_t>::decode(x, i)) {
+          v = i;
+        } else if (x.IsScalar() && YAML::convert<double>::decode(x, f)) {
+          v = f;
+        } else if (x.IsScalar() && YAML::convert<bool>::decode(x, flag)) {
+          v = flag;
+        } else {
+          error(x, "expected a number, true/false or a list for the argument '" + name + "' of build '" + b.name +
+                       "', but got " + yaml_kind(x));
+          continue;
+        }
+        b.args.emplace_back(name, *v);
+        b.arg_locs[name] = detail::loc_of(src_, kv.first.Mark());
+      }
+    }
+    if (n["dtype"]) {
+      std::string t = n["dtype"].Scalar();
+      for (int k = 0; k < rt::kDTypeCount; ++k)
+        if (t == rt::dtype_name(static_cast<rt::DType>(k))) b.dtype = static_cast<rt::DType>(k);
+    }
+    if (n["devices"]) {
+      b.devices.clear();
+      for (const auto& d : n["devices"]) b.devices.push_back(d.Scalar());
+    }
+    if (n["as"]) b.as_node = n["as"].Scalar() == "node";
+    if (n["seed"]) b.seed = n["seed"].as<std::uint64_t>();
+    if (n["doc"]) b.doc = n["doc"].Scalar();
+    if (errors_.size() != errors_before) return std::nullopt;
+    return b;
+  }
+
   std::optional<Impl> read_impl(const YAML::Node& n, const YAML::Node& node_name) {
     Impl impl;
     impl.node = node_name.Scalar();
@@ -417,6 +569,10 @@ void apply_overrides(Spec& spec) {
   for (const auto& i : spec.impls)
     if (!i.from_stdlib) user_impls.insert({i.node, i.device});
   std::erase_if(spec.nodes, [&](const Node& n) { return n.from_stdlib && user_nodes.count(n.name); });
+  std::set<std::string> user_models;
+  for (const auto& m : spec.models)
+    if (!m.from_stdlib) user_models.insert(m.name);
+  std::erase_if(spec.models, [&](const Model& m) { return m.from_stdlib && user_models.count(m.name); });
   std::erase_if(spec.impls, [&](const Impl& i) {
     return i.from_stdlib && (user_nodes.count(i.node) || user_impls.count({i.node, i.device}));
   });
@@ -454,6 +610,43 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
     for (const auto& e : n.extends) {
       if (!spec.find_node(e)) add(n.loc, "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, names));
       if (e == n.name) add(n.loc, "node '" + n.name + "' extends itself");
+    }
+  }
+  std::map<std::string, const Model*> models;
+  for (const auto& m : spec.models) {
+    auto [it, inserted] = models.emplace(m.name, &m);
+    if (!inserted) add(m.loc, "model '" + m.name + "' is defined twice (first at " + it->second->loc.str() + ")");
+    if (spec.find_node(m.name)) add(m.loc, "model '" + m.name + "' has the name of a node; calls would be ambiguous");
+  }
+  std::vector<std::string> model_names;
+  for (const auto& m : spec.models) model_names.push_back(m.name);
+  std::map<std::string, const Build*> builds;
+  for (const auto& b : spec.builds) {
+    auto [it, inserted] = builds.emplace(lower_name(b.name), &b);
+    if (!inserted) add(b.loc, "build '" + b.name + "' is defined twice (first at " + it->second->loc.str() + ")");
+    const Model* m = spec.find_model(b.model);
+    if (!m) {
+      add(b.model_loc, "build '" + b.name + "' uses unknown model '" + b.model + "'" + did_you_mean(b.model, model_names));
+      continue;
+    }
+    if (!m->where) {
+      add(b.model_loc, "build '" + b.name + "': model '" + m->name +
+                           "' has no where line, so the shapes of its inputs are unknown; add one such as \"X[batch in] -> Y[batch out]\"");
+    }
+    std::vector<std::string> arg_names;
+    for (const auto& a : m->args) arg_names.push_back(a.name);
+    for (const auto& [name, value] : b.args) {
+      bool known = false;
+      for (const auto& a : m->args) known = known || a.name == name;
+      if (!known) add(b.arg_locs.at(name), "build '" + b.name + "' sets '" + name + "', which is not an argument of model '" +
+                                                m->name + "'" + did_you_mean(name, arg_names));
+    }
+    for (const auto& a : m->args) {
+      bool given = false;
+      for (const auto& [name, value] : b.args) given = given || name == a.name;
+      if (!given && !a.default_value) {
+        add(b.loc, "build '" + b.name + "' does not set the argument '" + a.name + "' of model '" + m->name + "', which has no default");
+      }
     }
   }
   std::map<std::pair<std::string, std::string>, const Impl*> impls;
@@ -509,11 +702,12 @@ Spec load_sources(const std::vector<Source>& sources, std::size_t stdlib_count, 
     const Source& src = sources[k];
     spec.files.push_back(src.name);
     texts[src.name] = src.text;
-    std::size_t nodes = spec.nodes.size(), impls = spec.impls.size();
+    std::size_t nodes = spec.nodes.size(), impls = spec.impls.size(), models = spec.models.size();
     load_source(src, spec, errors);
     if (k < stdlib_count) {
       for (std::size_t i = nodes; i < spec.nodes.size(); ++i) spec.nodes[i].from_stdlib = true;
       for (std::size_t i = impls; i < spec.impls.size(); ++i) spec.impls[i].from_stdlib = true;
+      for (std::size_t i = models; i < spec.models.size(); ++i) spec.models[i].from_stdlib = true;
     }
   }
   if (errors.empty()) {

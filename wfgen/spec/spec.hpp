@@ -91,9 +91,55 @@ struct Impl {
   bool from_stdlib = false;
 };
 
+// How a parameter is initialised. Random ones use the build's seed.
+struct Init {
+  enum class Kind { Zeros, Ones, Constant, Uniform, Normal, Xavier, He };
+  Kind kind = Kind::Zeros;
+  double a = 0, b = 0;  // Constant: a; Uniform: [a, b]; Normal: mean a, std b
+};
+
+struct Param {
+  std::string name;
+  SourceLoc loc;
+  std::vector<Text> shape;  // each an integer or an expression over the model's arguments
+  Init init;
+  bool requires_grad = true;
+};
+
+struct Model {
+  std::string name;
+  SourceLoc loc;
+  std::vector<Arg> args;
+  std::vector<Param> params;
+  std::optional<Text> where_text;
+  std::optional<subscript::Declaration> where;
+  std::vector<std::string> inputs;  // tensor inputs in order (from where, or `inputs:`)
+  Text call;
+  std::string doc;
+  bool from_stdlib = false;
+};
+
+struct Build {
+  std::string name;
+  SourceLoc loc;
+  std::string model;
+  SourceLoc model_loc;
+  std::vector<std::pair<std::string, ArgValue>> args;  // in spec order
+  std::map<std::string, SourceLoc> arg_locs;
+  rt::DType dtype = rt::DType::f32;
+  std::vector<std::string> devices{"cpu"};
+  bool as_node = false;
+  std::uint64_t seed = 0;
+  std::string doc;
+};
+
 struct Spec {
   std::vector<Node> nodes;
   std::vector<Impl> impls;
+  std::vector<Model> models;
+  std::vector<Build> builds;
+  const Model* find_model(std::string_view name) const;
+  const Build* find_build(std::string_view name) const;
   std::vector<std::string> files;  // in load order
   std::map<std::string, std::string> texts;  // file name -> contents, for diagnostics of later stages
 

@@ -1,0 +1,373 @@
+#include "wfgen/model_support.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace wfgen::rt {
+
+namespace {
+
+TensorRef empty_ref(void* data, DType dtype, int rank) {
+  TensorRef r{};
+  r.data = data;
+  r.dtype = dtype;
+  r.rank = rank;
+  return r;
+}
+
+void check_rank(int rank) {
+  if (rank < 0 || rank > kMaxRank) {
+    throw Error(ErrorCode::InvalidArgument, "rank " + std::to_string(rank) + " is out of range (0 to " + std::to_string(kMaxRank) + ")");
+  }
+}
+
+std::string dims_str(const std::int64_t* d, int n) {
+  std::string s = "(";
+  for (int k = 0; k < n; ++k) s += (k ? " " : "") + std::to_string(d[k]);
+  return s + ")";
+}
+
+}  // namespace
+
+TensorRef contiguous_ref(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+  int rank = static_cast<int>(shape.size());
+  check_rank(rank);
+  TensorRef r = empty_ref(data, dtype, rank);
+  int k = 0;
+  for (auto d : shape) r.shape[k++] = d;
+  std::int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    r.strides[d] = stride;
+    stride *= r.shape[d];
+  }
+  return r;
+}
+
+TensorRef permute_ref(const TensorRef& base, std::initializer_list<int> perm) {
+  TensorRef r = empty_ref(base.data, base.dtype, base.rank);
+  int k = 0;
+  for (int p : perm) {
+    r.shape[k] = base.shape[p];
+    r.strides[k] = base.strides[p];
+    ++k;
+  }
+  return r;
+}
+
+TensorRef broadcast_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+  int rank = static_cast<int>(shape.size());
+  check_rank(rank);
+  TensorRef r = empty_ref(base.data, base.dtype, rank);
+  int k = 0;
+  for (auto d : shape) r.shape[k++] = d;
+  for (int d = 0; d < rank; ++d) {
+    int b = d - (rank - base.rank);
+    if (b < 0) {
+      r.strides[d] = 0;
+    } else if (base.shape[b] == r.shape[d]) {
+      r.strides[d] = base.strides[b];
+    } else if (base.shape[b] == 1) {
+      r.strides[d] = 0;
+    } else {
+      throw Error(ErrorCode::ShapeMismatch, "cannot broadcast " + dims_str(base.shape, base.rank) + " to " + dims_str(r.shape, rank));
+    }
+  }
+  return r;
+}
+
+TensorRef reshape_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (int d = 0; d < base.rank; ++d) n *= base.shape[d];
+  if (numel_of(shape) != n) {
+    throw Error(ErrorCode::ShapeMismatch, "cannot reshape " + dims_str(base.shape, base.rank) + " (" + std::to_string(n) + " elements)");
+  }
+  return contiguous_ref(base.data, base.dtype, shape);
+}
+
+TensorRef slice_ref(const TensorRef& base, std::initializer_list<std::int64_t> starts, std::initializer_list<std::int64_t> steps,
+                    std::initializer_list<std::int64_t> shape) {
+  TensorRef r = base;
+  std::int64_t offset = 0;
+  int k = 0;
+  for (auto s : starts) offset += s * base.strides[k++];
+  k = 0;
+  for (auto s : steps) {
+    r.strides[k] = base.strides[k] * s;
+    ++k;
+  }
+  k = 0;
+  for (auto d : shape) r.shape[k++] = d;
+  r.data = static_cast<char*>(base.data) + offset * static_cast<std::int64_t>(dtype_size(base.dtype));
+  return r;
+}
+
+TensorRef squeeze_ref(const TensorRef& base, int axis) {
+  TensorRef r = empty_ref(base.data, base.dtype, base.rank - 1);
+  for (int d = 0, k = 0; d < base.rank; ++d) {
+    if (d == axis) continue;
+    r.shape[k] = base.shape[d];
+    r.strides[k] = base.strides[d];
+    ++k;
+  }
+  return r;
+}
+
+TensorRef unsqueeze_ref(const TensorRef& base, int axis) {
+  check_rank(base.rank + 1);
+  TensorRef r = empty_ref(base.data, base.dtype, base.rank + 1);
+  for (int d = 0, k = 0; d < base.rank + 1; ++d) {
+    if (d == axis) {
+      r.shape[d] = 1;
+      r.strides[d] = 0;
+      continue;
+    }
+    r.shape[d] = base.shape[k];
+    r.strides[d] = base.strides[k];
+    ++k;
+  }
+  return r;
+}
+
+std::int64_t numel_of(std::initializer_list<std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::size_t bytes_of(DType dtype, std::initializer_list<std::int64_t> shape) {
+  return static_cast<std::size_t>(numel_of(shape)) * dtype_size(dtype);
+}
+
+Tensor copy_out(const TensorRef& ref) {
+  Shape shape(ref.shape, ref.shape + ref.rank);
+  Shape strides(ref.strides, ref.strides + ref.rank);
+  Tensor out = Tensor::empty(ref.dtype, shape);
+  visit_dtype(ref.dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    Tensor view = Tensor::borrow(static_cast<E*>(ref.data), shape, strides);
+    out.copy_from(view);
+  });
+  return out;
+}
+
+// --- inputs -----------------------------------------------------------------------
+
+InputBinder::InputBinder(const char* model, const char* where, std::span<const char* const> symbols)
+    : model_(model), where_(where), symbols_(symbols), values_(symbols.size(), -1) {}
+
+void InputBinder::fail(ErrorCode code, const std::string& report) const {
+  std::ostringstream os;
+  os << "[wfgen] Shape-Error: Couldn't step forward because of shape-error.\n\n";
+  os << "The operation was : <Model: " << model_ << " (" << where_ << ")>\n\n";
+  os << "Input(s)            : (";
+  for (std::size_t k = 0; k < given_.size(); ++k) os << (k ? " " : "") << given_[k];
+  os << ")\n\nHere's a list of reports.\n\n1. " << report;
+  throw Error(code, os.str());
+}
+
+void InputBinder::bind(const char* name, const Tensor& t, DType dtype, std::initializer_list<InputDim> dims) {
+  given_.push_back(shape_to_string(t.shape()));
+  if (!t.defined()) fail(ErrorCode::NullBuffer, std::string("the input ") + name + " was not set.");
+  if (t.dtype() != dtype) {
+    fail(ErrorCode::DTypeMismatch, std::string("the input ") + name + " has dtype " + dtype_name(t.dtype()) + ", but the model takes " +
+                                       dtype_name(dtype) + ".");
+  }
+  std::string expected = "(";
+  int k = 0;
+  for (const auto& d : dims) expected += (k++ ? " " : "") + (d.symbol ? std::string(d.symbol) : std::to_string(d.size));
+  expected += ")";
+  if (t.rank() != static_cast<int>(dims.size())) {
+    fail(ErrorCode::RankMismatch, std::string("Couldn't identify the rank of ") + name + ": expected " + std::to_string(dims.size()) +
+                                      " dims " + expected + ", but got " + std::to_string(t.rank()) + ": " + shape_to_string(t.shape()) + ".");
+  }
+  int axis = 0;
+  for (const auto& d : dims) {
+    std::int64_t got = t.dim(axis);
+    if (!d.symbol) {
+      if (got != d.size) {
+        fail(ErrorCode::ShapeMismatch, std::string("Couldn't identify axis ") + std::to_string(axis) + " of " + name + ": it is " +
+                                           std::to_string(d.size) + "\n but got: " + std::to_string(got) + ".\n Expected " + name +
+                                           " = " + expected + ", but got: " + shape_to_string(t.shape()));
+      }
+    } else {
+      std::size_t s = 0;
+      while (s < symbols_.size() && std::string_view(symbols_[s]) != d.symbol) ++s;
+      if (s == symbols_.size()) throw Error(ErrorCode::InvalidArgument, std::string("unknown symbol ") + d.symbol);
+      if (values_[s] < 0) {
+        values_[s] = got;
+      } else if (values_[s] != got) {
+        fail(ErrorCode::ShapeMismatch, std::string("Couldn't identify ") + d.symbol + ": " + d.symbol + " is determined as " +
+                                           std::to_string(values_[s]) + "\n but got: " + std::to_string(got) + " at axis " +
+                                           std::to_string(axis) + " of " + name + ".\n Expected " + name + " = " + expected +
+                                           ", but got: " + shape_to_string(t.shape()));
+      }
+    }
+    ++axis;
+  }
+}
+
+// --- parameters -------------------------------------------------------------------
+
+void init_parameter(Tensor& t, InitKind kind, double a, double b, Rng& rng) {
+  std::int64_t fan_in = t.rank() == 0 ? 1 : t.dim(0);
+  std::int64_t fan_out = t.rank() == 0 ? 1 : t.dim(t.rank() - 1);
+  switch (kind) {
+    case InitKind::Zeros: t.fill(0.0); return;
+    case InitKind::Ones: t.fill(1.0); return;
+    case InitKind::Constant: t.fill(a); return;
+    case InitKind::Uniform: fill_uniform(t, a, b, rng); return;
+    case InitKind::Normal: fill_normal(t, a, b, rng); return;
+    case InitKind::Xavier: {
+      double limit = std::sqrt(6.0 / static_cast<double>(std::max<std::int64_t>(1, fan_in + fan_out)));
+      fill_uniform(t, -limit, limit, rng);
+      return;
+    }
+    case InitKind::He: fill_normal(t, 0.0, std::sqrt(2.0 / static_cast<double>(std::max<std::int64_t>(1, fan_in))), rng); return;
+  }
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'W', 'F', 'G', 'E', 'N', 'P', 'R', 'M'};
+constexpr std::uint32_t kVersion = 1;
+
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ull;
+  void add(const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= b[i];
+      h *= 1099511628211ull;
+    }
+  }
+};
+
+class Writer {
+ public:
+  explicit Writer(std::vector<char>& out) : out_(out) {}
+  void bytes(const void* p, std::size_t n) { out_.insert(out_.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n); }
+  template <class T>
+  void put(T v) {
+    static_assert(std::endian::native == std::endian::little, "parameter files are little-endian");
+    bytes(&v, sizeof v);
+  }
+
+ private:
+  std::vector<char>& out_;
+};
+
+class Reader {
+ public:
+  Reader(const std::vector<char>& in, const std::string& path) : in_(in), path_(path) {}
+  void bytes(void* p, std::size_t n) {
+    if (pos_ + n > in_.size()) fail("the file is truncated (needed " + std::to_string(n) + " more bytes at offset " + std::to_string(pos_) + ")");
+    std::memcpy(p, in_.data() + pos_, n);
+    pos_ += n;
+  }
+  template <class T>
+  T get() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  std::size_t pos() const { return pos_; }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error(ErrorCode::BadParameterFile, "parameter file " + path_ + ": " + why);
+  }
+
+ private:
+  const std::vector<char>& in_;
+  const std::string& path_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+void save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors) {
+  std::vector<char> buf;
+  Writer w(buf);
+  w.bytes(kMagic, sizeof kMagic);
+  w.put<std::uint32_t>(kVersion);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(names.size()));
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    Tensor c = tensors[k].contiguous();
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(names[k].size()));
+    w.bytes(names[k].data(), names[k].size());
+    w.put<std::uint8_t>(static_cast<std::uint8_t>(c.dtype()));
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(c.rank()));
+    for (int d = 0; d < c.rank(); ++d) w.put<std::int64_t>(c.dim(d));
+    w.put<std::uint64_t>(static_cast<std::uint64_t>(c.nbytes()));
+    w.bytes(c.raw_data(), static_cast<std::size_t>(c.nbytes()));
+  }
+  Fnv f;
+  f.add(buf.data(), buf.size());
+  w.put<std::uint64_t>(f.h);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (!out) throw Error(ErrorCode::BadParameterFile, "cannot write the parameter file " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error(ErrorCode::BadParameterFile, "cannot move the parameter file into place: " + path);
+  }
+}
+
+void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::BadParameterFile, "cannot open the parameter file " + path);
+  std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Reader r(buf, path);
+  char magic[8];
+  r.bytes(magic, sizeof magic);
+  if (std::memcmp(magic, kMagic, sizeof magic) != 0) r.fail("this is not a wfgen parameter file (wrong magic)");
+  std::uint32_t version = r.get<std::uint32_t>();
+  if (version != kVersion) r.fail("version " + std::to_string(version) + " is not supported (expected " + std::to_string(kVersion) + ")");
+  if (buf.size() < 8 + 8) r.fail("the file is truncated");
+  Fnv f;
+  f.add(buf.data(), buf.size() - 8);
+  std::uint64_t stored;
+  std::memcpy(&stored, buf.data() + buf.size() - 8, 8);
+  std::uint32_t count = r.get<std::uint32_t>();
+  if (count != names.size()) r.fail("it has " + std::to_string(count) + " parameters, the model has " + std::to_string(names.size()));
+  // Read everything first: a bad file changes nothing.
+  std::vector<std::vector<char>> data(count);
+  for (std::uint32_t k = 0; k < count; ++k) {
+    std::uint32_t len = r.get<std::uint32_t>();
+    if (len > 4096) r.fail("a parameter name is " + std::to_string(len) + " bytes long");
+    std::string name(len, '\0');
+    r.bytes(name.data(), len);
+    if (name != names[k]) r.fail("parameter " + std::to_string(k) + " is '" + name + "', expected '" + names[k] + "'");
+    auto dtype = r.get<std::uint8_t>();
+    if (dtype != static_cast<std::uint8_t>(tensors[k].dtype())) {
+      r.fail("parameter '" + name + "' has dtype code " + std::to_string(dtype) + ", expected " + dtype_name(tensors[k].dtype()));
+    }
+    auto rank = r.get<std::uint32_t>();
+    if (static_cast<int>(rank) != tensors[k].rank()) {
+      r.fail("parameter '" + name + "' has rank " + std::to_string(rank) + ", expected " + std::to_string(tensors[k].rank()));
+    }
+    for (std::uint32_t d = 0; d < rank; ++d) {
+      auto dim = r.get<std::int64_t>();
+      if (dim != tensors[k].dim(static_cast<int>(d))) {
+        r.fail("parameter '" + name + "' has shape axis " + std::to_string(d) + " = " + std::to_string(dim) + ", expected " +
+               shape_to_string(tensors[k].shape()));
+      }
+    }
+    auto nbytes = r.get<std::uint64_t>();
+    if (nbytes != static_cast<std::uint64_t>(tensors[k].nbytes())) r.fail("parameter '" + name + "' has the wrong byte count");
+    data[k].resize(nbytes);
+    r.bytes(data[k].data(), nbytes);
+  }
+  if (r.pos() + 8 != buf.size()) r.fail("unexpected bytes after the last parameter");
+  if (f.h != stored) r.fail("the checksum does not match: the file is corrupted");
+  for (std::uint32_t k = 0; k < count; ++k) {
+    Tensor c = Tensor::empty(tensors[k].dtype(), tensors[k].shape());
+    std::memcpy(c.raw_data(), data[k].data(), data[k].size());
+    tensors[k].copy_from(c);
+  }
+}
+
+}  // namespace wfgen::rt

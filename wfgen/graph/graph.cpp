@@ -1,0 +1,66 @@
+#include "wfgen/graph/graph.hpp"
+
+#include <sstream>
+
+namespace wfgen::graph {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+#define WFGEN_KIND_NAME(name, text) \
+  case Kind::name: return text;
+    WFGEN_VALUE_KINDS(WFGEN_KIND_NAME)
+#undef WFGEN_KIND_NAME
+  }
+  return "?";
+}
+
+const char* view_name(ViewKind v) {
+  switch (v) {
+    case ViewKind::Permute: return "permute";
+    case ViewKind::Reshape: return "reshape";
+    case ViewKind::Broadcast: return "broadcast";
+    case ViewKind::Slice: return "slice";
+    case ViewKind::Squeeze: return "squeeze";
+    case ViewKind::Unsqueeze: return "unsqueeze";
+  }
+  return "?";
+}
+
+int Graph::root(int id) const {
+  while (values[static_cast<std::size_t>(id)].kind == Kind::View) id = values[static_cast<std::size_t>(id)].base;
+  return id;
+}
+
+std::string Graph::dump() const {
+  std::ostringstream os;
+  os << "graph " << model << " (" << values.size() << " values)\n";
+  for (const auto& v : values) {
+    os << "  %" << v.id << " = " << kind_name(v.kind);
+    switch (v.kind) {
+      case Kind::Input: os << " " << v.name; break;
+      case Kind::Param: os << " " << v.param_path; break;
+      case Kind::Call: {
+        os << " " << v.node->name << "[" << v.impl->device << "](";
+        for (std::size_t k = 0; k < v.operands.size(); ++k) {
+          os << (k ? ", " : "");
+          if (v.operands[k] == v.id) os << "out";
+          else os << "%" << v.operands[k];
+        }
+        os << ")";
+        for (std::size_t k = 0; k < v.args.size(); ++k) os << " " << v.node->args[k].name << "=" << spec::arg_value_str(v.args[k]);
+        if (v.init_from >= 0) os << " init=%" << v.init_from;
+        break;
+      }
+      case Kind::View: os << " " << view_name(v.view) << "(%" << v.base << ")"; break;
+    }
+    os << " : " << rt::dtype_name(v.dtype) << shape::shape_str(v.shape);
+    if (!v.name.empty() && v.kind == Kind::Call) os << "  # " << v.name;
+    os << "\n";
+  }
+  os << "  return";
+  for (std::size_t k = 0; k < outputs.size(); ++k) os << (k ? ", %" : " %") << outputs[k];
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace wfgen::graph

@@ -1,0 +1,101 @@
+// The graph IR a traced model becomes (as torch.fx's Graph): a list of
+// values in definition order. Every value is one of the kinds listed once
+// in WFGEN_VALUE_KINDS; each keeps the spec location it came from.
+//
+//   input  (placeholder)    a tensor the caller passes
+//   param  (get_attr)       a trainable tensor of the model
+//   call   (call_function)  a node's kernel writing a fresh tensor
+//   view   (call_method)    a view of another value: no data moves
+//   output                  the list of results (Graph::outputs)
+// Calls of other models (call_module) are inlined while tracing; their
+// values keep the model path in `scope`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wfgen/shape/shape.hpp"
+#include "wfgen/spec/spec.hpp"
+
+namespace wfgen::graph {
+
+#define WFGEN_VALUE_KINDS(X) \
+  X(Input, "input")          \
+  X(Param, "param")          \
+  X(Call, "call")            \
+  X(View, "view")
+
+enum class Kind {
+#define WFGEN_KIND_ENUM(name, text) name,
+  WFGEN_VALUE_KINDS(WFGEN_KIND_ENUM)
+#undef WFGEN_KIND_ENUM
+};
+const char* kind_name(Kind k);
+
+// How a view is made from its base. Each is a pure function of the base's
+// shape and strides, computed again whenever run-time dims change.
+enum class ViewKind {
+  Permute,    // axes reordered by `perm` (x.T swaps the last two)
+  Reshape,    // a new shape of the same size (the base must be contiguous)
+  Broadcast,  // to `shape`, numpy rules: new leading axes and size-1 axes get stride 0
+  Slice,      // `starts`, `stops`, `steps` per axis (normalised, steps > 0)
+  Squeeze,    // drop axis `axis` of size 1
+  Unsqueeze,  // insert a size-1 axis at `axis`
+};
+const char* view_name(ViewKind v);
+
+using shape::Dim;
+using shape::Shape;
+
+// A value of the graph. Values are referred to by index.
+struct Value {
+  int id = 0;
+  Kind kind = Kind::Call;
+  rt::DType dtype = rt::DType::f32;
+  Shape shape;
+  std::string name;   // inputs and params: their names; others: the body's variable if any
+  std::string scope;  // model path, "MLP/Linear_1"
+  SourceLoc loc;      // the body statement (or spec entry) it came from
+  std::string source; // the text of that body line
+
+  // Call
+  const spec::Node* node = nullptr;
+  const spec::Impl* impl = nullptr;  // the chosen implementation (device)
+  std::vector<int> operands;         // the kernel's tensors in parameter order; the result is one of them
+  int result_operand = 0;            // which operand is written (the value itself)
+  int init_from = -1;                // the result starts as a copy of this value (in place on a caller's tensor)
+  std::vector<spec::ArgValue> args;  // constructor arguments in the node's order
+  int rank = 0;                      // kernel rank
+
+  // View
+  ViewKind view = ViewKind::Permute;
+  int base = -1;
+  std::vector<int> perm;
+  std::vector<Dim> starts, stops, steps;
+  int axis = 0;
+
+  // Param
+  const spec::Param* param = nullptr;
+  std::string param_path;  // "Linear_1.W"
+
+  bool contiguous = true;  // the value's layout is row-major contiguous
+};
+
+struct Graph {
+  std::string model;
+  std::vector<Value> values;
+  std::vector<int> inputs, params, outputs;
+  std::vector<std::string> output_names;
+  std::vector<std::string> symbols;  // run-time dims, in order of first appearance in the inputs
+
+  const Value& operator[](int id) const { return values[static_cast<std::size_t>(id)]; }
+  Value& operator[](int id) { return values[static_cast<std::size_t>(id)]; }
+  // The value whose storage `id` uses (itself unless it is a view).
+  int root(int id) const;
+  // A readable listing, one value per line (for --dump-after and tests).
+  std::string dump() const;
+};
+
+}  // namespace wfgen::graph

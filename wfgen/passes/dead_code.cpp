@@ -1,0 +1,46 @@
+#include <algorithm>
+
+#include "wfgen/passes/passes.hpp"
+
+namespace wfgen::passes {
+
+void eliminate_dead_code(graph::Graph& g) {
+  std::vector<bool> live(g.values.size(), false);
+  std::vector<int> work(g.outputs.begin(), g.outputs.end());
+  for (int p : g.params) live[static_cast<std::size_t>(p)] = true;
+  for (int i : g.inputs) live[static_cast<std::size_t>(i)] = true;
+  while (!work.empty()) {
+    int id = work.back();
+    work.pop_back();
+    if (live[static_cast<std::size_t>(id)] && g[id].kind != graph::Kind::Input && g[id].kind != graph::Kind::Param) continue;
+    live[static_cast<std::size_t>(id)] = true;
+    const graph::Value& v = g[id];
+    for (int o : v.operands)
+      if (o != id) work.push_back(o);
+    if (v.base >= 0) work.push_back(v.base);
+    if (v.init_from >= 0) work.push_back(v.init_from);
+  }
+  // Renumber the survivors, keeping their order.
+  std::vector<int> new_id(g.values.size(), -1);
+  std::vector<graph::Value> kept;
+  for (auto& v : g.values) {
+    if (!live[static_cast<std::size_t>(v.id)]) continue;
+    new_id[static_cast<std::size_t>(v.id)] = static_cast<int>(kept.size());
+    kept.push_back(std::move(v));
+  }
+  auto map = [&](int& id) {
+    if (id >= 0) id = new_id[static_cast<std::size_t>(id)];
+  };
+  for (auto& v : kept) {
+    map(v.id);
+    for (int& o : v.operands) map(o);
+    map(v.base);
+    map(v.init_from);
+  }
+  g.values = std::move(kept);
+  for (int& i : g.inputs) map(i);
+  for (int& p : g.params) map(p);
+  for (int& o : g.outputs) map(o);
+}
+
+}  // namespace wfgen::passes

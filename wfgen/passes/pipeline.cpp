@@ -1,0 +1,31 @@
+// The passes over a traced graph, in order. One line per pass.
+#include <algorithm>
+#include <chrono>
+
+#include "wfgen/passes/passes.hpp"
+
+namespace wfgen::passes {
+
+MemoryPlan run_pipeline(graph::Graph& g, const PipelineOptions& options, std::string* log) {
+  auto step = [&](const char* name, auto&& pass) {
+    auto start = std::chrono::steady_clock::now();
+    std::string before = g.dump();
+    pass();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!log) return;
+    if (options.time_passes) *log += std::string("pass ") + name + ": " + std::to_string(ms) + " ms\n";
+    if (std::find(options.dump_after.begin(), options.dump_after.end(), name) != options.dump_after.end()) {
+      std::string after = g.dump();
+      *log += std::string("--- after ") + name + (after == before ? " (unchanged)\n" : "\n") + after;
+    }
+  };
+  if (log && std::find(options.dump_after.begin(), options.dump_after.end(), "trace") != options.dump_after.end()) {
+    *log += "--- after trace\n" + g.dump();
+  }
+  step("dead-code", [&] { eliminate_dead_code(g); });  // drop values no output needs
+  MemoryPlan plan;
+  step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness
+  return plan;
+}
+
+}  // namespace wfgen::passes
