@@ -327,8 +327,8 @@ class Planner {
     if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
     if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
     if (impl.builtin == "im2col") {
-      if (!want(2, "X[N C H W] COL[N C k-h k-w h-out w-out] -> COL[...]")) return false;
-      for (const char* a : {"k-h", "k-w", "stride-h", "stride-w", "pad-h", "pad-w", "dilation-h", "dilation-w"}) {
+      if (!want(2, "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]")) return false;
+      for (const char* a : {"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"}) {
         bool found = false;
         for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Int);
         if (!found) {
