@@ -1,0 +1,17 @@
+// The workload groups of wfgen_bench, one per source file.
+#pragma once
+
+#include <vector>
+
+#include "harness.hpp"
+
+namespace bench {
+
+void run_elementwise(Report& report, const std::vector<int>& threads);  // elementwise.cpp
+void run_gemm(Report& report, const std::vector<int>& threads);         // gemm.cpp
+void run_generator(Report& report);                                     // generator.cpp
+
+// "OpenBLAS 0.3.21 ..." from openblas_get_config() (gemm.cpp).
+std::string openblas_version();
+
+}  // namespace bench

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds wfgen (-O3) and the benchmark suite (-O3 -march=native), runs it at
+# 1 and 2 threads, and writes bench/results/latest.md and latest.csv.
+#
+#   bench/run.sh                 # everything (a few minutes on 2 cores)
+#   BENCH_PASSES=5 bench/run.sh  # fewer passes per implementation
+#   WFGEN_EXE=/path/to/wfgen bench/run.sh   # use a prebuilt wfgen
+#   BENCH_COMPILE_ALL=1 bench/run.sh        # compile-time of every stdlib file, not a subset
+#   BENCH_ONLY=relu,gemm bench/run.sh       # some sections only (relu, gemm, gen)
+#
+# Installs nothing beyond what scripts/setup.sh installs.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tool_build="${WFGEN_BENCH_TOOL_BUILD:-$root/build-bench-tool}"
+bench_build="${WFGEN_BENCH_BUILD:-$root/build-bench}"
+results="$root/bench/results"
+start=$(date +%s)
+
+bash "$root/scripts/setup.sh"
+
+if [ -z "${WFGEN_EXE:-}" ]; then
+  echo "run.sh: building wfgen (-O3) in $tool_build"
+  cmake -S "$root" -B "$tool_build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O3 -DNDEBUG" \
+    -DWFGEN_WITH_CLANG=OFF -DWFGEN_BUILD_TESTS=OFF >/dev/null
+  ninja -C "$tool_build" wfgen >/dev/null
+  WFGEN_EXE="$tool_build/wfgen/wfgen"
+fi
+"$WFGEN_EXE" --version >/dev/null
+
+echo "run.sh: building the benchmarks (-O3 -march=native) in $bench_build"
+cmake -S "$root/bench" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWFGEN_ROOT="$root" \
+  -DWFGEN_EXECUTABLE="$WFGEN_EXE" -UBENCH_WFGEN_VERSION >/dev/null
+ninja -C "$bench_build" wfgen_bench >/dev/null
+
+mkdir -p "$results"
+only=()
+[ -n "${BENCH_ONLY:-}" ] && only=(--only "$BENCH_ONLY")
+"$bench_build/wfgen_bench" --csv "$results/latest.csv" --md "$results/latest.md" "${only[@]}"
+
+# Vectorisation of the generated relu(a*b+c) kernel: count the vector
+# registers in its object file and keep the contiguous inner loop.
+obj="$(find "$bench_build" -name 'relu_fma.cpp.o' | head -n 1)"
+if [ -n "$obj" ] && command -v objdump >/dev/null; then
+  asm="$(objdump -d --no-show-raw-insn "$obj")"
+  zmm=$(grep -c 'zmm' <<<"$asm" || true)
+  ymm=$(grep -c 'ymm' <<<"$asm" || true)
+  # The first loop whose body has a packed FMA: from its vmovups to its jne.
+  loop="$(grep -E '^\s+[0-9a-f]+:' <<<"$asm" | awk '
+    /vmovups .*\(.*\),%zmm/ && !inloop { buf = ""; inloop = 1 }
+    inloop { buf = buf $0 "\n"; if (/vfmadd...ps.*zmm/) seen = 1; if (/\tj(ne|b|l) /) { if (seen) { printf "%s", buf; exit } inloop = 0; seen = 0 } }')"
+  {
+    echo
+    echo "### Vectorisation of the generated relu_fma kernel"
+    echo
+    echo "\`objdump -d\` of relu_fma.cpp.o (-O3 -march=native): $zmm instructions use zmm (AVX-512) registers, $ymm use ymm (AVX2)."
+    if [ -n "$loop" ]; then
+      echo "The contiguous inner loop (16 floats per iteration):"
+      echo
+      echo '```'
+      sed -E 's/<[^>]*>//; s/[[:space:]]+$//' <<<"$loop"
+      echo '```'
+    fi
+  } >>"$results/latest.md"
+fi
+
+echo "run.sh: wrote $results/latest.md and latest.csv in $(( $(date +%s) - start )) s"
