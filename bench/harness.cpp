@@ -78,7 +78,7 @@ int passes() {
     const int n = std::atoi(e);
     if (n >= 1 && n <= 1000) return n;
   }
-  return 9;
+  return 11;
 }
 
 std::vector<Stats> time_round_robin(const std::vector<Impl>& impls, int passes, double min_pass_seconds) {

@@ -73,7 +73,7 @@ struct Impl {
 };
 std::vector<Stats> time_round_robin(const std::vector<Impl>& impls, int passes, double min_pass_seconds = 0.02);
 
-// Passes per implementation (BENCH_PASSES, default 9).
+// Passes per implementation (BENCH_PASSES, default 11).
 int passes();
 
 // Aborts the run with a message (an implementation gave a wrong result).

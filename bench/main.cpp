@@ -2,7 +2,7 @@
 //
 //   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,gemm,gen] [--threads 1,2]
 //
-// Environment: BENCH_PASSES (passes per implementation, default 9),
+// Environment: BENCH_PASSES (passes per implementation, default 11),
 // BENCH_COMPILE_ALL=1 (compile every generated stdlib file, not a subset).
 #include <chrono>
 #include <cstring>

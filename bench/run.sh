@@ -46,9 +46,11 @@ if [ -n "$obj" ] && command -v objdump >/dev/null; then
   zmm=$(grep -c 'zmm' <<<"$asm" || true)
   ymm=$(grep -c 'ymm' <<<"$asm" || true)
   # The first loop whose body has a packed FMA: from its vmovups to its jne.
+  # (awk reads to the end: exiting early would kill grep with SIGPIPE.)
   loop="$(grep -E '^\s+[0-9a-f]+:' <<<"$asm" | awk '
+    done { next }
     /vmovups .*\(.*\),%zmm/ && !inloop { buf = ""; inloop = 1 }
-    inloop { buf = buf $0 "\n"; if (/vfmadd...ps.*zmm/) seen = 1; if (/\tj(ne|b|l) /) { if (seen) { printf "%s", buf; exit } inloop = 0; seen = 0 } }')"
+    inloop { buf = buf $0 "\n"; if (/vfmadd...ps.*zmm/) seen = 1; if (/\tj(ne|b|l) /) { if (seen) { printf "%s", buf; done = 1 } inloop = 0; seen = 0 } }')"
   {
     echo
     echo "### Vectorisation of the generated relu_fma kernel"
