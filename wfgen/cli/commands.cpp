@@ -131,8 +131,14 @@ int check(const CheckOptions& options, Streams io) {
     for (const auto& n : s.nodes) {
       io.out << "node " << n.name << ": " << n.where.str() << "  (" << n.loc.str() << ")\n";
     }
-    io.out << "ok: " << s.files.size() << " file" << (s.files.size() == 1 ? "" : "s") << ", " << s.nodes.size()
-           << " node" << (s.nodes.size() == 1 ? "" : "s") << "\n";
+    for (const auto& m : s.models) {
+      io.out << "model " << m.name << ": " << (m.where ? m.where->str() : "(no where line)") << "  (" << m.loc.str() << ")\n";
+    }
+    for (const auto& b : s.builds) io.out << "build " << b.name << ": model " << b.model << "  (" << b.loc.str() << ")\n";
+    auto count = [](std::size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+    io.out << "ok: " << count(s.files.size(), "file") << ", " << count(s.nodes.size(), "node") << ", "
+           << count(s.impls.size(), "impl") << ", " << count(s.models.size(), "model") << ", " << count(s.builds.size(), "build")
+           << "\n";
     return kOk;
   } catch (const UserError& e) {
     return report_user_error(e, io);

@@ -2,21 +2,13 @@
 
 #include <stdexcept>
 
-#include <valijson/adapters/yaml_cpp_adapter.hpp>
-
-// valijson 1.0's yaml-cpp adapter has no operator-- on its array iterator,
-// which only the `uniqueItems` constraint needs. Our schemas do not use
-// uniqueItems; this definition lets the validator compile and fails loudly
-// if a schema ever does.
-namespace valijson::adapters {
-inline YamlCppArrayValueIterator operator--(YamlCppArrayValueIterator&&) {
-  throw std::logic_error("uniqueItems is not supported for YAML documents in wfgen's schemas");
-}
-}  // namespace valijson::adapters
-
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
 #include <valijson/validator.hpp>
+
+#include <nlohmann/json.hpp>
+#include <regex>
 
 #include <algorithm>
 #include <cctype>
@@ -45,17 +37,57 @@ namespace {
 // ---------------------------------------------------------------------------
 // Schema validation
 
-// The embedded schema, parsed once (JSON is YAML, so yaml-cpp reads it).
+// The embedded schema, parsed once: as JSON for valijson, and as YAML (JSON
+// is YAML) for walking it next to the user's document in error messages.
 struct Schema {
   YAML::Node root;
+  nlohmann::json json;
   valijson::Schema compiled;
 
-  Schema() : root(YAML::Load(std::string(schema_text()))) {
+  Schema() : root(YAML::Load(std::string(schema_text()))), json(nlohmann::json::parse(schema_text())) {
     valijson::SchemaParser parser;
-    valijson::adapters::YamlCppAdapter adapter(root);
+    valijson::adapters::NlohmannJsonAdapter adapter(json);
     parser.populateSchema(adapter, compiled);
   }
 };
+
+// The YAML document as typed JSON, with YAML 1.2 core-schema resolution of
+// plain scalars (quoted scalars are always strings), so the schema's types
+// are checked strictly: `dtypes: 3` is a number, `name: "3"` a string.
+nlohmann::json to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : n) out[kv.first.Scalar()] = to_json(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : n) out.push_back(to_json(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& v = n.Scalar();
+      if (n.Tag() == "!") return v;  // quoted
+      static const std::regex integer("[-+]?[0-9]+");
+      static const std::regex real("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+      if (v == "~" || v == "null" || v == "Null" || v == "NULL") return nullptr;
+      if (v == "true" || v == "True" || v == "TRUE") return true;
+      if (v == "false" || v == "False" || v == "FALSE") return false;
+      if (std::regex_match(v, integer)) {
+        std::int64_t i;
+        if (YAML::convert<std::int64_t>::decode(n, i)) return i;
+        return v;  // out of range: stays text, and the typed reader reports it
+      }
+      if (std::regex_match(v, real)) {
+        double d;
+        if (YAML::convert<double>::decode(n, d)) return d;
+      }
+      return v;
+    }
+    default: return nullptr;
+  }
+}
 
 const Schema& schema() {
   static const Schema s;
@@ -442,9 +474,10 @@ void validate(const Source& src, const YAML::Node& root, std::vector<Diagnostic>
       return;
     }
   }
-  valijson::Validator validator(valijson::Validator::kWeakTypes);
+  valijson::Validator validator(valijson::Validator::kStrongTypes);
   valijson::ValidationResults results;
-  valijson::adapters::YamlCppAdapter adapter(root);
+  nlohmann::json doc = to_json(root);
+  valijson::adapters::NlohmannJsonAdapter adapter(doc);
   if (validator.validate(schema().compiled, adapter, &results)) return;
   // valijson reports a chain per failure, from the leaf up to its parents
   // ("Failed to validate item #0 in array"); keep only the leaves. An anyOf
