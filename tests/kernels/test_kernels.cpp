@@ -585,6 +585,72 @@ TEST_CASE("every stdlib kernel matches its naive reference on random shapes and 
 }
 
 // ---------------------------------------------------------------------------
+// The harness itself: deliberately broken versions of add_f32_r2 must fail.
+
+namespace {
+
+float& at2(const TensorRef& t, std::int64_t i, std::int64_t j) {
+  return static_cast<float*>(t.data)[i * t.strides[0] + j * t.strides[1]];
+}
+
+void add_strided(TensorRef* t) {
+  for (std::int64_t i = 0; i < t[2].shape[0]; ++i)
+    for (std::int64_t j = 0; j < t[2].shape[1]; ++j) at2(t[2], i, j) = at2(t[0], i, j) + at2(t[1], i, j);
+}
+
+// Reads B's rows in reverse order (an indexing bug that stays in bounds).
+void add_reads_wrong_row(TensorRef* t, const ScalarArg*) {
+  const std::int64_t rows = t[2].shape[0];
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < t[2].shape[1]; ++j) at2(t[2], i, j) = at2(t[0], i, j) + at2(t[1], rows - 1 - i, j);
+}
+
+// Right values, but also zeroes the gaps between the output's rows.
+void add_writes_gaps(TensorRef* t, const ScalarArg*) {
+  const std::int64_t rows = t[2].shape[0], cols = t[2].shape[1];
+  if (rows > 1 && cols > 0 && t[2].strides[1] == 1 && t[2].strides[0] > cols)
+    for (std::int64_t i = 0; i + 1 < rows; ++i)
+      for (std::int64_t k = cols; k < t[2].strides[0]; ++k) (&at2(t[2], i, 0))[k] = 0.0f;
+  add_strided(t);
+}
+
+// Right values, but writes into input A.
+void add_writes_input(TensorRef* t, const ScalarArg*) {
+  add_strided(t);
+  if (t[0].shape[0] > 0 && t[0].shape[1] > 0) at2(t[0], 0, 0) += 1.0f;
+}
+
+// Off by 1e-4 relative: more than the f32 tolerance.
+void add_inexact(TensorRef* t, const ScalarArg*) {
+  add_strided(t);
+  for (std::int64_t i = 0; i < t[2].shape[0]; ++i)
+    for (std::int64_t j = 0; j < t[2].shape[1]; ++j) at2(t[2], i, j) *= 1.0001f;
+}
+
+}  // namespace
+
+TEST_CASE("harness self-test: broken versions of add_f32_r2 are caught", "[kernels][harness]") {
+  const NodeRef* add = find_ref("add");
+  REQUIRE(add != nullptr);
+  const std::pair<const char*, wfgen::rt::KernelFn> broken[] = {{"reads rows of B in reverse", &add_reads_wrong_row},
+                                                              {"writes between output rows", &add_writes_gaps},
+                                                              {"writes an input", &add_writes_input},
+                                                              {"off by 1e-4", &add_inexact}};
+  for (const auto& [what, fn] : broken) {
+    const KernelEntry e{"add_f32_r2", "add", "cpu", DType::f32, 2, 3, 0, fn};
+    Rng rng(seed_of(what));
+    Totals totals;
+    int caught = 0;
+    for (int c = 0; c < kCasesPerKernel; ++c) {
+      Built b = build(e, *add, c, rng);
+      caught += run_case(e, b, totals).empty() ? 0 : 1;
+    }
+    INFO("a kernel that " << what);
+    CHECK(caught > 0);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Typed calls straight from kernels.hpp
 
 TEST_CASE("typed kernels: add_f32_r2 on a transposed and a broadcast operand", "[kernels][typed]") {
@@ -682,7 +748,7 @@ TEST_CASE("view kernels: transpose and permute, typed, and invalid permutations"
 TEST_CASE("gather and one_hot: out-of-range and non-numeric indices give zeros", "[kernels][indices]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor w = Tensor::from_data<float>({3, 2}, {1, 2, 3, 4, 5, 6});
-  Tensor idx = Tensor::from_data<float>({7}, {0, 2, -1, 3, nan, 1e30f, 1});
+  Tensor idx = Tensor::from_data<float>({7}, {0, 2, -0.5f, 3, nan, 1e30f, 1});
   Tensor out = Tensor::full(DType::f32, {7, 2}, 99);
   wfgen_kernels::gather_f32_r2(w.cview<float, 2>(), idx.cview<float, 1>(), out.view<float, 2>());
   const std::vector<float> want = {1, 2, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4};
