@@ -358,12 +358,12 @@ TEST_CASE("wfgen check prints one line per node and exits 0, or diagnostics and 
   CHECK(cli::check({{good}}, {out, err, false}) == cli::kOk);
   CHECK(err.str().empty());
   CHECK(out.str() == "node Add: A[~] B[~] -> A[~]  (" + good.string() + ":2:11)\n" +
-                         "node T: A[i j] -> A[j i]  (" + good.string() + ":4:11)\n" + "ok: 1 file, 2 nodes\n");
+                         "node T: A[i j] -> A[j i]  (" + good.string() + ":4:11)\n" + "ok: 1 file, 2 nodes, 0 impls, 0 models, 0 builds\n");
 
   fs::path one = dir.write("one.yaml", "nodes:\n  - {name: One, where: \"[x] -> [x]\"}\n");
   std::ostringstream out2, err2;
   CHECK(cli::check({{good, one}}, {out2, err2, false}) == cli::kOk);
-  CHECK(out2.str().ends_with("ok: 2 files, 3 nodes\n"));
+  CHECK(out2.str().ends_with("ok: 2 files, 3 nodes, 0 impls, 0 models, 0 builds\n"));
 
   fs::path bad = dir.write("bad.yaml", "nodes:\n  - name: Add\n    wher: \"A[~] -> A[~]\"\n");
   std::ostringstream out3, err3;
