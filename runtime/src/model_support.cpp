@@ -361,6 +361,7 @@ void load_parameters(const std::string& path, std::span<const std::string> names
     data[k].resize(nbytes);
     r.bytes(data[k].data(), nbytes);
   }
+  if (r.pos() + 8 > buf.size()) r.fail("the file is truncated (the checksum is missing)");
   if (r.pos() + 8 != buf.size()) r.fail("unexpected bytes after the last parameter");
   if (f.h != stored) r.fail("the checksum does not match: the file is corrupted");
   for (std::uint32_t k = 0; k < count; ++k) {

@@ -632,6 +632,16 @@ class Tracer {
     if (infer >= 0) {
       if (given.is_known() && given.value() == 0) fail_at(e, "reshape cannot infer -1 next to a size 0");
       Dim inferred = Dim::binary('/', total, given);
+      // Keep run-time dims readable: [batch 3 4] into (-1, 12) is batch, not batch * 12 / 12.
+      if (!total.is_known() && given.is_known()) {
+        std::int64_t known = 1;
+        Dim symbolic(1);
+        for (const auto& d : s) {
+          if (d.is_known()) known *= d.value();
+          else symbolic = Dim::binary('*', symbolic, d);
+        }
+        if (known % given.value() == 0) inferred = Dim::binary('*', symbolic, Dim(known / given.value()));
+      }
       if (total.is_known() && given.is_known() && total.value() % given.value() != 0) {
         fail_at(e, "cannot reshape " + shape::shape_str(s) + " (" + std::to_string(total.value()) + " elements) into " +
                        std::to_string(given.value()) + " x -1");
@@ -941,6 +951,13 @@ class Tracer {
       }
       return call_node(e, *n, tensors, named);
     }
+    if (name == "int") {
+      // int(x): a number of the arguments truncated towards zero, as in Python (int(d_model / heads)).
+      if (pos.size() != 1 || !kw.empty() || !pos[0].is_number()) fail_at(e, "int(x) takes one number");
+      double x = pos[0].number();
+      if (!std::isfinite(x) || std::fabs(x) >= 9.2e18) fail_at(e, "int(x) of a value out of range");
+      return TValue::of_int(static_cast<std::int64_t>(x));
+    }
     std::vector<std::string> names;
     for (const auto& n : spec_.nodes) names.push_back(n.name);
     for (const auto& m : spec_.models) names.push_back(m.name);
@@ -967,6 +984,12 @@ class Tracer {
       return static_cast<int>(a);
     };
     if (name == "reshape" || name == "view") return TValue::tensor(reshape_to(x, flat, e));
+    if (name == "size") {
+      if (flat.size() != 1) fail_at(e, "size takes one axis: x.size(k)");
+      const Dim& d = s[static_cast<std::size_t>(axis_of(flat[0], rank))];
+      if (!d.is_known()) fail_at(e, "axis " + std::to_string(flat[0].i) + " has the run-time size '" + d.str() + "', which is not known while tracing");
+      return TValue::of_int(d.value());
+    }
     if (name == "permute") {
       if (static_cast<int>(flat.size()) != rank) fail_at(e, "permute needs " + std::to_string(rank) + " axes, got " + std::to_string(flat.size()));
       std::vector<int> perm;
@@ -1011,7 +1034,7 @@ class Tracer {
       if (!b || *b != to) fail_at(e, "cannot broadcast " + shape::shape_str(s) + " to " + shape::shape_str(to));
       return TValue::tensor(broadcast(x, to, e));
     }
-    fail_at(e, "unknown method '" + name + "' (known: reshape, view, permute, transpose, unsqueeze, squeeze, broadcast_to)");
+    fail_at(e, "unknown method '" + name + "' (known: reshape, view, permute, transpose, unsqueeze, squeeze, broadcast_to, size)");
   }
 
   TValue subscript(Frame& frame, const body::Expr& e) {
