@@ -125,6 +125,40 @@ int gen(const GenOptions& o, Streams io) {
   }
 }
 
+int disasm(const DisasmOptions& o, Streams io) {
+  try {
+    spec::Spec s = spec::load_with_stdlib(o.specs);
+    std::vector<std::string> names;
+    for (const auto& b : s.builds)
+      if (!b.name.empty()) names.push_back(b.name);
+    const spec::Build* build = nullptr;
+    if (o.build.empty()) {
+      if (names.size() != 1) {
+        io.err << "error: the specs have " << names.size() << " builds; choose one with --build"
+               << (names.empty() ? std::string() : " (" + [&] {
+                    std::string j;
+                    for (const auto& n : names) j += (j.empty() ? "" : ", ") + n;
+                    return j;
+                  }() + ")") << "\n";
+        return kBadInput;
+      }
+      build = &s.builds.front();
+    } else {
+      build = s.find_build(o.build);
+      if (!build) {
+        io.err << "error: no build named '" << quote(o.build) << "'" << did_you_mean(o.build, names) << "\n";
+        return kBadInput;
+      }
+    }
+    graph::Graph g = trace::trace_build(s, *build);
+    passes::run_pipeline(g, {}, nullptr);
+    io.out << emit::disassemble(g);
+    return kOk;
+  } catch (const UserError& e) {
+    return report_user_error(e, io);
+  }
+}
+
 int check(const CheckOptions& options, Streams io) {
   try {
     spec::Spec s = spec::load(options.specs);

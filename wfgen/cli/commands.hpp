@@ -50,6 +50,13 @@ struct GenOptions {
 };
 int gen(const GenOptions& options, Streams io);
 
+struct DisasmOptions {
+  std::vector<std::filesystem::path> specs;
+  std::string build;  // empty: the only build
+};
+// Prints a build's instruction sequence offline, with symbolic shapes.
+int disasm(const DisasmOptions& options, Streams io);
+
 // Escapes a string for a JSON document.
 std::string json_string(const std::string& s);
 

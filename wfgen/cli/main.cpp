@@ -44,6 +44,11 @@ int main(int argc, char** argv) {
   gen->add_flag("--time-passes", gen_opts.time_passes, "Print how long each pass took");
   gen->add_flag("--list-outputs", gen_opts.list_outputs, "Print the files it would write and write nothing (for CMake)");
 
+  cli::DisasmOptions disasm_opts;
+  auto* disasm = app.add_subcommand("disasm", "Print a build's instruction sequence (as disassemble-waffe2-ir) offline, with symbolic shapes");
+  disasm->add_option("specs", disasm_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
+  disasm->add_option("--build", disasm_opts.build, "The build to show (needed when the specs have several)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -54,6 +59,7 @@ int main(int argc, char** argv) {
   try {
     if (*check) return cli::check(check_opts, io);
     if (*shape) return cli::shape(shape_opts, io);
+    if (*disasm) return cli::disasm(disasm_opts, io);
     if (*gen) {
       gen_opts.progress = stderr_wants_color();
       return cli::gen(gen_opts, io);

@@ -481,7 +481,9 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     w.open("const wfgen::rt::KernelEntry kTable[] =");
     for (const auto& p : plans) {
       w.line("{\"" + p.function + "\", \"" + p.node->name + "\", \"" + p.impl->device + "\", wfgen::rt::DType::" +
-             rt::dtype_name(p.dtype) + ", " + num(p.rank) + ", " + num(static_cast<std::int64_t>(p.tensors.size())) + ", " +
+             rt::dtype_name(p.dtype) + ", " + num(p.rank) + ", " +
+             // A view kernel also writes its result view into the slot after its input.
+             num(static_cast<std::int64_t>(p.tensors.size() + (p.impl->kind == BodyKind::View ? 1 : 0))) + ", " +
              num(static_cast<std::int64_t>(p.scalars.size())) + ", &" + p.function + "_erased},");
     }
     if (plans.empty()) w.line("{nullptr, nullptr, nullptr, wfgen::rt::DType::f32, 0, 0, 0, nullptr},");

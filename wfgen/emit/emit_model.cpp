@@ -126,36 +126,9 @@ std::string fp(double v) {
 
 }  // namespace
 
-std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const Graph& g) {
-  std::set<lower::KernelRequest> out;
-  for (const auto& v : g.values) {
-    if (v.kind != Kind::Call) continue;
-    out.insert({v.impl, v.dtype, v.rank});
-    if (v.init_from >= 0) {
-      const spec::Impl* c = copy_impl(spec);
-      WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");
-      out.insert({c, v.dtype, v.rank});
-    }
-  }
-  return {out.begin(), out.end()};
-}
-
-std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& build, const Graph& g,
-                                   const passes::MemoryPlan& plan, const KernelEmitOptions& options) {
-  const spec::Model& model = *spec.find_model(build.model);
-  const std::string cls = build.name;
-  const std::string where = model.where ? model.where->str() : "";
-  const std::vector<std::string> names = tensor_names(g);
-  // --- instructions ---------------------------------------------------------------
-  struct Inst {
-    std::string op, kernel, source;
-    std::vector<int> operands;
-    std::uint32_t written = 0;
-    std::vector<std::string> scalars;
-    std::vector<std::string> specs;
-  };
-  std::vector<Inst> insts;
-  std::vector<std::string> list_consts;  // static arrays for list arguments
+std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std::string>* list_consts_out) {
+  std::vector<ModelInstruction> insts;
+  std::vector<std::string> list_consts;
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
     std::string where_from = v.source + "  (" + v.loc.str() + ")";
@@ -164,7 +137,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
              num(flags) + "}";
     };
     if (v.init_from >= 0) {
-      Inst c;
+      ModelInstruction c;
       c.op = "COPY-CPU";
       c.kernel = lower::kernel_name("copy", "cpu", v.dtype, v.rank);
       c.source = where_from;
@@ -173,7 +146,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
       c.specs = {spec_of(v.init_from, 0, 0), spec_of(v.id, 0, 0)};
       insts.push_back(std::move(c));
     }
-    Inst in;
+    ModelInstruction in;
     in.op = upper(v.node->name) + "-" + upper(v.impl->device);
     in.kernel = kernel_of(v);
     in.source = where_from;
@@ -210,6 +183,62 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     }
     insts.push_back(std::move(in));
   }
+  if (list_consts_out) *list_consts_out = std::move(list_consts);
+  return insts;
+}
+
+std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const Graph& g) {
+  std::set<lower::KernelRequest> out;
+  for (const auto& v : g.values) {
+    if (v.kind != Kind::Call) continue;
+    out.insert({v.impl, v.dtype, v.rank});
+    if (v.init_from >= 0) {
+      const spec::Impl* c = copy_impl(spec);
+      WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");
+      out.insert({c, v.dtype, v.rank});
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+std::string disassemble(const Graph& g) {
+  const std::vector<ModelInstruction> insts = plan_instructions(g, nullptr);
+  const std::vector<std::string> names = tensor_names(g);
+  auto head = [](const ModelInstruction& in) { return "<WfInst[op=" + in.op + "]"; };
+  std::size_t width = 0;
+  for (const auto& in : insts) width = std::max(width, head(in).size());
+  std::string out = "disassemble-waffe2-ir:\n [Forward]: \n";
+  std::set<int> tensors;
+  std::size_t scalars = 0;
+  for (const auto& in : insts) {
+    std::string line = head(in);
+    line += std::string(width - line.size(), ' ') + " : ";
+    std::string outs, args;
+    for (std::size_t k = 0; k < in.operands.size(); ++k) {
+      int id = in.operands[k];
+      tensors.insert(id);
+      const Value& v = g[id];
+      std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
+      std::string name = prefix + names[static_cast<std::size_t>(id)];
+      if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
+      args += (args.empty() ? "" : " ") + name + "{" + rt::dtype_c_name(v.dtype) + ", " + shape::shape_str(v.shape) + "}";
+    }
+    scalars += in.scalars.size();
+    out += line + outs + " <= op(" + args + ")>\n";
+  }
+  out += "\n" + num(static_cast<std::int64_t>(insts.size())) + " Instructions | " + num(static_cast<std::int64_t>(tensors.size())) +
+         " Tensors | " + num(static_cast<std::int64_t>(scalars)) + " Scalars\n";
+  return out;
+}
+
+std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& build, const Graph& g,
+                                   const passes::MemoryPlan& plan, const KernelEmitOptions& options) {
+  const spec::Model& model = *spec.find_model(build.model);
+  const std::string cls = build.name;
+  const std::string where = model.where ? model.where->str() : "";
+  const std::vector<std::string> names = tensor_names(g);
+  std::vector<std::string> list_consts;  // static arrays for list arguments
+  const std::vector<ModelInstruction> insts = plan_instructions(g, &list_consts);
 
   // --- header -------------------------------------------------------------------------
   CodeWriter h;

@@ -9,6 +9,7 @@
 // files, summary(), disassemble(), profile().
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,27 @@
 #include "wfgen/passes/passes.hpp"
 
 namespace wfgen::emit {
+
+// One instruction of a generated model: a kernel call on tensor-table
+// entries (value ids of the graph), in execution order.
+struct ModelInstruction {
+  std::string op;      // "MATMUL-BLAS"
+  std::string kernel;  // "matmul_blas_f32_r2"
+  std::string source;  // the body statement and its file:line:col
+  std::vector<int> operands;
+  std::uint32_t written = 0;          // bit k: operand k is written
+  std::vector<std::string> scalars;   // C++ initialisers of the ScalarArgs
+  std::vector<std::string> specs;     // C++ initialisers of the OperandSpecs
+};
+
+// The instructions of a planned graph (a copy first where a call writes in
+// place on a caller's tensor). `list_consts` receives the static arrays
+// that list arguments refer to.
+std::vector<ModelInstruction> plan_instructions(const graph::Graph& g, std::vector<std::string>* list_consts);
+
+// The instruction sequence in the layout of disassemble-waffe2-ir, with the
+// symbolic shapes of the build (what `wfgen disasm` prints, offline).
+std::string disassemble(const graph::Graph& g);
 
 // The kernels a traced graph calls (for lower::plan_kernels).
 std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const graph::Graph& g);

@@ -289,7 +289,11 @@ class Reader {
         error(n["save_for_backward"], "save_for_backward of " + owner + " has " +
                                           std::to_string(node.save_for_backward.size()) + " flags, but the node has " +
                                           std::to_string(node.where.inputs.size()) + " inputs (" +
-                                          node.where_text.value.substr(0, node.where_text.value.find("->")) + ")");
+                                          [&] {
+                                            std::string in = node.where_text.value.substr(0, node.where_text.value.find("->"));
+                                            while (!in.empty() && in.back() == ' ') in.pop_back();
+                                            return in;
+                                          }() + ")");
       }
     }
     if (n["backward"]) {
@@ -312,8 +316,32 @@ class Reader {
       }
     }
     if (n["out_scalar"]) node.out_scalar = n["out_scalar"].as<bool>();
-    if (n["extends"])
-      for (const auto& e : n["extends"]) node.extends.push_back(e.Scalar());
+    if (n["extends"]) {
+      for (const auto& e : n["extends"]) {
+        node.extends.push_back(e.Scalar());
+        node.extends_locs.push_back(detail::loc_of(src_, e.Mark()));
+      }
+    }
+    // Every output symbol must be determined: by an input, a where binding
+    // or a constructor argument (cl-waffe2 reports the rest at run time;
+    // wfgen knows the arguments, so it reports them here).
+    for (const auto& out : node.where.outputs) {
+      for (const auto& sub : out.dims) {
+        if (sub.kind != subscript::Subscript::Kind::Symbol) continue;
+        bool bound = false;
+        for (const auto& in : node.where.inputs)
+          for (const auto& d : in.dims) bound = bound || (d.kind == subscript::Subscript::Kind::Symbol && d.name == sub.name);
+        for (const auto& b : node.where.where) bound = bound || b.symbol == sub.name;
+        for (const auto& a : node.args) bound = bound || a.name == sub.name;
+        if (!bound) {
+          error_at(node.where_text.at(sub.offset),
+                   "in the where of " + owner + ": the output symbol '" + sub.name +
+                       "' is never determined; use it in an input, bind it with 'where " + sub.name +
+                       " = ...', or make it a constructor argument",
+                   static_cast<int>(sub.name.size()));
+        }
+      }
+    }
     if (n["doc"]) node.doc = n["doc"].Scalar();
     // Arguments and where bindings must not disagree with the subscripts.
     for (const auto& a : node.args) {
@@ -587,8 +615,9 @@ Diagnostic located(SourceLoc loc, std::string message) {
 
 // Checks that involve several entries: unique names, references that exist.
 void check_spec(const Spec& spec, const std::map<std::string, std::string>& texts, std::vector<Diagnostic>& errors) {
-  auto add = [&](SourceLoc loc, std::string message) {
+  auto add = [&](SourceLoc loc, std::string message, int length = 1) {
     Diagnostic d = located(std::move(loc), std::move(message));
+    d.length = length;
     auto it = texts.find(d.loc.file);
     if (it != texts.end()) d.source_line = line_of(it->second, d.loc.line);
     errors.push_back(std::move(d));
@@ -607,9 +636,12 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
   std::vector<std::string> names;
   for (const auto& n : spec.nodes) names.push_back(n.name);
   for (const auto& n : spec.nodes) {
-    for (const auto& e : n.extends) {
-      if (!spec.find_node(e)) add(n.loc, "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, names));
-      if (e == n.name) add(n.loc, "node '" + n.name + "' extends itself");
+    for (std::size_t k = 0; k < n.extends.size(); ++k) {
+      const std::string& e = n.extends[k];
+      SourceLoc at = k < n.extends_locs.size() ? n.extends_locs[k] : n.loc;
+      int len = static_cast<int>(e.size());
+      if (!spec.find_node(e)) add(at, "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, names), len);
+      if (e == n.name) add(at, "node '" + n.name + "' extends itself", len);
     }
   }
   std::map<std::string, const Model*> models;
@@ -653,7 +685,7 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
   for (const auto& i : spec.impls) {
     const Node* node = spec.find_node(i.node);
     if (!node) {
-      add(i.loc, "implementation of unknown node '" + i.node + "'" + did_you_mean(i.node, names));
+      add(i.loc, "implementation of unknown node '" + i.node + "'" + did_you_mean(i.node, names), static_cast<int>(i.node.size()));
       continue;
     }
     auto [it, inserted] = impls.emplace(std::make_pair(i.node, i.device), &i);
@@ -670,9 +702,10 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
 
 void load_source(const Source& src, Spec& spec, std::vector<Diagnostic>& errors) {
   std::size_t before = errors.size();
-  if (src.text.find('\0') != std::string::npos) {
-    errors.push_back(Diagnostic{Diagnostic::Severity::Error, SourceLoc{src.name, 0, 0},
-                                "this is not a text file (it contains NUL bytes); expected a YAML spec", "", 1, ""});
+  if (std::size_t nul = src.text.find('\0'); nul != std::string::npos) {
+    SourceLoc at = loc_of_offset(src.name, src.text, nul);
+    errors.push_back(Diagnostic{Diagnostic::Severity::Error, at,
+                                "this is not a text file (it contains a NUL byte); expected a YAML spec", "", 1, ""});
     return;
   }
   YAML::Node root = detail::parse_yaml(src, errors);

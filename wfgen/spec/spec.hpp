@@ -59,6 +59,7 @@ struct Node {
   std::vector<std::pair<std::string, Text>> backward;
   bool out_scalar = false;
   std::vector<std::string> extends;
+  std::vector<SourceLoc> extends_locs;  // parallel to extends
   std::string doc;
   bool from_stdlib = false;
 };

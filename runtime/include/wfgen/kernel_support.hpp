@@ -159,7 +159,7 @@ std::array<std::int64_t, R - K> head(const std::array<std::int64_t, R>& a) {
 template <class T>
 std::int64_t index_of(T v) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (!(v >= T(0)) || v >= T(9.0e18)) return -1;
+    if (!(v >= T(0)) || v >= T(9.0e18) || v != static_cast<T>(static_cast<std::int64_t>(v))) return -1;
   }
   return static_cast<std::int64_t>(v);
 }
