@@ -350,6 +350,26 @@ void emit_kernel(CodeWriter& w, const KernelPlan& p) {
       else if (p.impl->builtin == "one_hot") emit_one_hot(w, p);
       else emit_im2col(w, p);
       break;
+    case BodyKind::Build: {
+      w.comment("runs the generated class of build '" + p.impl->build + "' (one instance per thread, with its seeded parameters)");
+      w.line("thread_local " + p.impl->build + " wf_model;");
+      std::string args;
+      for (const auto& t : p.tensors) {
+        if (t.written) continue;
+        args += (args.empty() ? "" : ", ") + std::string("wfgen::rt::Tensor::borrow(const_cast<") + elem(p.dtype) + "*>(" + t.cpp +
+                ".data), wfgen::rt::Shape(" + t.cpp + ".shape.begin(), " + t.cpp + ".shape.end()), wfgen::rt::Shape(" + t.cpp +
+                ".strides.begin(), " + t.cpp + ".strides.end()))";
+      }
+      w.line("const std::vector<wfgen::rt::Tensor> wf_out = wf_model.forward(" + args + ");");
+      std::size_t k = 0;
+      for (const auto& t : p.tensors) {
+        if (!t.written) continue;
+        w.line("wfgen::rt::Tensor::borrow(" + t.cpp + ".data, wfgen::rt::Shape(" + t.cpp + ".shape.begin(), " + t.cpp +
+               ".shape.end()), wfgen::rt::Shape(" + t.cpp + ".strides.begin(), " + t.cpp + ".strides.end())).copy_from(wf_out[" +
+               num(static_cast<std::int64_t>(k++)) + "]);");
+      }
+      break;
+    }
     case BodyKind::Cpp: {
       w.comment("the user's kernel " + p.cpp_call + " from " + p.cpp_include + ", checked by wfgen against the node");
       std::string args;
@@ -412,6 +432,8 @@ void emit_erased(CodeWriter& w, const KernelPlan& p) {
 
 std::string file_of(const KernelPlan& p) {
   std::string base = lower_name(p.node->name);
+  // The build's own class is <build>.cpp: its node kernel goes next to it.
+  if (p.impl->kind == BodyKind::Build) return base + "_node.cpp";
   if (p.impl->device != "cpu") base += "_" + p.impl->device;
   return base + ".cpp";
 }
@@ -461,6 +483,7 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     if (ps.front()->impl->device == "blas") w.line("#include \"wfgen/blas_support.hpp\"");
     w.line("#include \"wfgen/kernel_math.hpp\"").line("#include \"wfgen/kernel_support.hpp\"");
     if (!ps.front()->cpp_include.empty()) w.line("#include \"" + ps.front()->cpp_include + "\"");
+    if (ps.front()->impl->kind == BodyKind::Build) w.line("#include \"" + ps.front()->impl->build + ".hpp\"").line("#include \"wfgen/runtime.hpp\"");
     w.line().line("namespace " + options.ns + " {").line();
     for (const auto* p : ps) {
       emit_kernel(w, *p);

@@ -173,6 +173,8 @@ class Planner {
       case BodyKind::Cpp:
         if (!plan_cpp(impl, p)) return std::nullopt;
         break;
+      case BodyKind::Build:
+        break;
     }
     return p;
   }

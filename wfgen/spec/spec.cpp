@@ -58,6 +58,7 @@ const char* body_kind_name(BodyKind k) {
     case BodyKind::Cpp: return "cpp";
     case BodyKind::Builtin: return "builtin";
     case BodyKind::View: return "view";
+    case BodyKind::Build: return "build";
   }
   return "?";
 }
@@ -606,6 +607,68 @@ void apply_overrides(Spec& spec) {
   });
 }
 
+Diagnostic located(SourceLoc loc, std::string message);
+
+// defmodel-as :asif :node: a build with `as: node` becomes a node named
+// after it, whose shapes are the model's where line with the build's
+// arguments filled in, and whose one cpu implementation runs the build's
+// generated class.
+void add_build_nodes(Spec& spec, std::vector<Diagnostic>& errors) {
+  for (const auto& b : spec.builds) {
+    if (!b.as_node) continue;
+    const Model* m = spec.find_model(b.model);
+    if (!m || !m->where) continue;  // reported by check_spec
+    subscript::Declaration d = *m->where;
+    d.where.clear();
+    auto fill = [&](std::vector<subscript::Argument>& args) {
+      for (auto& a : args) {
+        for (auto& s : a.dims) {
+          if (s.kind != subscript::Subscript::Kind::Symbol) continue;
+          for (const auto& [name, value] : b.args) {
+            if (name != s.name) continue;
+            if (const auto* i = std::get_if<std::int64_t>(&value)) {
+              s.kind = subscript::Subscript::Kind::Integer;
+              s.value = *i;
+            }
+          }
+          for (const auto& a2 : m->args) {
+            if (a2.name != s.name || s.kind != subscript::Subscript::Kind::Symbol || !a2.default_value) continue;
+            if (const auto* i = std::get_if<std::int64_t>(&*a2.default_value)) {
+              s.kind = subscript::Subscript::Kind::Integer;
+              s.value = *i;
+            }
+          }
+        }
+      }
+    };
+    fill(d.inputs);
+    fill(d.outputs);
+    Node n;
+    n.name = b.name;
+    n.loc = b.loc;
+    try {
+      n.where = subscript::parse(d.str());
+    } catch (const subscript::ParseError& e) {
+      errors.push_back(located(b.loc, std::string("build '") + b.name + "' as a node: " + e.what()));
+      continue;
+    }
+    n.where_text.value = n.where.str();
+    n.where_text.loc = b.loc;
+    n.where_text.exact = false;
+    n.doc = "build '" + b.name + "' of model '" + m->name + "' as a node";
+    Impl impl;
+    impl.node = b.name;
+    impl.device = "cpu";
+    impl.loc = b.loc;
+    impl.dtypes = {b.dtype};
+    impl.ranks = {static_cast<int>(n.where.outputs.empty() ? 0 : n.where.outputs.front().dims.size())};
+    impl.kind = BodyKind::Build;
+    impl.build = b.name;
+    spec.nodes.push_back(std::move(n));
+    spec.impls.push_back(std::move(impl));
+  }
+}
+
 Diagnostic located(SourceLoc loc, std::string message) {
   Diagnostic d;
   d.loc = std::move(loc);
@@ -745,6 +808,7 @@ Spec load_sources(const std::vector<Source>& sources, std::size_t stdlib_count, 
   }
   if (errors.empty()) {
     apply_overrides(spec);
+    add_build_nodes(spec, errors);
     check_spec(spec, texts, errors);
   }
   spec.texts = std::move(texts);

@@ -65,7 +65,8 @@ struct Node {
 };
 
 // How an implementation computes its node.
-enum class BodyKind { Elementwise, Reduce, Gemm, Cpp, Builtin, View };
+// Build: the kernel runs a build's generated class (a build with `as: node`).
+enum class BodyKind { Elementwise, Reduce, Gemm, Cpp, Builtin, View, Build };
 const char* body_kind_name(BodyKind k);
 
 enum class ReduceOp { Sum, Mean, Max, Min, ArgMax, ArgMin };
@@ -87,6 +88,7 @@ struct Impl {
   Text cpp_function;
   std::string builtin;  // Builtin: gather, one_hot, im2col, fill, copy, arange
   std::string view;     // View: transpose, permute, reshape
+  std::string build;    // Build: the build whose class the kernel runs
   std::int64_t parallel_grain = 0;  // 0: never split across threads
   std::string doc;
   bool from_stdlib = false;

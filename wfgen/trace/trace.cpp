@@ -751,6 +751,9 @@ class Tracer {
     int rank = static_cast<int>(out_shape.size());
     // Device: the first in the build's priority order with an implementation.
     const spec::Impl* impl = choose_impl(node, rank, e);
+    if (impl->kind == spec::BodyKind::Build && impl->build == build_.name) {
+      fail_at(e, "build '" + build_.name + "' calls itself as a node; a build cannot be part of its own model");
+    }
     Value v = fresh(Kind::Call, out_shape, at(e.offset), current_source());
     v.node = &node;
     v.impl = impl;
