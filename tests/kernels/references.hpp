@@ -194,8 +194,8 @@ inline int kind_tensors(Kind k) {
     case Kind::Gather: return 3;
     case Kind::OneHot: return 2;
     case Kind::Im2col: return 2;
-    case Kind::Transpose: return 1;
-    case Kind::Permute: return 1;
+    case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
+    case Kind::Permute: return 2;
   }
   return -1;
 }
