@@ -1,6 +1,7 @@
 // Helpers shared by the runtime's own sources; not installed, not public.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -9,6 +10,22 @@
 #include "wfgen/runtime.hpp"
 
 namespace wfgen::rt::internal {
+
+// Shortest round-trip spelling; floats always show a decimal point ("1.0")
+// so they are not mistaken for integers.
+template <class E>
+std::string format_element(E v) {
+  if constexpr (std::is_floating_point_v<E>) {
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof(buf), v);
+    std::string s(buf, res.ptr);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // 'n': nan, inf
+    return s;
+  } else {
+    return std::to_string(static_cast<std::int64_t>(v));
+  }
+}
+
 
 // Validates a shape given by the user (rank <= kMaxRank, sizes >= 0, element
 // count fits int64) and returns its element count; `what` names the caller.

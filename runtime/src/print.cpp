@@ -19,6 +19,8 @@
 
 #include "wfgen/runtime.hpp"
 
+#include "internal.hpp"
+
 namespace wfgen::rt {
 
 namespace {
@@ -38,21 +40,6 @@ std::vector<std::int64_t> shown_indices(std::int64_t n) {
   return out;
 }
 
-// Shortest round-trip spelling; floats always show a decimal point ("1.0")
-// so they are not mistaken for integers.
-template <class E>
-std::string format_element(E v) {
-  if constexpr (std::is_floating_point_v<E>) {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    std::string s(buf, res.ptr);
-    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // 'n': nan, inf
-    return s;
-  } else {
-    return std::to_string(static_cast<std::int64_t>(v));
-  }
-}
-
 struct Printer {
   const Tensor& t;
   Shape shape, strides;
@@ -64,7 +51,7 @@ struct Printer {
   void collect(int axis, std::int64_t off) {
     if (axis == t.rank()) {
       visit_dtype(t.dtype(), [&]<class E>(std::type_identity<E>) {
-        cells.push_back(format_element(static_cast<const E*>(t.raw_data())[off]));
+        cells.push_back(internal::format_element(static_cast<const E*>(t.raw_data())[off]));
       });
       width = std::max(width, cells.back().size());
       return;

@@ -2,6 +2,8 @@
 // checks, logging, disassembly and profiling. See include/wfgen/vm.hpp.
 #include "wfgen/vm.hpp"
 
+#include "internal.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -85,20 +87,6 @@ bool same_view(const TensorRef& a, const TensorRef& b) {
   return true;
 }
 
-// Shortest spelling; floats always carry a decimal point ("1.0").
-template <class E>
-std::string format_element(E v) {
-  if constexpr (std::is_floating_point_v<E>) {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    std::string s(buf, res.ptr);
-    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-    return s;
-  } else {
-    return std::to_string(static_cast<std::int64_t>(v));
-  }
-}
-
 // The first n elements of t in row-major order of its visible shape:
 // "(0.0 1.0 2.0 ...)".
 std::string first_elements(const TensorRef& t, int n) {
@@ -116,7 +104,7 @@ std::string first_elements(const TensorRef& t, int n) {
       std::int64_t off = 0;
       for (int d = 0; d < t.rank; ++d) off += index[d] * t.strides[d];
       if (k) out += ' ';
-      out += format_element(base[off]);
+      out += internal::format_element(base[off]);
       for (int d = t.rank - 1; d >= 0; --d) {
         if (++index[d] < t.shape[d]) break;
         index[d] = 0;

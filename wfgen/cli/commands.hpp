@@ -1,10 +1,11 @@
 // The CLI's subcommands as functions, so tests can run them in-process.
 // Each returns the process exit code and writes to the given streams.
 //
-// Exit codes (docs/cli.md):
+// Exit codes:
 //   0  success
-//   1  the input is well-formed but wrong: a shape error, a failed check
-//   2  the input cannot be read: a parse error, a schema error, bad usage
+//   1  `wfgen shape`: the shapes do not check (a Shape-Error report)
+//   2  bad input: YAML, schema, DSL, expression, C++ kernel or model errors
+//      (a shape error found while tracing a model is one of these), bad usage
 //   3  an internal error (a bug in wfgen)
 #pragma once
 
