@@ -28,5 +28,9 @@ TEST_CASE("a model calls a build as a node, at two batch sizes") {
         REQUIRE(y.at<float>({r, j}) == Approx(s > 0 ? s : 0.0).margin(1e-5));
       }
   }
-  CHECK(outer.disassemble().find("AFFINE-NODE-CPU") != std::string::npos);
+  const std::string listing = outer.disassemble();
+  CHECK(listing.find("AFFINE-NODE-CPU") != std::string::npos);
+  // Scale(alpha=0.5) runs on `fast`; Scale(alpha=4.0) is rejected there and runs on cpu.
+  CHECK(listing.find("SCALE-FAST") != std::string::npos);
+  CHECK(listing.find("SCALE-CPU") != std::string::npos);
 }

@@ -49,6 +49,7 @@ class Planner {
   std::vector<KernelPlan> run(const KernelSelection& sel) {
     std::vector<KernelPlan> out;
     if (sel.exact_only) {
+      exact_ = true;
       // The kernels models need, in the order of the spec's impls.
       std::set<KernelRequest> wanted(sel.exact.begin(), sel.exact.end());
       for (const auto& impl : spec_.impls) {
@@ -123,7 +124,10 @@ class Planner {
       }
       if (!params(node, *ranks, p, impl)) return std::nullopt;
     }
-    if (rejected(node, impl, dt, what)) return std::nullopt;
+    // reject depends on constructor arguments: with every kernel of an impl
+    // it is judged on their defaults; kernels a model asked for were chosen
+    // with the call's own arguments (trace), so they are always made.
+    if (!exact_ && rejected(node, impl, dt, what)) return std::nullopt;
     switch (impl.kind) {
       case BodyKind::Elementwise: {
         auto e = compile(impl.elementwise, dt, env_of(node, p, dt), what);
@@ -346,6 +350,7 @@ class Planner {
 
   const spec::Spec& spec_;
   std::vector<Diagnostic> errors_;
+  bool exact_ = false;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "wfgen/body/body.hpp"
+#include "wfgen/expr/expr.hpp"
 #include "wfgen/lower/kernel_plan.hpp"
 #include "wfgen/support/names.hpp"
 
@@ -750,7 +751,7 @@ class Tracer {
     for (const auto& d : r.outputs[0].shape) out_shape.push_back(d);
     int rank = static_cast<int>(out_shape.size());
     // Device: the first in the build's priority order with an implementation.
-    const spec::Impl* impl = choose_impl(node, rank, e);
+    const spec::Impl* impl = choose_impl(node, rank, args, e);
     if (impl->kind == spec::BodyKind::Build && impl->build == build_.name) {
       fail_at(e, "build '" + build_.name + "' calls itself as a node; a build cannot be part of its own model");
     }
@@ -785,7 +786,41 @@ class Tracer {
     return TValue::tensor(id);
   }
 
-  const spec::Impl* choose_impl(const spec::Node& node, int rank, const body::Expr& e) {
+  // An impl's reject condition with this call's arguments (cl-waffe2's reject-p).
+  bool rejects(const spec::Impl& impl, const spec::Node& node, const std::vector<spec::ArgValue>& args, const body::Expr& e) {
+    if (!impl.reject) return false;
+    bool fp = build_.dtype == rt::DType::f32 || build_.dtype == rt::DType::f64;
+    expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
+                  {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
+                  {"bits", expr::Binding::scalar(expr::Type::Int)}};
+    std::map<std::string, double> values{{"is_float", fp ? 1.0 : 0.0},
+                                          {"is_integer", fp ? 0.0 : 1.0},
+                                          {"bits", 8.0 * static_cast<double>(rt::dtype_size(build_.dtype))}};
+    for (std::size_t k = 0; k < node.args.size() && k < args.size(); ++k) {
+      const auto& a = args[k];
+      if (const auto* i = std::get_if<std::int64_t>(&a)) {
+        env[node.args[k].name] = expr::Binding::scalar(expr::Type::Int);
+        values[node.args[k].name] = static_cast<double>(*i);
+      } else if (const auto* f = std::get_if<double>(&a)) {
+        env[node.args[k].name] = expr::Binding::scalar(expr::Type::Float);
+        values[node.args[k].name] = *f;
+      } else if (const auto* b = std::get_if<bool>(&a)) {
+        env[node.args[k].name] = expr::Binding::scalar(expr::Type::Bool);
+        values[node.args[k].name] = *b ? 1.0 : 0.0;
+      }
+    }
+    try {
+      expr::Expr c = expr::compile(impl.reject->value, rt::DType::f64, env);
+      return expr::evaluate(c, rt::DType::f64, values) != 0.0;
+    } catch (const expr::Error& err) {
+      fail(impl.reject->at(err.offset()), std::string("in the reject condition of the ") + impl.device +
+                                               " implementation of '" + node.name + "': " + err.what() +
+                                               " (called at " + at(e.offset).str() + ")");
+    }
+  }
+
+  const spec::Impl* choose_impl(const spec::Node& node, int rank, const std::vector<spec::ArgValue>& args,
+                                const body::Expr& e) {
     std::string tried;
     for (const auto& device : build_.devices) {
       for (const spec::Impl* impl : spec_.impls_of(node.name)) {
@@ -798,6 +833,10 @@ class Tracer {
             if (lower::argument_ranks(node.where, k)) ranks.push_back(k);
         }
         bool rank_ok = std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+        if (dtype_ok && rank_ok && rejects(*impl, node, args, e)) {
+          tried += (tried.empty() ? "" : "; ") + device + " rejects these arguments";
+          continue;
+        }
         if (dtype_ok && rank_ok) return impl;
         tried += (tried.empty() ? "" : "; ") + device + (dtype_ok ? "" : std::string(" has no ") + rt::dtype_name(build_.dtype)) +
                  (rank_ok ? "" : " has no rank " + std::to_string(rank));
