@@ -202,11 +202,11 @@ std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const G
   std::set<lower::KernelRequest> out;
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
-    out.insert({v.impl, v.dtype, v.rank});
+    out.insert({v.impl, v.dtype, v.rank, true});
     if (v.init_from >= 0) {
       const spec::Impl* c = copy_impl(spec);
       WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");
-      out.insert({c, v.dtype, v.rank});
+      out.insert({c, v.dtype, v.rank, true});
     }
   }
   return {out.begin(), out.end()};

@@ -49,14 +49,16 @@ class Planner {
   std::vector<KernelPlan> run(const KernelSelection& sel) {
     std::vector<KernelPlan> out;
     if (sel.exact_only) {
-      exact_ = true;
       // The kernels models need, in the order of the spec's impls.
-      std::set<KernelRequest> wanted(sel.exact.begin(), sel.exact.end());
+      std::map<KernelRequest, bool> wanted;  // -> chosen by a model
+      for (const auto& r : sel.exact) wanted[r] = wanted[r] || r.chosen_by_model;
       for (const auto& impl : spec_.impls) {
         const spec::Node* node = spec_.find_node(impl.node);
         for (rt::DType dt : impl.dtypes) {
           for (int rank : ranks_of(impl, *node)) {
-            if (!wanted.count({&impl, dt, rank})) continue;
+            auto it = wanted.find({&impl, dt, rank});
+            if (it == wanted.end()) continue;
+            judge_reject_ = !it->second;
             std::optional<KernelPlan> p = plan(*node, impl, dt, rank);
             if (p) out.push_back(std::move(*p));
           }
@@ -127,7 +129,7 @@ class Planner {
     // reject depends on constructor arguments: with every kernel of an impl
     // it is judged on their defaults; kernels a model asked for were chosen
     // with the call's own arguments (trace), so they are always made.
-    if (!exact_ && rejected(node, impl, dt, what)) return std::nullopt;
+    if (judge_reject_ && rejected(node, impl, dt, what)) return std::nullopt;
     switch (impl.kind) {
       case BodyKind::Elementwise: {
         auto e = compile(impl.elementwise, dt, env_of(node, p, dt), what);
@@ -243,36 +245,16 @@ class Planner {
     }
   }
 
-  // reject: a condition over constructor-argument defaults and the dtype.
+  // reject, judged on the constructor arguments' defaults.
   bool rejected(const spec::Node& node, const spec::Impl& impl, rt::DType dt, const std::string& what) {
-    if (!impl.reject) return false;
-    expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
-                  {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
-                  {"bits", expr::Binding::scalar(expr::Type::Int)}};
-    std::map<std::string, double> values{{"is_float", is_float(dt) ? 1.0 : 0.0},
-                                          {"is_integer", is_float(dt) ? 0.0 : 1.0},
-                                          {"bits", static_cast<double>(bits(dt))}};
-    for (const auto& a : node.args) {
-      if (!a.default_value) continue;
-      if (const auto* i = std::get_if<std::int64_t>(&*a.default_value)) {
-        env[a.name] = expr::Binding::scalar(expr::Type::Int);
-        values[a.name] = static_cast<double>(*i);
-      } else if (const auto* f = std::get_if<double>(&*a.default_value)) {
-        env[a.name] = expr::Binding::scalar(expr::Type::Float);
-        values[a.name] = *f;
-      } else if (const auto* b = std::get_if<bool>(&*a.default_value)) {
-        env[a.name] = expr::Binding::scalar(expr::Type::Bool);
-        values[a.name] = *b ? 1.0 : 0.0;
-      }
-    }
-    auto e = compile(*impl.reject, rt::DType::f64, env, what + " (reject)");
-    if (!e) return true;
-    if (e->type != expr::Type::Bool) {
-      error(diag_in(*impl.reject, 0, impl.reject->value.size(),
-                    "reject must be a condition (bool), but it is " + std::string(expr::type_name(e->type))));
+    std::vector<std::optional<spec::ArgValue>> defaults;
+    for (const auto& a : node.args) defaults.push_back(a.default_value);
+    try {
+      return rejects(impl, node, dt, defaults);
+    } catch (const expr::Error& e) {
+      error(diag_in(*impl.reject, e.offset(), e.length(), std::string(e.what()) + " (in " + what + ", reject)"));
       return true;
     }
-    return expr::evaluate(*e, rt::DType::f64, values) != 0.0;
   }
 
 #ifdef WFGEN_HAVE_CLANG
@@ -350,10 +332,41 @@ class Planner {
 
   const spec::Spec& spec_;
   std::vector<Diagnostic> errors_;
-  bool exact_ = false;
+  bool judge_reject_ = true;
 };
 
 }  // namespace
+
+bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
+             const std::vector<std::optional<spec::ArgValue>>& args) {
+  if (!impl.reject) return false;
+  expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
+                {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
+                {"bits", expr::Binding::scalar(expr::Type::Int)}};
+  std::map<std::string, double> values{{"is_float", is_float(dtype) ? 1.0 : 0.0},
+                                        {"is_integer", is_float(dtype) ? 0.0 : 1.0},
+                                        {"bits", static_cast<double>(bits(dtype))}};
+  for (std::size_t k = 0; k < node.args.size() && k < args.size(); ++k) {
+    if (!args[k]) continue;
+    const std::string& name = node.args[k].name;
+    if (const auto* i = std::get_if<std::int64_t>(&*args[k])) {
+      env[name] = expr::Binding::scalar(expr::Type::Int);
+      values[name] = static_cast<double>(*i);
+    } else if (const auto* f = std::get_if<double>(&*args[k])) {
+      env[name] = expr::Binding::scalar(expr::Type::Float);
+      values[name] = *f;
+    } else if (const auto* b = std::get_if<bool>(&*args[k])) {
+      env[name] = expr::Binding::scalar(expr::Type::Bool);
+      values[name] = *b ? 1.0 : 0.0;
+    }
+  }
+  expr::Expr e = expr::compile(impl.reject->value, rt::DType::f64, env);
+  if (e.type != expr::Type::Bool) {
+    throw expr::TypeError("reject must be a condition (bool), but it is " + std::string(expr::type_name(e.type)), 0,
+                          impl.reject->value.size());
+  }
+  return expr::evaluate(e, rt::DType::f64, values) != 0.0;
+}
 
 std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank) {
   std::string out = lower_name(node);

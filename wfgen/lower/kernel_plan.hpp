@@ -52,6 +52,9 @@ struct KernelRequest {
   const spec::Impl* impl = nullptr;
   rt::DType dtype = rt::DType::f32;
   int rank = 0;
+  // A model chose this kernel with its call's arguments: the impl's reject
+  // condition was judged then, so it is not judged again on the defaults.
+  bool chosen_by_model = false;
   friend bool operator<(const KernelRequest& a, const KernelRequest& b) {
     return std::tie(a.impl, a.dtype, a.rank) < std::tie(b.impl, b.dtype, b.rank);
   }
@@ -69,6 +72,13 @@ struct KernelSelection {
 // declare. Deterministic order: by file, then node, device, dtype, rank.
 // Throws UserError with every problem found.
 std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelection& selection);
+
+// Whether `impl`'s reject condition (cl-waffe2's reject-p) holds for kernels
+// of `dtype` called with constructor arguments `args` (in the node's order;
+// unset entries are not bound). False without a condition. Throws
+// expr::Error when the condition does not parse or type-check.
+bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
+             const std::vector<std::optional<spec::ArgValue>>& args);
 
 // The generated name of a kernel: "add_f32_r3"; the device appears unless it is cpu.
 std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank);

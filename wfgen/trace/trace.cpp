@@ -788,30 +788,8 @@ class Tracer {
 
   // An impl's reject condition with this call's arguments (cl-waffe2's reject-p).
   bool rejects(const spec::Impl& impl, const spec::Node& node, const std::vector<spec::ArgValue>& args, const body::Expr& e) {
-    if (!impl.reject) return false;
-    bool fp = build_.dtype == rt::DType::f32 || build_.dtype == rt::DType::f64;
-    expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
-                  {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
-                  {"bits", expr::Binding::scalar(expr::Type::Int)}};
-    std::map<std::string, double> values{{"is_float", fp ? 1.0 : 0.0},
-                                          {"is_integer", fp ? 0.0 : 1.0},
-                                          {"bits", 8.0 * static_cast<double>(rt::dtype_size(build_.dtype))}};
-    for (std::size_t k = 0; k < node.args.size() && k < args.size(); ++k) {
-      const auto& a = args[k];
-      if (const auto* i = std::get_if<std::int64_t>(&a)) {
-        env[node.args[k].name] = expr::Binding::scalar(expr::Type::Int);
-        values[node.args[k].name] = static_cast<double>(*i);
-      } else if (const auto* f = std::get_if<double>(&a)) {
-        env[node.args[k].name] = expr::Binding::scalar(expr::Type::Float);
-        values[node.args[k].name] = *f;
-      } else if (const auto* b = std::get_if<bool>(&a)) {
-        env[node.args[k].name] = expr::Binding::scalar(expr::Type::Bool);
-        values[node.args[k].name] = *b ? 1.0 : 0.0;
-      }
-    }
     try {
-      expr::Expr c = expr::compile(impl.reject->value, rt::DType::f64, env);
-      return expr::evaluate(c, rt::DType::f64, values) != 0.0;
+      return lower::rejects(impl, node, build_.dtype, std::vector<std::optional<spec::ArgValue>>(args.begin(), args.end()));
     } catch (const expr::Error& err) {
       fail(impl.reject->at(err.offset()), std::string("in the reject condition of the ") + impl.device +
                                                " implementation of '" + node.name + "': " + err.what() +
