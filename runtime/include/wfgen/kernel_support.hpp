@@ -195,14 +195,18 @@ template <class T>
 inline void gemm_micro(std::int64_t kc, const T* ap, const T* bp, T* c, std::int64_t rsc, std::int64_t csc,
                        int mr, int nr, bool accumulate) {
   constexpr int MR = GemmTile<T>::MR, NR = GemmTile<T>::NR;
-  T acc[MR][NR] = {};
+  // One row of the MR x NR tile is one vector (GCC/Clang vector extensions,
+  // std-only C++ otherwise): the MR accumulators stay in registers and each
+  // step is MR broadcast-multiply-adds, which the compiler turns into FMAs
+  // of the target's widest vectors. Plain loops here were vectorised across
+  // the rows and spilled the tile to the stack.
+  typedef T Row __attribute__((vector_size(NR * sizeof(T))));
+  Row acc[MR] = {};
   for (std::int64_t k = 0; k < kc; ++k) {
+    Row b;
+    std::memcpy(&b, bp + k * NR, sizeof b);
     const T* a = ap + k * MR;
-    const T* b = bp + k * NR;
-    for (int r = 0; r < MR; ++r) {
-      const T av = a[r];
-      for (int j = 0; j < NR; ++j) acc[r][j] += av * b[j];
-    }
+    for (int r = 0; r < MR; ++r) acc[r] += a[r] * b;
   }
   for (int r = 0; r < mr; ++r) {
     T* crow = c + r * rsc;
