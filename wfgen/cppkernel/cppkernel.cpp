@@ -57,16 +57,6 @@ const char* param_kind_name(ParamKind kind) {
   return "?";
 }
 
-const char* dtype_cpp_type(rt::DType dtype) {
-  switch (dtype) {
-    case rt::DType::f32: return "float";
-    case rt::DType::f64: return "double";
-    case rt::DType::i32: return "std::int32_t";
-    case rt::DType::i64: return "std::int64_t";
-    case rt::DType::u8: return "std::uint8_t";
-  }
-  return "?";
-}
 
 bool Overload::serves(rt::DType d, int r) const {
   return (!dtype || *dtype == d) && (!rank || *rank == r);
@@ -88,7 +78,7 @@ std::string KernelInfo::callee(rt::DType d, int r) const {
   std::string out = function + "<";
   for (std::size_t i = 0; i < o.template_params.size(); ++i) {
     if (i > 0) out += ", ";
-    out += o.template_params[i] == TemplateParam::DType ? dtype_cpp_type(d) : std::to_string(r);
+    out += o.template_params[i] == TemplateParam::DType ? rt::dtype_cpp_type(d) : std::to_string(r);
   }
   return out + ">";
 }
@@ -112,7 +102,7 @@ bool is_tensor(ParamKind kind) { return kind == ParamKind::TensorIn || kind == P
 
 // "float (f32)"
 std::string dtype_words(rt::DType d) {
-  return std::string(dtype_cpp_type(d)) + " (" + rt::dtype_name(d) + ")";
+  return std::string(rt::dtype_cpp_type(d)) + " (" + rt::dtype_name(d) + ")";
 }
 
 std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
@@ -581,7 +571,7 @@ class Checker {
     // parameter, the one value the implementation asks for, or T / R.
     const std::string t_name = dtype_param ? dtype_param->getName().str() : "";
     const std::string elem_word = dtype_param                  ? t_name
-                                  : expect_.dtypes.size() == 1 ? dtype_cpp_type(expect_.dtypes[0])
+                                  : expect_.dtypes.size() == 1 ? rt::dtype_cpp_type(expect_.dtypes[0])
                                                                : "T";
     const std::string rank_word = rank_param                  ? rank_param->getName().str()
                                   : expect_.ranks.size() == 1 ? std::to_string(expect_.ranks[0])
@@ -644,7 +634,7 @@ class Checker {
     clang::QualType bare = t.getNonReferenceType().getUnqualifiedType();
 
     if (is_tensor(e.kind)) {
-      std::string elem_exp = e.fixed_dtype ? dtype_cpp_type(*e.fixed_dtype) : elem_word;
+      std::string elem_exp = e.fixed_dtype ? rt::dtype_cpp_type(*e.fixed_dtype) : elem_word;
       std::string rank_exp = e.fixed_rank ? std::to_string(*e.fixed_rank) : rank_word;
       std::optional<ViewType> v = as_view(bare);
       if (!v) {
@@ -663,7 +653,7 @@ class Checker {
              "'; expected an integer or the template parameter of the rank");
         return;
       }
-      std::string elem_now = v->elem_is_param ? v->elem_spelling : dtype_cpp_type(*v->elem);
+      std::string elem_now = v->elem_is_param ? v->elem_spelling : rt::dtype_cpp_type(*v->elem);
       std::string rank_now = v->rank_is_param ? v->rank_spelling : std::to_string(*v->rank);
       if (e.kind == ParamKind::TensorIn && !v->elem_const) {
         fail(who + " is '" + found + "', a writable view, but " + role +

@@ -125,10 +125,6 @@ struct KernelInfo {
   std::string callee(rt::DType dtype, int rank) const;
 };
 
-// The C++ spelling of a dtype in generated code: "float", "double",
-// "std::int32_t", "std::int64_t", "std::uint8_t".
-const char* dtype_cpp_type(rt::DType dtype);
-
 // Parses `file` (C++20, with the runtime headers and the resource directory
 // of the Clang it was built with on the include path, then `extra_args` such
 // as "-I<dir>" or "-DNAME") and checks the function `expect.function` against

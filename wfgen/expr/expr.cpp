@@ -1123,16 +1123,7 @@ Expr check(const Expr& e, rt::DType dtype, const Env& env) { return Checker(dtyp
 
 Expr compile(std::string_view text, rt::DType dtype, const Env& env) { return check(parse(text), dtype, env); }
 
-std::string cpp_type(rt::DType d) {
-  switch (d) {
-    case rt::DType::f32: return "float";
-    case rt::DType::f64: return "double";
-    case rt::DType::i32: return "std::int32_t";
-    case rt::DType::i64: return "std::int64_t";
-    case rt::DType::u8: return "std::uint8_t";
-  }
-  return "?";
-}
+std::string cpp_type(rt::DType d) { return rt::dtype_cpp_type(d); }
 
 std::string to_cpp(const Expr& e, const EmitContext& ctx) { return CppPrinter(ctx).finish(e); }
 

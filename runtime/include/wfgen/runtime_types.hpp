@@ -58,6 +58,19 @@ constexpr const char* dtype_c_name(DType t) {
   return "?";
 }
 
+// Spelling of the element type in C++ source: "float", "std::int32_t", ...
+// (what generated code and wfgen's checks of user kernels write).
+constexpr const char* dtype_cpp_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "std::int32_t";
+    case DType::i64: return "std::int64_t";
+    case DType::u8: return "std::uint8_t";
+  }
+  return "?";
+}
+
 template <class T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
