@@ -78,9 +78,9 @@ int gen(const GenOptions& o, Streams io) {
       po.dump_after = o.dump_after;
       po.time_passes = o.time_passes;
       std::string log;
-      passes::MemoryPlan plan = passes::run_pipeline(g, po, &log);
+      passes::MemoryPlan plan = passes::run_pipeline(s, b, g, po, &log);
       io.err << log;
-      auto req = emit::kernels_needed(s, g);
+      auto req = emit::kernels_needed(s, b, g);
       needed.insert(needed.end(), req.begin(), req.end());
       auto files = emit::emit_model(s, b, g, plan, eo);
       model_files.insert(model_files.end(), files.begin(), files.end());
@@ -151,7 +151,7 @@ int disasm(const DisasmOptions& o, Streams io) {
       }
     }
     graph::Graph g = trace::trace_build(s, *build);
-    passes::run_pipeline(g, {}, nullptr);
+    passes::run_pipeline(s, *build, g, {}, nullptr);
     io.out << emit::disassemble(g);
     return kOk;
   } catch (const UserError& e) {

@@ -90,7 +90,8 @@ std::vector<std::string> tensor_names(const Graph& g) {
     std::string base;
     if (v.kind == Kind::Input) base = v.name;
     else if (v.kind == Kind::Param) base = v.param_path;
-    else if (v.kind == Kind::Call && !v.name.empty()) base = v.name;
+    else if (v.kind == Kind::Call && !v.name.empty() && !v.backward) base = v.name;
+    else if (v.kind == Kind::Grad || v.kind == Kind::Seed) base = v.name;
     else base = "TID" + num(v.id);
     int n = seen[base]++;
     out.push_back(n == 0 ? base : base + "." + num(n));
@@ -104,8 +105,44 @@ const char* role_of(const Value& v) {
     case Kind::Param: return "Param";
     case Kind::Call: return "Temp";
     case Kind::View: return "View";
+    case Kind::Grad:
+    case Kind::Seed: return "Grad";
   }
   return "Temp";
+}
+
+// The implementation of the build's optimizer for parameters of `rank`:
+// the first of the build's devices that has one.
+const spec::Impl* optimizer_impl(const spec::Spec& spec, const spec::Build& build, int rank) {
+  const spec::Optimizer& o = *build.optimizer;
+  for (const auto& device : build.devices) {
+    for (const spec::Impl* impl : spec.impls_of(o.node)) {
+      if (impl->device != device) continue;
+      bool dtype_ok = std::find(impl->dtypes.begin(), impl->dtypes.end(), build.dtype) != impl->dtypes.end();
+      bool rank_ok = impl->ranks.empty() || std::find(impl->ranks.begin(), impl->ranks.end(), rank) != impl->ranks.end();
+      if (dtype_ok && rank_ok) return impl;
+    }
+  }
+  Diagnostic d;
+  d.loc = o.loc;
+  d.message = "no implementation of the optimizer '" + o.node + "' for " + rt::dtype_name(build.dtype) + " parameters of rank " +
+              std::to_string(rank) + " on the devices of build '" + build.name + "'";
+  d.source_line = spec.line_at(d.loc);
+  throw UserError(std::move(d));
+}
+
+// Tensors of optimizer state per parameter: momentum (sgd), or first and
+// second moments (adam, adamw).
+int optimizer_state_count(const spec::Optimizer& o) { return o.node == "sgd" ? 1 : 2; }
+
+// The trainable parameters step() updates: (index in params_, index in grads_).
+std::vector<std::pair<std::size_t, std::size_t>> trainable(const Graph& g) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t k = 0; k < g.grads.size(); ++k) {
+    auto it = std::find(g.params.begin(), g.params.end(), g[g.grads[k]].grad_of);
+    if (it != g.params.end()) out.emplace_back(static_cast<std::size_t>(it - g.params.begin()), k);
+  }
+  return out;
 }
 
 const spec::Impl* copy_impl(const spec::Spec& spec) {
@@ -149,6 +186,7 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
     };
     if (v.init_from >= 0) {
       ModelInstruction c;
+      c.backward = v.backward;
       c.op = "COPY-CPU";
       c.kernel = lower::kernel_name("copy", "cpu", v.dtype, v.rank);
       c.source = where_from;
@@ -158,6 +196,7 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
       insts.push_back(std::move(c));
     }
     ModelInstruction in;
+    in.backward = v.backward;
     in.op = upper(v.node->name) + "-" + upper(v.impl->device);
     in.kernel = kernel_of(v);
     in.source = where_from;
@@ -198,8 +237,14 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
   return insts;
 }
 
-std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const Graph& g) {
+std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const spec::Build& build, const Graph& g) {
   std::set<lower::KernelRequest> out;
+  if (build.optimizer && g.has_backward) {
+    for (const auto& [param, grad] : trainable(g)) {
+      int rank = static_cast<int>(g[g.params[param]].shape.size());
+      out.insert({optimizer_impl(spec, build, rank), build.dtype, rank, true});
+    }
+  }
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
     out.insert({v.impl, v.dtype, v.rank, true});
@@ -218,29 +263,176 @@ std::string disassemble(const Graph& g) {
   auto head = [](const ModelInstruction& in) { return "<WfInst[op=" + in.op + "]"; };
   std::size_t width = 0;
   for (const auto& in : insts) width = std::max(width, head(in).size());
-  std::string out = "disassemble-waffe2-ir:\n [Forward]: \n";
+  std::string out = "disassemble-waffe2-ir:\n";
   std::set<int> tensors;
   std::size_t scalars = 0;
-  for (const auto& in : insts) {
-    std::string line = head(in);
-    line += std::string(width - line.size(), ' ') + " : ";
-    std::string outs, args;
-    for (std::size_t k = 0; k < in.operands.size(); ++k) {
-      int id = in.operands[k];
-      tensors.insert(id);
-      const Value& v = g[id];
-      std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
-      std::string name = prefix + names[static_cast<std::size_t>(id)];
-      if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
-      args += (args.empty() ? "" : " ") + name + "{" + rt::dtype_c_name(v.dtype) + ", " + shape::shape_str(v.shape) + "}";
+  for (bool pullback : {false, true}) {
+    if (pullback && !g.has_backward) break;
+    out += pullback ? "\n [Pullback]: \n" : " [Forward]: \n";
+    for (const auto& in : insts) {
+      if (in.backward != pullback) continue;
+      std::string line = head(in);
+      line += std::string(width - line.size(), ' ') + " : ";
+      std::string outs, args;
+      for (std::size_t k = 0; k < in.operands.size(); ++k) {
+        int id = in.operands[k];
+        tensors.insert(id);
+        const Value& v = g[id];
+        std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
+        std::string name = prefix + names[static_cast<std::size_t>(id)];
+        if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
+        args += (args.empty() ? "" : " ") + name + "{" + rt::dtype_c_name(v.dtype) + ", " + shape::shape_str(v.shape) + "}";
+      }
+      scalars += in.scalars.size();
+      out += line + outs + " <= op(" + args + ")>\n";
     }
-    scalars += in.scalars.size();
-    out += line + outs + " <= op(" + args + ")>\n";
   }
   out += "\n" + num(static_cast<std::int64_t>(insts.size())) + " Instructions | " + num(static_cast<std::int64_t>(tensors.size())) +
          " Tensors | " + num(static_cast<std::int64_t>(scalars)) + " Scalars\n";
   return out;
 }
+
+namespace {
+
+std::string training_declarations(const spec::Build& build) {
+  std::string out =
+      "\n"
+      "  // --- Training (backward: true) ---\n"
+      "  // The pullback from a scalar loss (the model's one output of one element):\n"
+      "  // adds the gradient of every parameter (and grad input) into its buffer.\n"
+      "  // Each forward()/run() allows one backward().\n"
+      "  void backward();\n"
+      "  // The same, starting from the given gradient of each output.\n"
+      "  void backward(const std::vector<wfgen::rt::Tensor>& output_grads);\n"
+      "  // Gradient buffers by parameter path (\"W1\", \"linear_0.W\") or input name (views of the model's storage).\n"
+      "  wfgen::rt::Tensor grad(std::string_view name) const;\n"
+      "  std::vector<std::pair<std::string, wfgen::rt::Tensor>> gradients() const;\n"
+      "  // Sets every gradient buffer to zero (cl-waffe2's reset-grad!).\n"
+      "  void zero_grad();\n";
+  if (build.optimizer) {
+    out +=
+        "  // One " + build.optimizer->node + " step on every trainable parameter with its gradient (call-optimizer!).\n"
+        "  void step();\n"
+        "  void set_learning_rate(double lr);\n"
+        "  double learning_rate() const;\n"
+        "  // Steps taken so far (Adam's bias correction uses it).\n"
+        "  std::int64_t step_count() const;\n";
+  }
+  return out;
+}
+
+std::string training_members(const spec::Build& build) {
+  std::string out =
+      "  void run_backward_();\n"
+      "  std::vector<wfgen::rt::Tensor> grads_;\n"
+      "  std::vector<wfgen::rt::Tensor> seeds_;\n"
+      "  bool forward_done_ = false;\n";
+  if (build.optimizer) {
+    double lr = 0.001;
+    const spec::Optimizer& o = *build.optimizer;
+    for (const auto& [k, v] : o.values)
+      if (k == "lr") lr = v;
+    out += "  std::vector<wfgen::rt::Tensor> state_;\n"
+           "  double lr_ = " + fp(lr) + ";\n"
+           "  std::int64_t step_count_ = 0;\n";
+  }
+  return out;
+}
+
+// backward(), grad(), zero_grad() and step() of a build with backward: true.
+void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls) {
+  const std::string err = "throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, ";
+  c.line();
+  c.open("void " + cls + "::backward()");
+  c.line("if (!forward_done_) run_backward_();  // throws the missing-forward error");
+  c.open("if (seeds_.size() != 1 || seeds_[0].numel() != 1)");
+  c.line(err + "\"" + cls + "::backward(): without output gradients the model must return one tensor of one element (a scalar "
+         "loss); pass the gradient of each output to backward(output_grads)\");");
+  c.close();
+  c.line("seeds_[0].fill(1.0);");
+  c.line("run_backward_();");
+  c.close();
+  c.line();
+  c.open("void " + cls + "::backward(const std::vector<wfgen::rt::Tensor>& output_grads)");
+  c.open("if (output_grads.size() != seeds_.size())");
+  c.line(err + "\"" + cls + "::backward(): expected \" + std::to_string(seeds_.size()) + \" output gradients, got \" + "
+         "std::to_string(output_grads.size()));");
+  c.close();
+  c.line("if (!forward_done_) run_backward_();  // throws the missing-forward error");
+  c.line("for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from(output_grads[wf_k]);");
+  c.line("run_backward_();");
+  c.close();
+  c.line();
+  c.open("void " + cls + "::run_backward_()");
+  c.open("if (!forward_done_)");
+  c.line(err + "\"" + cls + "::backward() needs a forward pass first: the pullback reads values the forward pass keeps, and "
+         "each forward pass allows one backward()\");");
+  c.close();
+  c.line("forward_done_ = false;");
+  c.line("vm_.run(wfgen::rt::Section::Backward);");
+  c.close();
+  c.line();
+  c.open("std::vector<std::pair<std::string, wfgen::rt::Tensor>> " + cls + "::gradients() const");
+  c.line("std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;");
+  c.line("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);");
+  c.line("return wf_out;");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Tensor " + cls + "::grad(std::string_view name) const");
+  c.line("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k)");
+  c.line("  if (kGradNames[wf_k] == name) return grads_[wf_k];");
+  c.line(err + "\"" + cls + " has no gradient of '\" + std::string(name) + \"' (parameters with requires_grad and the "
+         "build's grad_inputs have one)\");");
+  c.close();
+  c.line();
+  c.open("void " + cls + "::zero_grad()");
+  c.line("for (auto& wf_g : grads_)");
+  c.line("  if (wf_g.defined()) wf_g.fill(0.0);");
+  c.close();
+  c.line();
+  if (!build.optimizer) return;
+  const spec::Optimizer& o = *build.optimizer;
+  const spec::Node& node = *spec.find_node(o.node);
+  c.open("void " + cls + "::step()");
+  c.line("++step_count_;");
+  c.comment(o.node + " (" + o.loc.str() + "), hyper-parameters in the node's argument order");
+  std::string scalars;
+  for (const auto& a : node.args) {
+    std::string v;
+    if (a.name == "lr") v = "{.f = lr_}";
+    else if (a.name == "step") v = "{.i = step_count_}";
+    else {
+      std::optional<double> given;
+      for (const auto& [k, x] : o.values)
+        if (k == a.name) given = x;
+      spec::ArgValue value = given ? spec::ArgValue(*given) : *a.default_value;
+      if (const auto* f = std::get_if<double>(&value)) v = "{.f = " + fp(*f) + "}";
+      else if (const auto* i = std::get_if<std::int64_t>(&value)) v = "{.i = " + num(*i) + "}";
+      else if (const auto* b = std::get_if<bool>(&value)) v = std::string("{.b = ") + (*b ? "true" : "false") + "}";
+    }
+    scalars += (scalars.empty() ? "" : ", ") + v + " /* " + a.name + " */";
+  }
+  c.line("const wfgen::rt::ScalarArg wf_s[] = {" + scalars + "};");
+  const int n_state = optimizer_state_count(o);
+  std::size_t state = 0;
+  for (const auto& [param, grad] : trainable(g)) {
+    const Value& p = g[g.params[param]];
+    const spec::Impl* impl = optimizer_impl(spec, build, static_cast<int>(p.shape.size()));
+    std::string refs = "params_[" + num(static_cast<std::int64_t>(param)) + "].ref(), grads_[" + num(static_cast<std::int64_t>(grad)) + "].ref()";
+    for (int j = 0; j < n_state; ++j) refs += ", state_[" + num(static_cast<std::int64_t>(state++)) + "].ref()";
+    c.open("");
+    c.line("wfgen::rt::TensorRef wf_t[] = {" + refs + "};  // " + p.param_path);
+    c.line(lower::kernel_name(o.node, impl->device, p.dtype, static_cast<int>(p.shape.size())) + "_erased(wf_t, wf_s);");
+    c.close();
+  }
+  c.close();
+  c.line();
+  c.line("void " + cls + "::set_learning_rate(double lr) { lr_ = lr; }");
+  c.line("double " + cls + "::learning_rate() const { return lr_; }");
+  c.line("std::int64_t " + cls + "::step_count() const { return step_count_; }");
+}
+
+}  // namespace
 
 std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& build, const Graph& g,
                                    const passes::MemoryPlan& plan, const KernelEmitOptions& options) {
@@ -264,7 +456,9 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
                                       {"cls", cls},
                                       {"seed", num(static_cast<std::int64_t>(build.seed))},
                                       {"where", comment_text(where)},
-                                      {"forward_params", params_sig}});
+                                      {"forward_params", params_sig},
+                                      {"training_api", g.has_backward ? training_declarations(build) : ""},
+                                      {"training_members", g.has_backward ? training_members(build) : ""}});
 
   // --- source -------------------------------------------------------------------------
   CodeWriter c;
@@ -310,21 +504,30 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   if (!any_scalar) c.line("{},");
   c.close(";");
   c.line();
-  c.comment("[Forward]: one kernel call per line, commented with the body line it implements.");
-  c.open("const wfgen::rt::Instruction kForward[] =");
   std::int64_t first_op = 0, first_scalar = 0;
-  for (const auto& in : insts) {
-    c.comment(comment_text(in.source));
-    c.line("{" + literal(in.op) + ", " + literal(in.kernel) + ", &" + in.kernel + "_erased, " + num(first_op) + ", " +
-           num(static_cast<std::int64_t>(in.operands.size())) + ", " + num(in.written) + "u, 0u, " + num(first_scalar) + ", " +
-           num(static_cast<std::int64_t>(in.scalars.size())) + ", " + literal(in.source) + "},");
-    first_op += static_cast<std::int64_t>(in.operands.size());
-    first_scalar += static_cast<std::int64_t>(in.scalars.size());
+  bool any_backward = false;
+  for (bool pullback : {false, true}) {
+    std::int64_t count = 0;
+    for (const auto& in : insts) count += in.backward == pullback ? 1 : 0;
+    if (pullback) any_backward = count > 0;
+    if (pullback && count == 0) break;
+    c.comment(pullback ? "[Pullback]: the backward pass, derived by wfgen from the nodes' backward expressions."
+                       : "[Forward]: one kernel call per line, commented with the body line it implements.");
+    c.open(std::string("const wfgen::rt::Instruction ") + (pullback ? "kBackward" : "kForward") + "[] =");
+    for (const auto& in : insts) {
+      if (in.backward != pullback) continue;
+      c.comment(comment_text(in.source));
+      c.line("{" + literal(in.op) + ", " + literal(in.kernel) + ", &" + in.kernel + "_erased, " + num(first_op) + ", " +
+             num(static_cast<std::int64_t>(in.operands.size())) + ", " + num(in.written) + "u, 0u, " + num(first_scalar) + ", " +
+             num(static_cast<std::int64_t>(in.scalars.size())) + ", " + literal(in.source) + "},");
+      first_op += static_cast<std::int64_t>(in.operands.size());
+      first_scalar += static_cast<std::int64_t>(in.scalars.size());
+    }
+    c.close(";");
+    c.line();
   }
-  c.close(";");
-  c.line();
   c.line("const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, " +
-         num(first_scalar) + "), kForward, {}, kOperandSpecs};");
+         num(first_scalar) + "), kForward, " + (any_backward ? "kBackward" : "{}") + ", kOperandSpecs};");
   c.line("const std::vector<std::string> kInputNames = {" + [&] {
     std::string s;
     for (int i : g.inputs) s += (s.empty() ? "" : ", ") + literal(g[i].name);
@@ -335,6 +538,13 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     for (int p : g.params) s += (s.empty() ? "" : ", ") + literal(g[p].param_path);
     return s;
   }() + "};");
+  if (g.has_backward) {
+    c.line("const std::vector<std::string> kGradNames = {" + [&] {
+      std::string s;
+      for (int b : g.grads) s += (s.empty() ? "" : ", ") + literal(g[b].name.substr(5));
+      return s;
+    }() + "};");
+  }
   c.line("const char* const kSymbols[] = {" + [&] {
     std::string s;
     for (const auto& sym : g.symbols) s += (s.empty() ? "" : ", ") + literal(sym);
@@ -356,6 +566,26 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   }
   c.line("inputs_.resize(" + num(static_cast<std::int64_t>(g.inputs.size())) + ");");
   c.line("table_.resize(" + num(static_cast<std::int64_t>(g.values.size())) + ");");
+  if (g.has_backward) {
+    c.comment("Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().");
+    c.line("grads_.resize(" + num(static_cast<std::int64_t>(g.grads.size())) + ");");
+    c.line("seeds_.resize(" + num(static_cast<std::int64_t>(g.seeds.size())) + ");");
+    for (std::size_t k = 0; k < g.grads.size(); ++k) {
+      const Value& owner = g[g[g.grads[k]].grad_of];
+      if (owner.kind != Kind::Param) continue;
+      c.line("grads_[" + num(static_cast<std::int64_t>(k)) + "] = wfgen::rt::Tensor::zeros(" + dtype_cpp(owner.dtype) + ", " +
+             shape_cpp(owner.shape) + ");  // " + owner.param_path);
+    }
+    if (build.optimizer) {
+      c.comment("Optimizer state (" + build.optimizer->node + "): zeros, one set per trainable parameter.");
+      for (const auto& [param, grad] : trainable(g)) {
+        const Value& p = g[g.params[param]];
+        for (int j = 0; j < optimizer_state_count(*build.optimizer); ++j)
+          c.line("state_.push_back(wfgen::rt::Tensor::zeros(" + dtype_cpp(p.dtype) + ", " + shape_cpp(p.shape) + "));  // " +
+                 p.param_path);
+      }
+    }
+  }
   c.close();
   c.line();
 
@@ -401,7 +631,25 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
         c.line(lhs + "params_[" + num(it - g.params.begin()) + "].ref();  // " + v.param_path);
         break;
       }
+      case Kind::Grad: {
+        std::size_t k = static_cast<std::size_t>(std::find(g.grads.begin(), g.grads.end(), v.id) - g.grads.begin());
+        const Value& owner = g[v.grad_of];
+        if (owner.kind == Kind::Input) {
+          c.line("grads_[" + num(static_cast<std::int64_t>(k)) + "] = wfgen::rt::Tensor::zeros(" + dtype_cpp(v.dtype) + ", " +
+                 shape_cpp(v.shape) + ");");
+        }
+        c.line(lhs + "grads_[" + num(static_cast<std::int64_t>(k)) + "].ref();  // " + v.name);
+        break;
+      }
+      case Kind::Seed:
+        c.line("seeds_[" + num(v.seed_of) + "] = wfgen::rt::Tensor::empty(" + dtype_cpp(v.dtype) + ", " + shape_cpp(v.shape) + ");");
+        c.line(lhs + "seeds_[" + num(v.seed_of) + "].ref();  // " + v.name);
+        break;
       case Kind::Call:
+        if (v.write_to >= 0) {
+          c.line(lhs + "table_[" + num(v.write_to) + "];  // " + v.node->name + " into " + names[static_cast<std::size_t>(v.write_to)]);
+          break;
+        }
         c.line(lhs + "wfgen::rt::contiguous_ref(wf_arena + wf_slot" + num(plan.slot_of[static_cast<std::size_t>(v.id)]) + ", " +
                dtype_cpp(v.dtype) + ", " + shape_cpp(v.shape) + ");  // " + names[static_cast<std::size_t>(v.id)] + " = " + v.node->name);
         break;
@@ -441,6 +689,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.close();
   c.line("if (!wf_same) bind_();");
   c.line("vm_.run(wfgen::rt::Section::Forward);");
+  if (g.has_backward) c.line("forward_done_ = true;");
   c.line("return outputs_();");
   c.close();
   c.line();
@@ -531,7 +780,21 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     }
     text += "  memory pool: " + num(static_cast<std::int64_t>(plan.slots.size())) + " slots, " + (formula.empty() ? "0" : formula) +
             " bytes (each slot rounded up to 64)\n";
-    text += "  instructions: " + num(static_cast<std::int64_t>(insts.size())) + "\n";
+    std::int64_t n_backward = 0;
+    for (const auto& in : insts) n_backward += in.backward ? 1 : 0;
+    text += "  instructions: " + num(static_cast<std::int64_t>(insts.size()) - n_backward) + " forward";
+    if (g.has_backward) text += ", " + num(n_backward) + " pullback";
+    text += "\n";
+    if (g.has_backward) {
+      text += "  gradients:";
+      for (int b : g.grads) text += " " + g[b].name.substr(5);
+      text += "\n";
+      if (build.optimizer) {
+        text += "  optimizer: " + build.optimizer->node;
+        for (const auto& [k, v] : build.optimizer->values) text += " " + k + "=" + fp(v);
+        text += "\n";
+      }
+    }
     c.open("std::string " + cls + "::summary() const");
     c.line("return " + literal(text) + ";");
     c.close();
@@ -546,6 +809,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("if (!bound_) bind_();");
   c.line("return vm_.profile(wfgen::rt::Section::Forward, n_sample, top_k);");
   c.close();
+  if (g.has_backward) emit_training_api(c, spec, build, g, cls);
   c.line().line("}  // namespace " + options.ns);
   return {{cls + ".hpp", header}, {cls + ".cpp", c.str()}};
 }

@@ -30,6 +30,7 @@ struct ModelInstruction {
   std::uint32_t written = 0;          // bit k: operand k is written
   std::vector<std::string> scalars;   // C++ initialisers of the ScalarArgs
   std::vector<std::string> specs;     // C++ initialisers of the OperandSpecs
+  bool backward = false;              // part of the pullback
 };
 
 // The instructions of a planned graph (a copy first where a call writes in
@@ -41,8 +42,9 @@ std::vector<ModelInstruction> plan_instructions(const graph::Graph& g, std::vect
 // symbolic shapes of the build (what `wfgen disasm` prints, offline).
 std::string disassemble(const graph::Graph& g);
 
-// The kernels a traced graph calls (for lower::plan_kernels).
-std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const graph::Graph& g);
+// The kernels a traced graph calls (for lower::plan_kernels), and the
+// optimizer kernels of step() for a build with an optimizer.
+std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const spec::Build& build, const graph::Graph& g);
 
 std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& build, const graph::Graph& g,
                                    const passes::MemoryPlan& plan, const KernelEmitOptions& options);

@@ -27,8 +27,12 @@ const char* view_name(ViewKind v) {
 }
 
 int Graph::root(int id) const {
-  while (values[static_cast<std::size_t>(id)].kind == Kind::View) id = values[static_cast<std::size_t>(id)].base;
-  return id;
+  for (;;) {
+    const Value& v = values[static_cast<std::size_t>(id)];
+    if (v.kind == Kind::View) id = v.base;
+    else if (v.kind == Kind::Call && v.write_to >= 0) id = v.write_to;
+    else return id;
+  }
 }
 
 std::string Graph::dump() const {
@@ -49,12 +53,16 @@ std::string Graph::dump() const {
         os << ")";
         for (std::size_t k = 0; k < v.args.size(); ++k) os << " " << v.node->args[k].name << "=" << spec::arg_value_str(v.args[k]);
         if (v.init_from >= 0) os << " init=%" << v.init_from;
+        if (v.write_to >= 0) os << " into=%" << v.write_to;
         break;
       }
       case Kind::View: os << " " << view_name(v.view) << "(%" << v.base << ")"; break;
+      case Kind::Grad: os << " d%" << v.grad_of; break;
+      case Kind::Seed: os << " d%" << outputs[static_cast<std::size_t>(v.seed_of)]; break;
     }
     os << " : " << rt::dtype_name(v.dtype) << shape::shape_str(v.shape);
     if (!v.name.empty() && v.kind == Kind::Call) os << "  # " << v.name;
+    if (v.backward) os << "  [pullback]";
     os << "\n";
   }
   os << "  return";

@@ -6,7 +6,11 @@
 //   param  (get_attr)       a trainable tensor of the model
 //   call   (call_function)  a node's kernel writing a fresh tensor
 //   view   (call_method)    a view of another value: no data moves
+//   grad                    the gradient buffer of a parameter or input, owned by the model
+//   seed                    the gradient of an output that the pullback starts from
 //   output                  the list of results (Graph::outputs)
+// The pullback (autodiff) appends calls and views marked `backward`; they
+// run after the forward ones, in value order.
 // Calls of other models (call_module) are inlined while tracing; their
 // values keep the model path in `scope`.
 #pragma once
@@ -25,7 +29,9 @@ namespace wfgen::graph {
   X(Input, "input")          \
   X(Param, "param")          \
   X(Call, "call")            \
-  X(View, "view")
+  X(View, "view")            \
+  X(Grad, "grad")            \
+  X(Seed, "seed")
 
 enum class Kind {
 #define WFGEN_KIND_ENUM(name, text) name,
@@ -68,6 +74,13 @@ struct Value {
   int init_from = -1;                // the result starts as a copy of this value (in place on a caller's tensor)
   std::vector<spec::ArgValue> args;  // constructor arguments in the node's order
   int rank = 0;                      // kernel rank
+  // The result is written into the storage of this value (a gradient buffer,
+  // or a view of a buffer being filled) instead of a fresh arena slot.
+  int write_to = -1;
+
+  bool backward = false;  // part of the pullback
+  int grad_of = -1;       // Grad: the parameter or input it belongs to
+  int seed_of = -1;       // Seed: the index of the output in Graph::outputs
 
   // View
   ViewKind view = ViewKind::Permute;
@@ -89,6 +102,10 @@ struct Graph {
   std::vector<int> inputs, params, outputs;
   std::vector<std::string> output_names;
   std::vector<std::string> symbols;  // run-time dims, in order of first appearance in the inputs
+  // Autodiff: one gradient buffer per trainable parameter and per input
+  // asked for (Kind::Grad, in that order), one seed per output.
+  std::vector<int> grads, seeds;
+  bool has_backward = false;
 
   const Value& operator[](int id) const { return values[static_cast<std::size_t>(id)]; }
   Value& operator[](int id) { return values[static_cast<std::size_t>(id)]; }

@@ -326,6 +326,29 @@ class Planner {
       }
       return true;
     }
+    if (impl.builtin == "softmax_cross_entropy") return want(3, "LOGITS[~ c] TARGET[~ c] OUT[~ 1] -> OUT[~ 1]");
+    if (impl.builtin == "sgd" || impl.builtin == "adam" || impl.builtin == "adamw") {
+      bool sgd = impl.builtin == "sgd";
+      if (!want(sgd ? 3 : 4, sgd ? "P[~] G[~] M[~] -> P[~] M[~]" : "P[~] G[~] M[~] V[~] -> P[~] M[~] V[~]")) return false;
+      std::vector<std::pair<const char*, ArgType>> needed = {{"lr", ArgType::Float}, {"weight_decay", ArgType::Float},
+                                                             {"step", ArgType::Int}};
+      if (sgd) {
+        for (auto a : {"momentum", "dampening"}) needed.emplace_back(a, ArgType::Float);
+        needed.emplace_back("nesterov", ArgType::Bool);
+      } else {
+        for (auto a : {"beta1", "beta2", "eps"}) needed.emplace_back(a, ArgType::Float);
+      }
+      for (const auto& [a, type] : needed) {
+        bool found = false;
+        for (const auto& sc : p.scalars) found = found || (sc.name == a && sc.type == type);
+        if (!found) {
+          error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a " + spec::arg_type_name(type) +
+                                   " constructor argument '" + a + "'"));
+          return false;
+        }
+      }
+      return true;
+    }
     error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' is written as an elementwise body; use elementwise"));
     return false;
   }

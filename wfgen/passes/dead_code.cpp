@@ -9,16 +9,33 @@ void eliminate_dead_code(graph::Graph& g) {
   std::vector<int> work(g.outputs.begin(), g.outputs.end());
   for (int p : g.params) live[static_cast<std::size_t>(p)] = true;
   for (int i : g.inputs) live[static_cast<std::size_t>(i)] = true;
-  while (!work.empty()) {
-    int id = work.back();
-    work.pop_back();
-    if (live[static_cast<std::size_t>(id)] && g[id].kind != graph::Kind::Input && g[id].kind != graph::Kind::Param) continue;
-    live[static_cast<std::size_t>(id)] = true;
-    const graph::Value& v = g[id];
-    for (int o : v.operands)
-      if (o != id) work.push_back(o);
-    if (v.base >= 0) work.push_back(v.base);
-    if (v.init_from >= 0) work.push_back(v.init_from);
+  for (int s : g.seeds) live[static_cast<std::size_t>(s)] = true;
+  for (int b : g.grads) live[static_cast<std::size_t>(b)] = true;
+  auto external = [&](int id) {
+    auto k = g[id].kind;
+    return k == graph::Kind::Input || k == graph::Kind::Param || k == graph::Kind::Seed || k == graph::Kind::Grad;
+  };
+  // A call that writes into existing storage (write_to) lives as long as
+  // that storage does, so marking repeats until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& v : g.values) {
+      if (v.kind != graph::Kind::Call || v.write_to < 0 || live[static_cast<std::size_t>(v.id)]) continue;
+      if (live[static_cast<std::size_t>(g.root(v.write_to))]) work.push_back(v.id);
+    }
+    while (!work.empty()) {
+      int id = work.back();
+      work.pop_back();
+      if (live[static_cast<std::size_t>(id)] && !external(id)) continue;
+      if (!live[static_cast<std::size_t>(id)]) changed = true;
+      live[static_cast<std::size_t>(id)] = true;
+      const graph::Value& v = g[id];
+      for (int o : v.operands)
+        if (o != id) work.push_back(o);
+      if (v.base >= 0) work.push_back(v.base);
+      if (v.init_from >= 0) work.push_back(v.init_from);
+      if (v.write_to >= 0 && !live[static_cast<std::size_t>(v.write_to)]) work.push_back(v.write_to);
+    }
   }
   // Renumber the survivors, keeping their order.
   std::vector<int> new_id(g.values.size(), -1);
@@ -36,11 +53,15 @@ void eliminate_dead_code(graph::Graph& g) {
     for (int& o : v.operands) map(o);
     map(v.base);
     map(v.init_from);
+    map(v.write_to);
+    map(v.grad_of);
   }
   g.values = std::move(kept);
   for (int& i : g.inputs) map(i);
   for (int& p : g.params) map(p);
   for (int& o : g.outputs) map(o);
+  for (int& s : g.seeds) map(s);
+  for (int& b : g.grads) map(b);
 }
 
 }  // namespace wfgen::passes

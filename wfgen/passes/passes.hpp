@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "wfgen/graph/graph.hpp"
+#include "wfgen/spec/spec.hpp"
 
 namespace wfgen::passes {
 
@@ -32,7 +33,9 @@ struct PipelineOptions {
   bool time_passes = false;
 };
 
-// Runs every pass in order on `g`; dumps and timings go to `log`.
-MemoryPlan run_pipeline(graph::Graph& g, const PipelineOptions& options, std::string* log);
+// Runs every pass in order on the traced graph `g` of `build`; dumps and
+// timings go to `log`.
+MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph::Graph& g, const PipelineOptions& options,
+                        std::string* log);
 
 }  // namespace wfgen::passes

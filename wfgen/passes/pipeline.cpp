@@ -3,10 +3,12 @@
 #include <chrono>
 
 #include "wfgen/passes/passes.hpp"
+#include "wfgen/trace/trace.hpp"
 
 namespace wfgen::passes {
 
-MemoryPlan run_pipeline(graph::Graph& g, const PipelineOptions& options, std::string* log) {
+MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph::Graph& g, const PipelineOptions& options,
+                        std::string* log) {
   auto step = [&](const char* name, auto&& pass) {
     auto start = std::chrono::steady_clock::now();
     std::string before = g.dump();
@@ -23,6 +25,10 @@ MemoryPlan run_pipeline(graph::Graph& g, const PipelineOptions& options, std::st
     *log += "--- after trace\n" + g.dump();
   }
   step("dead-code", [&] { eliminate_dead_code(g); });  // drop values no output needs
+  if (build.backward) {
+    step("autodiff", [&] { trace::derive_backward(spec, build, g); });  // append the pullback
+    step("dead-code", [&] { eliminate_dead_code(g); });                // drop what no gradient needs
+  }
   MemoryPlan plan;
   step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness
   return plan;

@@ -32,13 +32,14 @@ MemoryPlan plan_memory(const graph::Graph& g) {
     for (int o : v.operands)
       if (o != v.id) use(o, at);
     if (v.init_from >= 0) use(v.init_from, at);
+    if (v.write_to >= 0) use(v.write_to, at);  // writes into a live tensor
   }
   for (int o : g.outputs) use(o, end);
   // Greedy assignment in definition order.
   std::vector<int> free_slots;
   std::vector<int> holder;  // per slot: the root currently in it (-1: free)
   for (const auto& v : g.values) {
-    if (v.kind != graph::Kind::Call) continue;
+    if (v.kind != graph::Kind::Call || v.write_to >= 0) continue;
     int at = index[static_cast<std::size_t>(v.id)];
     // Free slots whose value was last read before this instruction.
     for (std::size_t s = 0; s < holder.size(); ++s) {

@@ -482,6 +482,23 @@ class Reader {
     }
     if (n["as"]) b.as_node = n["as"].Scalar() == "node";
     if (n["seed"]) b.seed = n["seed"].as<std::uint64_t>();
+    if (n["backward"]) b.backward = n["backward"].as<bool>();
+    for (const auto& x : n["grad_inputs"]) {
+      b.grad_inputs.push_back(x.Scalar());
+      b.grad_input_locs.push_back(detail::loc_of(src_, x.Mark()));
+    }
+    if (const auto& o = n["optimizer"]) {
+      for (const auto& kv : o) {
+        Optimizer opt;
+        opt.node = kv.first.Scalar();
+        opt.loc = detail::loc_of(src_, kv.first.Mark());
+        for (const auto& h : kv.second) {
+          opt.values.emplace_back(h.first.Scalar(), h.second.as<double>());
+          opt.locs[h.first.Scalar()] = detail::loc_of(src_, h.first.Mark());
+        }
+        b.optimizer = std::move(opt);
+      }
+    }
     if (n["doc"]) b.doc = n["doc"].Scalar();
     if (errors_.size() != errors_before) return std::nullopt;
     return b;
@@ -517,6 +534,9 @@ class Reader {
       impl.ranks.erase(std::unique(impl.ranks.begin(), impl.ranks.end()), impl.ranks.end());
     }
     if (n["reject"]) impl.reject = text_of(src_, n["reject"]);
+    if (n["node"] && n["backward"]) {
+      for (const auto& kv : n["backward"]) impl.backward.emplace_back(kv.first.Scalar(), text_of(src_, kv.second));
+    }
     if (n["doc"] && n["node"]) impl.doc = n["doc"].Scalar();
     if (n["parallel"] && n["parallel"]["grain"]) impl.parallel_grain = n["parallel"]["grain"].as<std::int64_t>();
     // Exactly one kernel body.
@@ -759,6 +779,66 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
     if (i.kind == BodyKind::Elementwise && node->where.outputs.size() != 1) {
       add(i.loc, "an elementwise kernel computes one output, but node '" + i.node + "' has " +
                      std::to_string(node->where.outputs.size()) + " (" + node->where.str() + ")");
+    }
+    for (const auto& [input, text] : i.backward) {
+      std::vector<std::string> inputs;
+      for (const auto& a : node->where.inputs)
+        if (a.name) inputs.push_back(*a.name);
+      if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) {
+        add(text.loc, "the backward of the " + i.device + " implementation of '" + i.node + "' gives a gradient for '" +
+                          quote(input) + "', which is not an input of the node" + did_you_mean(input, inputs) + " (inputs: " +
+                          join(inputs) + ")");
+      }
+    }
+  }
+  // Autodiff keys of builds.
+  for (const auto& b : spec.builds) {
+    const Model* m = spec.find_model(b.model);
+    if (!b.backward && (!b.grad_inputs.empty() || b.optimizer)) {
+      add(b.loc, "build '" + b.name + "' sets " + (b.optimizer ? "an optimizer" : "grad_inputs") +
+                     ", which needs 'backward: true' (there is no pullback without it)");
+    }
+    if (m) {
+      for (std::size_t k = 0; k < b.grad_inputs.size(); ++k) {
+        if (std::find(m->inputs.begin(), m->inputs.end(), b.grad_inputs[k]) == m->inputs.end()) {
+          add(b.grad_input_locs[k], "build '" + b.name + "' asks for the gradient of '" + quote(b.grad_inputs[k]) +
+                                        "', which is not an input of model '" + m->name + "'" +
+                                        did_you_mean(b.grad_inputs[k], m->inputs) + " (inputs: " + join(m->inputs) + ")",
+              static_cast<int>(b.grad_inputs[k].size()));
+        }
+      }
+    }
+    if (!b.optimizer) continue;
+    const Optimizer& o = *b.optimizer;
+    const Node* node = spec.find_node(o.node);
+    if (!node) {
+      add(o.loc, "the optimizer '" + o.node + "' of build '" + b.name + "' is not a node (the standard library has sgd, adam, adamw)");
+      continue;
+    }
+    std::vector<std::string> settable;
+    for (const auto& a : node->args)
+      if (a.name != "step") settable.push_back(a.name);
+    for (const auto& [name, value] : o.values) {
+      const Arg* arg = nullptr;
+      for (const auto& a : node->args)
+        if (a.name == name && a.name != "step") arg = &a;
+      if (!arg) {
+        add(o.locs.at(name), "the optimizer '" + o.node + "' has no hyper-parameter '" + quote(name) + "'" +
+                                 did_you_mean(name, settable) + " (it has: " + join(settable) + ")",
+            static_cast<int>(name.size()));
+      } else if (arg->type != ArgType::Float) {
+        add(o.locs.at(name), "the hyper-parameter '" + name + "' of optimizer '" + o.node + "' is " + arg_type_name(arg->type) +
+                                 ", not a number");
+      } else if (!std::isfinite(value)) {
+        add(o.locs.at(name), "the hyper-parameter '" + name + "' of optimizer '" + o.node + "' must be a finite number");
+      }
+    }
+    for (const auto& a : node->args) {
+      bool given = false;
+      for (const auto& [name, value] : o.values) given = given || name == a.name;
+      if (!given && !a.default_value && a.name != "step") {
+        add(o.loc, "the optimizer '" + o.node + "' of build '" + b.name + "' needs its hyper-parameter '" + a.name + "'");
+      }
     }
   }
 }

@@ -90,6 +90,8 @@ struct Impl {
   std::string view;     // View: transpose, permute, reshape
   std::string build;    // Build: the build whose class the kernel runs
   std::int64_t parallel_grain = 0;  // 0: never split across threads
+  // The gradient of each input for this implementation only; empty: the node's.
+  std::vector<std::pair<std::string, Text>> backward;
   std::string doc;
   bool from_stdlib = false;
 };
@@ -122,6 +124,15 @@ struct Model {
   bool from_stdlib = false;
 };
 
+// The optimizer of a build: a standard node (sgd, adam, adamw) that step()
+// calls on every trainable parameter, and its hyper-parameters.
+struct Optimizer {
+  std::string node;
+  SourceLoc loc;
+  std::vector<std::pair<std::string, double>> values;  // in spec order
+  std::map<std::string, SourceLoc> locs;
+};
+
 struct Build {
   std::string name;
   SourceLoc loc;
@@ -133,6 +144,11 @@ struct Build {
   std::vector<std::string> devices{"cpu"};
   bool as_node = false;
   std::uint64_t seed = 0;
+  // Autodiff (cl-waffe2's compile-forward-and-backward).
+  bool backward = false;
+  std::vector<std::string> grad_inputs;  // inputs that get a gradient too
+  std::vector<SourceLoc> grad_input_locs;
+  std::optional<Optimizer> optimizer;
   std::string doc;
 };
 

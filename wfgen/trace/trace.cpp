@@ -1,5 +1,7 @@
 #include "wfgen/trace/trace.hpp"
 
+#include "wfgen/trace/builder.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -71,6 +73,81 @@ constexpr std::int64_t kMaxLoopIterations = 100000;
 class Tracer {
  public:
   Tracer(const spec::Spec& spec, const spec::Build& build) : spec_(spec), build_(build) {}
+  // Continues a traced graph (the autodiff appends its pullback this way).
+  Tracer(const spec::Spec& spec, const spec::Build& build, Graph g) : spec_(spec), build_(build), g_(std::move(g)) {}
+
+  Graph& graph() { return g_; }
+  Graph take() { return std::move(g_); }
+
+  // --- the autodiff's entry points (detail::Builder) ---------------------------
+
+  // Values made from now on belong to the pullback and are attributed to
+  // `loc` and `source` (the forward line they differentiate).
+  void attribute(const SourceLoc& loc, const std::string& source) {
+    attributing_ = true;
+    attr_loc_ = loc;
+    attr_source_ = source;
+    placeholder_ = spec::Text{"", loc, {loc}, true};
+    text_ = &placeholder_;
+    stmt_ = nullptr;
+  }
+
+  static TValue arg_value(const spec::ArgValue& v) { return from_arg(v); }
+
+  // A node's backward expression with `names` bound; nullopt when it is the
+  // number 0 (no gradient flows to that input).
+  std::optional<int> eval_backward(const spec::Text& text, const std::vector<std::pair<std::string, TValue>>& names) {
+    body::ExprPtr e;
+    try {
+      e = body::parse_expression(text.value);
+    } catch (const body::ParseError& err) {
+      fail(text.at(err.offset()), std::string("in a backward expression: ") + err.what(), {}, static_cast<int>(err.length()));
+    }
+    Frame frame;
+    frame.scope = scope_;
+    for (const auto& [name, v] : names) frame.env[name] = v;
+    const spec::Text* saved = text_;
+    text_ = &text;
+    TValue v = eval(frame, *e);
+    text_ = saved;
+    if (v.is_number() && v.number() == 0) return std::nullopt;
+    if (v.kind != TValue::Kind::Tensor) {
+      fail(text.loc, "a backward expression gives a tensor (or 0 for no gradient), but this one gives " + std::string(kind_word(v.kind)));
+    }
+    return v.id;
+  }
+
+  int node(const std::string& name, const std::vector<int>& tensors, const std::vector<spec::ArgValue>& args = {}) {
+    return call_node_simple(here_, name, tensors, args).id;
+  }
+  int permute_of(int x, const std::vector<int>& perm) { return permute(x, perm, here_); }
+  int reshape_of(int x, const Shape& shape) { return reshape(x, shape, here_); }
+  int broadcast_of(int x, const Shape& shape) { return broadcast(x, shape, here_); }
+  int view_of(int base, ViewKind kind, const Shape& shape) { return view(base, kind, shape, here_); }
+  // A fresh tensor of zeros (the node fill with value 0).
+  int zeros(const Shape& shape) {
+    const spec::Node* n = spec_.find_node("fill");
+    if (!n) fail_at(here_, "the standard node 'fill' is not available (was it overridden or removed?)");
+    std::vector<spec::ArgValue> args{spec::ArgValue(0.0)};
+    int rank = static_cast<int>(shape.size());
+    const spec::Impl* impl = choose_impl(*n, rank, args, here_);
+    Value v = fresh(Kind::Call, shape, at(0), current_source());
+    v.node = n;
+    v.impl = impl;
+    v.args = args;
+    v.rank = rank;
+    int id = add(std::move(v));
+    g_[id].operands = {id};
+    g_[id].result_operand = 0;
+    return id;
+  }
+  // Sums `x` over `axes`, keeping them as size 1.
+  int sum_axes(int x, const std::vector<int>& axes) {
+    std::vector<TValue> items;
+    for (int a : axes) items.push_back(TValue::of_int(a));
+    Frame frame;
+    return reduce(frame, here_, "sum", {TValue::tensor(x)}, {{"axis", TValue::list(items)}, {"keepdims", TValue::of_bool(true)}}).id;
+  }
 
   Graph run() {
     const spec::Model* model = spec_.find_model(build_.model);
@@ -140,6 +217,11 @@ class Tracer {
     v.loc = std::move(loc);
     v.source = std::move(source);
     v.scope = scope_;
+    if (attributing_) {
+      v.loc = attr_loc_;
+      v.source = attr_source_;
+      v.backward = true;
+    }
     return v;
   }
 
@@ -579,9 +661,17 @@ class Tracer {
     for (int p : perm) out.push_back(s[static_cast<std::size_t>(p)]);
     int id = view(base, ViewKind::Permute, out, e);
     g_[id].perm = perm;
-    bool identity = true;
-    for (std::size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<int>(k);
-    g_[id].contiguous = identity && val(base).contiguous;
+    // Still contiguous when the axes of size > 1 keep their order (moving
+    // size-1 axes changes no address).
+    bool in_order = true;
+    int last = -1;
+    for (int p : perm) {
+      const Dim& d = s[static_cast<std::size_t>(p)];
+      if (d.is_known() && d.value() == 1) continue;
+      in_order = in_order && p > last;
+      last = p;
+    }
+    g_[id].contiguous = in_order && val(base).contiguous;
     return id;
   }
 
@@ -947,7 +1037,7 @@ class Tracer {
     static const std::set<std::string> reductions = {"sum", "mean", "max", "min", "argmax", "argmin"};
     if (reductions.count(name) && spec_.find_node(name)) return reduce(frame, e, name, pos, kw);
     if (name == "reshape" || name == "permute" || name == "transpose" || name == "unsqueeze" || name == "squeeze" ||
-        name == "broadcast_to") {
+        name == "broadcast_to" || name == "expand_as") {
       if (pos.empty() || pos[0].kind != TValue::Kind::Tensor) fail_at(e, name + " takes a tensor first");
       std::vector<TValue> rest(pos.begin() + 1, pos.end());
       return tensor_method(e, name, pos[0].id, rest, kw);
@@ -1044,6 +1134,14 @@ class Tracer {
       }
       return TValue::tensor(reshape(x, out, e));
     }
+    if (name == "expand_as") {
+      // x.expand_as(y): x broadcast to y's shape (run-time dims included), as a view.
+      if (flat.size() != 1 || flat[0].kind != TValue::Kind::Tensor) fail_at(e, "expand_as takes one tensor: x.expand_as(y)");
+      const Shape to = val(flat[0].id).shape;
+      auto b = broadcast_shape(s, to);
+      if (!b || *b != to) fail_at(e, "cannot broadcast " + shape::shape_str(s) + " to " + shape::shape_str(to));
+      return TValue::tensor(broadcast(x, to, e));
+    }
     if (name == "broadcast_to") {
       Shape to;
       for (const auto& v : flat) {
@@ -1054,7 +1152,7 @@ class Tracer {
       if (!b || *b != to) fail_at(e, "cannot broadcast " + shape::shape_str(s) + " to " + shape::shape_str(to));
       return TValue::tensor(broadcast(x, to, e));
     }
-    fail_at(e, "unknown method '" + name + "' (known: reshape, view, permute, transpose, unsqueeze, squeeze, broadcast_to, size)");
+    fail_at(e, "unknown method '" + name + "' (known: reshape, view, permute, transpose, unsqueeze, squeeze, broadcast_to, expand_as, size)");
   }
 
   TValue subscript(Frame& frame, const body::Expr& e) {
@@ -1217,10 +1315,49 @@ class Tracer {
   std::map<const spec::Model*, body::Program> programs_;
   std::map<std::string, int> instances_;
   std::vector<const spec::Model*> stack_;
+  // Autodiff attribution.
+  bool attributing_ = false;
+  SourceLoc attr_loc_;
+  std::string attr_source_;
+  spec::Text placeholder_;
+  body::Expr here_;
 };
 
 }  // namespace
 
 graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build) { return Tracer(spec, build).run(); }
+
+namespace detail {
+
+struct Builder::Impl {
+  Tracer tracer;
+};
+
+Builder::Builder(const spec::Spec& spec, const spec::Build& build, graph::Graph g)
+    : impl_(std::make_unique<Impl>(Impl{Tracer(spec, build, std::move(g))})) {}
+Builder::~Builder() = default;
+graph::Graph& Builder::graph() { return impl_->tracer.graph(); }
+graph::Graph Builder::take() { return impl_->tracer.take(); }
+void Builder::attribute(const SourceLoc& loc, const std::string& source) { impl_->tracer.attribute(loc, source); }
+
+std::optional<int> Builder::eval(const spec::Text& text, const std::vector<std::pair<std::string, int>>& tensors,
+                                 const std::vector<std::pair<std::string, spec::ArgValue>>& args) {
+  std::vector<std::pair<std::string, TValue>> names;
+  for (const auto& [name, id] : tensors) names.emplace_back(name, TValue::tensor(id));
+  for (const auto& [name, v] : args) names.emplace_back(name, Tracer::arg_value(v));
+  return impl_->tracer.eval_backward(text, names);
+}
+
+int Builder::node(const std::string& name, const std::vector<int>& tensors, const std::vector<spec::ArgValue>& args) {
+  return impl_->tracer.node(name, tensors, args);
+}
+int Builder::permute(int x, const std::vector<int>& perm) { return impl_->tracer.permute_of(x, perm); }
+int Builder::reshape(int x, const graph::Shape& shape) { return impl_->tracer.reshape_of(x, shape); }
+int Builder::broadcast(int x, const graph::Shape& shape) { return impl_->tracer.broadcast_of(x, shape); }
+int Builder::view(int base, graph::ViewKind kind, const graph::Shape& shape) { return impl_->tracer.view_of(base, kind, shape); }
+int Builder::zeros(const graph::Shape& shape) { return impl_->tracer.zeros(shape); }
+int Builder::sum_axes(int x, const std::vector<int>& axes) { return impl_->tracer.sum_axes(x, axes); }
+
+}  // namespace detail
 
 }  // namespace wfgen::trace

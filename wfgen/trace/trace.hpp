@@ -17,4 +17,17 @@ namespace wfgen::trace {
 // Throws UserError.
 graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build);
 
+// Autodiff (cl-waffe2's compile-forward-and-backward, at build time): appends
+// the pullback of a traced graph. Each call is differentiated with its node's
+// `backward:` expressions (or its implementation's), traced like a body;
+// views are undone (a broadcast by a sum over the broadcast axes, a slice by
+// writing into zeros). Gradients of a value used several times are summed;
+// values no trainable parameter or `grad_inputs` input depends on get no
+// gradient work. Adds one Kind::Grad buffer per trainable parameter and per
+// grad input (backward() adds into them; zero_grad() clears them) and one
+// Kind::Seed per output (the gradient the pullback starts from).
+// Throws UserError when a gradient must flow through a node input that has
+// no backward.
+void derive_backward(const spec::Spec& spec, const spec::Build& build, graph::Graph& g);
+
 }  // namespace wfgen::trace
