@@ -331,7 +331,7 @@ std::string training_members(const spec::Build& build) {
     double lr = 0.001;
     const spec::Optimizer& o = *build.optimizer;
     for (const auto& [k, v] : o.values)
-      if (k == "lr") lr = v;
+      if (k == "lr" && std::holds_alternative<double>(v)) lr = std::get<double>(v);
     out += "  std::vector<wfgen::rt::Tensor> state_;\n"
            "  double lr_ = " + fp(lr) + ";\n"
            "  std::int64_t step_count_ = 0;\n";
@@ -402,10 +402,10 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
     if (a.name == "lr") v = "{.f = lr_}";
     else if (a.name == "step") v = "{.i = step_count_}";
     else {
-      std::optional<double> given;
+      std::optional<spec::ArgValue> given;
       for (const auto& [k, x] : o.values)
         if (k == a.name) given = x;
-      spec::ArgValue value = given ? spec::ArgValue(*given) : *a.default_value;
+      spec::ArgValue value = given ? *given : *a.default_value;
       if (const auto* f = std::get_if<double>(&value)) v = "{.f = " + fp(*f) + "}";
       else if (const auto* i = std::get_if<std::int64_t>(&value)) v = "{.i = " + num(*i) + "}";
       else if (const auto* b = std::get_if<bool>(&value)) v = std::string("{.b = ") + (*b ? "true" : "false") + "}";
@@ -791,7 +791,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
       text += "\n";
       if (build.optimizer) {
         text += "  optimizer: " + build.optimizer->node;
-        for (const auto& [k, v] : build.optimizer->values) text += " " + k + "=" + fp(v);
+        for (const auto& [k, v] : build.optimizer->values) text += " " + k + "=" + spec::arg_value_str(v);
         text += "\n";
       }
     }

@@ -493,7 +493,12 @@ class Reader {
         opt.node = kv.first.Scalar();
         opt.loc = detail::loc_of(src_, kv.first.Mark());
         for (const auto& h : kv.second) {
-          opt.values.emplace_back(h.first.Scalar(), h.second.as<double>());
+          bool flag;
+          if (YAML::convert<bool>::decode(h.second, flag) && h.second.Tag() != "!") {
+            opt.values.emplace_back(h.first.Scalar(), ArgValue(flag));
+          } else {
+            opt.values.emplace_back(h.first.Scalar(), ArgValue(h.second.as<double>()));
+          }
           opt.locs[h.first.Scalar()] = detail::loc_of(src_, h.first.Mark());
         }
         b.optimizer = std::move(opt);
@@ -826,10 +831,14 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
         add(o.locs.at(name), "the optimizer '" + o.node + "' has no hyper-parameter '" + quote(name) + "'" +
                                  did_you_mean(name, settable) + " (it has: " + join(settable) + ")",
             static_cast<int>(name.size()));
-      } else if (arg->type != ArgType::Float) {
+      } else if (arg->type == ArgType::Float && !std::holds_alternative<double>(value)) {
+        add(o.locs.at(name), "the hyper-parameter '" + name + "' of optimizer '" + o.node + "' is a number, not true/false");
+      } else if (arg->type == ArgType::Bool && !std::holds_alternative<bool>(value)) {
+        add(o.locs.at(name), "the hyper-parameter '" + name + "' of optimizer '" + o.node + "' is true or false, not a number");
+      } else if (arg->type != ArgType::Float && arg->type != ArgType::Bool) {
         add(o.locs.at(name), "the hyper-parameter '" + name + "' of optimizer '" + o.node + "' is " + arg_type_name(arg->type) +
-                                 ", not a number");
-      } else if (!std::isfinite(value)) {
+                                 "; only float and bool hyper-parameters can be set");
+      } else if (const double* x = std::get_if<double>(&value); x && !std::isfinite(*x)) {
         add(o.locs.at(name), "the hyper-parameter '" + name + "' of optimizer '" + o.node + "' must be a finite number");
       }
     }

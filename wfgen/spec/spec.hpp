@@ -129,7 +129,7 @@ struct Model {
 struct Optimizer {
   std::string node;
   SourceLoc loc;
-  std::vector<std::pair<std::string, double>> values;  // in spec order
+  std::vector<std::pair<std::string, ArgValue>> values;  // in spec order: doubles and bools
   std::map<std::string, SourceLoc> locs;
 };
 

@@ -659,8 +659,6 @@ class Tracer {
     const Shape& s = val(base).shape;
     Shape out;
     for (int p : perm) out.push_back(s[static_cast<std::size_t>(p)]);
-    int id = view(base, ViewKind::Permute, out, e);
-    g_[id].perm = perm;
     // Still contiguous when the axes of size > 1 keep their order (moving
     // size-1 axes changes no address).
     bool in_order = true;
@@ -671,7 +669,10 @@ class Tracer {
       in_order = in_order && p > last;
       last = p;
     }
-    g_[id].contiguous = in_order && val(base).contiguous;
+    const bool contiguous = in_order && val(base).contiguous;
+    int id = view(base, ViewKind::Permute, out, e);  // may move g_.values (and `s`)
+    g_[id].perm = perm;
+    g_[id].contiguous = contiguous;
     return id;
   }
 
