@@ -6,6 +6,7 @@
 # wfgen's own CMakeLists.txt (for add_subdirectory/FetchContent users); both
 # define the targets wfgen::runtime and (when the tool is there) wfgen::wfgen.
 include_guard(GLOBAL)
+set(_WFGEN_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}" CACHE INTERNAL "where wfgenAddLibrary.cmake and its scripts are")
 
 # Functions run with the policies in effect where they are defined: DEPFILE
 # paths are relative to the build tree with CMP0116 (Ninja).
@@ -94,15 +95,22 @@ function(wfgen_add_library target)
     list(APPEND gen_args --no-fuse)
   endif()
 
+  # The tool: an imported executable (installed package, or a host build
+  # when cross-compiling) can run at configure time; the in-tree target of
+  # an add_subdirectory(wfgen) build does not exist before the build.
   set(tool "")
+  set(tool_file "")
   if(TARGET wfgen::wfgen)
     get_target_property(aliased wfgen::wfgen ALIASED_TARGET)
     if(aliased)
       set(tool "${aliased}")  # add_custom_command wants the real name to add the target dependency
+      set(tool_file "${aliased}")
     else()
       set(tool wfgen::wfgen)
+      get_target_property(tool_file wfgen::wfgen LOCATION)
     endif()
   endif()
+  set(uses_slots FALSE)
 
   if(ARG_COMMITTED)
     # The generated files are in the source tree, listed in the manifest
@@ -120,32 +128,53 @@ function(wfgen_add_library target)
       list(APPEND outputs "${outdir}/${rel}")
     endforeach()
     set(gen_sources ${outputs})
+  elseif(NOT tool)
+    message(FATAL_ERROR "wfgen_add_library(${target}): the wfgen tool (target wfgen::wfgen) is not available; "
+                        "install wfgen with its tool, or use COMMITTED with generated files in the source tree")
   else()
-    if(NOT tool)
-      message(FATAL_ERROR "wfgen_add_library(${target}): the wfgen tool (target wfgen::wfgen) is not available; "
-                          "install wfgen with its tool, or use COMMITTED with generated files in the source tree")
-    endif()
-    # Which files `wfgen gen` writes, known at configure time. Configure
-    # reruns when a spec changes, since that may change the list.
-    _wfgen_run(listed TOOL "$<TARGET_FILE:${tool}>" WORKING_DIRECTORY "${workdir}"
-               ARGS ${gen_args} -o "${outdir}" --list-outputs)
-    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${spec_files})
-    string(REPLACE "\n" ";" outputs "${listed}")
-    list(FILTER outputs EXCLUDE REGEX "^$")
     set(stamp "${outdir}/.wfgen-outputs")
     set(depfile "${CMAKE_CURRENT_BINARY_DIR}/${target}.wfgen.d")
+    set(gen_command COMMAND ${tool} ${gen_args} -o "${outdir}" --depfile "${depfile}" --quiet)
+    if(NOT aliased)
+      # Which files `wfgen gen` writes, known at configure time. Configure
+      # reruns when a spec changes, since that may change the list.
+      _wfgen_run(listed TOOL "${tool_file}" WORKING_DIRECTORY "${workdir}"
+                 ARGS ${gen_args} -o "${outdir}" --list-outputs)
+      set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${spec_files})
+      string(REPLACE "\n" ";" outputs "${listed}")
+      list(FILTER outputs EXCLUDE REGEX "^$")
+      set(compiled ${outputs})
+    else()
+      # In-tree tool: the outputs are known only after it ran. The library
+      # compiles a fixed number of "slot" files instead, each #including one
+      # generated .cpp (or nothing), rewritten only when that changes; one
+      # generated file per translation unit as in the installed case.
+      set(uses_slots TRUE)
+      if(NOT DEFINED WFGEN_MAX_GENERATED_SOURCES)
+        set(WFGEN_MAX_GENERATED_SOURCES 48)
+      endif()
+      set(slot_dir "${CMAKE_CURRENT_BINARY_DIR}/${target}.slots")
+      set(compiled "")
+      math(EXPR last "${WFGEN_MAX_GENERATED_SOURCES} - 1")
+      foreach(i RANGE ${last})
+        list(APPEND compiled "${slot_dir}/slot_${i}.cpp")
+      endforeach()
+      list(APPEND gen_command COMMAND "${CMAKE_COMMAND}" -DOUTDIR=${outdir} -DSLOT_DIR=${slot_dir}
+           -DCOUNT=${WFGEN_MAX_GENERATED_SOURCES} -DTARGET=${target} -P "${_WFGEN_CMAKE_DIR}/wfgenSlots.cmake")
+      set(outputs ${compiled})
+    endif()
     # The manifest is rewritten on every run and comes first: it is the
     # stamp Make compares against. Unchanged generated files keep their
     # mtime (wfgen writes only what changed), so only they recompile.
     add_custom_command(
-      OUTPUT "${stamp}" ${outputs}
-      COMMAND ${tool} ${gen_args} -o "${outdir}" --depfile "${depfile}" --quiet
-      DEPENDS ${spec_files} ${tool}
+      OUTPUT "${stamp}" ${compiled}
+      ${gen_command}
+      DEPENDS ${spec_files} ${tool_file}
       DEPFILE "${depfile}"
       WORKING_DIRECTORY "${workdir}"
       COMMENT "wfgen: generating ${target}"
       VERBATIM)
-    set(gen_sources "${stamp}" ${outputs})
+    set(gen_sources "${stamp}" ${compiled})
   endif()
 
   # Generated sources are every .cpp; headers are found through the include path.
@@ -156,13 +185,22 @@ function(wfgen_add_library target)
   # Kernels written in C++ by the user are #included as the spec names them,
   # relative to the spec's folder.
   target_include_directories(${target} PRIVATE ${spec_dirs})
+  if(uses_slots)
+    target_include_directories(${target} PRIVATE "${outdir}")
+  endif()
   target_link_libraries(${target} PUBLIC wfgen::runtime)
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
   # A BLAS implementation was chosen when a kernel of the blas device was
   # generated ("matmul_blas.cpp"): link OpenBLAS (or the system BLAS).
+  # With the in-tree tool the outputs are unknown at configure time: then
+  # BLAS is linked whenever it is found.
   set(blas_outputs ${cpp_sources})
   list(FILTER blas_outputs INCLUDE REGEX "_blas[^/]*\\.cpp$")
+  if(uses_slots)
+    find_package(BLAS QUIET)
+    set(blas_outputs ${BLAS_FOUND})
+  endif()
   if(blas_outputs)
     find_package(BLAS REQUIRED)
     target_link_libraries(${target} PUBLIC ${BLAS_LIBRARIES})

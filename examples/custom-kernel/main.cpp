@@ -18,7 +18,7 @@ int main() {
   const std::int64_t batch = 3, n = 6, m = 4;
   Tensor x = Tensor::empty(DType::f32, {batch, n});
   for (std::int64_t i = 0; i < batch; ++i)
-    for (std::int64_t k = 0; k < n; ++k) x.at<float>({i, k}) = 0.25f * static_cast<float>(i - k);
+    for (std::int64_t k = 0; k < n; ++k) x.at<float>({i, k}) = 0.1f * static_cast<float>(i - k);
   Tensor y = model.forward(x)[0];
   std::cout << "Y = " << y << "\n";
 

@@ -11,6 +11,7 @@ configure() {
   local launcher=()
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
   rm -rf "$build"
+  mkdir -p "$(dirname "$build")"
   cmake -S "$src" -B "$build" -G "${GENERATOR:-Ninja}" -DCMAKE_PREFIX_PATH="$WFGEN_PREFIX" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${launcher[@]}" "$@" >"$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; echo "FAIL: configuring $src"; exit 1; }

@@ -13,7 +13,7 @@ blas='libopenblas[a-z0-9_]*\.so|libblas\.so|libcblas\.so|libgfortran\.so|libquad
 check() {
   local bin=$1 allowed=$2 extra
   [ -x "$bin" ] || { echo "FAIL: $bin does not exist (did its example build?)"; return 2; }
-  extra=$(ldd "$bin" | awk '{print $1}' | grep -Ev "^($allowed)" || true)
+  extra=$(ldd "$bin" | awk '{print $1}' | sed 's|.*/||' | grep -Ev "^($allowed)" || true)
   if [ -n "$extra" ]; then
     echo "$bin needs more than the C++ runtime:"
     echo "$extra" | sed 's/^/  /'

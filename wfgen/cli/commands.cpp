@@ -82,7 +82,7 @@ int gen(const GenOptions& o, Streams io) {
         known |= names.back() == d;
       }
       if (!known) {
-        io.err << "error: --dtype " << quote(d) << " is not a dtype" << did_you_mean(d, names) << "\n";
+        io.err << "error: --dtype '" << quote(d) << "' is not a dtype" << did_you_mean(d, names) << "\n";
         return kBadInput;
       }
     }
