@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   cli::CheckOptions check_opts;
   auto* check = app.add_subcommand("check", "Load and validate spec files, parse every Subscript DSL line, print one line per node");
   check->add_option("specs", check_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
+  check->footer("Exit status: 0 every spec is valid, 2 bad input (each error at file:line:col) or usage, 3 internal error.");
 
   cli::ShapeOptions shape_opts;
   auto* shape = app.add_subcommand("shape", "Check one Subscript DSL line against concrete input shapes");
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   auto* disasm = app.add_subcommand("disasm", "Print a build's instruction sequence (as disassemble-waffe2-ir) offline, with symbolic shapes");
   disasm->add_option("specs", disasm_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
   disasm->add_option("--build", disasm_opts.build, "The build to show (needed when the specs have several)");
+  disasm->footer("Exit status: 0 success, 2 bad input or usage, 3 internal error.");
 
   try {
     app.parse(argc, argv);
