@@ -70,10 +70,33 @@ bool selected_by_filters(const GenOptions& o, const lower::KernelPlan& p) {
   return has(o.dtypes, std::string(rt::dtype_name(p.dtype))) && has(o.ranks, p.rank) && has(o.devices, p.impl->device);
 }
 
+int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io);
+
+// Diagnostics with the spec paths as the user gave them (`given`) instead
+// of the stable paths wfgen loaded (`loaded`), also for files in the
+// specs' folders (C++ kernel files).
+std::vector<Diagnostic> diagnostics_as_given(std::vector<Diagnostic> diags, const std::vector<std::filesystem::path>& loaded,
+                                             const std::vector<std::filesystem::path>& given) {
+  for (auto& d : diags) {
+    for (std::size_t i = 0; i < loaded.size() && i < given.size(); ++i) {
+      const std::string l = loaded[i].string(), dir = loaded[i].parent_path().string();
+      if (d.loc.file == l) {
+        d.loc.file = given[i].string();
+        break;
+      }
+      if (!dir.empty() && d.loc.file.rfind(dir + "/", 0) == 0) {
+        d.loc.file = (given[i].parent_path() / d.loc.file.substr(dir.size() + 1)).string();
+        break;
+      }
+    }
+  }
+  return diags;
+}
+
 }  // namespace
 
 int gen(const GenOptions& o, Streams io) {
-  try {
+  {
     for (const auto& d : o.dtypes) {
       bool known = false;
       std::vector<std::string> names;
@@ -90,6 +113,19 @@ int gen(const GenOptions& o, Streams io) {
     // not depend on where the checkout lives (see stable_spec_path).
     std::vector<std::filesystem::path> specs;
     for (const auto& p : o.specs) specs.push_back(stable_spec_path(p));
+    try {
+      return gen_loaded(o, specs, io);
+    } catch (const UserError& e) {
+      // Errors name the files as the user gave them.
+      return report_user_error(UserError(diagnostics_as_given(e.diagnostics(), specs, o.specs)), io);
+    }
+  }
+}
+
+namespace {
+
+int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io) {
+  {
     spec::Spec s = spec::load_with_stdlib(specs);
     lower::KernelSelection sel;
     sel.include_stdlib = o.stdlib;
@@ -198,10 +234,10 @@ int gen(const GenOptions& o, Streams io) {
       emit::write_depfile(o.depfile, std::filesystem::absolute(emit::manifest_path(o.output)), deps);
     }
     return kOk;
-  } catch (const UserError& e) {
-    return report_user_error(e, io);
   }
 }
+
+}  // namespace
 
 int disasm(const DisasmOptions& o, Streams io) {
   try {
