@@ -1,6 +1,8 @@
 #include "wfgen/cli/commands.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <ostream>
 #include <set>
 #include <tuple>
@@ -126,6 +128,7 @@ namespace {
 
 int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io) {
   {
+    const auto start = std::chrono::steady_clock::now();
     spec::Spec s = spec::load_with_stdlib(specs);
     lower::KernelSelection sel;
     sel.include_stdlib = o.stdlib;
@@ -219,8 +222,12 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
     emit::WriteReport r = emit::write_outputs(o.output, files, progress);
     if (show_files && o.progress && count) io.err << "\n";
     if (show_files) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      char rate[64];
+      std::snprintf(rate, sizeof rate, "%.2fs, %.0f kernels/s", secs, secs > 0 ? static_cast<double>(plans.size()) / secs : 0.0);
       io.err << "wfgen: " << plans.size() << " kernels in " << files.size() << " files (" << r.written.size() << " written, "
-             << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << "\n";
+             << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << " ("
+             << rate << ")\n";
     }
     if (!o.depfile.empty()) {
       // The spec files and the C++ kernel files they name, absolute: the
