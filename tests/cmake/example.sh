@@ -8,7 +8,11 @@ shift 4
 run_ctest=0
 if [ "${1:-}" = --ctest ]; then run_ctest=1; shift; fi
 if [ "${1:-}" = -- ]; then shift; fi
-configure "$src" "$build"
+# shellcheck disable=SC2086
+configure "$src" "$build" ${EXTRA_CMAKE_ARGS:-}
+if [ -n "${EXPECT_CROSSCOMPILING:-}" ]; then
+  grep -q 'set(CMAKE_CROSSCOMPILING "TRUE")' "$build"/CMakeFiles/*/CMakeSystem.cmake || fail "$build is not a cross build"
+fi
 cmake --build "$build" || fail "building $src"
 "$build/$exe" "$@" || fail "$build/$exe exited with $?"
 if [ $run_ctest = 1 ]; then
