@@ -185,9 +185,6 @@ function(wfgen_add_library target)
   # Kernels written in C++ by the user are #included as the spec names them,
   # relative to the spec's folder.
   target_include_directories(${target} PRIVATE ${spec_dirs})
-  if(uses_slots)
-    target_include_directories(${target} PRIVATE "${outdir}")
-  endif()
   target_link_libraries(${target} PUBLIC wfgen::runtime)
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
