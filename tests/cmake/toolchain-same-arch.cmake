@@ -2,7 +2,7 @@
 # CMAKE_CROSSCOMPILING, so nothing built for the target may run at build
 # time. wfgen_add_library() must then run the host's wfgen (the imported
 # wfgen::wfgen of the installed package) while the library is compiled for
-# the target. Used by the cmake.cross.custom-kernel test.
+# the target. Used by the cmake.example.custom-kernel test.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR ${CMAKE_HOST_SYSTEM_PROCESSOR})
 set(CMAKE_CXX_COMPILER g++)
