@@ -14,3 +14,11 @@ for f in bin/wfgen lib/libwfgen_runtime.a include/wfgen/runtime.hpp include/wfge
 done
 "$prefix/bin/wfgen" --version
 echo "installed into $prefix"
+
+# The runtime component alone (no tool): enough for COMMITTED libraries.
+rm -rf "$prefix-runtime"
+cmake --install "$build" --prefix "$prefix-runtime" --component runtime >/dev/null
+[ -e "$prefix-runtime/lib/cmake/wfgen/wfgenConfig.cmake" ] || { echo "FAIL: the runtime component has no package"; exit 1; }
+[ ! -e "$prefix-runtime/bin/wfgen" ] && [ ! -e "$prefix-runtime/lib/cmake/wfgen/wfgenToolTargets.cmake" ] ||
+  { echo "FAIL: the runtime component installed the tool"; exit 1; }
+echo "installed the runtime component alone into $prefix-runtime"
