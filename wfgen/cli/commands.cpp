@@ -1,6 +1,11 @@
 #include "wfgen/cli/commands.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <ostream>
+#include <set>
+#include <tuple>
 #include <sstream>
 
 #include "wfgen/emit/emit_kernels.hpp"
@@ -49,9 +54,82 @@ int report_user_error(const UserError& e, Streams io) {
 
 }  // namespace
 
+std::filesystem::path stable_spec_path(const std::filesystem::path& spec) {
+  namespace fs = std::filesystem;
+  if (!spec.is_absolute()) return spec.lexically_normal();
+  std::error_code ec;
+  fs::path cwd = fs::current_path(ec);
+  if (ec) return spec;
+  fs::path rel = spec.lexically_normal().lexically_relative(cwd);
+  return rel.empty() ? spec : rel;
+}
+
+namespace {
+
+// Whether a planned kernel passes the --dtype/--rank/--device filters.
+bool selected_by_filters(const GenOptions& o, const lower::KernelPlan& p) {
+  auto has = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
+  return has(o.dtypes, std::string(rt::dtype_name(p.dtype))) && has(o.ranks, p.rank) && has(o.devices, p.impl->device);
+}
+
+int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io);
+
+// Diagnostics with the spec paths as the user gave them (`given`) instead
+// of the stable paths wfgen loaded (`loaded`), also for files in the
+// specs' folders (C++ kernel files).
+std::vector<Diagnostic> diagnostics_as_given(std::vector<Diagnostic> diags, const std::vector<std::filesystem::path>& loaded,
+                                             const std::vector<std::filesystem::path>& given) {
+  for (auto& d : diags) {
+    for (std::size_t i = 0; i < loaded.size() && i < given.size(); ++i) {
+      const std::string l = loaded[i].string(), dir = loaded[i].parent_path().string();
+      if (d.loc.file == l) {
+        d.loc.file = given[i].string();
+        break;
+      }
+      if (!dir.empty() && d.loc.file.rfind(dir + "/", 0) == 0) {
+        d.loc.file = (given[i].parent_path() / d.loc.file.substr(dir.size() + 1)).string();
+        break;
+      }
+    }
+  }
+  return diags;
+}
+
+}  // namespace
+
 int gen(const GenOptions& o, Streams io) {
-  try {
-    spec::Spec s = spec::load_with_stdlib(o.specs);
+  {
+    for (const auto& d : o.dtypes) {
+      bool known = false;
+      std::vector<std::string> names;
+      for (int t = 0; t < rt::kDTypeCount; ++t) {
+        names.push_back(rt::dtype_name(static_cast<rt::DType>(t)));
+        known |= names.back() == d;
+      }
+      if (!known) {
+        io.err << "error: --dtype '" << quote(d) << "' is not a dtype" << did_you_mean(d, names) << "\n";
+        return kBadInput;
+      }
+    }
+    // Generated files name the spec they come from: record a path that does
+    // not depend on where the checkout lives (see stable_spec_path).
+    std::vector<std::filesystem::path> specs;
+    for (const auto& p : o.specs) specs.push_back(stable_spec_path(p));
+    try {
+      return gen_loaded(o, specs, io);
+    } catch (const UserError& e) {
+      // Errors name the files as the user gave them.
+      return report_user_error(UserError(diagnostics_as_given(e.diagnostics(), specs, o.specs)), io);
+    }
+  }
+}
+
+namespace {
+
+int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io) {
+  {
+    const auto start = std::chrono::steady_clock::now();
+    spec::Spec s = spec::load_with_stdlib(specs);
     lower::KernelSelection sel;
     sel.include_stdlib = o.stdlib;
     if (!o.nodes.empty()) {
@@ -102,28 +180,71 @@ int gen(const GenOptions& o, Streams io) {
       }
     }
     std::vector<lower::KernelPlan> plans = lower::plan_kernels(s, sel);
+    if (!o.dtypes.empty() || !o.ranks.empty() || !o.devices.empty()) {
+      // The filters narrow the kernels asked for; a build still gets every kernel it calls.
+      std::set<std::tuple<const spec::Impl*, rt::DType, int>> called;
+      for (const auto& r : needed) called.insert({r.impl, r.dtype, r.rank});
+      std::erase_if(plans, [&](const lower::KernelPlan& p) {
+        return !called.count({p.impl, p.dtype, p.rank}) && !selected_by_filters(o, p);
+      });
+    }
     std::vector<emit::OutputFile> files = emit::emit_kernels(plans, eo);
     files.insert(files.end(), model_files.begin(), model_files.end());
     if (o.list_outputs) {
       for (const auto& f : files) io.out << (o.output / f.path).string() << "\n";
       return kOk;
     }
+    if (o.check) {
+      emit::CheckReport c = emit::check_outputs(o.output, files);
+      if (c.ok()) {
+        if (!o.quiet) io.err << "wfgen: " << files.size() << " files in " << o.output.string() << " are up to date\n";
+        return kOk;
+      }
+      io.out << c.diff;
+      auto list = [&](const std::vector<std::string>& paths, const char* what) {
+        for (const auto& p : paths) io.err << "wfgen: " << (o.output / p).string() << ": " << what << "\n";
+      };
+      list(c.differ, "differs from the generated file");
+      list(c.missing, "missing (would be generated)");
+      list(c.stale, "stale (not generated any more)");
+      io.err << "error: " << (c.differ.size() + c.missing.size() + c.stale.size()) << " of the files in "
+             << o.output.string() << " do not match what wfgen generates now; rerun `wfgen gen` without --check\n";
+      return kFailed;
+    }
+    const bool show_files = !o.quiet && (o.progress || o.verbose);
     std::size_t count = 0;
     auto progress = [&](const std::string& path) {
       ++count;
+      if (!show_files) return;
       if (o.progress) io.err << "\r[" << count << "] wrote " << path << "\x1b[K" << std::flush;
+      else io.err << "wrote " << (o.output / path).string() << "\n";
     };
     emit::WriteReport r = emit::write_outputs(o.output, files, progress);
-    if (o.progress && count) io.err << "\n";
-    if (o.progress) {
+    if (show_files && o.progress && count) io.err << "\n";
+    if (show_files) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      char rate[64];
+      std::snprintf(rate, sizeof rate, "%.2fs, %.0f kernels/s", secs, secs > 0 ? static_cast<double>(plans.size()) / secs : 0.0);
       io.err << "wfgen: " << plans.size() << " kernels in " << files.size() << " files (" << r.written.size() << " written, "
-             << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << "\n";
+             << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << " ("
+             << rate << ")\n";
+    }
+    if (!o.depfile.empty()) {
+      // The spec files and the C++ kernel files they name, absolute: the
+      // depfile is read by the build system, never committed.
+      std::vector<std::filesystem::path> deps;
+      for (const auto& p : specs) deps.push_back(std::filesystem::absolute(p));
+      for (const auto& impl : s.impls)
+        if (!impl.from_stdlib && !impl.cpp_file.empty()) deps.push_back(std::filesystem::absolute(impl.cpp_file));
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      emit::write_depfile(o.depfile, std::filesystem::absolute(emit::manifest_path(o.output)), deps);
     }
     return kOk;
-  } catch (const UserError& e) {
-    return report_user_error(e, io);
   }
 }
+
+}  // namespace
 
 int disasm(const DisasmOptions& o, Streams io) {
   try {

@@ -1,9 +1,11 @@
 // The CLI's subcommands as functions, so tests can run them in-process.
 // Each returns the process exit code and writes to the given streams.
 //
-// Exit codes:
+// Exit codes (docs/cli.md lists them for users):
 //   0  success
-//   1  `wfgen shape`: the shapes do not check (a Shape-Error report)
+//   1  `wfgen shape`: the shapes do not check (a Shape-Error report);
+//      `wfgen gen --check`: the directory differs from what would be generated;
+//      `wfgen init`: a file it would write exists already
 //   2  bad input: YAML, schema, DSL, expression, C++ kernel or model errors
 //      (a shape error found while tracing a model is one of these), bad usage
 //   3  an internal error (a bug in wfgen)
@@ -48,8 +50,31 @@ struct GenOptions {
   std::string ns = "wfgen_kernels";
   bool list_outputs = false;        // print the files it would write, write nothing
   bool progress = false;            // a line per file written (on a terminal)
+  bool verbose = false;             // the summary line and every file written, also when piped
+  bool quiet = false;               // nothing but errors
+  bool check = false;               // compare with the output directory, write nothing
+  std::filesystem::path depfile;    // also write a Makefile-style depfile here
+  // Only kernels of these dtypes / ranks / devices among the impls selected
+  // (the kernels a build calls are always generated). Empty: all.
+  std::vector<std::string> dtypes;
+  std::vector<int> ranks;
+  std::vector<std::string> devices;
 };
 int gen(const GenOptions& options, Streams io);
+
+struct InitOptions {
+  std::filesystem::path dir;
+  std::string name;  // project name; empty: from the directory name
+  bool quiet = false;
+};
+// Writes a minimal working project (spec, CMakeLists.txt, main.cpp) into
+// `dir`; writes nothing when one of those files exists already.
+int init(const InitOptions& options, Streams io);
+
+// The spec path as wfgen records it in generated files: relative to the
+// current directory (so regenerating from another checkout gives the same
+// bytes), or as given when it is not under the current directory's root.
+std::filesystem::path stable_spec_path(const std::filesystem::path& spec);
 
 struct DisasmOptions {
   std::vector<std::filesystem::path> specs;

@@ -17,10 +17,18 @@ int main(int argc, char** argv) {
   CLI::App app{"wfgen: ahead-of-time code generator for tensor programs described in YAML specs"};
   app.set_version_flag("--version", std::string("wfgen ") + WFGEN_VERSION);
   app.require_subcommand(1);
+  // Global flags, accepted before or after the subcommand (fallthrough).
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Say more: every file written and a summary, also when the output is not a terminal");
+  app.add_flag("-q,--quiet", quiet, "Print nothing but errors (no progress, no summary)");
+  app.fallthrough();
+  app.footer("Exit status: 0 success, 1 a check failed (shape, gen --check, init over existing files), "
+             "2 bad input or usage, 3 internal error. See docs/cli.md.");
 
   cli::CheckOptions check_opts;
   auto* check = app.add_subcommand("check", "Load and validate spec files, parse every Subscript DSL line, print one line per node");
   check->add_option("specs", check_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
+  check->footer("Exit status: 0 every spec is valid, 2 bad input (each error at file:line:col) or usage, 3 internal error.");
 
   cli::ShapeOptions shape_opts;
   auto* shape = app.add_subcommand("shape", "Check one Subscript DSL line against concrete input shapes");
@@ -43,11 +51,32 @@ int main(int argc, char** argv) {
   gen->add_option("--dump-after", gen_opts.dump_after, "Print the graph after this pass (trace, dead-code, plan-memory)");
   gen->add_flag("--time-passes", gen_opts.time_passes, "Print how long each pass took");
   gen->add_flag("--list-outputs", gen_opts.list_outputs, "Print the files it would write and write nothing (for CMake)");
+  gen->add_flag("--check", gen_opts.check,
+                "Write nothing; compare the output directory with what would be generated, print a diff, exit 1 when they differ");
+  gen->add_option("--depfile", gen_opts.depfile,
+                  "Also write a Makefile-style depfile (the specs and C++ kernel files read) for the build system");
+  gen->add_option("--dtype", gen_opts.dtypes, "Generate the selected impls' kernels of this dtype only (repeatable; builds still get theirs)");
+  gen->add_option("--rank", gen_opts.ranks, "Generate the selected impls' kernels of this rank only (repeatable; builds still get theirs)")
+      ->check(CLI::Range(1, 8));
+  gen->add_option("--device", gen_opts.devices, "Generate the selected impls' kernels of this device only (repeatable; builds still get theirs)");
+  bool no_fuse = false;
+  gen->add_flag("--no-fuse", no_fuse, "Do not fuse kernels (accepted for build scripts; fusion is not implemented yet, so it changes nothing)");
+  int jobs = 1;
+  gen->add_option("-j,--jobs", jobs, "Worker threads (accepted; generation is sequential for now, the output is the same for any N)")
+      ->check(CLI::PositiveNumber);
+  gen->footer("Exit status: 0 success, 1 --check found differences, 2 bad input or usage, 3 internal error.");
+
+  cli::InitOptions init_opts;
+  auto* init = app.add_subcommand("init", "Write a minimal working project (model.yaml, CMakeLists.txt, main.cpp) into a directory");
+  init->add_option("dir", init_opts.dir, "The project directory (created if needed; existing files are never overwritten)")->required();
+  init->add_option("--name", init_opts.name, "Project name, a C++ identifier (default: from the directory name)");
+  init->footer("Exit status: 0 success, 1 a file exists already (nothing written), 2 bad usage.");
 
   cli::DisasmOptions disasm_opts;
   auto* disasm = app.add_subcommand("disasm", "Print a build's instruction sequence (as disassemble-waffe2-ir) offline, with symbolic shapes");
   disasm->add_option("specs", disasm_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
   disasm->add_option("--build", disasm_opts.build, "The build to show (needed when the specs have several)");
+  disasm->footer("Exit status: 0 success, 2 bad input or usage, 3 internal error.");
 
   try {
     app.parse(argc, argv);
@@ -62,7 +91,13 @@ int main(int argc, char** argv) {
     if (*disasm) return cli::disasm(disasm_opts, io);
     if (*gen) {
       gen_opts.progress = stderr_wants_color();
+      gen_opts.verbose = verbose;
+      gen_opts.quiet = quiet;
       return cli::gen(gen_opts, io);
+    }
+    if (*init) {
+      init_opts.quiet = quiet;
+      return cli::init(init_opts, io);
     }
   } catch (const InternalError& e) {
     std::cerr << e.what() << "\n";

@@ -44,6 +44,26 @@
 
 namespace wfgen::cppkernel {
 
+namespace {
+
+// The runtime headers user kernels include. An installed wfgen
+// (<prefix>/bin/wfgen) finds them in <prefix>/include, so the install can
+// move; a wfgen in its build tree uses the source tree's runtime/include.
+std::string runtime_include_dir() {
+  static const std::string dir = [] {
+    std::error_code ec;
+    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      std::filesystem::path installed = exe.parent_path().parent_path() / "include";
+      if (std::filesystem::exists(installed / "wfgen" / "kernel_support.hpp", ec)) return installed.string();
+    }
+    return std::string(WFGEN_RUNTIME_INCLUDE_DIR);
+  }();
+  return dir;
+}
+
+}  // namespace
+
 const char* param_kind_name(ParamKind kind) {
   switch (kind) {
     case ParamKind::TensorIn: return "input view";
@@ -897,7 +917,7 @@ KernelInfo resolve(const std::filesystem::path& file, const Expectation& expect,
                                    "-std=c++20",
                                    "-resource-dir",
                                    WFGEN_CLANG_RESOURCE_DIR,
-                                   "-I" WFGEN_RUNTIME_INCLUDE_DIR};
+                                   "-I" + runtime_include_dir()};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   argv.insert(argv.end(), {"-x", "c++", name});
 

@@ -28,4 +28,32 @@ struct WriteReport {
 WriteReport write_outputs(const std::filesystem::path& dir, const std::vector<OutputFile>& files,
                           const std::function<void(const std::string&)>& progress = {});
 
+// What `wfgen gen --check` found: generated files that differ from the ones
+// in the directory, are missing there, or are left over from an earlier run
+// (listed in DIR/.wfgen-outputs but not generated any more).
+struct CheckReport {
+  std::vector<std::string> differ;
+  std::vector<std::string> missing;
+  std::vector<std::string> stale;
+  std::string diff;  // a unified diff (-: in the directory, +: generated now) of every differing file
+  bool ok() const { return differ.empty() && missing.empty() && stale.empty(); }
+};
+
+// Compares `files` with the contents of `dir`; reads only, never writes.
+CheckReport check_outputs(const std::filesystem::path& dir, const std::vector<OutputFile>& files);
+
+// A unified diff of two texts, with `context` lines around each change;
+// empty when they are equal. `a_name`/`b_name` head the diff.
+std::string unified_diff(const std::string& a, const std::string& b, const std::string& a_name,
+                         const std::string& b_name, int context = 3);
+
+// The list of generated files kept in the output directory (written last by
+// write_outputs, on every run: build systems use it as the stamp of a run).
+std::filesystem::path manifest_path(const std::filesystem::path& dir);
+
+// Writes a Makefile-style depfile: "target: dep dep ...", spaces escaped,
+// so a build system reruns the generator when one of `deps` changes.
+void write_depfile(const std::filesystem::path& depfile, const std::filesystem::path& target,
+                   const std::vector<std::filesystem::path>& deps);
+
 }  // namespace wfgen::emit
