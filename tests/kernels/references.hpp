@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "harness.hpp"
@@ -80,6 +82,7 @@ enum class Dom {
   Cond,      // mostly 0 or 1, some other nonzero values
   Sum,       // like Any, but i64 stays below 2^40 (the kernel's int64 accumulator must not overflow)
   Small,     // [-4, 4] for i32/i64 (GEMM accumulates in the element type); u8 any; floats [-3, 3]
+  Huge,      // [-1000, 1000]: logits whose exp overflows unless the row's max is subtracted first
 };
 
 inline double gen_float(Dom d, Rng& rng) {
@@ -90,6 +93,7 @@ inline double gen_float(Dom d, Rng& rng) {
     case Dom::Log1p: return rng.uniform(-0.9, 5.0);
     case Dom::Exp: return rng.uniform(-10.0, 10.0);
     case Dom::Wide: return rng.uniform(-25.0, 25.0);
+    case Dom::Huge: return rng.uniform(-1000.0, 1000.0);
     case Dom::Divisor: return (rng.next_u64() & 1 ? 1.0 : -1.0) * rng.uniform(0.25, 4.0);
     case Dom::Cond: {
       static constexpr double kVals[] = {0.0, 0.0, 1.0, 1.0, -2.5, 0.25};
@@ -146,8 +150,13 @@ inline void fill_random(const Tensor& t, Dom d, Rng& rng) {
 // ---------------------------------------------------------------------------
 // The table
 
-enum class Kind { Unary, Binary, Select, Fill, Reduce, Matmul, Gather, OneHot, Im2col, Transpose, Permute };
-enum class Red { None, Sum, Mean, Max, Min, ArgMax, ArgMin };
+enum class Kind {
+  Unary, Binary, Select, Fill, Reduce, Matmul, Gather, OneHot, Im2col, Transpose, Permute,
+  CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
+  Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
+};
+enum class Red { None, Sum, Mean, Max, Min, ArgMax, ArgMin, InvCount };
+enum class Opt { None, Sgd, Adam, AdamW };
 
 // Element-wise references: x[] are the inputs in DSL order, s the float
 // constructor argument (0 when the node has none).
@@ -162,6 +171,12 @@ struct NodeRef {
   IntFn i = nullptr;          // element-wise, integer dtypes
   std::vector<double> scalars = {};  // values tried for the node's float argument
   Red red = Red::None;
+  // Element-wise, floats: the magnitude the kernel's rounding error scales
+  // with, where the result can cancel to much less than its terms (the
+  // tolerance is then rtol * mag + atol instead of rtol * |result| + atol).
+  FloatFn mag = nullptr;
+  Opt opt = Opt::None;
+  std::vector<const char*> names = {};  // tensor names in DSL order, when not the kind's generic ones
 };
 
 inline const char* kind_name(Kind k) {
@@ -177,6 +192,8 @@ inline const char* kind_name(Kind k) {
     case Kind::Im2col: return "im2col";
     case Kind::Transpose: return "transpose";
     case Kind::Permute: return "permute";
+    case Kind::CrossEntropy: return "cross-entropy";
+    case Kind::Optimizer: return "optimizer";
   }
   return "?";
 }
@@ -196,6 +213,8 @@ inline int kind_tensors(Kind k) {
     case Kind::Im2col: return 2;
     case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
     case Kind::Permute: return 2;
+    case Kind::CrossEntropy: return 3;
+    case Kind::Optimizer: return -1;  // 3 for sgd (P G M), 4 for adam/adamw (P G M V)
   }
   return -1;
 }
@@ -291,6 +310,32 @@ inline const std::vector<NodeRef>& node_refs() {
       {"copy", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0]; },
        [](const std::int64_t* x, double, DType) { return x[0]; }},
 
+      // --- helpers of the backward passes (Discrete X: zeros hit the X > 0 boundary)
+      {"sign", Kind::Unary, {D::Discrete}, [](const double* x, double) { return x[0] > 0 ? 1.0 : x[0] < 0 ? -1.0 : 0.0; },
+       [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] > 0} - std::int64_t{x[0] < 0}; }},
+      // torch's threshold_backward: the gradient passes where X > 0 only (not at 0)
+      {"relu_grad", Kind::Binary, {D::Any, D::Discrete}, [](const double* x, double) { return x[1] > 0 ? x[0] : 0.0; },
+       [](const std::int64_t* x, double, DType) { return x[1] > 0 ? x[0] : std::int64_t{0}; }, {}, Red::None, nullptr,
+       Opt::None, {"DOUT", "X", "OUT"}},
+      {"leaky_relu_grad", Kind::Binary, {D::Any, D::Discrete},
+       [](const double* x, double s) { return x[1] > 0 ? x[0] : s * x[0]; }, nullptr, {0.01, 0.125, 0.0, -0.5},
+       Red::None, nullptr, Opt::None, {"DOUT", "X", "OUT"}},
+      // d/dx x Phi(x) = Phi(x) + x phi(x). It crosses 0 near x = -0.75, where
+      // the two terms cancel; the kernel also forms Phi as (1 + erf) / 2, which
+      // cancels for negative x. Its error scales with those terms, not with the result.
+      {"gelu_grad", Kind::Binary, {D::Any, D::Any},
+       [](const double* x, double) {
+         const double Phi = 0.5 * std::erfc(-x[1] / std::sqrt(2.0));
+         const double phi = std::exp(-0.5 * x[1] * x[1]) / std::sqrt(2.0 * std::numbers::pi);
+         return x[0] * (Phi + x[1] * phi);
+       },
+       nullptr, {}, Red::None,
+       [](const double* x, double) {
+         const double phi = std::exp(-0.5 * x[1] * x[1]) / std::sqrt(2.0 * std::numbers::pi);
+         return std::fabs(x[0]) * (0.5 * (1.0 + std::fabs(std::erf(x[1] / std::sqrt(2.0)))) + std::fabs(x[1]) * phi);
+       },
+       Opt::None, {"DOUT", "X", "OUT"}},
+
       // --- fill and select
       {"fill", Kind::Fill, {}, [](const double*, double s) { return s; },
        [](const std::int64_t*, double s, DType t) { return sat(t, s); },
@@ -306,6 +351,7 @@ inline const std::vector<NodeRef>& node_refs() {
       {"min", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::Min},
       {"argmax", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::ArgMax},
       {"argmin", Kind::Reduce, {D::Discrete}, nullptr, nullptr, {}, Red::ArgMin},
+      {"inv_count", Kind::Reduce, {D::Any}, nullptr, nullptr, {}, Red::InvCount},
 
       // --- the rest
       {"matmul", Kind::Matmul, {D::Small, D::Small}},
@@ -314,6 +360,17 @@ inline const std::vector<NodeRef>& node_refs() {
       {"im2col", Kind::Im2col, {D::Any}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
+      // Any targets, not just probabilities: the loss is linear in TARGET, and
+      // negative or unnormalised rows catch a kernel that assumes sum(TARGET) = 1.
+      {"softmax_cross_entropy", Kind::CrossEntropy, {D::Wide, D::Any}, nullptr, nullptr, {}, Red::None, nullptr,
+       Opt::None, {"LOGITS", "TARGET", "OUT"}},
+      // V is a running mean of squares: never negative.
+      {"sgd", Kind::Optimizer, {D::Any, D::Any, D::Any}, nullptr, nullptr, {}, Red::None, nullptr, Opt::Sgd,
+       {"P", "G", "M"}},
+      {"adam", Kind::Optimizer, {D::Any, D::Any, D::Any, D::Positive}, nullptr, nullptr, {}, Red::None, nullptr,
+       Opt::Adam, {"P", "G", "M", "V"}},
+      {"adamw", Kind::Optimizer, {D::Any, D::Any, D::Any, D::Positive}, nullptr, nullptr, {}, Red::None, nullptr,
+       Opt::AdamW, {"P", "G", "M", "V"}},
   };
   return kNodeRefs;
 }
@@ -357,7 +414,7 @@ inline Expected ref_elementwise(const NodeRef& r, const std::vector<Dense>& in, 
       for (std::size_t a = 0; a < in.size(); ++a) x[a] = in[a].f[static_cast<std::size_t>(k)];
       const double v = r.f(x, s);
       e.val.f[static_cast<std::size_t>(k)] = v;
-      e.tol[static_cast<std::size_t>(k)] = tol.rtol * std::fabs(v) + tol.atol;
+      e.tol[static_cast<std::size_t>(k)] = tol.rtol * (r.mag ? r.mag(x, s) : std::fabs(v)) + tol.atol;
     }
   }
   return e;
@@ -366,7 +423,8 @@ inline Expected ref_elementwise(const NodeRef& r, const std::vector<Dense>& in, 
 // X[~ i] -> OUT[~ 1]. Integer sums accumulate exactly and wrap to the dtype;
 // integer means truncate toward zero. Empty rows: sum 0, mean 0 for integers
 // and NaN (0/0) for floats, max/min the identity (-inf/+inf, or the dtype's
-// limits), argmax/argmin 0.
+// limits), argmax/argmin 0, inv_count +inf (1/0). inv_count ignores X's
+// values: OUT = 1 / i, correctly rounded, so its tolerance is rtol * OUT.
 inline Expected ref_reduce(Red red, const Dense& X, DType t) {
   Shape out_shape = X.shape;
   out_shape.back() = 1;
@@ -403,6 +461,7 @@ inline Expected ref_reduce(Red red, const Dense& X, DType t) {
             if (red == Red::ArgMax ? a > b : a < b) v = j;
           }
           break;
+        case Red::InvCount:  // float dtypes only
         case Red::None: break;
       }
       e.val.i[static_cast<std::size_t>(row)] = v;
@@ -438,11 +497,14 @@ inline Expected ref_reduce(Red red, const Dense& X, DType t) {
           v = static_cast<double>(best);
           break;
         }
+        case Red::InvCount: v = n > 0 ? 1.0 / static_cast<double>(n) : std::numeric_limits<double>::infinity(); break;
         case Red::None: break;
       }
       e.val.f[static_cast<std::size_t>(row)] = v;
       e.tol[static_cast<std::size_t>(row)] =
-          tol.rtol * (std::sqrt(static_cast<double>(n)) + 1.0) * mag + tol.atol * (mag > 0 ? 1.0 : 0.0);
+          red == Red::InvCount
+              ? (n > 0 ? tol.rtol * v : 0.0)
+              : tol.rtol * (std::sqrt(static_cast<double>(n)) + 1.0) * mag + tol.atol * (mag > 0 ? 1.0 : 0.0);
     }
   }
   return e;
@@ -547,6 +609,161 @@ inline Expected ref_im2col(const Dense& X, const Shape& col_shape, const Conv& p
               else e.val.f[o] = in ? X.f[static_cast<std::size_t>(src)] : 0.0;
             }
   return e;
+}
+
+// OUT[.., 0] = -sum_k TARGET[.., k] log_softmax(LOGITS[.., :])_k, from the
+// definition: log_softmax_k = z_k - max - log(sum_j exp(z_j - max)) (the max
+// keeps exp in range for logits far beyond +-88). A class whose target is 0
+// adds nothing, even where its logit is -inf (a masked class: 0 log 0 = 0).
+// An empty class axis gives NaN, like mean's 0/0: the log-sum-exp of no
+// classes is -inf, and the loss 0 * -inf.
+// Tolerance as for sums: the loss is a sum of the terms t_k (lse - z_k).
+inline Expected ref_softmax_cross_entropy(const Dense& Z, const Dense& T, DType t) {
+  Shape out_shape = Z.shape;
+  out_shape.back() = 1;
+  Expected e{Dense::make(out_shape, false), {}};
+  const std::int64_t n = Z.shape.back();
+  const std::int64_t rows = numel_of(out_shape);
+  const Tol tol = tol_for(t);
+  e.tol.assign(static_cast<std::size_t>(rows), 0.0);
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const auto z = [&](std::int64_t k) { return Z.f[static_cast<std::size_t>(row * n + k)]; };
+    const auto tg = [&](std::int64_t k) { return T.f[static_cast<std::size_t>(row * n + k)]; };
+    if (n == 0) {
+      e.val.f[static_cast<std::size_t>(row)] = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
+    double mx = -std::numeric_limits<double>::infinity();
+    for (std::int64_t k = 0; k < n; ++k) mx = std::max(mx, z(k));
+    double se = 0;
+    for (std::int64_t k = 0; k < n; ++k) se += std::exp(z(k) - mx);
+    const double log_se = std::log(se);
+    double loss = 0, mag = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      if (tg(k) == 0) continue;
+      const double log_softmax = z(k) - mx - log_se;
+      loss -= tg(k) * log_softmax;
+      mag += std::fabs(tg(k)) * (std::fabs(mx + log_se) + std::fabs(z(k)));
+    }
+    e.val.f[static_cast<std::size_t>(row)] = loss;
+    e.tol[static_cast<std::size_t>(row)] =
+        tol.rtol * (std::sqrt(static_cast<double>(n)) + 1.0) * mag + tol.atol * (mag > 0 ? 1.0 : 0.0);
+  }
+  return e;
+}
+
+// ---------------------------------------------------------------------------
+// Optimizers: one step of torch.optim.SGD / Adam / AdamW (single-tensor
+// versions), element by element.
+
+struct OptParams {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;  // sgd (lr, weight_decay: all)
+  bool nesterov = false;
+  double beta1 = 0, beta2 = 0, eps = 0;  // adam, adamw
+  std::int64_t step = 1;
+};
+
+// The node's arguments in stdlib/nodes.yaml order: the erased kernel's ScalarArg array.
+inline std::vector<std::pair<std::string_view, double>> opt_args(Opt o, const OptParams& p) {
+  if (o == Opt::Sgd)
+    return {{"lr", p.lr}, {"momentum", p.momentum}, {"dampening", p.dampening},
+            {"weight_decay", p.weight_decay}, {"nesterov", p.nesterov ? 1.0 : 0.0}, {"step", static_cast<double>(p.step)}};
+  return {{"lr", p.lr}, {"beta1", p.beta1}, {"beta2", p.beta2}, {"eps", p.eps}, {"weight_decay", p.weight_decay},
+          {"step", static_cast<double>(p.step)}};
+}
+
+// Settings tried, one per case (cycled). SGD: plain; momentum at its first
+// step (M <- g, undampened) and later; dampening; nesterov (which torch only
+// allows without dampening); weight decay. Adam: torch's defaults; beta^step
+// near 1 (step 1: the bias corrections matter most) and underflowing to 0
+// (step 1e5); beta = 0; a large eps.
+inline const OptParams kSgdParams[] = {
+    {.lr = 0.1},
+    {.lr = 0.01, .momentum = 0.9, .step = 1},
+    {.lr = 0.01, .momentum = 0.9, .step = 3},
+    {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01, .step = 2},
+    {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true, .step = 1},
+    {.lr = 0.3, .momentum = 0.5, .weight_decay = 0.1, .nesterov = true, .step = 7},
+    {.lr = 1e-3, .weight_decay = 0.25, .step = 4},
+};
+inline const OptParams kAdamParams[] = {
+    {.lr = 1e-3, .weight_decay = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1},
+    {.lr = 1e-2, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 2},
+    {.lr = 0.1, .weight_decay = 0.05, .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3, .step = 10},
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1000},
+    {.lr = 3e-4, .weight_decay = 0.2, .beta1 = 0.0, .beta2 = 0.0, .eps = 1e-6, .step = 1},
+    {.lr = 1e-3, .weight_decay = 0.01, .beta1 = 0.99, .beta2 = 0.9999, .eps = 1e-8, .step = 100000},
+};
+
+// in: P G M (V), row-major, of one shape; returns the expected P, M (and V).
+// The kernel takes its float arguments in its dtype (the erased entry casts
+// them), so they are rounded the same way here: in f32, 1 - beta2 for beta2 =
+// 0.999 is 1 - 0.99900001 = 0.00099999, 1.3e-5 away from 0.001.
+// Tolerances: every value carries the magnitude of its terms (the rounding
+// error of a sum scales with it, as for the reductions); through a quotient
+// relative errors add, and v = beta2 V + (1 - beta2) g^2 inherits g's
+// relative error twice.
+inline std::vector<Expected> ref_optimizer(Opt o, const std::vector<Dense>& in, const OptParams& p0, DType t) {
+  const auto hp = [t](double v) { return t == DType::f32 ? static_cast<double>(static_cast<float>(v)) : v; };
+  const double lr = hp(p0.lr), mom = hp(p0.momentum), damp = hp(p0.dampening), wd = hp(p0.weight_decay);
+  const double b1 = hp(p0.beta1), b2 = hp(p0.beta2), eps = hp(p0.eps);
+  const std::int64_t step = p0.step;
+  const Shape& shape = in[0].shape;
+  const std::size_t n = static_cast<std::size_t>(numel_of(shape));
+  const bool adam = o != Opt::Sgd;
+  std::vector<Expected> out(adam ? 3 : 2, Expected{Dense::make(shape, false), std::vector<double>(n, 0.0)});
+  Expected &P1 = out[0], &M1 = out[1];
+  const Tol tol = tol_for(t);
+  const double c1 = 1.0 - std::pow(b1, static_cast<double>(step)), c2 = 1.0 - std::pow(b2, static_cast<double>(step));
+  for (std::size_t k = 0; k < n; ++k) {
+    const double P = in[0].f[k], G = in[1].f[k], M = in[2].f[k];
+    double p = P, mag_p = std::fabs(P), m = M, mag_m = 0;
+    if (!adam) {
+      double g = G + wd * P, mag_g = std::fabs(G) + std::fabs(wd * P);
+      if (mom != 0) {  // without momentum M is not touched
+        if (step == 1) {
+          m = g;
+          mag_m = mag_g;
+        } else {
+          m = mom * M + (1 - damp) * g;
+          mag_m = std::fabs(mom * M) + std::fabs(1 - damp) * mag_g;
+        }
+        if (p0.nesterov) {
+          g += mom * m;
+          mag_g += std::fabs(mom) * mag_m;
+        } else {
+          g = m;
+          mag_g = mag_m;
+        }
+      }
+      p = P - lr * g;
+      mag_p += std::fabs(lr) * mag_g;
+    } else {
+      double g = G, mag_g = std::fabs(G);
+      if (o == Opt::AdamW) {  // decoupled weight decay, before the step
+        p = P * (1 - lr * wd);
+        mag_p *= 1 + std::fabs(lr * wd);
+      } else {
+        g += wd * P;
+        mag_g += std::fabs(wd * P);
+      }
+      const double V = in[3].f[k];
+      m = b1 * M + (1 - b1) * g;
+      mag_m = std::fabs(b1 * M) + std::fabs(1 - b1) * mag_g;
+      const double v = b2 * V + (1 - b2) * g * g;
+      const double mag_v = std::fabs(b2 * V) + std::fabs(1 - b2) * mag_g * mag_g;
+      const double m_hat = m / c1, d = std::sqrt(v / c2) + eps, update = m_hat / d;
+      p -= lr * update;
+      mag_p += std::fabs(lr) * ((mag_m / c1) / d + std::fabs(update) * (1.0 + (v > 0 ? mag_v / v : 0.0)));
+      out[2].val.f[k] = v;
+      out[2].tol[k] = tol.rtol * mag_v + tol.atol;
+    }
+    P1.val.f[k] = p;
+    P1.tol[k] = tol.rtol * mag_p + tol.atol;
+    M1.val.f[k] = m;
+    M1.tol[k] = mag_m > 0 ? tol.rtol * mag_m + tol.atol : 0.0;
+  }
+  return out;
 }
 
 }  // namespace kt

@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness.hpp"
@@ -59,6 +60,9 @@ struct Case {
   std::string label;                            // what the case is about
   int out = -1;                                 // the written tensor
   bool in_place = false;
+  // Instead of `out`: tensors the kernel reads and updates in place (the
+  // optimizers' P, M, V), each in its own buffer.
+  std::vector<int> updated;
 
   void add(const char* name, Tensor tensor, Layout l) {
     names.push_back(name);
@@ -69,6 +73,8 @@ struct Case {
     std::ostringstream os;
     os << "case '" << label << "'";
     if (in_place) os << " (in place: " << names[static_cast<std::size_t>(out)] << " is " << names[0] << ")";
+    for (std::size_t k = 0; k < updated.size(); ++k)
+      os << (k ? ", " : " (updated in place: ") << names[static_cast<std::size_t>(updated[k])] << (k + 1 == updated.size() ? ")" : "");
     for (std::size_t k = 0; k < t.size(); ++k) os << "\n  " << kt::describe(names[k], t[k], lay[k]);
     if (!args.empty()) os << "\n  args: " << args;
     return os.str();
@@ -149,6 +155,13 @@ ScalarArg int_arg(std::int64_t v) {
   a.f = static_cast<double>(v);
   return a;
 }
+ScalarArg bool_arg(bool v) {
+  ScalarArg a;
+  a.b = v;
+  a.i = v;
+  a.f = v ? 1.0 : 0.0;
+  return a;
+}
 
 // ---------------------------------------------------------------------------
 // Case builders, one per kind of node. Each returns the case and the
@@ -157,6 +170,9 @@ ScalarArg int_arg(std::int64_t v) {
 struct Built {
   Case cs;
   std::function<Expected(const std::vector<Dense>& inputs)> reference;
+  // For a case with cs.updated: the expected value of each updated tensor, in
+  // that order, from all the tensors before the call.
+  std::function<std::vector<Expected>(const std::vector<Dense>& inputs)> updates;
 };
 
 Built build_elementwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
@@ -167,7 +183,10 @@ Built build_elementwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
   static const char* const kUnary[] = {"X", "OUT"};
   static const char* const kBinary[] = {"A", "B", "OUT"};
   static const char* const kSelect[] = {"C", "A", "B", "OUT"};
-  const char* const* names = r.kind == Kind::Unary ? kUnary : r.kind == Kind::Binary ? kBinary : kSelect;
+  const char* const* names = !r.names.empty()         ? r.names.data()
+                             : r.kind == Kind::Unary  ? kUnary
+                             : r.kind == Kind::Binary ? kBinary
+                                                      : kSelect;
   const std::size_t n_in = r.kind == Kind::Fill ? 0 : r.dom.size();
   cs.label = std::to_string(c);
   cs.in_place = c == 6 && n_in > 0;
@@ -325,6 +344,80 @@ Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   return b;
 }
 
+// LOGITS[~ c] TARGET[~ c] -> OUT[~ 1], cased like the reductions (5: no
+// classes, 6: no rows, 7: long rows, 8: one class), plus 9: logits in
+// [-1000, 1000], whose exp overflows unless the row's max is subtracted, and
+// 10: masked classes, -inf logits where the target is 0 (never class 0, so
+// every row keeps a finite logit). Masks need one index space for both
+// operands, so case 10 broadcasts neither.
+Built build_cross_entropy(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape shape = case_shape(c == 7 ? 0 : c, e.rank, rng);
+  if (c == 5) shape.back() = 0;
+  if (c == 6 && e.rank > 1) shape[0] = 0;
+  if (c == 7) shape.back() = e.rank == 1 ? 1000 : 257;
+  if (c == 8) shape.back() = 1;
+  cs.label = std::to_string(c);
+  const bool masked = c == 10;
+  const Dense index_space = Dense::make(shape, false);
+  std::vector<bool> mask(static_cast<std::size_t>(numel_of(shape)), false);
+  if (masked)
+    for_each_index(shape, [&](std::span<const std::int64_t> idx) {
+      mask[static_cast<std::size_t>(index_space.flat(idx))] = idx.back() != 0 && rng.uniform01() < 0.4;
+    });
+  const auto masked_fill = [&](double masked_value, Dom d) {
+    return [&, masked_value, d](const Tensor& t) {
+      for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) {
+        put(t, idx, mask[static_cast<std::size_t>(index_space.flat(idx))] ? masked_value : gen_float(d, rng), 0);
+      });
+    };
+  };
+  const Dom dz = c == 9 ? Dom::Huge : r.dom[0];
+  const Layout lz = input_layout(c, rng, !masked), lt = input_layout(c, rng, !masked);
+  cs.add("LOGITS", make_operand(dt, shape, lz, rng, masked ? masked_fill(-std::numeric_limits<double>::infinity(), dz) : filler(dz, rng)), lz);
+  cs.add("TARGET", make_operand(dt, shape, lt, rng, masked ? masked_fill(0.0, r.dom[1]) : filler(r.dom[1], rng)), lt);
+  Shape out_shape = shape;
+  out_shape.back() = 1;
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, out_shape, lo, rng), lo);
+  cs.out = 2;
+  b.reference = [dt](const std::vector<Dense>& in) { return ref_softmax_cross_entropy(in[0], in[1], dt); };
+  return b;
+}
+
+// P G M (V): every tensor but G is read and updated in place. The updated
+// ones are never broadcast and lie inside bigger buffers (output layouts), so
+// a write outside them is caught; G takes any input layout. Hyperparameters
+// cycle through kSgdParams / kAdamParams; case 8 starts from the state of a
+// first step, M = V = 0.
+Built build_optimizer(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const Shape shape = case_shape(c, e.rank, rng);
+  const OptParams p = r.opt == Opt::Sgd ? kSgdParams[static_cast<std::size_t>(c) % std::size(kSgdParams)]
+                                        : kAdamParams[static_cast<std::size_t>(c) % std::size(kAdamParams)];
+  cs.label = std::to_string(c);
+  const auto zeros = [](const Tensor& t) {
+    for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) { put(t, idx, 0.0, 0); });
+  };
+  for (std::size_t k = 0; k < r.dom.size(); ++k) {
+    const bool grad = k == 1;
+    const Layout l = grad ? input_layout(c, rng, true) : output_layout(c, rng);
+    const bool state = k >= 2;  // M, V
+    cs.add(r.names[k], make_operand(dt, shape, l, rng, c == 8 && state ? zeros : filler(r.dom[k], rng)), l);
+    if (!grad) cs.updated.push_back(static_cast<int>(k));
+  }
+  for (const auto& [name, v] : opt_args(r.opt, p)) {
+    cs.s.push_back(name == "nesterov" ? bool_arg(v != 0) : name == "step" ? int_arg(static_cast<std::int64_t>(v)) : float_arg(v));
+    cs.args += (cs.args.empty() ? "" : " ") + std::string(name) + "=" + fmt_double(v);
+  }
+  b.updates = [o = r.opt, p, dt](const std::vector<Dense>& in) { return ref_optimizer(o, in, p, dt); };
+  return b;
+}
+
 // ---------------------------------------------------------------------------
 // Running a compute kernel on one case
 
@@ -332,14 +425,16 @@ TensorRef ref_of(const Tensor& t) { return t.ref(); }
 
 std::string run_case(const KernelEntry& e, Built& b, Totals& totals) {
   Case& cs = b.cs;
-  const Tensor& out = cs.t[static_cast<std::size_t>(cs.out)];
+  // The written tensors: cs.out, or the updated ones (which are inputs too).
+  const std::vector<int> written = cs.updated.empty() ? std::vector<int>{cs.out} : cs.updated;
   std::vector<Dense> inputs;
   std::vector<Snapshot> snaps;
   for (std::size_t k = 0; k < cs.t.size(); ++k) {
     if (static_cast<int>(k) != cs.out) inputs.push_back(read(cs.t[k]));
     snaps.push_back(snapshot(cs.t[k]));
   }
-  const Expected expected = b.reference(inputs);
+  const std::vector<Expected> expected =
+      cs.updated.empty() ? std::vector<Expected>{b.reference(inputs)} : b.updates(inputs);
   std::vector<TensorRef> refs;
   for (const Tensor& t : cs.t) refs.push_back(ref_of(t));
   refs.resize(std::max<std::size_t>(refs.size(), 2));
@@ -349,13 +444,25 @@ std::string run_case(const KernelEntry& e, Built& b, Totals& totals) {
   } catch (const std::exception& ex) {
     return std::string("threw: ") + ex.what();
   }
-  std::string err = compare(cs.names[static_cast<std::size_t>(cs.out)], read(out), expected, &totals.elements);
-  if (!err.empty()) return err;
-  const std::vector<bool> written = covered_bytes(out);
+  std::string err;
+  for (std::size_t w = 0; w < written.size(); ++w) {
+    const auto o = static_cast<std::size_t>(written[w]);
+    err = compare(cs.names[o], read(cs.t[o]), expected[w], &totals.elements);
+    if (!err.empty()) return err;
+  }
+  // In each buffer, only the bytes of the written views in it may change.
   for (std::size_t k = 0; k < cs.t.size(); ++k) {
-    const bool shares_out = cs.t[k].storage() == out.storage();
+    std::vector<bool> keep;
+    for (int o : written) {
+      const Tensor& out = cs.t[static_cast<std::size_t>(o)];
+      if (out.storage() != cs.t[k].storage()) continue;
+      const std::vector<bool> bytes = covered_bytes(out);
+      keep.resize(bytes.size(), false);
+      for (std::size_t i = 0; i < bytes.size(); ++i) keep[i] = keep[i] || bytes[i];
+    }
+    const bool shares_out = !keep.empty();
     const std::string what = std::string(cs.names[k]) + (shares_out ? " (output buffer)" : " (input buffer)");
-    err = unchanged_outside(what.c_str(), snaps[k], shares_out ? &written : nullptr,
+    err = unchanged_outside(what.c_str(), snaps[k], shares_out ? &keep : nullptr,
                             wfgen::rt::dtype_size(cs.t[k].dtype()));
     if (!err.empty()) return err;
   }
@@ -373,6 +480,8 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Gather: return build_gather(e, r, c, rng);
     case Kind::OneHot: return build_one_hot(e, r, c, rng);
     case Kind::Im2col: return build_im2col(e, r, c, rng);
+    case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
+    case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     default: return {};
   }
 }
@@ -474,8 +583,10 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
       missing.push_back(std::string(e.name) + " (node '" + e.node + "')");
       continue;
     }
-    const int want_tensors = kind_tensors(r->kind);
-    const int want_scalars = r->kind == Kind::Im2col ? 8
+    const int want_tensors =
+        r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
+    const int want_scalars = r->kind == Kind::Im2col      ? 8
+                             : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute ||
                                 !r->scalars.empty())
                                  ? 1
@@ -485,8 +596,9 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
                            std::to_string(e.n_scalars) + ", the " + kind_name(r->kind) + " reference expects " +
                            std::to_string(want_tensors) + " and " + std::to_string(want_scalars));
     }
-    if (r->kind != Kind::Reduce && r->kind != Kind::Matmul && r->kind != Kind::Gather && r->kind != Kind::OneHot &&
-        r->kind != Kind::Im2col && r->kind != Kind::Transpose && r->kind != Kind::Permute) {
+    const bool elementwise =
+        r->kind == Kind::Unary || r->kind == Kind::Binary || r->kind == Kind::Select || r->kind == Kind::Fill;
+    if (elementwise) {
       const bool has_fn = is_int(e.dtype) ? r->i != nullptr : r->f != nullptr;
       if (!has_fn) mismatched.push_back(std::string(e.name) + ": no reference for dtype " + wfgen::rt::dtype_name(e.dtype));
     }
@@ -627,7 +739,54 @@ void add_inexact(TensorRef* t, const ScalarArg*) {
     for (std::int64_t j = 0; j < t[2].shape[1]; ++j) at2(t[2], i, j) *= 1.0001f;
 }
 
+float& at1(const TensorRef& t, std::int64_t i) { return static_cast<float*>(t.data)[i * t.strides[0]]; }
+
+// sgd on rank 1, written out here: right for Bug 0; Bug 1 steps with the new
+// momentum buffer but never stores it; Bug 2 also writes into G.
+template <int Bug>
+void sgd_r1(TensorRef* t, const ScalarArg* s) {
+  const auto lr = static_cast<float>(s[0].f), mom = static_cast<float>(s[1].f), damp = static_cast<float>(s[2].f),
+             wd = static_cast<float>(s[3].f);
+  for (std::int64_t i = 0; i < t[0].shape[0]; ++i) {
+    float& p = at1(t[0], i);
+    float& m = at1(t[2], i);
+    float g = at1(t[1], i) + wd * p;
+    if (mom != 0) {
+      const float m_new = s[5].i <= 1 ? g : mom * m + (1 - damp) * g;
+      if (Bug != 1) m = m_new;
+      g = s[4].b ? g + mom * m_new : m_new;
+    }
+    p -= lr * g;
+  }
+  if (Bug == 2 && t[1].shape[0] > 0) at1(t[1], 0) += 1.0f;
+}
+
 }  // namespace
+
+// Kernels that update several tensors in place: every one is compared, and
+// the read-only input must stay untouched.
+TEST_CASE("harness self-test: broken versions of sgd_f32_r1 are caught", "[kernels][harness]") {
+  const NodeRef* sgd = find_ref("sgd");
+  REQUIRE(sgd != nullptr);
+  const std::tuple<const char*, wfgen::rt::KernelFn, bool> variants[] = {
+      {"is right", &sgd_r1<0>, false}, {"never stores M", &sgd_r1<1>, true}, {"writes G", &sgd_r1<2>, true}};
+  for (const auto& [what, fn, broken] : variants) {
+    const KernelEntry e{"sgd_f32_r1", "sgd", "cpu", DType::f32, 1, 3, 6, fn};
+    Rng rng(seed_of(what));
+    Totals totals;
+    int caught = 0;
+    std::string first;
+    for (int c = 0; c < kCasesPerKernel; ++c) {
+      Built b = build(e, *sgd, c, rng);
+      const std::string err = run_case(e, b, totals);
+      if (!err.empty() && first.empty()) first = b.cs.describe() + "\n  " + err;
+      caught += err.empty() ? 0 : 1;
+    }
+    INFO("a kernel that " << what << "; first failure: " << first);
+    if (broken) CHECK(caught > 0);
+    else CHECK(caught == 0);
+  }
+}
 
 TEST_CASE("harness self-test: broken versions of add_f32_r2 are caught", "[kernels][harness]") {
   const NodeRef* add = find_ref("add");
