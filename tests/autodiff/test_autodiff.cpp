@@ -68,7 +68,7 @@ std::vector<std::pair<std::string, Shape>> input_shapes(const std::string& summa
     std::string dims = line.substr(line.find('(') + 1);
     dims = dims.substr(0, dims.find(')'));
     std::istringstream d(dims);
-    for (std::int64_t v; d >> v;) s.push_back(v);
+    for (std::string v; d >> v;) s.push_back(std::isdigit(static_cast<unsigned char>(v[0])) ? std::stoll(v) : 4);  // run-time dims: 4
     out.emplace_back(name, s);
   }
   return out;

@@ -43,7 +43,7 @@ Result gen(const std::string& name, const std::string& spec) {
   return r;
 }
 
-const char* kModel = R"(models:
+const char* kModel = R"SPEC(models:
   - name: M
     params:
       W: {shape: [3, 3], init: xavier}
@@ -51,19 +51,19 @@ const char* kModel = R"(models:
     call: |
       y = twice(X @ W)
       return sum(y, keepdims=true).reshape(1)
-)";
+)SPEC";
 
 }  // namespace
 
 TEST_CASE("a gradient through a node without backward is an error naming the node and the line") {
-  Result r = gen("no_backward", std::string(R"(nodes:
+  Result r = gen("no_backward", std::string(R"SPEC(nodes:
   - name: twice
     where: "X[~] OUT[~] -> OUT[~]"
 impls:
   - {node: twice, device: cpu, dtypes: [f32], ranks: [2], elementwise: "X * 2"}
-)") + kModel + R"(builds:
+)SPEC") + kModel + R"SPEC(builds:
   - {name: m, model: M, backward: true}
-)");
+)SPEC");
   CHECK(r.code == wfgen::cli::kBadInput);
   CHECK(r.output_untouched);
   CHECK_THAT(r.err, Catch::Contains("no_backward.yaml:12:11: error: no backward for input 'X' of node 'twice'"));
@@ -72,27 +72,27 @@ impls:
 }
 
 TEST_CASE("the same model without backward: true builds (no pullback, no error)") {
-  Result r = gen("no_grad", std::string(R"(nodes:
+  Result r = gen("no_grad", std::string(R"SPEC(nodes:
   - name: twice
     where: "X[~] OUT[~] -> OUT[~]"
 impls:
   - {node: twice, device: cpu, dtypes: [f32], ranks: [2], elementwise: "X * 2"}
-)") + kModel + R"(builds:
+)SPEC") + kModel + R"SPEC(builds:
   - {name: m, model: M}
-)");
+)SPEC");
   CHECK(r.code == wfgen::cli::kOk);
 }
 
 TEST_CASE("a backward expression of the wrong shape points at the expression") {
-  Result r = gen("bad_shape", std::string(R"(nodes:
+  Result r = gen("bad_shape", std::string(R"SPEC(nodes:
   - name: twice
     where: "X[~] OUT[~] -> OUT[~]"
     backward: {X: "sum(dout, axis=-1, keepdims=true)"}
 impls:
   - {node: twice, device: cpu, dtypes: [f32], ranks: [2], elementwise: "X * 2"}
-)") + kModel + R"(builds:
+)SPEC") + kModel + R"SPEC(builds:
   - {name: m, model: M, backward: true}
-)");
+)SPEC");
   CHECK(r.code == wfgen::cli::kBadInput);
   CHECK(r.output_untouched);
   CHECK_THAT(r.err, Catch::Contains("bad_shape.yaml:4:20: error: the backward of 'twice' for 'X' gives a tensor of shape (batch 1), "
@@ -100,33 +100,33 @@ impls:
 }
 
 TEST_CASE("a backward expression that does not parse or names an unknown tensor") {
-  Result r = gen("bad_expr", std::string(R"(nodes:
+  Result r = gen("bad_expr", std::string(R"SPEC(nodes:
   - name: twice
     where: "X[~] OUT[~] -> OUT[~]"
     backward: {X: "dout * Y"}
 impls:
   - {node: twice, device: cpu, dtypes: [f32], ranks: [2], elementwise: "X * 2"}
-)") + kModel + R"(builds:
+)SPEC") + kModel + R"SPEC(builds:
   - {name: m, model: M, backward: true}
-)");
+)SPEC");
   CHECK(r.code == wfgen::cli::kBadInput);
   CHECK_THAT(r.err, Catch::Contains("bad_expr.yaml:4:27: error: unknown name 'Y'"));
   CHECK_THAT(r.err, Catch::Contains("note: while differentiating a call of 'twice' for its input 'X': y = twice(X @ W)"));
 }
 
 TEST_CASE("build keys of autodiff are checked") {
-  const std::string stdlib_model = R"(models:
+  const std::string stdlib_model = R"SPEC(models:
   - name: M
     params:
       W: {shape: [3, 3], init: xavier}
     where: "X[batch 3] -> loss[1]"
     call: |
       return sum(X @ W, keepdims=true).reshape(1)
-)";
+)SPEC";
   SECTION("an optimizer needs backward: true") {
     Result r = gen("opt_no_bw", stdlib_model + "builds:\n  - {name: m, model: M, optimizer: {sgd: {lr: 0.1}}}\n");
     CHECK(r.code == wfgen::cli::kBadInput);
-    CHECK_THAT(r.err, Catch::Contains("opt_no_bw.yaml:9:11: error: build 'm' sets an optimizer, which needs 'backward: true'"));
+    CHECK_THAT(r.err, Catch::Contains("opt_no_bw.yaml:9:12: error: build 'm' sets an optimizer, which needs 'backward: true'"));
   }
   SECTION("unknown hyper-parameters get a did-you-mean") {
     Result r = gen("opt_key", stdlib_model + "builds:\n  - {name: m, model: M, backward: true, optimizer: {adam: {lr: 0.1, beta: 0.5}}}\n");
