@@ -187,7 +187,7 @@ void tanh_net::load_parameters(const std::string& path) {
 }
 
 std::string tanh_net::summary() const {
-  return "<Compiled: tanh_net (TanhNet)>\n  where: X[batch inputs] -> Y[batch outputs]\n  inputs:\n    X float (batch 3)\n  outputs:\n    Y float (batch 2)\n  parameters:\n    W1 float (3 5)\n    b1 float (5)\n    W2 float (5 2)\n    b2 float (2)\n  32 parameter values\n  memory pool: 2 slots, batch * 20 + batch * 8 bytes (each slot rounded up to 64)\n  instructions: 6\n";
+  return "<Compiled: tanh_net (TanhNet)>\n  where: X[batch inputs] -> Y[batch outputs]\n  inputs:\n    X float (batch 3)\n  outputs:\n    Y float (batch 2)\n  parameters:\n    W1 float (3 5)\n    b1 float (5)\n    W2 float (5 2)\n    b2 float (2)\n  32 parameter values\n  memory pool: 2 slots, batch * 20 + batch * 8 bytes (each slot rounded up to 64)\n  instructions: 6 forward\n";
 }
 
 std::string tanh_net::disassemble() {

@@ -3,6 +3,7 @@
 // TanhNet: X[batch inputs] -> Y[batch outputs]
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
