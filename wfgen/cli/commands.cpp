@@ -47,7 +47,8 @@ namespace {
 
 int report_user_error(const UserError& e, Streams io) {
   io.err << e.render(io.color);
-  std::size_t n = e.diagnostics().size();
+  std::size_t n = 0;  // notes are not errors
+  for (const auto& d : e.diagnostics()) n += d.severity == Diagnostic::Severity::Error ? 1 : 0;
   io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
   return kBadInput;
 }
