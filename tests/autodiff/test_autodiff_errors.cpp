@@ -171,3 +171,19 @@ TEST_CASE("the generated files are the ones tests/autodiff/CMakeLists.txt lists"
   for (const char* f : {WFGEN_AD_FILES}) present.insert(f);
   CHECK(listed == present);
 }
+
+TEST_CASE("save_for_backward hides the inputs it does not keep from the backward expressions") {
+  const std::string node = R"SPEC(nodes:
+  - name: twice
+    where: "X[~] OUT[~] -> OUT[~]"
+    save_for_backward: [false, false]
+    backward: {X: "dout * 2 + X * 0"}
+impls:
+  - {node: twice, device: cpu, dtypes: [f32], ranks: [2], elementwise: "X * 2"}
+)SPEC";
+  Result r = gen("sv4bw", node + kModel + "builds:\n  - {name: m, model: M, backward: true}\n");
+  CHECK(r.code == wfgen::cli::kBadInput);
+  CHECK(r.output_untouched);
+  CHECK_THAT(r.err, Catch::Contains("sv4bw.yaml:5:31: error: unknown name 'X'"));
+  CHECK_THAT(r.err, Catch::Contains("(save_for_backward keeps no input)"));
+}

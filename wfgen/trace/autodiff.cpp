@@ -164,9 +164,18 @@ class Differentiator {
     const auto& entries = v.impl->backward.empty() ? node.backward : v.impl->backward;
     // Names the backward expressions can use: the inputs and outputs of the
     // node's where line (bound to the forward tensors), its arguments and dout.
+    // With save_for_backward, only the inputs it keeps are visible: the
+    // pullback then never reads the others, and the memory planner can free
+    // them during the forward pass.
     std::vector<std::pair<std::string, int>> tensors;
-    for (std::size_t k = 0; k < decl.inputs.size() && k < v.operands.size(); ++k)
-      if (decl.inputs[k].name) tensors.emplace_back(*decl.inputs[k].name, v.operands[k]);
+    std::string kept;
+    for (std::size_t k = 0; k < decl.inputs.size() && k < v.operands.size(); ++k) {
+      bool saved = node.save_for_backward.empty() || static_cast<int>(k) == v.result_operand ||
+                   (k < node.save_for_backward.size() && node.save_for_backward[k]);
+      if (!decl.inputs[k].name || !saved) continue;
+      tensors.emplace_back(*decl.inputs[k].name, v.operands[k]);
+      if (static_cast<int>(k) != v.result_operand) kept += (kept.empty() ? "" : ", ") + *decl.inputs[k].name;
+    }
     for (const auto& o : decl.outputs)
       if (o.name && std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == *o.name; }))
         tensors.emplace_back(*o.name, v.id);
@@ -200,7 +209,9 @@ class Differentiator {
         Diagnostic note;
         note.severity = Diagnostic::Severity::Note;
         note.loc = v.loc;
-        note.message = "while differentiating a call of '" + node.name + "' for its input '" + input + "': " + v.source;
+        note.message = "while differentiating a call of '" + node.name + "' for its input '" + input + "': " + v.source +
+                       (node.save_for_backward.empty() ? std::string()
+                                                       : " (save_for_backward keeps " + (kept.empty() ? std::string("no input") : kept) + ")");
         note.source_line = spec_.line_at(note.loc);
         ds.push_back(note);
         throw UserError(std::move(ds));
