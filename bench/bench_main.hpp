@@ -10,6 +10,7 @@ namespace bench {
 void run_elementwise(Report& report, const std::vector<int>& threads);  // elementwise.cpp
 void run_gemm(Report& report, const std::vector<int>& threads);         // gemm.cpp
 void run_generator(Report& report);                                     // generator.cpp
+void run_mlp(Report& report, const std::vector<int>& threads);          // mlp.cpp
 
 // "OpenBLAS 0.3.21 ..." from openblas_get_config() (gemm.cpp).
 std::string openblas_version();

@@ -187,6 +187,10 @@ void Report::write(const std::string& csv_path, const std::string& md_path, cons
     md << "\n### Notes\n\n";
     for (const std::string& n : notes_) md << "- " << n << "\n";
   }
+  if (!appendix_.empty()) {
+    md << "\n### Profiles\n";
+    for (const std::string& a : appendix_) md << "\n" << a;
+  }
 }
 
 CpuTimes read_cpu_times() {

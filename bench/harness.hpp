@@ -54,6 +54,8 @@ class Report {
   void add(Row r) { rows_.push_back(std::move(r)); }
   void ratio(RatioSpec r) { ratios_.push_back(std::move(r)); }
   void note(std::string line) { notes_.push_back(std::move(line)); }
+  // A Markdown block written after the notes (e.g. a profile in a code block).
+  void appendix(std::string md) { appendix_.push_back(std::move(md)); }
   const Row* find(const std::string& workload, const std::string& impl, int threads) const;
   // Writes the CSV (one line per row and baseline) and the Markdown report.
   void write(const std::string& csv_path, const std::string& md_path, const std::string& header_md) const;
@@ -62,6 +64,7 @@ class Report {
   std::vector<Row> rows_;
   std::vector<RatioSpec> ratios_;
   std::vector<std::string> notes_;
+  std::vector<std::string> appendix_;
 };
 
 // Times a set of implementations of one workload, round-robin. Each callable

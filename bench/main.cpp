@@ -1,6 +1,6 @@
 // wfgen_bench: runs the benchmark suite and writes the CSV and Markdown reports.
 //
-//   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,gemm,gen] [--threads 1,2]
+//   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,gemm,mlp,gen] [--threads 1,2]
 //
 // Environment: BENCH_PASSES (passes per implementation, default 11),
 // BENCH_COMPILE_ALL=1 (compile every generated stdlib file, not a subset).
@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   };
   section("relu", [&] { bench::run_elementwise(report, threads); });
   section("gemm", [&] { bench::run_gemm(report, threads); });
+  section("mlp", [&] { bench::run_mlp(report, threads); });
   section("gen", [&] { bench::run_generator(report); });
   const bench::CpuTimes cpu1 = bench::read_cpu_times();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
