@@ -396,34 +396,56 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
   strides += "}";
   w.line("const wfgen::rt::LoopNest<" + num(r) + ", " + num(static_cast<std::int64_t>(n)) + "> wf_nest(" + P.cpp + ".shape, " + strides +
          ", 0);");
+  // Contiguous runs get loops without strides or branches (so they
+  // vectorize); the hyper-parameters are the same for every element.
+  w.line("const bool wf_unit = wf_nest.inner_contiguous();");
   w.open("wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
   for (std::size_t k = 0; k < n; ++k) {
     const auto& t = p.tensors[k];
     w.line(std::string(t.written ? "" : "const ") + ty + "* wf_" + t.cpp + " = " + t.cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "];");
   }
-  w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
-  auto at = [&](std::size_t k) { return "wf_" + p.tensors[k].cpp + "[wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]]"; };
-  w.line(ty + "& wf_p = " + at(0) + ";");
-  w.line(ty + "& wf_m = " + at(2) + ";");
-  if (sgd) {
-    w.line(ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
-    w.open("if (" + arg("momentum") + " != 0)");
-    w.line("wf_m = " + arg("step") + " <= 1 ? wf_g : " + arg("momentum") + " * wf_m + (1 - " + arg("dampening") + ") * wf_g;");
-    w.line("wf_g = " + arg("nesterov") + " ? wf_g + " + arg("momentum") + " * wf_m : wf_m;");
-    w.close();
-    w.line("wf_p -= " + arg("lr") + " * wf_g;");
-  } else {
-    w.line(ty + "& wf_v = " + at(3) + ";");
-    if (kind == "adamw") {
-      w.line("wf_p *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
-      w.line("const " + ty + " wf_g = " + at(1) + ";");
+  auto loop = [&](bool unit) {
+    auto at = [&](std::size_t k) {
+      return "wf_" + p.tensors[k].cpp + "[" + (unit ? std::string("wf_i") : "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]") + "]";
+    };
+    w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
+    w.line(ty + "& wf_p = " + at(0) + ";");
+    w.line(ty + "& wf_m = " + at(2) + ";");
+    if (sgd) {
+      w.line(ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
+      w.open("if (" + arg("momentum") + " != 0)");
+      w.line("wf_m = " + arg("step") + " <= 1 ? wf_g : " + arg("momentum") + " * wf_m + (1 - " + arg("dampening") + ") * wf_g;");
+      w.line("wf_g = " + arg("nesterov") + " ? wf_g + " + arg("momentum") + " * wf_m : wf_m;");
+      w.close();
+      w.line("wf_p -= " + arg("lr") + " * wf_g;");
     } else {
-      w.line("const " + ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
+      w.line(ty + "& wf_v = " + at(3) + ";");
+      if (kind == "adamw") {
+        w.line("wf_p *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
+        w.line("const " + ty + " wf_g = " + at(1) + ";");
+      } else {
+        w.line("const " + ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
+      }
+      w.line("wf_m = " + arg("beta1") + " * wf_m + (1 - " + arg("beta1") + ") * wf_g;");
+      w.line("wf_v = " + arg("beta2") + " * wf_v + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
+      w.line("wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + " + arg("eps") + ");");
     }
-    w.line("wf_m = " + arg("beta1") + " * wf_m + (1 - " + arg("beta1") + ") * wf_g;");
-    w.line("wf_v = " + arg("beta2") + " * wf_v + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
-    w.line("wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + " + arg("eps") + ");");
+    w.close();
+  };
+  if (sgd) {
+    // Plain SGD (no momentum) needs neither the buffer nor a branch.
+    w.open("if (wf_unit && " + arg("momentum") + " == 0)");
+    w.line(ty + "* wf_p = wf_" + P.cpp + ";");
+    w.line("const " + ty + "* wf_g = wf_" + p.tensors[1].cpp + ";");
+    w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p[wf_i] -= " + arg("lr") + " * (wf_g[wf_i] + " + arg("weight_decay") +
+           " * wf_p[wf_i]);");
+    w.line("return;");
+    w.close();
   }
+  w.open("if (wf_unit)");
+  loop(true);
+  w.otherwise();
+  loop(false);
   w.close();
   w.close(");");
 }
