@@ -1,5 +1,7 @@
 #include "wfgen/spec/yaml_source.hpp"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <set>
 
 namespace wfgen::spec::detail {
@@ -253,7 +255,14 @@ std::string explain(const std::string& msg) {
 YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
   RawScan raw = raw_scan(src.text);
   try {
-    YAML::Node root = YAML::Load(src.text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(src.text);
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+    if (documents.size() > 1) {
+      // YAML::Load would read the first and silently drop the others.
+      errors.push_back(diag_at(src, documents[1],
+                               "a second YAML document (after '---') in the spec file; expected one document per file"));
+      return YAML::Node();
+    }
     // yaml-cpp accepts a string left open at the end of the file.
     if (raw.unclosed_quote != std::string::npos) {
       std::string q(1, src.text[raw.unclosed_quote]);
@@ -266,6 +275,11 @@ YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
     check_duplicates(src, root, errors);
     if (errors.size() != before) return YAML::Node();
     return root;
+  } catch (const YAML::DeepRecursion& e) {
+    errors.push_back(diag_at(src, e.mark,
+                             "YAML syntax error: lists and mappings nested more than " + std::to_string(e.depth() - 1) +
+                                 " deep; expected a spec, which nests a few levels"));
+    return YAML::Node();
   } catch (const YAML::Exception& e) {
     std::string msg = e.msg.empty() ? "invalid YAML" : e.msg;
     int line = e.mark.is_null() ? 0 : e.mark.line + 1;
