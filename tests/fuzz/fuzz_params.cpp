@@ -33,7 +33,7 @@ struct Params {
   bool unchanged() const {
     for (const auto& t : tensors) {
       const auto* p = static_cast<const unsigned char*>(t.raw_data());
-      for (std::int64_t i = 0; i < t.nbytes(); ++i)
+      for (std::size_t i = 0; i < t.nbytes(); ++i)
         if (p[i] != 0x5a) return false;
     }
     return true;
