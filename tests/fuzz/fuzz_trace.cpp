@@ -2,7 +2,8 @@
 //
 // The input is the `call:` body of a model with a few arguments, parameters
 // and a `where` line; the spec (with the standard library) is loaded and the
-// build traced into a graph, as `wfgen gen` does. UserError is the expected
+// build traced into a graph, as `wfgen gen` does (the model is checked by
+// spec::load_text, then traced against the standard library). UserError is the expected
 // way to refuse input; anything else escaping is a bug.
 #include <cstddef>
 #include <cstdint>
@@ -39,8 +40,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   text += "\n";
   text += kTail;
+  // The standard library is loaded once (loading it is most of the time of
+  // a run); the fuzzed model is loaded alone and added to a copy of it.
+  static const wfgen::spec::Spec stdlib = wfgen::spec::load_text_with_stdlib("empty.yaml", "nodes: []\n");
   try {
-    wfgen::spec::Spec s = wfgen::spec::load_text_with_stdlib("fuzz.yaml", text);
+    wfgen::spec::Spec user = wfgen::spec::load_text("fuzz.yaml", text);
+    wfgen::spec::Spec s = stdlib;
+    s.models.insert(s.models.end(), user.models.begin(), user.models.end());
+    s.builds = user.builds;
+    s.files.push_back("fuzz.yaml");
+    s.texts["fuzz.yaml"] = text;
     for (const auto& b : s.builds) (void)wfgen::trace::trace_build(s, b);
   } catch (const wfgen::UserError& e) {
     (void)e.render(false);
