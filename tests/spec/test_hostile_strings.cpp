@@ -15,6 +15,8 @@
 #include <sstream>
 
 #include "wfgen/cli/commands.hpp"
+#include "wfgen/spec/spec.hpp"
+#include "wfgen/support/diagnostics.hpp"
 
 namespace fs = std::filesystem;
 
@@ -41,7 +43,7 @@ std::string hostile_spec() {
   s += "    where: \"X[batch n] -> Y[batch n]\"\n    doc: " + h() + "\n";
   s += "    call: |\n";
   s += "      # HOSTILE comment \"); system(\"x\"); */ \\\n";
-  s += "      h = X @ W  # HOSTILE trailing ??/\n";
+  s += "      h = X @ W  # HOSTILE trailing ?\?/\n";
   s += "      return Harmless(h)  # HOSTILE \\\n";
   s += "builds:\n  - {name: net, model: Net, args: {n: 3}, dtype: f32, devices: [cpu], doc: " + h() + "}\n";
   return s;
@@ -81,7 +83,7 @@ TEST_CASE("hostile strings in accepted specs reach generated C++ only as comment
       INFO(e.path().filename().string() << ":" << n << ": " << line);
       // No line continues onto the next one (a backslash or the trigraph ??/ at its end).
       CHECK(!line.ends_with("\\"));
-      CHECK(!line.ends_with("??/"));
+      CHECK(!line.ends_with("?\?/"));
       CHECK(line.find('\r') == std::string::npos);
       for (const char* word : {"HOSTILE", "injected", "system("}) {
         std::size_t at = line.find(word);
@@ -106,4 +108,19 @@ TEST_CASE("hostile strings in accepted specs reach generated C++ only as comment
     CHECK(std::system(cmd.c_str()) == 0);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("well-formed UTF-8 of 2, 3 and 4 bytes is accepted in docs; a lone continuation byte is not", "[spec][hostile]") {
+  const std::string ok = "nodes:\n  - name: A\n    where: \"X[~] -> X[~]\"\n    doc: \"caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80\"\n";
+  CHECK_NOTHROW(wfgen::spec::load_text("utf8.yaml", ok));
+  const std::string bad = "nodes:\n  - name: A\n    where: \"X[~] -> X[~]\"\n    doc: \"\xF0\x9F\x98 \x80\"\n";
+  try {
+    wfgen::spec::load_text("bad.yaml", bad);
+    FAIL("a truncated 4-byte sequence was accepted");
+  } catch (const wfgen::UserError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].loc.line == 4);
+    CHECK(e.diagnostics()[0].loc.col == 11);
+    CHECK(e.diagnostics()[0].message.find("not valid UTF-8 (the byte 0xf0") != std::string::npos);
+  }
 }

@@ -113,25 +113,58 @@ Text text_of(const Source& src, const YAML::Node& scalar) {
 
 namespace {
 
-void check_duplicates(const Source& src, const YAML::Node& node, std::vector<Diagnostic>& errors) {
-  if (node.IsMap()) {
-    std::map<std::string, YAML::Mark> seen;
-    for (const auto& kv : node) {
-      if (kv.first.IsScalar()) {
-        auto [it, inserted] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
-        if (!inserted) {
-          Diagnostic d = diag_at(src, kv.first,
-                                 "duplicate key '" + quote(kv.first.Scalar()) + "' (first defined at line " +
-                                     std::to_string(it->second.line + 1) + ")");
-          errors.push_back(std::move(d));
-        }
-      }
-      check_duplicates(src, kv.second, errors);
+// Walks the tree as the later stages will, with aliases (*name) expanded:
+// reports duplicate keys, and stops at more values than any spec has (a
+// "billion laughs": each alias repeating a list of aliases, which would make
+// every later stage run for ever) or at a depth no spec has (an alias inside
+// its own anchor nests without end). Returns false then.
+class TreeCheck {
+ public:
+  TreeCheck(const Source& src, std::vector<Diagnostic>& errors) : src_(src), errors_(errors) {}
+
+  bool walk(const YAML::Node& node, int depth = 0) {
+    if (depth > kMaxDepth) {
+      // Deep brackets, or aliases: one inside its own anchor (&a [*a]) nests without end.
+      errors_.push_back(diag_at(src_, node, "YAML values nested more than " + std::to_string(kMaxDepth) +
+                                                " deep (or an alias *name inside its own anchor); expected a spec, "
+                                                "which nests a few levels"));
+      return false;
     }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) check_duplicates(src, item, errors);
+    if (++visited_ > kMaxValues) {
+      errors_.push_back(diag_at(src_, node,
+                                "the file holds more than " + std::to_string(kMaxValues) +
+                                    " YAML values with its aliases (*name) expanded; expected a spec, whose aliases repeat small parts"));
+      return false;
+    }
+    if (node.IsMap()) {
+      std::map<std::string, YAML::Mark> seen;
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          if (!walk(kv.first, depth + 1)) return false;  // a complex key (`? [..]`) is expanded too
+        } else {
+          auto [it, inserted] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+          if (!inserted) {
+            errors_.push_back(diag_at(src_, kv.first,
+                                      "duplicate key '" + quote(kv.first.Scalar()) + "' (first defined at line " +
+                                          std::to_string(it->second.line + 1) + ")"));
+          }
+        }
+        if (!walk(kv.second, depth + 1)) return false;
+      }
+    } else if (node.IsSequence()) {
+      for (const auto& item : node)
+        if (!walk(item, depth + 1)) return false;
+    }
+    return true;
   }
-}
+
+ private:
+  static constexpr int kMaxDepth = 200;
+  static constexpr std::size_t kMaxValues = 500000;  // the standard library has a few thousand
+  const Source& src_;
+  std::vector<Diagnostic>& errors_;
+  std::size_t visited_ = 0;
+};
 
 }  // namespace
 
@@ -272,7 +305,7 @@ YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
       return YAML::Node();
     }
     std::size_t before = errors.size();
-    check_duplicates(src, root, errors);
+    TreeCheck(src, errors).walk(root);
     if (errors.size() != before) return YAML::Node();
     return root;
   } catch (const YAML::DeepRecursion& e) {
