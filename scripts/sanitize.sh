@@ -35,7 +35,7 @@ case "$scope" in
              fuzz_subscript_replay fuzz_expr_replay fuzz_body_replay fuzz_spec_replay fuzz_trace_replay fuzz_params_replay"
     # Left out: test_cppkernel (Clang libTooling) and test_kernels (every
     # standard kernel; the models' kernels are compiled and run in test_models).
-    exclude="^(test_cppkernel|test_kernels):"
+    exclude="^(test_cppkernel|test_kernels)[:_]"
     ;;
   *)
     echo "sanitize: WFGEN_SANITIZE_SCOPE must be full or core, not '$scope'" >&2
