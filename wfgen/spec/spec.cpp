@@ -879,8 +879,24 @@ void load_source(const Source& src, Spec& spec, std::vector<Diagnostic>& errors)
   YAML::Node root = detail::parse_yaml(src, errors);
   if (errors.size() != before) return;
   if (!root || root.IsNull()) {
-    errors.push_back(Diagnostic{Diagnostic::Severity::Error, SourceLoc{src.name, 1, 1},
-                                "the spec file is empty; expected a mapping with 'nodes'", "", 1, ""});
+    // Only comments, or text the YAML reader stopped at without a value (a
+    // leading ',' ends its document): say which.
+    std::size_t at = 0;
+    while (at < src.text.size()) {
+      at = src.text.find_first_not_of(" \t\r\n", at);
+      if (at == std::string::npos || src.text[at] != '#') break;
+      at = src.text.find('\n', at);
+    }
+    if (at == std::string::npos || at >= src.text.size() || src.text.compare(at, 3, "---") == 0) {
+      errors.push_back(Diagnostic{Diagnostic::Severity::Error, SourceLoc{src.name, 1, 1},
+                                  "the spec file is empty; expected a mapping with 'nodes'", "", 1, ""});
+    } else {
+      SourceLoc loc = loc_of_offset(src.name, src.text, at);
+      errors.push_back(Diagnostic{Diagnostic::Severity::Error, loc,
+                                  "YAML syntax error: unexpected '" + quote(src.text.substr(at, 1)) +
+                                      "' where the document starts; expected a mapping with 'nodes'",
+                                  line_of(src.text, loc.line), 1, ""});
+    }
     return;
   }
   if (!root.IsMap()) {

@@ -272,6 +272,38 @@ Diagnostic diag_at_offset(const Source& src, std::size_t offset, std::string mes
   return d;
 }
 
+// The offset of a document marker that starts a second document: a line
+// "---" (or "--- ...") after content, or any content after a line "...".
+// Markers are only ever at the start of a line, even inside block or quoted
+// scalars (YAML forbids them there), so a line scan finds them. npos: none.
+std::size_t second_document_at(std::string_view t) {
+  bool content = false, ended = false;
+  std::size_t pos = 0;
+  while (pos < t.size()) {
+    std::size_t end = t.find('\n', pos);
+    if (end == std::string_view::npos) end = t.size();
+    std::string_view line = t.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto marker = [&](std::string_view m) {
+      return line.starts_with(m) && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    };
+    std::size_t first = line.find_first_not_of(" \t");
+    bool blank = first == std::string_view::npos || line[first] == '#';
+    if (marker("---")) {
+      if (content || ended) return pos;
+      std::size_t rest = line.find_first_not_of(" \t", 3);
+      content = rest != std::string_view::npos && line[rest] != '#';
+    } else if (marker("...")) {
+      ended = true;
+    } else if (!blank) {
+      if (ended) return pos;
+      content = true;
+    }
+    pos = end + 1;
+  }
+  return std::string_view::npos;
+}
+
 // yaml-cpp's messages, with what was expected.
 std::string explain(const std::string& msg) {
   if (msg == "end of map not found" || msg == "end of sequence not found")
@@ -288,14 +320,16 @@ std::string explain(const std::string& msg) {
 YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
   RawScan raw = raw_scan(src.text);
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(src.text);
-    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
-    if (documents.size() > 1) {
-      // YAML::Load would read the first and silently drop the others.
-      errors.push_back(diag_at(src, documents[1],
-                               "a second YAML document (after '---') in the spec file; expected one document per file"));
+    // YAML::Load reads the first document and silently drops the others
+    // (YAML::LoadAll loops for ever on some bad input: ", a").
+    if (std::size_t second = second_document_at(src.text); second != std::string::npos) {
+      errors.push_back(diag_at_offset(src, second,
+                                      "a second YAML document (after '---' or '...') in the spec file; expected one "
+                                      "document per file",
+                                      3));
       return YAML::Node();
     }
+    YAML::Node root = YAML::Load(src.text);
     // yaml-cpp accepts a string left open at the end of the file.
     if (raw.unclosed_quote != std::string::npos) {
       std::string q(1, src.text[raw.unclosed_quote]);
