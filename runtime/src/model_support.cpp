@@ -2,7 +2,9 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -259,6 +261,23 @@ class Writer {
   std::vector<char>& out_;
 };
 
+// A name read from a file, safe to show in a message: control and non-ASCII
+// bytes as \xNN, at most 64 characters.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (out.size() >= 64) return out + "...";
+    if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 class Reader {
  public:
   Reader(const std::vector<char>& in, const std::string& path) : in_(in), path_(path) {}
@@ -317,6 +336,14 @@ void save_parameters(const std::string& path, std::span<const std::string> names
 }
 
 void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
+  if (names.size() != tensors.size()) {
+    throw Error(ErrorCode::InvalidArgument, "load_parameters: " + std::to_string(names.size()) + " names but " +
+                                                std::to_string(tensors.size()) + " tensors");
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorCode::BadParameterFile, "cannot read the parameter file " + path + ": it is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::BadParameterFile, "cannot open the parameter file " + path);
   std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -340,10 +367,12 @@ void load_parameters(const std::string& path, std::span<const std::string> names
     if (len > 4096) r.fail("a parameter name is " + std::to_string(len) + " bytes long");
     std::string name(len, '\0');
     r.bytes(name.data(), len);
-    if (name != names[k]) r.fail("parameter " + std::to_string(k) + " is '" + name + "', expected '" + names[k] + "'");
+    if (name != names[k]) r.fail("parameter " + std::to_string(k) + " is '" + printable(name) + "', expected '" + names[k] + "'");
     auto dtype = r.get<std::uint8_t>();
     if (dtype != static_cast<std::uint8_t>(tensors[k].dtype())) {
-      r.fail("parameter '" + name + "' has dtype code " + std::to_string(dtype) + ", expected " + dtype_name(tensors[k].dtype()));
+      std::string found = dtype < kDTypeCount ? std::string("dtype ") + dtype_name(static_cast<DType>(dtype))
+                                              : "an unknown dtype code " + std::to_string(dtype);
+      r.fail("parameter '" + name + "' has " + found + ", expected " + dtype_name(tensors[k].dtype()));
     }
     auto rank = r.get<std::uint32_t>();
     if (static_cast<int>(rank) != tensors[k].rank()) {

@@ -131,7 +131,7 @@ TEST_CASE("bad spec files fail with the diagnostics written beside them", "[spec
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".yaml") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  REQUIRE(files.size() >= 60);
+  REQUIRE(files.size() >= 150);  // issue 10: a corpus of at least 150 bad inputs
 
   fs::path out_dir = fs::temp_directory_path() / ("wfgen_bad_specs_" + std::to_string(::getpid()));
   fs::remove_all(out_dir);
@@ -198,4 +198,83 @@ TEST_CASE("bad spec files fail with the diagnostics written beside them", "[spec
     }
   }
   fs::remove_all(out_dir);
+}
+
+// --- bad files that cannot carry their expectation inside ----------------------------
+//
+// Made at test time in a temporary folder: an empty file, one of blanks, a
+// UTF-16 file, a 100 MB file, a folder, a file that does not exist, and a
+// C++ kernel reached through a symbolic link out of the project. Each must
+// fail spec::load with the expected diagnostic, make `wfgen check` exit with
+// 2 and leave the output folder of `wfgen gen` as it was.
+TEST_CASE("bad files made at test time: empty, blank, UTF-16, 100 MB, a folder, missing, a link out", "[spec][bad]") {
+  fs::path dir = fs::temp_directory_path() / ("wfgen_bad_files_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "out" / "keep.cpp") << "// an earlier output\n";
+  const auto before = snapshot(dir / "out");
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return dir / name;
+  };
+
+  struct Case {
+    fs::path path;
+    int line, col;  // 0: no position
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({write("empty.yaml", ""), 1, 1, "the spec file is empty; expected a mapping with 'nodes'"});
+  cases.push_back({write("blank.yaml", "\n   \n\n"), 1, 1, "the spec file is empty"});
+  {
+    std::string utf16 = "\xFF\xFE";
+    for (char c : std::string("nodes: []\n")) utf16 += std::string{c, '\0'};
+    cases.push_back({write("utf16.yaml", utf16), 1, 1, "this file is UTF-16 or UTF-32 (it starts with a byte-order mark)"});
+  }
+  {
+    // 100 MB: valid YAML at the start, then a sparse tail; refused by size
+    // before a byte of it is parsed.
+    fs::path big = write("big.yaml", "nodes:\n  - name: A\n    where: \"X[~] -> X[~]\"\n");
+    fs::resize_file(big, 100u << 20);
+    cases.push_back({big, 0, 0, "the spec file is 104857600 bytes, more than the limit of 16777216 bytes"});
+  }
+  fs::create_directories(dir / "folder.yaml");
+  cases.push_back({dir / "folder.yaml", 0, 0, "is a directory; expected a YAML spec file"});
+  cases.push_back({dir / "missing.yaml", 0, 0, "cannot read the spec file: No such file or directory"});
+  fs::create_directories(dir / "kernels");
+  fs::create_symlink("/etc/passwd", dir / "kernels" / "k.cpp");
+  cases.push_back({write("link_out.yaml", "nodes:\n  - name: K\n    where: \"X[~] OUT[~] -> OUT[~]\"\n"
+                                          "impls:\n  - {node: K, device: cpu, dtypes: [f32], cpp: {file: kernels/k.cpp, function: k}}\n"),
+                   5, 55, "the C++ file 'kernels/k.cpp' of the cpu implementation of 'K' is a link to '/etc/passwd', outside the spec's folder"});
+
+  for (const auto& c : cases) {
+    SECTION(c.path.filename().string()) {
+      INFO(c.path.string());
+      std::vector<wfgen::Diagnostic> diags;
+      try {
+        wfgen::spec::load({c.path});
+        FAIL("spec::load accepted " << c.path);
+      } catch (const wfgen::UserError& e) {
+        diags = e.diagnostics();
+      }
+      std::string rendered = wfgen::UserError(diags).render(false);
+      INFO(rendered);
+      REQUIRE(diags.size() == 1);
+      CHECK(diags[0].loc.file == c.path.string());
+      CHECK(diags[0].loc.line == c.line);
+      CHECK(diags[0].loc.col == c.col);
+      CHECK(diags[0].message.find(c.message) != std::string::npos);
+
+      std::ostringstream out, err;
+      CHECK(wfgen::cli::check({{c.path}}, {out, err, false}) == wfgen::cli::kBadInput);
+      wfgen::cli::GenOptions o;
+      o.specs = {c.path};
+      o.output = dir / "out";
+      std::ostringstream gout, gerr;
+      CHECK(wfgen::cli::gen(o, {gout, gerr, false}) == wfgen::cli::kBadInput);
+      CHECK(gerr.str().find(c.message) != std::string::npos);
+      CHECK(snapshot(dir / "out") == before);
+    }
+  }
+  fs::remove_all(dir);
 }

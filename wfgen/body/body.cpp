@@ -519,9 +519,14 @@ class Parser {
     const Token& op = next();
     Nest guard(*this, op);
     const Token& lit = peek();
+    // `-` directly before a number is part of the literal (-5, -0.5), unless
+    // the number is the base of `**` or followed by a call, index or
+    // attribute. Anything else (-(5), - -5) stays a unary minus, so printing
+    // and parsing again gives the same tree.
+    const bool literal = (lit.kind == Tok::Int || lit.kind == Tok::Float) && !is_op(peek(1), "**") &&
+                         !is_op(peek(1), "(") && !is_op(peek(1), "[") && !is_op(peek(1), ".");
     // -9223372036854775808: the only literal whose positive part overflows.
-    if (lit.kind == Tok::Int && lit.ivalue == kTwoTo63 && !is_op(peek(1), "**") && !is_op(peek(1), "(") &&
-        !is_op(peek(1), "[") && !is_op(peek(1), ".")) {
+    if (literal && lit.kind == Tok::Int && lit.ivalue == kTwoTo63) {
       next();
       P out = node(Expr::Kind::Int, op.offset, op);
       out.e->ivalue = std::numeric_limits<std::int64_t>::min();
@@ -529,8 +534,7 @@ class Parser {
     }
     P operand = unary_level();
     Expr& x = *operand.e;
-    const char first = text_[x.offset];
-    if ((x.kind == Expr::Kind::Int || x.kind == Expr::Kind::Float) && (is_digit(first) || first == '.')) {
+    if (literal && (x.kind == Expr::Kind::Int || x.kind == Expr::Kind::Float)) {
       if (x.kind == Expr::Kind::Int) {
         x.ivalue = -x.ivalue;
       } else {
@@ -1082,6 +1086,10 @@ void print(const Expr& e, std::string& out) {
       out += e.op;
       std::string inner;
       print_wrapped(x, precedence(x) < 7, inner);
+      // `-` before a literal would parse as a negative literal: -(5), -(0).
+      if ((x.kind == Expr::Kind::Int || x.kind == Expr::Kind::Float) && !inner.empty() && inner[0] != '-') {
+        inner = "(" + inner + ")";
+      }
       if (!inner.empty() && inner[0] == '-') out += ' ';
       out += inner;
       return;

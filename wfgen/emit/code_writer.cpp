@@ -36,8 +36,13 @@ CodeWriter& CodeWriter::comment(std::string_view text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t end = text.find('\n', start);
-    std::string_view l = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    line(l.empty() ? std::string("//") : "// " + std::string(l));
+    std::string l(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    // A comment must end on its line: no control characters, and no
+    // backslash (or the trigraph ??/) at the end to continue it.
+    for (char& c : l)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\\' || l.ends_with("??/"))) l.pop_back();
+    line(l.empty() ? std::string("//") : "// " + l);
     if (end == std::string_view::npos) break;
     start = end + 1;
   }

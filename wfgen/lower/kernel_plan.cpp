@@ -286,7 +286,11 @@ class Planner {
       try {
         it = cpp_kernels_.emplace(&impl, cppkernel::resolve(impl.cpp_file, ex)).first;
       } catch (const UserError& e) {
-        for (const auto& d : e.diagnostics()) errors_.push_back(d);
+        for (Diagnostic d : e.diagnostics()) {
+          // Errors at the spec (a missing file) show the spec's line too.
+          if (d.source_line.empty()) d.source_line = source_line(d.loc);
+          errors_.push_back(std::move(d));
+        }
         cpp_kernels_.emplace(&impl, std::nullopt);
         return false;
       }

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "wfgen/body/body.hpp"
 #include "wfgen/spec/schema_check.hpp"
 #include "wfgen/spec/yaml_source.hpp"
 #include "wfgen/support/embedded.hpp"
@@ -114,6 +116,35 @@ std::string join(const std::vector<std::string>& v, const std::string& sep = ", 
   std::string out;
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
   return out;
+}
+
+// Where `file` really is when symbolic links lead it out of `base` (both
+// resolved through links), or nullopt when it stays inside or cannot be
+// resolved (a missing file is reported when it is read).
+std::optional<std::filesystem::path> resolved_outside(const std::filesystem::path& base, const std::filesystem::path& file) {
+  std::error_code ec;
+  std::filesystem::path real_base = std::filesystem::weakly_canonical(std::filesystem::absolute(base.empty() ? "." : base, ec), ec);
+  if (ec) return std::nullopt;
+  std::filesystem::path real_file = std::filesystem::weakly_canonical(std::filesystem::absolute(file, ec), ec);
+  if (ec) return std::nullopt;
+  std::filesystem::path rel = real_file.lexically_relative(real_base);
+  if (!rel.empty() && *rel.begin() != "..") return std::nullopt;
+  return real_file;
+}
+
+// Whether a build's value can be given to an argument of type `t`: integers
+// for int (a number too large for int64 is read as a float), any number for
+// float, a list of such for ints and floats.
+bool value_fits(const ArgValue& v, ArgType t) {
+  switch (t) {
+    case ArgType::Int: return std::holds_alternative<std::int64_t>(v);
+    case ArgType::Float: return std::holds_alternative<std::int64_t>(v) || std::holds_alternative<double>(v);
+    case ArgType::Bool: return std::holds_alternative<bool>(v);
+    case ArgType::Ints: return std::holds_alternative<std::vector<std::int64_t>>(v);
+    case ArgType::Floats:
+      return std::holds_alternative<std::vector<std::int64_t>>(v) || std::holds_alternative<std::vector<double>>(v);
+  }
+  return false;
 }
 
 class Reader {
@@ -313,7 +344,15 @@ class Reader {
                               did_you_mean(input, names) + " (inputs: " + join(names) + ")");
           continue;
         }
-        node.backward.emplace_back(input, text_of(src_, kv.second));
+        Text gradient = text_of(src_, kv.second);
+        try {
+          (void)body::parse_expression(gradient.value);
+        } catch (const body::ParseError& e) {
+          error_at(gradient.at(e.offset()), "in the backward of " + input + " of " + owner + ": " + e.what(),
+                   static_cast<int>(e.length()));
+          continue;
+        }
+        node.backward.emplace_back(input, std::move(gradient));
       }
     }
     if (n["out_scalar"]) node.out_scalar = n["out_scalar"].as<bool>();
@@ -580,18 +619,30 @@ class Reader {
       const auto& c = n["cpp"];
       std::filesystem::path file = c["file"].Scalar();
       impl.cpp_function = text_of(src_, c["function"]);
-      if (file.is_absolute()) {
+      const std::string& written = c["file"].Scalar();
+      auto bad_char = std::find_if(written.begin(), written.end(), [](char ch) {
+        auto u = static_cast<unsigned char>(ch);
+        return u < 0x20 || u >= 0x7f || ch == '"' || ch == '\\';
+      });
+      if (written.empty() || bad_char != written.end()) {
+        error(c["file"], "the C++ file '" + quote(written) + "' of " + owner +
+                             " is not a plain relative path; expected printable ASCII without quotes and backslashes, "
+                             "separated by '/'");
+      } else if (file.is_absolute()) {
         error(c["file"], "the C++ file of " + owner + " must be a path relative to the spec file, but got '" +
                              quote(file.string()) + "'");
       } else {
         std::filesystem::path base = std::filesystem::path(src_.name).parent_path();
         std::filesystem::path normal = file.lexically_normal();
+        impl.cpp_file = (base / normal).lexically_normal();
+        impl.cpp_file_as_written = normal.generic_string();
         if (!normal.empty() && *normal.begin() == "..") {
           error(c["file"], "the C++ file '" + quote(file.string()) + "' of " + owner +
                                " is outside the spec's folder; kernel files must be inside the project");
+        } else if (auto real = resolved_outside(base, impl.cpp_file)) {
+          error(c["file"], "the C++ file '" + quote(file.string()) + "' of " + owner + " is a link to '" +
+                               quote(real->string()) + "', outside the spec's folder; kernel files must be inside the project");
         }
-        impl.cpp_file = (base / normal).lexically_normal();
-        impl.cpp_file_as_written = normal.generic_string();
       }
     } else if (kind == "builtin") {
       impl.kind = BodyKind::Builtin;
@@ -757,7 +808,17 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
     for (const auto& a : m->args) arg_names.push_back(a.name);
     for (const auto& [name, value] : b.args) {
       bool known = false;
-      for (const auto& a : m->args) known = known || a.name == name;
+      for (const auto& a : m->args) {
+        if (a.name != name) continue;
+        known = true;
+        if (!value_fits(value, a.type)) {
+          add(b.arg_locs.at(name), "build '" + b.name + "' sets '" + name + "' to " + arg_value_str(value) +
+                                       ", but the argument of model '" + m->name + "' is " + arg_type_name(a.type) +
+                                       (a.type == ArgType::Int || a.type == ArgType::Ints
+                                            ? " (integers from -9223372036854775808 to 9223372036854775807)"
+                                            : ""));
+        }
+      }
       if (!known) add(b.arg_locs.at(name), "build '" + b.name + "' sets '" + name + "', which is not an argument of model '" +
                                                 m->name + "'" + did_you_mean(name, arg_names));
     }
@@ -852,19 +913,79 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
   }
 }
 
+// The offset of the first byte of `text` that is not part of well-formed
+// UTF-8 (no overlong forms, no surrogates, at most U+10FFFF), or npos.
+std::size_t invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto b = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    unsigned char c = b(i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (n == 0 || i + n > text.size()) return i;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+    if (b(i + 1) < lo || b(i + 1) > hi) return i;
+    for (std::size_t k = 2; k < n; ++k)
+      if ((b(i + k) & 0xC0) != 0x80) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+// Problems of the bytes of a file before it is parsed as YAML: a UTF-16 or
+// UTF-32 file, NUL bytes (a binary file), bytes that are not UTF-8.
+bool check_encoding(const Source& src, std::vector<Diagnostic>& errors) {
+  auto refuse = [&](std::size_t offset, std::string message) {
+    errors.push_back(Diagnostic{Diagnostic::Severity::Error, loc_of_offset(src.name, src.text, offset), std::move(message), "", 1, ""});
+    return false;
+  };
+  std::string_view t = src.text;
+  if (t.starts_with("\xFF\xFE") || t.starts_with("\xFE\xFF") || t.starts_with(std::string_view("\0\0\xFE\xFF", 4))) {
+    return refuse(0, "this file is UTF-16 or UTF-32 (it starts with a byte-order mark); expected a YAML spec in UTF-8");
+  }
+  if (std::size_t nul = t.find('\0'); nul != std::string_view::npos) {
+    return refuse(nul, "this is not a text file (it contains a NUL byte); expected a YAML spec");
+  }
+  if (std::size_t bad = invalid_utf8_at(t); bad != std::string_view::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(t[bad]));
+    return refuse(bad, std::string("this file is not valid UTF-8 (the byte ") + byte +
+                           " cannot start or continue a character here); expected a YAML spec in UTF-8");
+  }
+  return true;
+}
+
 void load_source(const Source& src, Spec& spec, std::vector<Diagnostic>& errors) {
   std::size_t before = errors.size();
-  if (std::size_t nul = src.text.find('\0'); nul != std::string::npos) {
-    SourceLoc at = loc_of_offset(src.name, src.text, nul);
-    errors.push_back(Diagnostic{Diagnostic::Severity::Error, at,
-                                "this is not a text file (it contains a NUL byte); expected a YAML spec", "", 1, ""});
-    return;
-  }
+  if (!check_encoding(src, errors)) return;
   YAML::Node root = detail::parse_yaml(src, errors);
   if (errors.size() != before) return;
   if (!root || root.IsNull()) {
-    errors.push_back(Diagnostic{Diagnostic::Severity::Error, SourceLoc{src.name, 1, 1},
-                                "the spec file is empty; expected a mapping with 'nodes'", "", 1, ""});
+    // Only comments, or text the YAML reader stopped at without a value (a
+    // leading ',' ends its document): say which.
+    std::size_t at = 0;
+    while (at < src.text.size()) {
+      at = src.text.find_first_not_of(" \t\r\n", at);
+      if (at == std::string::npos || src.text[at] != '#') break;
+      at = src.text.find('\n', at);
+    }
+    if (at == std::string::npos || at >= src.text.size() || src.text.compare(at, 3, "---") == 0) {
+      errors.push_back(Diagnostic{Diagnostic::Severity::Error, SourceLoc{src.name, 1, 1},
+                                  "the spec file is empty; expected a mapping with 'nodes'", "", 1, ""});
+    } else {
+      SourceLoc loc = loc_of_offset(src.name, src.text, at);
+      errors.push_back(Diagnostic{Diagnostic::Severity::Error, loc,
+                                  "YAML syntax error: unexpected '" + quote(src.text.substr(at, 1)) +
+                                      "' where the document starts; expected a mapping with 'nodes'",
+                                  line_of(src.text, loc.line), 1, ""});
+    }
     return;
   }
   if (!root.IsMap()) {
@@ -962,6 +1083,14 @@ Spec load_with_stdlib(const std::vector<std::filesystem::path>& files, const Loa
   std::vector<Diagnostic> errors;
   for (auto& s : read_files(files, options, errors)) sources.push_back(std::move(s));
   return load_sources(sources, stdlib_count, std::move(errors));
+}
+
+Spec load_text_with_stdlib(const std::string& name, const std::string& text) {
+  std::vector<Source> sources;
+  for (const auto& f : stdlib::files()) sources.push_back(Source{"<stdlib>/" + std::string(f.path), std::string(f.text)});
+  std::size_t stdlib_count = sources.size();
+  sources.push_back(Source{name, text});
+  return load_sources(sources, stdlib_count, {});
 }
 
 }  // namespace wfgen::spec

@@ -185,6 +185,9 @@ Spec load_text(const std::string& name, const std::string& text);
 // standard one; `user_files` tells which files are the user's.
 Spec load_with_stdlib(const std::vector<std::filesystem::path>& files, const LoadOptions& options = {});
 
+// load_with_stdlib for a spec given as text (fuzzing, tests).
+Spec load_text_with_stdlib(const std::string& name, const std::string& text);
+
 // Names of the embedded standard-library spec files.
 std::vector<std::string> stdlib_files();
 

@@ -1,5 +1,7 @@
 #include "wfgen/spec/yaml_source.hpp"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <set>
 
 namespace wfgen::spec::detail {
@@ -111,25 +113,58 @@ Text text_of(const Source& src, const YAML::Node& scalar) {
 
 namespace {
 
-void check_duplicates(const Source& src, const YAML::Node& node, std::vector<Diagnostic>& errors) {
-  if (node.IsMap()) {
-    std::map<std::string, YAML::Mark> seen;
-    for (const auto& kv : node) {
-      if (kv.first.IsScalar()) {
-        auto [it, inserted] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
-        if (!inserted) {
-          Diagnostic d = diag_at(src, kv.first,
-                                 "duplicate key '" + quote(kv.first.Scalar()) + "' (first defined at line " +
-                                     std::to_string(it->second.line + 1) + ")");
-          errors.push_back(std::move(d));
-        }
-      }
-      check_duplicates(src, kv.second, errors);
+// Walks the tree as the later stages will, with aliases (*name) expanded:
+// reports duplicate keys, and stops at more values than any spec has (a
+// "billion laughs": each alias repeating a list of aliases, which would make
+// every later stage run for ever) or at a depth no spec has (an alias inside
+// its own anchor nests without end). Returns false then.
+class TreeCheck {
+ public:
+  TreeCheck(const Source& src, std::vector<Diagnostic>& errors) : src_(src), errors_(errors) {}
+
+  bool walk(const YAML::Node& node, int depth = 0) {
+    if (depth > kMaxDepth) {
+      // Deep brackets, or aliases: one inside its own anchor (&a [*a]) nests without end.
+      errors_.push_back(diag_at(src_, node, "YAML values nested more than " + std::to_string(kMaxDepth) +
+                                                " deep (or an alias *name inside its own anchor); expected a spec, "
+                                                "which nests a few levels"));
+      return false;
     }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) check_duplicates(src, item, errors);
+    if (++visited_ > kMaxValues) {
+      errors_.push_back(diag_at(src_, node,
+                                "the file holds more than " + std::to_string(kMaxValues) +
+                                    " YAML values with its aliases (*name) expanded; expected a spec, whose aliases repeat small parts"));
+      return false;
+    }
+    if (node.IsMap()) {
+      std::map<std::string, YAML::Mark> seen;
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          if (!walk(kv.first, depth + 1)) return false;  // a complex key (`? [..]`) is expanded too
+        } else {
+          auto [it, inserted] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+          if (!inserted) {
+            errors_.push_back(diag_at(src_, kv.first,
+                                      "duplicate key '" + quote(kv.first.Scalar()) + "' (first defined at line " +
+                                          std::to_string(it->second.line + 1) + ")"));
+          }
+        }
+        if (!walk(kv.second, depth + 1)) return false;
+      }
+    } else if (node.IsSequence()) {
+      for (const auto& item : node)
+        if (!walk(item, depth + 1)) return false;
+    }
+    return true;
   }
-}
+
+ private:
+  static constexpr int kMaxDepth = 200;
+  static constexpr std::size_t kMaxValues = 500000;  // the standard library has a few thousand
+  const Source& src_;
+  std::vector<Diagnostic>& errors_;
+  std::size_t visited_ = 0;
+};
 
 }  // namespace
 
@@ -237,6 +272,38 @@ Diagnostic diag_at_offset(const Source& src, std::size_t offset, std::string mes
   return d;
 }
 
+// The offset of a document marker that starts a second document: a line
+// "---" (or "--- ...") after content, or any content after a line "...".
+// Markers are only ever at the start of a line, even inside block or quoted
+// scalars (YAML forbids them there), so a line scan finds them. npos: none.
+std::size_t second_document_at(std::string_view t) {
+  bool content = false, ended = false;
+  std::size_t pos = 0;
+  while (pos < t.size()) {
+    std::size_t end = t.find('\n', pos);
+    if (end == std::string_view::npos) end = t.size();
+    std::string_view line = t.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto marker = [&](std::string_view m) {
+      return line.starts_with(m) && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    };
+    std::size_t first = line.find_first_not_of(" \t");
+    bool blank = first == std::string_view::npos || line[first] == '#';
+    if (marker("---")) {
+      if (content || ended) return pos;
+      std::size_t rest = line.find_first_not_of(" \t", 3);
+      content = rest != std::string_view::npos && line[rest] != '#';
+    } else if (marker("...")) {
+      ended = true;
+    } else if (!blank) {
+      if (ended) return pos;
+      content = true;
+    }
+    pos = end + 1;
+  }
+  return std::string_view::npos;
+}
+
 // yaml-cpp's messages, with what was expected.
 std::string explain(const std::string& msg) {
   if (msg == "end of map not found" || msg == "end of sequence not found")
@@ -253,6 +320,15 @@ std::string explain(const std::string& msg) {
 YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
   RawScan raw = raw_scan(src.text);
   try {
+    // YAML::Load reads the first document and silently drops the others
+    // (YAML::LoadAll loops for ever on some bad input: ", a").
+    if (std::size_t second = second_document_at(src.text); second != std::string::npos) {
+      errors.push_back(diag_at_offset(src, second,
+                                      "a second YAML document (after '---' or '...') in the spec file; expected one "
+                                      "document per file",
+                                      3));
+      return YAML::Node();
+    }
     YAML::Node root = YAML::Load(src.text);
     // yaml-cpp accepts a string left open at the end of the file.
     if (raw.unclosed_quote != std::string::npos) {
@@ -263,9 +339,14 @@ YAML::Node parse_yaml(const Source& src, std::vector<Diagnostic>& errors) {
       return YAML::Node();
     }
     std::size_t before = errors.size();
-    check_duplicates(src, root, errors);
+    TreeCheck(src, errors).walk(root);
     if (errors.size() != before) return YAML::Node();
     return root;
+  } catch (const YAML::DeepRecursion& e) {
+    errors.push_back(diag_at(src, e.mark,
+                             "YAML syntax error: lists and mappings nested more than " + std::to_string(e.depth() - 1) +
+                                 " deep; expected a spec, which nests a few levels"));
+    return YAML::Node();
   } catch (const YAML::Exception& e) {
     std::string msg = e.msg.empty() ? "invalid YAML" : e.msg;
     int line = e.mark.is_null() ? 0 : e.mark.line + 1;
