@@ -182,6 +182,7 @@ class Tracer {
           shape.push_back(Dim::symbol(s.name));
         }
       }
+      check_size(shape, model->where_text->loc, "input '" + *a.name + "' of model '" + model->name + "'");
       Value v = fresh(Kind::Input, shape, model->loc, "");
       v.name = *a.name;
       int id = add(std::move(v));
@@ -372,6 +373,7 @@ class Tracer {
     for (const auto& p : m.params) {
       Shape shape;
       for (const auto& d : p.shape) shape.push_back(eval_dim(frame, d, p));
+      check_size(shape, p.loc, "parameter '" + p.name + "' of model '" + m.name + "'");
       Value v = fresh(Kind::Param, shape, p.loc, "");
       v.name = p.name;
       v.param = &p;
@@ -421,6 +423,20 @@ class Tracer {
                          (v.kind == TValue::Kind::Int ? std::to_string(v.i) : std::string(kind_word(v.kind))));
     }
     return Dim(v.i);
+  }
+
+  // A tensor whose known dims multiply past what byte counts can hold
+  // (int64, 8-byte elements) cannot be allocated; say so at its spec entry
+  // rather than overflow later.
+  void check_size(const Shape& shape, const SourceLoc& loc, const std::string& what) {
+    constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
+    std::int64_t n = 1;
+    for (const auto& d : shape) {
+      if (!d.is_known()) continue;
+      if (__builtin_mul_overflow(n, d.value(), &n) || n > kMaxElements) {
+        fail(loc, "the " + what + " would have shape " + shape::shape_str(shape) + ", more than 2^56 elements; no machine can hold it");
+      }
+    }
   }
 
   void check_outputs(const spec::Model& m, const std::vector<TValue>&) {
