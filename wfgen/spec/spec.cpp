@@ -520,7 +520,13 @@ class Reader {
       for (const auto& d : n["devices"]) b.devices.push_back(d.Scalar());
     }
     if (n["as"]) b.as_node = n["as"].Scalar() == "node";
-    if (n["seed"]) b.seed = n["seed"].as<std::uint64_t>();
+    if (n["seed"]) {
+      // The schema says integer >= 0; an integer past 2^64 - 1 still needs a message.
+      if (!YAML::convert<std::uint64_t>::decode(n["seed"], b.seed) || n["seed"].Scalar().find('-') != std::string::npos) {
+        error(n["seed"], "the seed of build '" + b.name + "' must be an integer from 0 to 18446744073709551615, but got '" +
+                             quote(n["seed"].Scalar()) + "'");
+      }
+    }
     if (n["backward"]) b.backward = n["backward"].as<bool>();
     for (const auto& x : n["grad_inputs"]) {
       b.grad_inputs.push_back(x.Scalar());
