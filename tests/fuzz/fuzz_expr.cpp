@@ -42,7 +42,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The printed form parses back to itself.
   std::string printed = parsed.str();
-  if (expr::parse(printed).str() != printed) std::abort();
+  expr::Expr reparsed;
+  try {
+    reparsed = expr::parse(printed);
+  } catch (const expr::Error& e) {
+    // Printing adds parentheses (--a prints as -(-a)), so an input just
+    // under the nesting limit may print past it; nothing else may fail.
+    if (std::string_view(e.what()).find("nested too deeply") != std::string_view::npos) return 0;
+    std::abort();
+  }
+  if (reparsed.str() != printed) std::abort();
   for (rt::DType d : {rt::DType::f32, rt::DType::f64, rt::DType::i32, rt::DType::i64, rt::DType::u8}) {
     expr::Expr typed;
     try {
