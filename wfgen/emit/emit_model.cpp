@@ -323,6 +323,7 @@ std::string training_declarations(const spec::Build& build) {
 
 std::string training_members(const spec::Build& build) {
   std::string out =
+      "  void require_forward_() const;\n"
       "  void run_backward_();\n"
       "  std::vector<wfgen::rt::Tensor> grads_;\n"
       "  std::vector<wfgen::rt::Tensor> seeds_;\n"
@@ -344,7 +345,7 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
   const std::string err = "throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, ";
   c.line();
   c.open("void " + cls + "::backward()");
-  c.line("if (!forward_done_) run_backward_();  // throws the missing-forward error");
+  c.line("require_forward_();");
   c.open("if (seeds_.size() != 1 || seeds_[0].numel() != 1)");
   c.line(err + "\"" + cls + "::backward(): without output gradients the model must return one tensor of one element (a scalar "
          "loss); pass the gradient of each output to backward(output_grads)\");");
@@ -358,16 +359,20 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
   c.line(err + "\"" + cls + "::backward(): expected \" + std::to_string(seeds_.size()) + \" output gradients, got \" + "
          "std::to_string(output_grads.size()));");
   c.close();
-  c.line("if (!forward_done_) run_backward_();  // throws the missing-forward error");
+  c.line("require_forward_();");
   c.line("for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from(output_grads[wf_k]);");
   c.line("run_backward_();");
   c.close();
   c.line();
-  c.open("void " + cls + "::run_backward_()");
+  c.open("void " + cls + "::require_forward_() const");
   c.open("if (!forward_done_)");
   c.line(err + "\"" + cls + "::backward() needs a forward pass first: the pullback reads values the forward pass keeps, and "
          "each forward pass allows one backward()\");");
   c.close();
+  c.close();
+  c.line();
+  c.comment("Callers check require_forward_() first.");
+  c.open("void " + cls + "::run_backward_()");
   c.line("forward_done_ = false;");
   c.line("vm_.run(wfgen::rt::Section::Backward);");
   c.close();
