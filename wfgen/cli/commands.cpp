@@ -131,6 +131,7 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
   {
     const auto start = std::chrono::steady_clock::now();
     spec::Spec s = spec::load_with_stdlib(specs);
+    passes::validate_paths(s);
     lower::KernelSelection sel;
     sel.include_stdlib = o.stdlib;
     if (!o.nodes.empty()) {
@@ -150,12 +151,14 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
     // Builds: trace, run the passes, and ask for the kernels they call.
     std::vector<emit::OutputFile> model_files;
     std::vector<lower::KernelRequest> needed;
+    passes::FusionRegistry fusion(s);  // fused kernels, shared by the builds
     for (const auto& b : s.builds) {
       if (!o.builds.empty() && std::find(o.builds.begin(), o.builds.end(), b.name) == o.builds.end()) continue;
       graph::Graph g = trace::trace_build(s, b);
       passes::PipelineOptions po;
       po.dump_after = o.dump_after;
       po.time_passes = o.time_passes;
+      po.fusion = o.no_fuse || !b.fuse ? nullptr : &fusion;
       std::string log;
       passes::MemoryPlan plan = passes::run_pipeline(s, b, g, po, &log);
       io.err << log;
@@ -189,6 +192,7 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
         return !called.count({p.impl, p.dtype, p.rank}) && !selected_by_filters(o, p);
       });
     }
+    for (auto& p : fusion.plans()) plans.push_back(std::move(p));
     std::vector<emit::OutputFile> files = emit::emit_kernels(plans, eo);
     files.insert(files.end(), model_files.begin(), model_files.end());
     if (o.list_outputs) {
@@ -247,34 +251,79 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
 
 }  // namespace
 
+namespace {
+
+// The build `name` names, or the only build when `name` is empty; nullptr
+// (after saying why on io.err) when there is none.
+const spec::Build* choose_build(const spec::Spec& s, const std::string& name, Streams io) {
+  std::vector<std::string> names;
+  for (const auto& b : s.builds)
+    if (!b.name.empty()) names.push_back(b.name);
+  if (name.empty()) {
+    if (names.size() == 1) return &s.builds.front();
+    io.err << "error: the specs have " << names.size() << " builds; choose one with --build"
+           << (names.empty() ? std::string() : " (" + [&] {
+                std::string j;
+                for (const auto& n : names) j += (j.empty() ? "" : ", ") + n;
+                return j;
+              }() + ")") << "\n";
+    return nullptr;
+  }
+  const spec::Build* build = s.find_build(name);
+  if (!build) io.err << "error: no build named '" << quote(name) << "'" << did_you_mean(name, names) << "\n";
+  return build;
+}
+
+// The build traced and run through the passes, with or without paths and
+// fusion (the graph points into `fusion`, which must outlive it).
+graph::Graph planned(const spec::Spec& s, const spec::Build& build, passes::FusionRegistry& fusion, bool fuse,
+                     std::string* rewrites) {
+  graph::Graph g = trace::trace_build(s, build);
+  passes::PipelineOptions po;
+  po.fusion = fuse && build.fuse ? &fusion : nullptr;
+  po.rewrites = rewrites;
+  passes::run_pipeline(s, build, g, po, nullptr);
+  return g;
+}
+
+int count_instructions(const std::string& disassembly) {
+  int n = 0;
+  for (std::size_t at = disassembly.find("<WfInst"); at != std::string::npos; at = disassembly.find("<WfInst", at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
 int disasm(const DisasmOptions& o, Streams io) {
   try {
     spec::Spec s = spec::load_with_stdlib(o.specs);
-    std::vector<std::string> names;
-    for (const auto& b : s.builds)
-      if (!b.name.empty()) names.push_back(b.name);
-    const spec::Build* build = nullptr;
-    if (o.build.empty()) {
-      if (names.size() != 1) {
-        io.err << "error: the specs have " << names.size() << " builds; choose one with --build"
-               << (names.empty() ? std::string() : " (" + [&] {
-                    std::string j;
-                    for (const auto& n : names) j += (j.empty() ? "" : ", ") + n;
-                    return j;
-                  }() + ")") << "\n";
-        return kBadInput;
-      }
-      build = &s.builds.front();
-    } else {
-      build = s.find_build(o.build);
-      if (!build) {
-        io.err << "error: no build named '" << quote(o.build) << "'" << did_you_mean(o.build, names) << "\n";
-        return kBadInput;
-      }
-    }
-    graph::Graph g = trace::trace_build(s, *build);
-    passes::run_pipeline(s, *build, g, {}, nullptr);
-    io.out << emit::disassemble(g);
+    passes::validate_paths(s);
+    const spec::Build* build = choose_build(s, o.build, io);
+    if (!build) return kBadInput;
+    passes::FusionRegistry fusion(s);
+    io.out << emit::disassemble(planned(s, *build, fusion, !o.no_fuse, nullptr));
+    return kOk;
+  } catch (const UserError& e) {
+    return report_user_error(e, io);
+  }
+}
+
+int explain(const ExplainOptions& o, Streams io) {
+  try {
+    spec::Spec s = spec::load_with_stdlib(o.specs);
+    passes::validate_paths(s);
+    const spec::Build* build = choose_build(s, o.build, io);
+    if (!build) return kBadInput;
+    std::string rewrites;
+    passes::FusionRegistry fusion(s);
+    const std::string before = emit::disassemble(planned(s, *build, fusion, false, nullptr));
+    const std::string after = emit::disassemble(planned(s, *build, fusion, true, &rewrites));
+    io.out << "build '" << build->name << "' (model '" << build->model << "', " << build->loc.str() << ")\n";
+    if (!build->fuse) io.out << "fuse: false: no path is applied and nothing is fused\n";
+    else if (rewrites.empty()) io.out << "no path matched and nothing was fused\n";
+    else io.out << "\n" << rewrites;
+    io.out << "\n--- before (fuse: false): " << count_instructions(before) << " instructions\n" << before;
+    io.out << "\n--- after: " << count_instructions(after) << " instructions\n" << after;
     return kOk;
   } catch (const UserError& e) {
     return report_user_error(e, io);
@@ -284,6 +333,7 @@ int disasm(const DisasmOptions& o, Streams io) {
 int check(const CheckOptions& options, Streams io) {
   try {
     spec::Spec s = spec::load(options.specs);
+    passes::validate_paths(s);
     for (const auto& n : s.nodes) {
       io.out << "node " << n.name << ": " << n.where.str() << "  (" << n.loc.str() << ")\n";
     }

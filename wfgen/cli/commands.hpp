@@ -54,6 +54,7 @@ struct GenOptions {
   bool quiet = false;               // nothing but errors
   bool check = false;               // compare with the output directory, write nothing
   std::filesystem::path depfile;    // also write a Makefile-style depfile here
+  bool no_fuse = false;             // no paths, no automatic fusion (as `fuse: false` on every build)
   // Only kernels of these dtypes / ranks / devices among the impls selected
   // (the kernels a build calls are always generated). Empty: all.
   std::vector<std::string> dtypes;
@@ -79,9 +80,18 @@ std::filesystem::path stable_spec_path(const std::filesystem::path& spec);
 struct DisasmOptions {
   std::vector<std::filesystem::path> specs;
   std::string build;  // empty: the only build
+  bool no_fuse = false;
 };
 // Prints a build's instruction sequence offline, with symbolic shapes.
 int disasm(const DisasmOptions& options, Streams io);
+
+struct ExplainOptions {
+  std::vector<std::filesystem::path> specs;
+  std::string build;  // empty: the only build
+};
+// Prints each rewrite the paths and automatic fusion made in a build (which
+// path or group, where), then the disassembly without and with them.
+int explain(const ExplainOptions& options, Streams io);
 
 // Escapes a string for a JSON document.
 std::string json_string(const std::string& s);

@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
   gen->add_option("--rank", gen_opts.ranks, "Generate the selected impls' kernels of this rank only (repeatable; builds still get theirs)")
       ->check(CLI::Range(1, 8));
   gen->add_option("--device", gen_opts.devices, "Generate the selected impls' kernels of this device only (repeatable; builds still get theirs)");
-  bool no_fuse = false;
-  gen->add_flag("--no-fuse", no_fuse, "Do not fuse kernels (accepted for build scripts; fusion is not implemented yet, so it changes nothing)");
+  gen->add_flag("--no-fuse", gen_opts.no_fuse, "Apply no paths and no automatic fusion (every build as with `fuse: false`)");
   int jobs = 1;
   gen->add_option("-j,--jobs", jobs, "Worker threads (accepted; generation is sequential for now, the output is the same for any N)")
       ->check(CLI::PositiveNumber);
@@ -76,7 +75,14 @@ int main(int argc, char** argv) {
   auto* disasm = app.add_subcommand("disasm", "Print a build's instruction sequence (as disassemble-waffe2-ir) offline, with symbolic shapes");
   disasm->add_option("specs", disasm_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
   disasm->add_option("--build", disasm_opts.build, "The build to show (needed when the specs have several)");
+  disasm->add_flag("--no-fuse", disasm_opts.no_fuse, "Show the build without paths and automatic fusion");
   disasm->footer("Exit status: 0 success, 2 bad input or usage, 3 internal error.");
+
+  cli::ExplainOptions explain_opts;
+  auto* explain = app.add_subcommand("explain", "Show which paths fired and what was fused in a build, with the disassembly before and after");
+  explain->add_option("specs", explain_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
+  explain->add_option("--build", explain_opts.build, "The build to explain (needed when the specs have several)");
+  explain->footer("Exit status: 0 success, 2 bad input or usage, 3 internal error.");
 
   try {
     app.parse(argc, argv);
@@ -89,6 +95,7 @@ int main(int argc, char** argv) {
     if (*check) return cli::check(check_opts, io);
     if (*shape) return cli::shape(shape_opts, io);
     if (*disasm) return cli::disasm(disasm_opts, io);
+    if (*explain) return cli::explain(explain_opts, io);
     if (*gen) {
       gen_opts.progress = stderr_wants_color();
       gen_opts.verbose = verbose;

@@ -210,6 +210,100 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// A fused row kernel (passes/fuse.cpp): per row of the iteration space, the
+// row values in order (each reduction one loop over the row, which stays in
+// cache), then one loop writing the output.
+void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
+  const lower::FusedBody& f = *p.fused;
+  const int r = p.rank;
+  const std::size_t n = p.tensors.size();
+  const std::size_t out = n - 1;
+  const std::string t = elem(p.dtype);
+  std::string plan_text;
+  for (std::size_t k = 0; k < f.rows.size(); ++k) {
+    const auto& rv = f.rows[k];
+    plan_text += "row" + num(static_cast<std::int64_t>(k)) + " = " +
+                 (rv.reduce ? std::string(spec::reduce_op_name(rv.op)) + "(" + rv.element.str() + ")" : rv.element.str()) +
+                 (rv.epilogue ? " then " + rv.epilogue->str() : "") + "; ";
+  }
+  w.comment("per row: " + plan_text + "out = " + f.out.str());
+  std::size_t lead = 0;
+  while (lead < out && f.row_input[lead]) ++lead;
+  const std::string& len_of = lead < out ? p.tensors[lead].cpp : p.tensors[out].cpp;
+  w.line("const std::int64_t wf_len = " + len_of + ".shape[" + num(r - 1) + "];");
+  std::string strides = "{";
+  for (std::size_t k = 0; k < n; ++k) strides += (k ? ", " : "") + std::string("wfgen::rt::head<1>(") + p.tensors[k].cpp + ".strides)";
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", " + num(static_cast<std::int64_t>(n)) + "> wf_nest(wfgen::rt::head<1>(" +
+         p.tensors[out].cpp + ".shape), " + strides + "}, " + num(static_cast<std::int64_t>(out)) + ");");
+  std::string unit;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k < out ? f.row_input[k] : f.out_per_row) continue;
+    w.line("const std::int64_t wf_s" + num(static_cast<std::int64_t>(k)) + " = " + p.tensors[k].cpp + ".strides[" + num(r - 1) + "];");
+    unit += (unit.empty() ? "" : " && ") + std::string("wf_s") + num(static_cast<std::int64_t>(k)) + " == 1";
+  }
+  w.line("const bool wf_unit = " + (unit.empty() ? std::string("true") : unit) + ";");
+  w.open("wf_nest.run(16384 / (wf_len > 0 ? wf_len : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& tp = p.tensors[k];
+    w.line(std::string(tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" +
+           num(static_cast<std::int64_t>(k)) + "] + wf_r * wf_step[" + num(static_cast<std::int64_t>(k)) + "];");
+  }
+  auto body = [&](bool unit_stride) {
+    expr::EmitContext ctx;
+    ctx.dtype = p.dtype;
+    std::string acc;  // the reduced value an epilogue reads as `acc`
+    ctx.name = [&](const std::string& name) -> std::string {
+      if (name == "acc") return acc;
+      if (name == "n") return "wf_len";
+      if (name.rfind("row", 0) == 0) return "wf_" + name;
+      for (std::size_t k = 0; k < out; ++k) {
+        if (p.tensors[k].name != name) continue;
+        if (f.row_input[k]) return "wf_" + name + "[0]";
+        return "wf_" + name + (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(k)) + "]");
+      }
+      return name;
+    };
+    for (std::size_t k = 0; k < f.rows.size(); ++k) {
+      const auto& rv = f.rows[k];
+      const std::string var = "wf_row" + num(static_cast<std::int64_t>(k));
+      if (!rv.reduce) {
+        w.line("const " + t + " " + var + " = " + expr::to_cpp(rv.element, ctx) + ";");
+        continue;
+      }
+      std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
+                         : rv.op == spec::ReduceOp::Min ? "wfgen::rt::highest_value<" + t + ">()"
+                                                        : t + "(0)";
+      const std::string a = "wf_acc" + num(static_cast<std::int64_t>(k));
+      w.line(t + " " + a + " = " + init + ";");
+      w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+      w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+      switch (rv.op) {
+        // NaN wins, as in the reduce kernels.
+        case spec::ReduceOp::Max: w.line("if (wf_v > " + a + " || (wf_v != wf_v && " + a + " == " + a + ")) " + a + " = wf_v;"); break;
+        case spec::ReduceOp::Min: w.line("if (wf_v < " + a + " || (wf_v != wf_v && " + a + " == " + a + ")) " + a + " = wf_v;"); break;
+        default: w.line(a + " += wf_v;"); break;
+      }
+      w.close();
+      acc = rv.op == spec::ReduceOp::Mean ? "(" + a + " / static_cast<" + t + ">(wf_len))" : a;
+      w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+    }
+    if (f.out_per_row) {
+      w.line("wf_" + p.tensors[out].cpp + "[0] = " + expr::to_cpp(f.out, ctx) + ";");
+    } else {
+      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_" + p.tensors[out].cpp +
+             (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(out)) + "]") + " = " + expr::to_cpp(f.out, ctx) + ";");
+    }
+  };
+  w.open("if (wf_unit)");
+  body(true);
+  w.otherwise();
+  body(false);
+  w.close();
+  w.close();
+  w.close(");");
+}
+
 void emit_gemm(CodeWriter& w, const KernelPlan& p) {
   const auto& a = p.tensors[0];
   const auto& b = p.tensors[1];
@@ -466,6 +560,7 @@ void emit_kernel(CodeWriter& w, const KernelPlan& p) {
       else if (p.impl->builtin == "sgd" || p.impl->builtin == "adam" || p.impl->builtin == "adamw") emit_optimizer(w, p);
       else emit_im2col(w, p);
       break;
+    case BodyKind::Fused: emit_fused_rows(w, p); break;
     case BodyKind::Build: {
       w.comment("runs the generated class of build '" + p.impl->build + "' (one instance per thread, with its seeded parameters)");
       w.line("thread_local " + p.impl->build + " wf_model;");
@@ -547,6 +642,7 @@ void emit_erased(CodeWriter& w, const KernelPlan& p) {
 }
 
 std::string file_of(const KernelPlan& p) {
+  if (p.node->fused) return "fused.cpp";
   std::string base = lower_name(p.node->name);
   // The build's own class is <build>.cpp: its node kernel goes next to it.
   if (p.impl->kind == BodyKind::Build) return base + "_node.cpp";
@@ -593,7 +689,8 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     CodeWriter w;
     w.block(kHeaderBanner);
     const spec::Node* node = ps.front()->node;
-    w.comment("Kernels of node '" + node->name + "' on the " + ps.front()->impl->device + " device (" + node->loc.str() + ").");
+    if (node->fused) w.comment("Kernels made by fusion: each runs several calls of a build in one pass (see `wfgen explain`).");
+    else w.comment("Kernels of node '" + node->name + "' on the " + ps.front()->impl->device + " device (" + node->loc.str() + ").");
     w.line("#include <cmath>").line("#include <cstdint>").line("#include <limits>").line("#include <span>").line("#include <string>").line("#include <utility>").line("#include <vector>").line();
     w.line("#include \"kernels.hpp\"");
     if (ps.front()->impl->device == "blas") w.line("#include \"wfgen/blas_support.hpp\"");

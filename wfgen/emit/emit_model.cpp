@@ -203,7 +203,8 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
     in.operands = v.operands;
     bool ew = v.impl->kind == spec::BodyKind::Elementwise;
     bool no_alias = v.impl->kind == spec::BodyKind::Gemm || v.impl->kind == spec::BodyKind::Builtin ||
-                    v.impl->kind == spec::BodyKind::Reduce || v.impl->kind == spec::BodyKind::Cpp;
+                    v.impl->kind == spec::BodyKind::Reduce || v.impl->kind == spec::BodyKind::Cpp ||
+                    v.impl->kind == spec::BodyKind::Fused;
     for (std::size_t k = 0; k < v.operands.size(); ++k) {
       bool w = v.operands[k] == v.id;
       if (w) in.written |= 1u << k;

@@ -35,6 +35,42 @@ int Graph::root(int id) const {
   }
 }
 
+void renumber(Graph& g, const std::vector<int>& order) {
+  std::vector<int> new_id(g.values.size(), -1);
+  std::vector<Value> kept;
+  kept.reserve(order.size());
+  for (int id : order) {
+    new_id[static_cast<std::size_t>(id)] = static_cast<int>(kept.size());
+    kept.push_back(std::move(g.values[static_cast<std::size_t>(id)]));
+  }
+  auto map = [&](int& id) {
+    if (id >= 0) id = new_id[static_cast<std::size_t>(id)];
+  };
+  for (auto& v : kept) {
+    map(v.id);
+    for (int& o : v.operands) map(o);
+    map(v.base);
+    map(v.init_from);
+    map(v.write_to);
+    map(v.grad_of);
+  }
+  g.values = std::move(kept);
+  for (auto* list : {&g.inputs, &g.params, &g.outputs, &g.seeds, &g.grads})
+    for (int& i : *list) map(i);
+}
+
+void replace_uses(Graph& g, int from, int to) {
+  for (auto& v : g.values) {
+    if (v.id == to) continue;
+    for (int& o : v.operands)
+      if (o == from && v.id != from) o = to;
+    if (v.base == from) v.base = to;
+    if (v.init_from == from) v.init_from = to;
+  }
+  for (int& o : g.outputs)
+    if (o == from) o = to;
+}
+
 std::string Graph::dump() const {
   std::ostringstream os;
   os << "graph " << model << " (" << values.size() << " values)\n";

@@ -115,4 +115,12 @@ struct Graph {
   std::string dump() const;
 };
 
+// Keeps the values listed in `order` (ids of `g`, each once), in that order,
+// and renumbers every reference; references to dropped values must not
+// remain.
+void renumber(Graph& g, const std::vector<int>& order);
+
+// Makes every reader of `from` (operands, view bases, outputs) read `to`.
+void replace_uses(Graph& g, int from, int to);
+
 }  // namespace wfgen::graph

@@ -180,6 +180,7 @@ class Planner {
         if (!plan_cpp(impl, p)) return std::nullopt;
         break;
       case BodyKind::Build:
+      case BodyKind::Fused:  // planned by the fusion pass, never from a spec
         break;
     }
     return p;
@@ -393,6 +394,18 @@ bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
                           impl.reject->value.size());
   }
   return expr::evaluate(e, rt::DType::f64, values) != 0.0;
+}
+
+std::vector<std::string> tensor_names(const spec::Node& node) {
+  std::vector<std::string> out;
+  auto add = [&](const subscript::Argument& a, std::size_t position) {
+    std::string name = a.name.value_or("arg" + std::to_string(position));
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  const auto& d = node.where;
+  for (std::size_t i = 0; i < d.inputs.size(); ++i) add(d.inputs[i], i);
+  for (std::size_t i = 0; i < d.outputs.size(); ++i) add(d.outputs[i], d.inputs.size() + i);
+  return out;
 }
 
 std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -32,6 +33,28 @@ struct ScalarParam {
   spec::ArgType type = spec::ArgType::Int;
 };
 
+// A value computed once per row by a fused row kernel (passes/fuse.cpp):
+// a reduction over the row, or an expression of earlier row values.
+struct RowValue {
+  bool reduce = false;
+  spec::ReduceOp op = spec::ReduceOp::Sum;  // reduce: sum, mean, max or min
+  expr::Expr element;                       // reduce: each element's value; else the row value
+  std::optional<expr::Expr> epilogue;       // reduce: the result from `acc` and `n` (mean is divided first)
+};
+
+// The body of a kernel made by fusion that has reductions. Its iteration
+// space is the shape of its row-vector inputs; a row is the last axis.
+// Expressions name the inputs "in0", "in1"... (the element at the current
+// column, or the row's one element for inputs whose last dim is 1) and the
+// row values computed before them "row0", "row1"... All expressions are
+// type-checked for the kernel's dtype.
+struct FusedBody {
+  std::vector<bool> row_input;  // per input: one element per row
+  std::vector<RowValue> rows;   // in order, once per row
+  expr::Expr out;               // the output element (or the row's one element)
+  bool out_per_row = false;     // the output's last dim is 1
+};
+
 struct KernelPlan {
   const spec::Node* node = nullptr;
   const spec::Impl* impl = nullptr;
@@ -45,6 +68,7 @@ struct KernelPlan {
   std::optional<expr::Expr> body, prologue, epilogue;
   std::string cpp_call;  // Cpp: the function to call, spelled for C++ ("ns::f<float, 2>")
   std::string cpp_include;  // Cpp: the kernel file, relative to the output directory
+  std::shared_ptr<const FusedBody> fused;  // Fused: the row kernel
 };
 
 // One kernel a model needs.
@@ -79,6 +103,11 @@ std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelecti
 // expr::Error when the condition does not parse or type-check.
 bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
              const std::vector<std::optional<spec::ArgValue>>& args);
+
+// The names of a node's tensor parameters in kernel order: the inputs, then
+// the outputs that are not inputs ("arg<k>" for unnamed ones). A call's
+// operands follow this order.
+std::vector<std::string> tensor_names(const spec::Node& node);
 
 // The generated name of a kernel: "add_f32_r3"; the device appears unless it is cpu.
 std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank);

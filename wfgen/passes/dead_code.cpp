@@ -38,30 +38,10 @@ void eliminate_dead_code(graph::Graph& g) {
     }
   }
   // Renumber the survivors, keeping their order.
-  std::vector<int> new_id(g.values.size(), -1);
-  std::vector<graph::Value> kept;
-  for (auto& v : g.values) {
-    if (!live[static_cast<std::size_t>(v.id)]) continue;
-    new_id[static_cast<std::size_t>(v.id)] = static_cast<int>(kept.size());
-    kept.push_back(std::move(v));
-  }
-  auto map = [&](int& id) {
-    if (id >= 0) id = new_id[static_cast<std::size_t>(id)];
-  };
-  for (auto& v : kept) {
-    map(v.id);
-    for (int& o : v.operands) map(o);
-    map(v.base);
-    map(v.init_from);
-    map(v.write_to);
-    map(v.grad_of);
-  }
-  g.values = std::move(kept);
-  for (int& i : g.inputs) map(i);
-  for (int& p : g.params) map(p);
-  for (int& o : g.outputs) map(o);
-  for (int& s : g.seeds) map(s);
-  for (int& b : g.grads) map(b);
+  std::vector<int> order;
+  for (const auto& v : g.values)
+    if (live[static_cast<std::size_t>(v.id)]) order.push_back(v.id);
+  graph::renumber(g, order);
 }
 
 }  // namespace wfgen::passes

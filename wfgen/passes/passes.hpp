@@ -2,10 +2,14 @@
 // pipeline.cpp lists the passes one line each; read it first.
 #pragma once
 
+#include <deque>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "wfgen/graph/graph.hpp"
+#include "wfgen/lower/kernel_plan.hpp"
 #include "wfgen/spec/spec.hpp"
 
 namespace wfgen::passes {
@@ -28,9 +32,64 @@ struct MemoryPlan {
 // match, as in-place operations.
 MemoryPlan plan_memory(const graph::Graph& g);
 
+// The kernels fusion makes, shared by every build of one `wfgen gen` run so
+// that equal fused kernels are generated once. Each has a node and an
+// implementation of its own (Node::fused), which the graph's calls point
+// to; the registry owns them, so it must outlive the graphs.
+class FusionRegistry {
+ public:
+  explicit FusionRegistry(const spec::Spec& spec) : spec_(spec) {}
+  // The kernel for a fused body (its node and implementation are the
+  // registry's); equal bodies (same `key`) share one. `parts` names the
+  // fused calls' nodes, for the kernel's name; the body is `elementwise`
+  // (one loop nest) or `rows` (a row kernel).
+  const lower::KernelPlan& intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype, int rank,
+                           int inputs, std::optional<expr::Expr> elementwise, std::shared_ptr<const lower::FusedBody> rows,
+                           const std::string& doc);
+  // One plan per fused kernel, in the order they were made.
+  std::vector<lower::KernelPlan> plans() const { return {plans_.begin(), plans_.end()}; }
+
+ private:
+  const spec::Spec& spec_;
+  std::deque<spec::Node> nodes_;
+  std::deque<spec::Impl> impls_;
+  std::deque<lower::KernelPlan> plans_;
+  std::map<std::string, const lower::KernelPlan*> by_key_;
+};
+
+// Automatic fusion (after autodiff, in forward and pullback alike):
+//  - chains of element-wise calls become one loop nest with no intermediate
+//    buffers (an intermediate read by anything else stays a call);
+//  - reductions over the last axis join their element-wise prologue (the
+//    calls that make their input) and epilogue (the calls that read their
+//    result, broadcast back along the row or not) into one row kernel: per
+//    row, each reduction is one loop over the row (in cache), then one loop
+//    writes the output. softmax and layernorm become one kernel each.
+// Only cpu calls of float dtypes are fused. Returns the number of calls
+// removed; each fused group is described in `log` when given.
+int fuse_kernels(graph::Graph& g, FusionRegistry& registry, std::string* log = nullptr);
+
+// Checks the spec's paths once, after loading: every node they name exists,
+// a bypass's two nodes take the same tensors and arguments, a fusion path's
+// node takes as many tensors as its chain reads, and a symbolic path's
+// pattern and replacement trace (with inputs of shape (n n)) to the same
+// shape. Throws UserError with every problem.
+void validate_paths(const spec::Spec& spec);
+
+// Applies the spec's paths to a traced forward graph, in spec order: the
+// first path that matches anywhere fires, then the search starts again from
+// the first path, until none matches (cl-waffe2's defpath rules: paths
+// registered first have priority, the search repeats, a fusion path replaces
+// only when its whole query list matches a chain in order). Each rewrite is
+// described in `log` (for `wfgen explain`) when given. Throws UserError.
+void apply_paths(const spec::Spec& spec, const spec::Build& build, graph::Graph& g, std::string* log);
+
 struct PipelineOptions {
   std::vector<std::string> dump_after;  // pass names: print the graph after them
   bool time_passes = false;
+  // Where fused kernels go; null: no paths and no automatic fusion (`fuse: false`, --no-fuse).
+  FusionRegistry* fusion = nullptr;
+  std::string* rewrites = nullptr;  // what the paths and fusion did, for `wfgen explain`
 };
 
 // Runs every pass in order on the traced graph `g` of `build`; dumps and

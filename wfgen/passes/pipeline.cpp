@@ -25,9 +25,17 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
     *log += "--- after trace\n" + g.dump();
   }
   step("dead-code", [&] { eliminate_dead_code(g); });  // drop values no output needs
+  if (options.fusion && !spec.paths.empty()) {
+    step("paths", [&] { apply_paths(spec, build, g, options.rewrites); });  // symbolic paths, bypasses, fusion paths
+    step("dead-code", [&] { eliminate_dead_code(g); });                     // drop what they replaced
+  }
   if (build.backward) {
     step("autodiff", [&] { trace::derive_backward(spec, build, g); });  // append the pullback
     step("dead-code", [&] { eliminate_dead_code(g); });                // drop what no gradient needs
+  }
+  if (options.fusion) {
+    step("fuse", [&] { fuse_kernels(g, *options.fusion, options.rewrites); });  // element-wise chains and row kernels
+    step("dead-code", [&] { eliminate_dead_code(g); });        // drop the calls fusion replaced
   }
   MemoryPlan plan;
   step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness

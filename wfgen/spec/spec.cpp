@@ -61,6 +61,7 @@ const char* body_kind_name(BodyKind k) {
     case BodyKind::Builtin: return "builtin";
     case BodyKind::View: return "view";
     case BodyKind::Build: return "build";
+    case BodyKind::Fused: return "fused";
   }
   return "?";
 }
@@ -180,6 +181,9 @@ class Reader {
         std::optional<Model> m = read_model(n);
         if (m) spec.models.push_back(std::move(*m));
       }
+    }
+    if (root["paths"]) {
+      for (const auto& n : root["paths"]) spec.paths.push_back(read_path(n));
     }
     if (root["builds"]) {
       for (const auto& n : root["builds"]) {
@@ -463,6 +467,55 @@ class Reader {
     return m;
   }
 
+  // The schema has checked the keys and types; the combination is checked here.
+  Path read_path(const YAML::Node& n) {
+    Path p;
+    p.name = n["name"].Scalar();
+    p.loc = detail::loc_of(src_, n["name"].Mark());
+    if (n["device"]) p.device = n["device"].Scalar();
+    if (n["doc"]) p.doc = n["doc"].Scalar();
+    const int forms = (n["pattern"] || n["replace"] ? 1 : 0) + (n["bypass"] ? 1 : 0) + (n["fuse"] || n["into"] ? 1 : 0);
+    if (forms != 1) {
+      error(n, "path '" + p.name + "' must be one of: a symbolic path (pattern and replace), a bypass (bypass: {node, with}) " +
+                   "or a fusion path (fuse: [queries] and into)" + (forms ? std::string(", not several") : std::string()));
+      return p;
+    }
+    if (n["pattern"] || n["replace"]) {
+      p.kind = Path::Kind::Symbolic;
+      if (!n["pattern"] || !n["replace"]) {
+        error(n, "symbolic path '" + p.name + "' needs both 'pattern' and 'replace'");
+        return p;
+      }
+      p.pattern = text_of(src_, n["pattern"]);
+      p.replace = text_of(src_, n["replace"]);
+    } else if (n["bypass"]) {
+      p.kind = Path::Kind::Bypass;
+      p.node = n["bypass"]["node"].Scalar();
+      p.with = n["bypass"]["with"].Scalar();
+      p.with_loc = detail::loc_of(src_, n["bypass"]["with"].Mark());
+    } else {
+      p.kind = Path::Kind::Fusion;
+      if (!n["fuse"] || !n["into"]) {
+        error(n, "fusion path '" + p.name + "' needs both 'fuse' (the queries) and 'into' (the node replacing them)");
+        return p;
+      }
+      for (const auto& q : n["fuse"]) {
+        PathQuery query;
+        query.node = q["node"].Scalar();
+        query.loc = detail::loc_of(src_, q["node"].Mark());
+        if (q["device"]) query.device = q["device"].Scalar();
+        for (const auto& d : q["dtypes"])
+          for (int k = 0; k < rt::kDTypeCount; ++k)
+            if (d.Scalar() == rt::dtype_name(static_cast<rt::DType>(k))) query.dtypes.push_back(static_cast<rt::DType>(k));
+        if (q["when"]) query.when = text_of(src_, q["when"]);
+        p.fuse.push_back(std::move(query));
+      }
+      p.into = n["into"].Scalar();
+      p.into_loc = detail::loc_of(src_, n["into"].Mark());
+    }
+    return p;
+  }
+
   std::optional<Build> read_build(const YAML::Node& n) {
     Build b;
     b.name = n["name"].Scalar();
@@ -528,6 +581,7 @@ class Reader {
       }
     }
     if (n["backward"]) b.backward = n["backward"].as<bool>();
+    if (n["fuse"]) b.fuse = n["fuse"].as<bool>();
     for (const auto& x : n["grad_inputs"]) {
       b.grad_inputs.push_back(x.Scalar());
       b.grad_input_locs.push_back(detail::loc_of(src_, x.Mark()));

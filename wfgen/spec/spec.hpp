@@ -62,11 +62,14 @@ struct Node {
   std::vector<SourceLoc> extends_locs;  // parallel to extends
   std::string doc;
   bool from_stdlib = false;
+  bool fused = false;  // made by wfgen's fusion pass from several calls, not from a spec
 };
 
 // How an implementation computes its node.
 // Build: the kernel runs a build's generated class (a build with `as: node`).
-enum class BodyKind { Elementwise, Reduce, Gemm, Cpp, Builtin, View, Build };
+// Fused: a row kernel made by wfgen's fusion pass (reductions with their
+// element-wise prologue and epilogue); never written in a spec.
+enum class BodyKind { Elementwise, Reduce, Gemm, Cpp, Builtin, View, Build, Fused };
 const char* body_kind_name(BodyKind k);
 
 enum class ReduceOp { Sum, Mean, Max, Min, ArgMax, ArgMin };
@@ -124,6 +127,31 @@ struct Model {
   bool from_stdlib = false;
 };
 
+// A rewrite of the traced graph (see passes/rewrite.cpp), in one of three forms.
+struct PathQuery {
+  std::string node;  // the call's node or a node it extends
+  SourceLoc loc;
+  std::optional<std::string> device;
+  std::vector<rt::DType> dtypes;  // empty: any
+  std::optional<Text> when;       // over the call's constructor arguments and `rank`
+};
+
+struct Path {
+  enum class Kind { Symbolic, Bypass, Fusion };
+  std::string name;
+  SourceLoc loc;
+  Kind kind = Kind::Symbolic;
+  std::optional<std::string> device;
+  Text pattern, replace;         // Symbolic
+  std::string node, with;        // Bypass: calls of `node` become calls of `with`
+  SourceLoc with_loc;
+  std::vector<PathQuery> fuse;   // Fusion: the chain
+  std::string into;              // Fusion: the node replacing it
+  SourceLoc into_loc;
+  std::string doc;
+  bool from_stdlib = false;
+};
+
 // The optimizer of a build: a standard node (sgd, adam, adamw) that step()
 // calls on every trainable parameter, and its hyper-parameters.
 struct Optimizer {
@@ -149,6 +177,7 @@ struct Build {
   std::vector<std::string> grad_inputs;  // inputs that get a gradient too
   std::vector<SourceLoc> grad_input_locs;
   std::optional<Optimizer> optimizer;
+  bool fuse = true;  // paths and automatic fusion (`fuse: false` turns both off)
   std::string doc;
 };
 
@@ -156,6 +185,7 @@ struct Spec {
   std::vector<Node> nodes;
   std::vector<Impl> impls;
   std::vector<Model> models;
+  std::vector<Path> paths;  // in priority order: the standard library's, then the files' in order
   std::vector<Build> builds;
   const Model* find_model(std::string_view name) const;
   const Build* find_build(std::string_view name) const;

@@ -1,5 +1,6 @@
-// Internal to wfgen/trace: the tracer's operations the autodiff
-// (autodiff.cpp) builds the pullback with. Values made through a Builder
+// Internal to wfgen/trace and wfgen/passes: the tracer's operations the
+// autodiff (autodiff.cpp) builds the pullback with, and the rewrites
+// (passes/rewrite.cpp) build replacements with. Values made through a Builder
 // are checked exactly as traced ones (shapes, implementations per device)
 // and are marked as part of the pullback.
 #pragma once
@@ -22,8 +23,12 @@ class Builder {
   graph::Graph& graph();
   graph::Graph take();
 
-  // Values made from now on are attributed to this forward line.
+  // Values made from now on are attributed to this forward line (and are
+  // part of the pullback).
   void attribute(const SourceLoc& loc, const std::string& source);
+  // The same for a rewrite of the forward graph (passes/rewrite.cpp): the
+  // values are forward values of model path `scope`.
+  void attribute_forward(const SourceLoc& loc, const std::string& source, const std::string& scope);
 
   // Evaluates a `backward:` expression with tensors and constructor
   // arguments bound by name; nullopt when it is 0 (no gradient).

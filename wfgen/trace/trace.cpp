@@ -81,10 +81,13 @@ class Tracer {
 
   // --- the autodiff's entry points (detail::Builder) ---------------------------
 
-  // Values made from now on belong to the pullback and are attributed to
-  // `loc` and `source` (the forward line they differentiate).
-  void attribute(const SourceLoc& loc, const std::string& source) {
+  // Values made from now on are attributed to `loc` and `source` (the
+  // forward line they differentiate, or the line a rewrite replaces), and
+  // belong to the pullback unless `pullback` is false.
+  void attribute(const SourceLoc& loc, const std::string& source, bool pullback = true, std::string scope = {}) {
     attributing_ = true;
+    attr_pullback_ = pullback;
+    if (!pullback) scope_ = std::move(scope);
     attr_loc_ = loc;
     attr_source_ = source;
     placeholder_ = spec::Text{"", loc, {loc}, true};
@@ -221,7 +224,7 @@ class Tracer {
     if (attributing_) {
       v.loc = attr_loc_;
       v.source = attr_source_;
-      v.backward = true;
+      v.backward = attr_pullback_;
     }
     return v;
   }
@@ -1334,6 +1337,7 @@ class Tracer {
   std::vector<const spec::Model*> stack_;
   // Autodiff attribution.
   bool attributing_ = false;
+  bool attr_pullback_ = true;
   SourceLoc attr_loc_;
   std::string attr_source_;
   spec::Text placeholder_;
@@ -1356,6 +1360,9 @@ Builder::~Builder() = default;
 graph::Graph& Builder::graph() { return impl_->tracer.graph(); }
 graph::Graph Builder::take() { return impl_->tracer.take(); }
 void Builder::attribute(const SourceLoc& loc, const std::string& source) { impl_->tracer.attribute(loc, source); }
+void Builder::attribute_forward(const SourceLoc& loc, const std::string& source, const std::string& scope) {
+  impl_->tracer.attribute(loc, source, false, scope);
+}
 
 std::optional<int> Builder::eval(const spec::Text& text, const std::vector<std::pair<std::string, int>>& tensors,
                                  const std::vector<std::pair<std::string, spec::ArgValue>>& args) {

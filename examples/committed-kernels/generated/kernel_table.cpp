@@ -5,10 +5,9 @@ namespace committed {
 
 namespace {
   const wfgen::rt::KernelEntry kTable[] = {
-    {"add_f32_r2", "add", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &add_f32_r2_erased},
-    {"tanh_f32_r2", "tanh", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &tanh_f32_r2_erased},
-    {"sigmoid_f32_r2", "sigmoid", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &sigmoid_f32_r2_erased},
     {"matmul_f32_r2", "matmul", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &matmul_f32_r2_erased},
+    {"fused_add_sigmoid_f32_r2", "fused_add_sigmoid", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_add_sigmoid_f32_r2_erased},
+    {"fused_add_tanh_f32_r2", "fused_add_tanh", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_add_tanh_f32_r2_erased},
   };
 }  // namespace
 

@@ -9,21 +9,17 @@
 
 namespace committed {
 
-// add: A[~] B[~] OUT[~] -> OUT[~]
-void add_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> OUT);
-void add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// tanh: X[~] OUT[~] -> OUT[~]
-void tanh_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
-void tanh_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// sigmoid: X[~] OUT[~] -> OUT[~]
-void sigmoid_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
-void sigmoid_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
 void matmul_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C);
 void matmul_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// fused_add_sigmoid: in0[~] in1[~] out[~] -> out[~]
+void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
+void fused_add_sigmoid_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// fused_add_tanh: in0[~] in1[~] out[~] -> out[~]
+void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
+void fused_add_tanh_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

@@ -23,30 +23,24 @@ namespace {
     {"b2", TensorRole::Param},
     {"TID5", TensorRole::Temp},
     {"TID6", TensorRole::View},
-    {"TID7", TensorRole::Temp},
     {"h", TensorRole::Temp},
-    {"TID9", TensorRole::Temp},
-    {"TID10", TensorRole::View},
-    {"TID11", TensorRole::Temp},
-    {"TID12", TensorRole::Temp},
+    {"TID8", TensorRole::Temp},
+    {"TID9", TensorRole::View},
+    {"TID10", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     0, 1, 5, // matmul_f32_r2
-    5, 6, 7, // add_f32_r2
-    7, 8, // tanh_f32_r2
-    8, 3, 9, // matmul_f32_r2
-    9, 10, 11, // add_f32_r2
-    11, 12, // sigmoid_f32_r2
+    5, 6, 7, // fused_add_tanh_f32_r2
+    7, 3, 8, // matmul_f32_r2
+    8, 9, 10, // fused_add_sigmoid_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
   };
   const wfgen::rt::ScalarArg kScalars[] = {
     {},
@@ -56,16 +50,12 @@ namespace {
   const wfgen::rt::Instruction kForward[] = {
     // h = tanh(X @ W1 + b1)  (model.yaml:15:16)
     {"MATMUL-CPU", "matmul_f32_r2", &matmul_f32_r2_erased, 0, 3, 4u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:16)"},
-    // h = tanh(X @ W1 + b1)  (model.yaml:15:16)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 3, 3, 4u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:16)"},
     // h = tanh(X @ W1 + b1)  (model.yaml:15:11)
-    {"TANH-CPU", "tanh_f32_r2", &tanh_f32_r2_erased, 6, 2, 2u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:11)"},
+    {"FUSED-ADD-TANH-CPU", "fused_add_tanh_f32_r2", &fused_add_tanh_f32_r2_erased, 3, 3, 4u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:11)"},
     // return sigmoid(h @ W2 + b2)  (model.yaml:16:22)
-    {"MATMUL-CPU", "matmul_f32_r2", &matmul_f32_r2_erased, 8, 3, 4u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:22)"},
-    // return sigmoid(h @ W2 + b2)  (model.yaml:16:22)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 11, 3, 4u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:22)"},
+    {"MATMUL-CPU", "matmul_f32_r2", &matmul_f32_r2_erased, 6, 3, 4u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:22)"},
     // return sigmoid(h @ W2 + b2)  (model.yaml:16:14)
-    {"SIGMOID-CPU", "sigmoid_f32_r2", &sigmoid_f32_r2_erased, 14, 2, 2u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:14)"},
+    {"FUSED-ADD-SIGMOID-CPU", "fused_add_sigmoid_f32_r2", &fused_add_sigmoid_f32_r2_erased, 9, 3, 4u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:14)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 0), kForward, {}, kOperandSpecs};
@@ -89,7 +79,7 @@ tanh_net::tanh_net() : vm_(kProgram) {
   params_.push_back(wfgen::rt::Tensor::empty(wfgen::rt::DType::f32, {2}));
   wfgen::rt::init_parameter(params_.back(), wfgen::rt::InitKind::Zeros, 0.0, 0.0, wf_rng);
   inputs_.resize(1);
-  table_.resize(13);
+  table_.resize(11);
 }
 
 void tanh_net::bind_() {
@@ -99,9 +89,9 @@ void tanh_net::bind_() {
   // Arena: 2 slots, each as large as the largest tensor it holds.
   std::size_t wf_offset = 0;
   const std::size_t wf_slot0 = wf_offset;
-  wf_offset += (std::max<std::size_t>({std::size_t{0}, wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5})}) + 63) / 64 * 64;
+  wf_offset += (std::max<std::size_t>({std::size_t{0}, wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5})}) + 63) / 64 * 64;
   const std::size_t wf_slot1 = wf_offset;
-  wf_offset += (std::max<std::size_t>({std::size_t{0}, wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2})}) + 63) / 64 * 64;
+  wf_offset += (std::max<std::size_t>({std::size_t{0}, wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2})}) + 63) / 64 * 64;
   if (!arena_.defined() || static_cast<std::size_t>(arena_.nbytes()) < wf_offset) {
     arena_ = wfgen::rt::Tensor::empty(wfgen::rt::DType::u8, {static_cast<std::int64_t>(std::max<std::size_t>(wf_offset, 64))});
   }
@@ -113,12 +103,10 @@ void tanh_net::bind_() {
   table_[4] = params_[3].ref();  // b2
   table_[5] = wfgen::rt::contiguous_ref(wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // TID5 = matmul
   table_[6] = wfgen::rt::broadcast_ref(table_[2], {batch, 5});
-  table_[7] = wfgen::rt::contiguous_ref(wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // TID7 = add
-  table_[8] = wfgen::rt::contiguous_ref(wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // h = tanh
-  table_[9] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID9 = matmul
-  table_[10] = wfgen::rt::broadcast_ref(table_[4], {batch, 2});
-  table_[11] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID11 = add
-  table_[12] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID12 = sigmoid
+  table_[7] = wfgen::rt::contiguous_ref(wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // h = fused_add_tanh
+  table_[8] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID8 = matmul
+  table_[9] = wfgen::rt::broadcast_ref(table_[4], {batch, 2});
+  table_[10] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID10 = fused_add_sigmoid
   vm_.prepare(table_.data());
   bound_inputs_.clear();
   for (const auto& wf_in : inputs_) bound_inputs_.push_back(wf_in.ref());
@@ -144,7 +132,7 @@ std::vector<wfgen::rt::Tensor> tanh_net::forward(const wfgen::rt::Tensor& X) {
 
 std::vector<wfgen::rt::Tensor> tanh_net::outputs_() const {
   std::vector<wfgen::rt::Tensor> wf_out;
-  wf_out.push_back(wfgen::rt::copy_out(table_[12]));  // Y
+  wf_out.push_back(wfgen::rt::copy_out(table_[10]));  // Y
   return wf_out;
 }
 
@@ -187,7 +175,7 @@ void tanh_net::load_parameters(const std::string& path) {
 }
 
 std::string tanh_net::summary() const {
-  return "<Compiled: tanh_net (TanhNet)>\n  where: X[batch inputs] -> Y[batch outputs]\n  inputs:\n    X float (batch 3)\n  outputs:\n    Y float (batch 2)\n  parameters:\n    W1 float (3 5)\n    b1 float (5)\n    W2 float (5 2)\n    b2 float (2)\n  32 parameter values\n  memory pool: 2 slots, batch * 20 + batch * 8 bytes (each slot rounded up to 64)\n  instructions: 6 forward\n";
+  return "<Compiled: tanh_net (TanhNet)>\n  where: X[batch inputs] -> Y[batch outputs]\n  inputs:\n    X float (batch 3)\n  outputs:\n    Y float (batch 2)\n  parameters:\n    W1 float (3 5)\n    b1 float (5)\n    W2 float (5 2)\n    b2 float (2)\n  32 parameter values\n  memory pool: 2 slots, batch * 20 + batch * 8 bytes (each slot rounded up to 64)\n  instructions: 4 forward\n";
 }
 
 std::string tanh_net::disassemble() {

@@ -1,0 +1,282 @@
+// The graph after rewriting: the spec's paths (symbolic paths, bypasses,
+// fusion paths) and automatic fusion, checked on the traced graph in-process,
+// and the CMakeLists.txt's list of generated files.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tests/listed_outputs.hpp"
+#include "wfgen/cli/commands.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// `wfgen disasm` of one build of a spec given as text.
+std::string disasm(const std::string& yaml, const std::string& build, bool no_fuse = false, int* code = nullptr) {
+  const fs::path dir = fs::temp_directory_path() / "wfgen_test_paths";
+  fs::create_directories(dir);
+  const fs::path file = dir / (build + (no_fuse ? "_nofuse" : "") + ".yaml");
+  {
+    std::ofstream(file) << yaml;
+  }
+  std::ostringstream out, err;
+  wfgen::cli::DisasmOptions o;
+  o.specs = {file};
+  o.build = build;
+  o.no_fuse = no_fuse;
+  int rc = wfgen::cli::disasm(o, {out, err, false});
+  if (code) *code = rc;
+  return out.str() + err.str();
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the generated-file list of tests/fusion/CMakeLists.txt is what wfgen generates") {
+  std::set<std::string> present;
+  for (const char* f : {WFGEN_FUSION_FILES}) present.insert(f);
+  CHECK(wfgen::test::listed_outputs({fs::path(WFGEN_TEST_DATA) / "fusion.yaml"}, WFGEN_FUSION_GEN, "fz") == present);
+}
+
+TEST_CASE("the reference's Softmax-Model has fewer instructions with fusion than without") {
+  const std::string spec = R"Y(
+models:
+  - name: softmax_model
+    where: "X[~ N C] -> Y[~ N C]"
+    call: |
+      z = X - max(X, axis=-1, keepdims=true)
+      e = exp(z)
+      return e / sum(e, axis=-1, keepdims=true)
+  - name: sm
+    where: "X[B N C] -> Y[B N C]"
+    call: |
+      return softmax_model(X)
+builds:
+  - {name: sm, model: sm}
+  - {name: sm_off, model: sm, fuse: false}
+)Y";
+  const std::string fused = disasm(spec, "sm"), plain = disasm(spec, "sm", true), off = disasm(spec, "sm_off");
+  CHECK(count(plain, "<WfInst") == 5);
+  CHECK(count(off, "<WfInst") == 5);
+  CHECK(count(fused, "<WfInst") == 1);
+  CHECK(count(fused, "FUSED-SOFTMAX-MODEL-CPU") == 1);
+}
+
+namespace {
+
+// `wfgen explain` of a spec given as text: its output, or its errors.
+std::string explain(const std::string& yaml, const std::string& build, int* code = nullptr) {
+  const fs::path dir = fs::temp_directory_path() / "wfgen_test_paths";
+  fs::create_directories(dir);
+  const fs::path file = dir / "paths.yaml";
+  {
+    std::ofstream(file) << yaml;
+  }
+  std::ostringstream out, err;
+  wfgen::cli::ExplainOptions o;
+  o.specs = {file};
+  o.build = build;
+  int rc = wfgen::cli::explain(o, {out, err, false});
+  if (code) *code = rc;
+  return out.str() + err.str();
+}
+
+const char* kNodes = R"Y(
+nodes:
+  - {name: fma_a, where: "A[~] B[~] C[~] OUT[~] -> OUT[~]"}
+  - {name: fma_b, where: "A[~] B[~] C[~] OUT[~] -> OUT[~]"}
+  - {name: act, where: "X[~] OUT[~] -> OUT[~]"}
+  - {name: act_fast, where: "X[~] OUT[~] -> OUT[~]"}
+  - {name: act2, args: {k: {type: int, default: 1}}, where: "X[~] OUT[~] -> OUT[~]"}
+  - {name: mul1, where: "A[~] B[~] OUT[~] -> OUT[~]"}
+impls:
+  - {node: mul1, device: cpu, dtypes: [f32], elementwise: "A * B + 1"}
+  - {node: fma_a, device: cpu, dtypes: [f32], elementwise: "A * B + C"}
+  - {node: fma_b, device: cpu, dtypes: [f32], elementwise: "A * B + C"}
+  - {node: act, device: cpu, dtypes: [f32], elementwise: "tanh(X)"}
+  - {node: act_fast, device: cpu, dtypes: [f32], elementwise: "tanh(X)"}
+  - {node: act2, device: cpu, dtypes: [f32], elementwise: "tanh(X)"}
+)Y";
+
+const char* kModel = R"Y(
+models:
+  - name: m
+    where: "A[N C] B[N C] C[N C] -> Y[N C]"
+    call: |
+      y = act(A * B + C)
+      return act(y * B + C) + exp(A * C + 1)
+builds:
+  - {name: b, model: m}
+)Y";
+
+}  // namespace
+
+TEST_CASE("fusion paths: registered first wins") {
+  const std::string a = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: to_a, fuse: [{node: mul}, {node: add}], into: fma_a}
+  - {name: to_b, fuse: [{node: mul}, {node: add}], into: fma_b}
+)Y" + kModel, "b");
+  CHECK(count(a, "path 'to_a'") == 2);
+  CHECK(count(a, "path 'to_b'") == 0);
+  const std::string b = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: to_b, fuse: [{node: mul}, {node: add}], into: fma_b}
+  - {name: to_a, fuse: [{node: mul}, {node: add}], into: fma_a}
+)Y" + kModel, "b");
+  CHECK(count(b, "path 'to_b'") == 2);
+  CHECK(count(b, "path 'to_a'") == 0);
+}
+
+TEST_CASE("paths repeat until nothing matches, and a later path can match what an earlier one made") {
+  const std::string out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: fast, bypass: {node: act, with: act_fast}}
+  - {name: fma, fuse: [{node: mul}, {node: add}, {node: act_fast}], into: fma_a}
+)Y" + kModel, "b");
+  // Both act calls are bypassed, then both mul-add-act_fast chains fused
+  // (the path fires once per chain); exp(A * C + 1) has add_scalar, not add.
+  CHECK(count(out, "path 'fast'") == 2);
+  CHECK(count(out, "act -> act_fast") == 2);
+  CHECK(count(out, "path 'fma'") == 2);
+  CHECK(count(out, "act_fast -> fma_a") == 2);
+}
+
+TEST_CASE("a partial match is not replaced") {
+  const std::string out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: whole, fuse: [{node: mul}, {node: add}, {node: exp}], into: fma_a}
+)Y" + kModel, "b");
+  // mul -> add -> act and mul -> add_scalar -> exp: neither matches all three queries.
+  CHECK(count(out, "path 'whole'") == 0);
+}
+
+TEST_CASE("queries match subtypes, dtypes and conditions on arguments") {
+  const std::string spec = std::string(kNodes) + R"Y(
+paths:
+  - {name: binary_then, fuse: [{node: binary, dtypes: [f32, f32]}, {node: add_scalar, when: "value == 1"}], into: mul1}
+  - {name: act2_big, fuse: [{node: act2, when: "k > 2 && rank == 2"}], into: act}
+models:
+  - name: m
+    where: "A[N C] C[N C] -> Y[N C] Z[N C] W[N C]"
+    call: |
+      return exp(A * C + 1), A * C + 2, act2(act2(A, k=3), k=1)
+builds:
+  - {name: b, model: m}
+)Y";
+  int code = -1;
+  const std::string out = explain(spec, "b", &code);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK(count(out, "path 'act2_big'") == 1);  // k=3 only
+  CHECK(count(out, "path 'binary_then'") == 1);  // A * C + 1, not A * C + 2
+}
+
+TEST_CASE("paths are checked when loaded: errors point at the path") {
+  int code = 0;
+  std::string out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: bad, bypass: {node: act, with: act2}}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("paths.yaml:18:") != std::string::npos);
+  CHECK(out.find(": error: path 'bad': 'act2'") != std::string::npos);
+  CHECK(out.find("does not take the same tensors and arguments") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: shrink, pattern: "sum(x, axis=-1, keepdims=true)", replace: "x"}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("the replacement of path 'shrink' gives shape (n n) where its pattern gives (n 1)") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: typo, fuse: [{node: mull}], into: act}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("path 'typo': the queried node 'mull' is not a node") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: arity, fuse: [{node: mul}, {node: add}], into: act}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("the chain reads 3 tensors besides its own results, but 'act'") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: broken, pattern: "log(x +", replace: "x"}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("in the pattern of path 'broken'") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: stranger, pattern: "exp(x)", replace: "y"}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("uses 'y', which is not a variable of its pattern") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: both, pattern: "exp(x)", replace: "x", bypass: {node: act, with: act_fast}}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("must be one of") != std::string::npos);
+
+  out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: loop1, bypass: {node: act, with: act_fast}}
+  - {name: loop2, bypass: {node: act_fast, with: act}}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("undo each other") != std::string::npos);
+}
+
+TEST_CASE("symbolic paths: the rewrites of the issue, and a device guard") {
+  const std::string spec = R"Y(
+paths:
+  - {name: log1p, pattern: "log(x + 1)", replace: "log1p(x)"}
+  - {name: log_exp, pattern: "log(exp(x))", replace: "x"}
+  - {name: div_self, pattern: "x / x", replace: "x * 0 + 1"}
+  - {name: neg_neg, pattern: "-(-x)", replace: "x"}
+  - {name: elsewhere, pattern: "sqrt(x)", replace: "x", device: blas}
+models:
+  - name: m
+    where: "A[N C] B[N C] -> Y[N C]"
+    call: |
+      return log(1 + A) + log(exp(B)) + A / A + -(-B) + sqrt(A) + B / A
+builds:
+  - {name: b, model: m}
+)Y";
+  int code = -1;
+  const std::string out = explain(spec, "b", &code);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK(count(out, "path 'log1p'") == 1);
+  CHECK(count(out, "path 'log_exp'") == 1);
+  CHECK(count(out, "path 'div_self'") == 1);  // B / A is not x / x
+  CHECK(count(out, "path 'neg_neg'") == 1);
+  CHECK(count(out, "path 'elsewhere'") == 0);  // sqrt runs on cpu
+}
+
+TEST_CASE("a query's condition is checked when loaded") {
+  int code = 0;
+  const std::string out = explain(std::string(kNodes) + R"Y(
+paths:
+  - {name: cond, fuse: [{node: act2, when: "k > 2 and rank"}], into: act}
+)Y" + kModel, "b", &code);
+  CHECK(code == 2);
+  CHECK(out.find("paths.yaml:18:") != std::string::npos);
+  CHECK(out.find("in 'when' of path 'cond'") != std::string::npos);
+}

@@ -1,0 +1,476 @@
+// Automatic fusion: element-wise chains and row kernels (see passes.hpp).
+//
+// Groups are grown backwards from their last call (the root): a call joins
+// the group of its readers when every reader of its result is already in
+// the group, so no value the group computes is needed anywhere else and the
+// whole group can run where its root ran. The group's body is then composed
+// from the element-wise expressions of its calls (each call's spec body with
+// its operands replaced by the expressions that make them), type-checked
+// again, and becomes one kernel of the FusionRegistry.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "wfgen/passes/passes.hpp"
+#include "wfgen/support/names.hpp"
+
+namespace wfgen::passes {
+
+namespace {
+
+using expr::Expr;
+using expr::Op;
+using graph::Dim;
+using graph::Graph;
+using graph::Kind;
+using graph::Shape;
+using graph::Value;
+using graph::ViewKind;
+
+// A composed expression larger than this is not fused: values read more
+// than once are recomputed where they are read, which could grow the body
+// exponentially.
+constexpr std::size_t kMaxBodyNodes = 400;
+
+// At most this many inputs per fused kernel (the VM's instructions have at
+// most 32 operands).
+constexpr std::size_t kMaxInputs = 24;
+
+bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
+
+Shape row_shape(Shape s) {
+  s.back() = Dim(1);
+  return s;
+}
+
+bool known_one(const Dim& d) { return d.is_known() && d.value() == 1; }
+
+enum class Role { None, Elementwise, Reduce };
+
+Role role_of(const Value& v) {
+  if (v.kind != Kind::Call || !v.impl || v.node->fused || v.impl->device != "cpu" || !is_float(v.dtype)) return Role::None;
+  if (v.write_to >= 0 || v.init_from >= 0 || v.shape.empty()) return Role::None;
+  // (A body that reads its own output keeps that name unbound: check() refuses the group.)
+  if (v.impl->kind == spec::BodyKind::Elementwise) return Role::Elementwise;
+  if (v.impl->kind == spec::BodyKind::Reduce) {
+    switch (v.impl->reduce_op) {
+      case spec::ReduceOp::Sum:
+      case spec::ReduceOp::Mean:
+      case spec::ReduceOp::Max:
+      case spec::ReduceOp::Min: break;
+      default: return Role::None;  // argmax/argmin give indices
+    }
+    return Role::Reduce;
+  }
+  return Role::None;
+}
+
+struct Group {
+  int root = -1;
+  bool rows = false;  // a row kernel (has a reduction or a row value), else one flat loop nest
+  Shape space;        // rows: the row-vector shape; flat: the shape of every member
+  std::set<int> members;
+  std::set<int> views;  // broadcasts of row values along the row, read only inside
+};
+
+class Fuser {
+ public:
+  Fuser(Graph& g, FusionRegistry& registry, std::string* log) : g_(g), registry_(registry), log_(log) {}
+
+  int run() {
+    const std::size_t n = g_.values.size();
+    readers_.assign(n, {});
+    views_.assign(n, {});
+    pinned_.assign(n, false);
+    writes_.assign(n, {});
+    role_.assign(n, Role::None);
+    for (const auto& v : g_.values) {
+      role_[id(v.id)] = role_of(v);
+      if (v.kind == Kind::View) views_[id(v.base)].push_back(v.id);
+      if (v.kind != Kind::Call) continue;
+      for (int o : v.operands)
+        if (o != v.id && std::find(readers_[id(o)].begin(), readers_[id(o)].end(), v.id) == readers_[id(o)].end())
+          readers_[id(o)].push_back(v.id);
+      if (v.init_from >= 0) pinned_[id(v.init_from)] = true;
+      if (v.write_to >= 0) {
+        pinned_[id(v.write_to)] = true;
+        writes_[id(g_.root(v.write_to))].push_back(v.id);
+      }
+    }
+    for (int o : g_.outputs) pinned_[id(o)] = true;
+    group_of_.assign(n, -1);
+    int removed = 0;
+    for (int i = static_cast<int>(n) - 1; i >= 0; --i) {
+      if (group_of_[id(i)] >= 0 || role_[id(i)] == Role::None) continue;
+      Group grp = grow(i);
+      if (grp.members.size() < 2) continue;
+      if (fuse(grp)) removed += static_cast<int>(grp.members.size()) - 1;
+    }
+    return removed;
+  }
+
+ private:
+  static std::size_t id(int v) { return static_cast<std::size_t>(v); }
+
+  Group grow(int root) {
+    Group grp;
+    grp.root = root;
+    const Value& r = g_[root];
+    if (role_[id(root)] == Role::Reduce) {
+      grp.rows = true;
+      grp.space = g_[r.operands[0]].shape;
+    } else {
+      grp.space = r.shape;
+    }
+    if (grp.rows && !reducible(r)) return grp;
+    const int gid = static_cast<int>(groups_++);
+    grp.members.insert(root);
+    group_of_[id(root)] = gid;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int m : std::vector<int>(grp.members.begin(), grp.members.end())) {
+        for (int o : g_[m].operands) {
+          if (o == m) continue;
+          int p = o;
+          if (g_[o].kind == Kind::View && g_[o].view == ViewKind::Broadcast) p = g_[o].base;
+          if (group_of_[id(p)] < 0 && absorb(grp, gid, p)) changed = true;
+        }
+      }
+    }
+    return grp;
+  }
+
+  // A reduction over the last axis whose result keeps that axis as size 1.
+  bool reducible(const Value& v) const {
+    const Shape& in = g_[v.operands[0]].shape;
+    return v.operands.size() == 2 && in.size() == v.shape.size() && !known_one(in.back()) && v.shape == row_shape(in);
+  }
+
+  bool absorb(Group& grp, int gid, int p) {
+    const Value& v = g_[p];
+    if (role_[id(p)] == Role::None || pinned_[id(p)] || v.backward != g_[grp.root].backward) return false;
+    for (int r : readers_[id(p)])
+      if (group_of_[id(r)] != gid) return false;
+    // The shape the group has with p in it.
+    bool rows = grp.rows;
+    Shape space = grp.space;
+    const bool via_view = !views_[id(p)].empty();
+    if (role_[id(p)] == Role::Reduce) {
+      if (!reducible(v)) return false;
+      const Shape& in = g_[v.operands[0]].shape;
+      if (rows) {
+        if (in != space) return false;
+      } else if (via_view ? in != space : row_shape(in) != space) {
+        return false;
+      }
+      rows = true;
+      space = in;
+    } else if (v.shape != space) {
+      // A row value: read by other row values, or along the row through broadcasts.
+      if (known_one(space.back()) || v.shape != row_shape(space) || (!rows && !via_view)) return false;
+      rows = true;
+    }
+    if (rows && known_one(space.back())) return false;
+    for (int w : views_[id(p)]) {
+      const Value& view = g_[w];
+      if (view.view != ViewKind::Broadcast || pinned_[id(w)] || !views_[id(w)].empty() || view.shape != space ||
+          v.shape != row_shape(space))
+        return false;
+      for (int r : readers_[id(w)])
+        if (group_of_[id(r)] != gid) return false;
+    }
+    if (inputs_with(grp, p) > kMaxInputs) return false;
+    // p now runs where the root runs: nothing may write into what it reads in between.
+    for (int o : v.operands) {
+      if (o == p) continue;
+      for (int w : writes_[id(g_.root(o))])
+        if (w > p && w < grp.root) return false;
+    }
+    grp.rows = rows;
+    grp.space = space;
+    grp.members.insert(p);
+    for (int w : views_[id(p)]) grp.views.insert(w);
+    group_of_[id(p)] = gid;
+    return true;
+  }
+
+  // The group's distinct inputs if p joined it.
+  std::size_t inputs_with(const Group& grp, int p) const {
+    std::set<int> in;
+    auto inside = [&](int o) {
+      if (o == p || grp.members.count(o) || grp.views.count(o)) return true;
+      const Value& v = g_[o];
+      return v.kind == Kind::View && (v.base == p || grp.members.count(v.base)) && v.view == ViewKind::Broadcast &&
+             role_[id(v.base)] != Role::None;
+    };
+    for (int m : grp.members)
+      for (int o : g_[m].operands)
+        if (o != m && !inside(o)) in.insert(o);
+    for (int o : g_[p].operands)
+      if (o != p && !inside(o)) in.insert(o);
+    return in.size();
+  }
+
+  // --- composing the body ---------------------------------------------------------
+
+  struct Composer {
+    const Graph& g;
+    const Group& grp;
+    std::vector<int> inputs;
+    std::vector<bool> row_input;
+    std::map<int, int> row_of;
+    std::vector<lower::RowValue> rows;
+    std::size_t nodes = 0;
+
+    static Expr name(const std::string& n) {
+      Expr e;
+      e.op = Op::Name;
+      e.text = n;
+      return e;
+    }
+
+    static Expr negated(Expr e) {
+      Expr n;
+      n.op = Op::Neg;
+      n.args.push_back(std::move(e));
+      return n;
+    }
+
+    static Expr literal(const spec::ArgValue& a, rt::DType dtype) {
+      Expr e;
+      if (const auto* i = std::get_if<std::int64_t>(&a)) {
+        e.op = Op::IntLit;
+        // INT64_MIN has no positive spelling; the checker refuses what does not fit.
+        std::uint64_t mag = *i < 0 ? 0 - static_cast<std::uint64_t>(*i) : static_cast<std::uint64_t>(*i);
+        if (mag > static_cast<std::uint64_t>(INT64_MAX)) throw expr::TypeError("argument out of range", 0, 1);
+        e.ivalue = static_cast<std::int64_t>(mag);
+        e.text = std::to_string(mag);
+        return *i < 0 ? negated(std::move(e)) : e;
+      }
+      if (const auto* b = std::get_if<bool>(&a)) {
+        e.op = Op::BoolLit;
+        e.ivalue = *b ? 1 : 0;
+        e.text = *b ? "true" : "false";
+        return e;
+      }
+      const double* d = std::get_if<double>(&a);
+      if (!d || !std::isfinite(*d)) throw expr::TypeError("argument is not a finite number", 0, 1);
+      char buf[40];
+      // The literal rounds to the same float the unfused kernel's scalar argument has.
+      if (dtype == rt::DType::f32) std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(std::fabs(*d))));
+      else std::snprintf(buf, sizeof buf, "%.17g", std::fabs(*d));
+      e.op = Op::FloatLit;
+      e.text = buf;
+      if (e.text.find_first_of(".eE") == std::string::npos) e.text += ".0";
+      e.fvalue = std::fabs(*d);
+      return std::signbit(*d) ? negated(std::move(e)) : e;
+    }
+
+    static std::size_t size(const Expr& e) {
+      std::size_t n = 1;
+      for (const auto& a : e.args) n += size(a);
+      return n;
+    }
+
+    Expr input(int v) {
+      auto it = std::find(inputs.begin(), inputs.end(), v);
+      if (it != inputs.end()) return name("in" + std::to_string(it - inputs.begin()));
+      inputs.push_back(v);
+      row_input.push_back(grp.rows && g[v].shape != grp.space);
+      return name("in" + std::to_string(inputs.size() - 1));
+    }
+
+    // The expression a member reads for operand `o`.
+    Expr read(int o) {
+      if (grp.members.count(o)) return value(o);
+      if (grp.views.count(o)) return value(g[o].base);
+      return input(o);
+    }
+
+    // The names of `v`'s spec body: its tensors (but the output) and its arguments.
+    std::map<std::string, Expr> bindings(const Value& v) {
+      std::map<std::string, Expr> names;
+      const std::vector<std::string> tensors = lower::tensor_names(*v.node);
+      for (std::size_t k = 0; k < v.operands.size() && k < tensors.size(); ++k)
+        if (v.operands[k] != v.id) names[tensors[k]] = read(v.operands[k]);
+      for (std::size_t k = 0; k < v.args.size() && k < v.node->args.size(); ++k) {
+        spec::ArgType t = v.node->args[k].type;
+        if (t != spec::ArgType::Ints && t != spec::ArgType::Floats) names[v.node->args[k].name] = literal(v.args[k], v.dtype);
+      }
+      return names;
+    }
+
+    Expr value(int m) {
+      auto it = row_of.find(m);
+      if (it != row_of.end()) return name("row" + std::to_string(it->second));
+      const Value& v = g[m];
+      Expr e = expr::substitute(expr::parse(v.impl->elementwise.value), bindings(v));
+      nodes = std::max(nodes, size(e));
+      if (nodes > kMaxBodyNodes) throw expr::TypeError("too large to fuse", 0, 1);
+      return e;
+    }
+
+    // Row values (reductions, and element-wise calls on one element per
+    // row) in definition order, then the output.
+    void compose(lower::FusedBody& body) {
+      for (int m : grp.members) {
+        const Value& v = g[m];
+        const bool reduce = v.impl->kind == spec::BodyKind::Reduce;
+        if (!grp.rows || (!reduce && v.shape == grp.space)) continue;
+        lower::RowValue r;
+        r.reduce = reduce;
+        if (reduce) {
+          r.op = v.impl->reduce_op;
+          std::map<std::string, Expr> names = bindings(v);
+          const std::string x = lower::tensor_names(*v.node).front();
+          r.element = v.impl->prologue ? expr::substitute(expr::parse(v.impl->prologue->value), names) : names.at(x);
+          names.erase(x);
+          if (v.impl->epilogue) r.epilogue = expr::substitute(expr::parse(v.impl->epilogue->value), names);
+        } else {
+          r.element = value(m);
+        }
+        row_of[m] = static_cast<int>(rows.size());
+        rows.push_back(std::move(r));
+      }
+      body.out = value(grp.root);
+      body.out_per_row = grp.rows && g[grp.root].shape != grp.space;
+    }
+  };
+
+  bool fuse(const Group& grp) {
+    Value& root = g_[grp.root];
+    const rt::DType dtype = root.dtype;
+    Composer c{g_, grp, {}, {}, {}, {}, 0};
+    auto body = std::make_shared<lower::FusedBody>();
+    std::string key;
+    try {
+      c.compose(*body);
+      expr::Env env;
+      for (std::size_t k = 0; k < c.inputs.size(); ++k) env["in" + std::to_string(k)] = expr::Binding::element(dtype);
+      for (std::size_t k = 0; k < c.rows.size(); ++k) env["row" + std::to_string(k)] = expr::Binding::element(dtype);
+      key = std::string(rt::dtype_name(dtype)) + " r" + std::to_string(grp.space.size()) + (grp.rows ? " rows" : " flat");
+      for (std::size_t k = 0; k < c.inputs.size(); ++k) key += c.row_input[k] ? " in:row" : " in:elem";
+      for (auto& r : c.rows) {
+        key += std::string("; ") + (r.reduce ? spec::reduce_op_name(r.op) : "row") + "(" + r.element.str() + ")";
+        r.element = expr::check(r.element, dtype, env);
+        if (r.epilogue) {
+          key += " then " + r.epilogue->str();
+          expr::Env e2 = env;
+          e2["acc"] = expr::Binding::element(dtype);
+          e2["n"] = expr::Binding::scalar(expr::Type::Int);
+          r.epilogue = expr::check(*r.epilogue, dtype, e2);
+        }
+      }
+      key += std::string("; out") + (body->out_per_row ? "(row)" : "") + " = " + body->out.str();
+      body->out = expr::check(body->out, dtype, env);
+      if (body->out.type != expr::Type::Float) return false;
+    } catch (const expr::Error&) {
+      return false;  // not expressible as one body (too large, or an argument no literal can spell)
+    }
+    body->rows = std::move(c.rows);
+    body->row_input = std::move(c.row_input);
+    std::vector<std::string> parts;
+    std::string sources, doc = "fused from the calls of ";
+    std::string scope = g_[*grp.members.begin()].scope;
+    for (int m : grp.members) {
+      const Value& v = g_[m];
+      doc += (parts.empty() ? "" : ", ") + v.node->name;
+      parts.push_back(v.node->name);
+      if (v.scope != scope) scope.clear();
+      if (!v.source.empty() && sources.find(v.source) == std::string::npos) sources += (sources.empty() ? "" : "; ") + v.source;
+    }
+    // A group that is one called model ("MLP/softmax_0") is named after it.
+    if (auto slash = scope.rfind('/'); slash != std::string::npos) {
+      std::string model = scope.substr(slash + 1);
+      model.erase(model.find_last_not_of("0123456789") + 1);
+      if (!model.empty() && model.back() == '_') model.pop_back();
+      if (!model.empty()) parts = {model};
+      doc += " (model " + model + ")";
+    }
+    std::optional<Expr> flat;
+    if (!grp.rows) flat = body->out;
+    const lower::KernelPlan& kernel = registry_.intern(key, parts, dtype, static_cast<int>(grp.space.size()),
+                                                       static_cast<int>(c.inputs.size()), flat,
+                                                       grp.rows ? std::shared_ptr<const lower::FusedBody>(body) : nullptr, doc);
+    root.node = kernel.node;
+    root.impl = kernel.impl;
+    root.operands = c.inputs;
+    root.operands.push_back(root.id);
+    root.result_operand = static_cast<int>(c.inputs.size());
+    root.args.clear();
+    root.rank = static_cast<int>(grp.space.size());
+    if (log_) {
+      *log_ += "fused " + std::to_string(grp.members.size()) + " calls (" + doc.substr(std::string("fused from the calls of ").size()) +
+               ") into " + kernel.function + (grp.rows ? ", a row kernel" : ", one loop nest") + "\n    " + sources + "\n";
+    }
+    root.source = sources;
+    return true;
+  }
+
+  Graph& g_;
+  FusionRegistry& registry_;
+  std::string* log_;
+  std::vector<std::vector<int>> readers_, views_, writes_;
+  std::vector<bool> pinned_;
+  std::vector<Role> role_;
+  std::vector<int> group_of_;
+  std::size_t groups_ = 0;
+};
+
+}  // namespace
+
+int fuse_kernels(graph::Graph& g, FusionRegistry& registry, std::string* log) { return Fuser(g, registry, log).run(); }
+
+const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype,
+                                                int rank, int inputs, std::optional<expr::Expr> elementwise,
+                                                std::shared_ptr<const lower::FusedBody> rows, const std::string& doc) {
+  auto found = by_key_.find(key);
+  if (found != by_key_.end()) return *found->second;
+  // "fused_sub_exp_div", numbered when another body has the same calls.
+  std::string base = "fused";
+  for (std::size_t k = 0; k < parts.size() && k < 4; ++k) base += "_" + lower_name(parts[k]);
+  if (parts.size() > 4) base += "_and_" + std::to_string(parts.size() - 4);
+  std::string name = base;
+  for (int k = 2;; ++k) {
+    const std::string function = lower::kernel_name(name, "cpu", dtype, rank);
+    bool taken = spec_.find_node(name) != nullptr;
+    for (const auto& p : plans_) taken = taken || p.function == function;
+    if (!taken) break;
+    name = base + "_" + std::to_string(k);
+  }
+  spec::Node& node = nodes_.emplace_back();
+  node.name = name;
+  node.fused = true;
+  node.doc = doc;
+  std::string dsl;
+  for (int k = 0; k < inputs; ++k) dsl += "in" + std::to_string(k) + "[~] ";
+  node.where_text.value = dsl + "out[~] -> out[~]";
+  node.where = subscript::parse(node.where_text.value);
+  spec::Impl& impl = impls_.emplace_back();
+  impl.node = name;
+  impl.device = "cpu";
+  impl.dtypes = {dtype};
+  impl.ranks = {rank};
+  impl.kind = rows ? spec::BodyKind::Fused : spec::BodyKind::Elementwise;
+  impl.parallel_grain = 65536;
+  if (elementwise) impl.elementwise.value = elementwise->str();
+  lower::KernelPlan& plan = plans_.emplace_back();
+  plan.node = &node;
+  plan.impl = &impl;
+  plan.dtype = dtype;
+  plan.rank = rank;
+  plan.function = lower::kernel_name(name, "cpu", dtype, rank);
+  for (int k = 0; k < inputs; ++k) {
+    const std::string in = "in" + std::to_string(k);
+    plan.tensors.push_back({in, in, rank, false, in + "[~]"});
+  }
+  plan.tensors.push_back({"out", "out", rank, true, "out[~]"});
+  plan.body = std::move(elementwise);
+  plan.fused = std::move(rows);
+  by_key_[key] = &plan;
+  return plan;
+}
+
+}  // namespace wfgen::passes
