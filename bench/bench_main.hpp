@@ -11,6 +11,9 @@ void run_elementwise(Report& report, const std::vector<int>& threads);  // eleme
 void run_gemm(Report& report, const std::vector<int>& threads);         // gemm.cpp
 void run_generator(Report& report);                                     // generator.cpp
 void run_mlp(Report& report, const std::vector<int>& threads);          // mlp.cpp
+void run_softmax(Report& report, const std::vector<int>& threads);      // rows.cpp
+void run_layernorm(Report& report, const std::vector<int>& threads);    // rows.cpp
+void run_call(Report& report, const std::vector<int>& threads);         // call.cpp
 
 // "OpenBLAS 0.3.21 ..." from openblas_get_config() (gemm.cpp).
 std::string openblas_version();

@@ -4,6 +4,7 @@
 #include "hand_loops.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -66,5 +67,7 @@ void add_transposed_tiled(const float* a, const float* b, float* out, std::int64
 void add(const float* a, const float* b, float* out, std::int64_t lo, std::int64_t hi) {
   for (std::int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
 }
+
+#include "hand_rows.inc"
 
 }  // namespace bench::hand

@@ -26,4 +26,21 @@ void add_transposed_tiled(const float* a, const float* b, float* out, std::int64
 // out = a + b
 void add(const float* a, const float* b, float* out, std::int64_t lo, std::int64_t hi);
 
+// Row kernels (hand_rows.inc) on rows [lo, hi) of a row-major matrix with
+// `cols` columns.
+// softmax of each row: three passes (max; exp(x - max) and its sum; divide).
+void softmax_rows(const float* x, float* out, std::int64_t cols, std::int64_t lo, std::int64_t hi);
+// (x - mean) / sqrt(var + eps) * gamma + beta per row, biased variance: three passes.
+void layernorm_rows(const float* x, const float* gamma, const float* beta, float* out, std::int64_t cols, float eps,
+                    std::int64_t lo, std::int64_t hi);
+
 }  // namespace bench::hand
+
+// The same row kernels compiled with -ffast-math (hand_loops_fast.cpp).
+namespace bench::hand_fast {
+
+void softmax_rows(const float* x, float* out, std::int64_t cols, std::int64_t lo, std::int64_t hi);
+void layernorm_rows(const float* x, const float* gamma, const float* beta, float* out, std::int64_t cols, float eps,
+                    std::int64_t lo, std::int64_t hi);
+
+}  // namespace bench::hand_fast

@@ -1,9 +1,10 @@
 // wfgen_bench: runs the benchmark suite and writes the CSV and Markdown reports.
 //
-//   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,gemm,mlp,gen] [--threads 1,2]
+//   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,softmax,layernorm,call,gemm,mlp,gen] [--threads 1,2]
 //
 // Environment: BENCH_PASSES (passes per implementation, default 11),
 // BENCH_COMPILE_ALL=1 (compile every generated stdlib file, not a subset).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -23,6 +24,8 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+const std::vector<std::string> kSections = {"relu", "softmax", "layernorm", "call", "gemm", "mlp", "gen"};
+
 bool wanted(const std::vector<std::string>& only, const char* name) {
   return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
 }
@@ -41,7 +44,12 @@ int main(int argc, char** argv) {
     };
     if (a == "--csv") csv = value();
     else if (a == "--md") md = value();
-    else if (a == "--only") only = split_list(value());
+    else if (a == "--only") {
+      only = split_list(value());
+      for (const std::string& o : only)
+        if (std::find(kSections.begin(), kSections.end(), o) == kSections.end())
+          bench::fail("unknown section '" + o + "' in --only (expected relu, softmax, layernorm, call, gemm, mlp, gen)");
+    }
     else if (a == "--threads") {
       threads.clear();
       for (const std::string& t : split_list(value())) threads.push_back(std::stoi(t));
@@ -64,6 +72,9 @@ int main(int argc, char** argv) {
     report.note(os.str());
   };
   section("relu", [&] { bench::run_elementwise(report, threads); });
+  section("softmax", [&] { bench::run_softmax(report, threads); });
+  section("layernorm", [&] { bench::run_layernorm(report, threads); });
+  section("call", [&] { bench::run_call(report, threads); });
   section("gemm", [&] { bench::run_gemm(report, threads); });
   section("mlp", [&] { bench::run_mlp(report, threads); });
   section("gen", [&] { bench::run_generator(report); });
