@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "tests/listed_outputs.hpp"
 #include "wfgen/cli/commands.hpp"
 
@@ -19,7 +21,7 @@ namespace {
 std::string disasm(const std::string& yaml, const std::string& build, bool no_fuse = false, int* code = nullptr) {
   const fs::path dir = fs::temp_directory_path() / "wfgen_test_paths";
   fs::create_directories(dir);
-  const fs::path file = dir / (build + (no_fuse ? "_nofuse" : "") + ".yaml");
+  const fs::path file = dir / (std::to_string(::getpid()) + "_" + build + (no_fuse ? "_nofuse" : "") + ".yaml");
   {
     std::ofstream(file) << yaml;
   }
@@ -77,7 +79,11 @@ namespace {
 std::string explain(const std::string& yaml, const std::string& build, int* code = nullptr) {
   const fs::path dir = fs::temp_directory_path() / "wfgen_test_paths";
   fs::create_directories(dir);
-  const fs::path file = dir / "paths.yaml";
+  // ctest runs test cases in parallel processes: one folder each.
+  static int calls = 0;
+  const fs::path sub = dir / (std::to_string(::getpid()) + "_" + std::to_string(calls++));
+  fs::create_directories(sub);
+  const fs::path file = sub / "paths.yaml";
   {
     std::ofstream(file) << yaml;
   }

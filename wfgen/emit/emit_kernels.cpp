@@ -252,7 +252,8 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
   auto body = [&](bool unit_stride) {
     expr::EmitContext ctx;
     ctx.dtype = p.dtype;
-    std::string acc;  // the reduced value an epilogue reads as `acc`
+    std::string acc;            // the reduced value an epilogue reads as `acc`
+    std::string col = "wf_c";   // the column being read
     ctx.name = [&](const std::string& name) -> std::string {
       if (name == "acc") return acc;
       if (name == "n") return "wf_len";
@@ -260,7 +261,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       for (std::size_t k = 0; k < out; ++k) {
         if (p.tensors[k].name != name) continue;
         if (f.row_input[k]) return "wf_" + name + "[0]";
-        return "wf_" + name + (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(k)) + "]");
+        return "wf_" + name + (unit_stride ? "[" + col + "]" : "[" + col + " * wf_s" + num(static_cast<std::int64_t>(k)) + "]");
       }
       return name;
     };
@@ -274,18 +275,62 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
                          : rv.op == spec::ReduceOp::Min ? "wfgen::rt::highest_value<" + t + ">()"
                                                         : t + "(0)";
+      // a <- a combined with v; for max and min NaN wins, as in the reduce kernels.
+      auto combine = [&](const std::string& a, const std::string& v) {
+        switch (rv.op) {
+          // | and & on bools, not || and &&: no branches, so the loop vectorises.
+          case spec::ReduceOp::Max: return a + " = ((" + v + " > " + a + ") | ((" + v + " != " + v + ") & (" + a + " == " + a + "))) ? " + v + " : " + a + ";";
+          case spec::ReduceOp::Min: return a + " = ((" + v + " < " + a + ") | ((" + v + " != " + v + ") & (" + a + " == " + a + "))) ? " + v + " : " + a + ";";
+          default: return a + " += " + v + ";";
+        }
+      };
       const std::string a = "wf_acc" + num(static_cast<std::int64_t>(k));
-      w.line(t + " " + a + " = " + init + ";");
-      w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
-      w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
-      switch (rv.op) {
-        // NaN wins, as in the reduce kernels.
-        case spec::ReduceOp::Max: w.line("if (wf_v > " + a + " || (wf_v != wf_v && " + a + " == " + a + ")) " + a + " = wf_v;"); break;
-        case spec::ReduceOp::Min: w.line("if (wf_v < " + a + " || (wf_v != wf_v && " + a + " == " + a + ")) " + a + " = wf_v;"); break;
-        default: w.line(a + " += wf_v;"); break;
+      if (unit_stride) {
+        // Eight independent accumulators, so the loop vectorises (the sum's
+        // order differs from a sequential one by rounding only).
+        w.line(t + " " + a + "[8] = {" + init + ", " + init + ", " + init + ", " + init + ", " + init + ", " + init + ", " + init +
+               ", " + init + "};");
+        // max/min: a plain comparison per lane (it vectorises) and a NaN
+        // flag per lane; a NaN anywhere makes the result NaN, as in the reduce kernels.
+        const bool extreme = rv.op == spec::ReduceOp::Max || rv.op == spec::ReduceOp::Min;
+        const std::string nan = "wf_nan" + num(static_cast<std::int64_t>(k));
+        const std::string cmp = rv.op == spec::ReduceOp::Max ? " > " : " < ";
+        if (extreme) w.line("int " + nan + "[8] = {0, 0, 0, 0, 0, 0, 0, 0};");
+        const std::string j = "wf_j" + num(static_cast<std::int64_t>(k));
+        w.line("std::int64_t " + j + " = 0;");
+        w.open("for (; " + j + " + 8 <= wf_len; " + j + " += 8)");
+        w.open("for (int wf_l = 0; wf_l < 8; ++wf_l)");
+        col = j + " + wf_l";
+        w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+        if (extreme) {
+          w.line(a + "[wf_l] = wf_v" + cmp + a + "[wf_l] ? wf_v : " + a + "[wf_l];");
+          w.line(nan + "[wf_l] |= wf_v != wf_v;");
+        } else {
+          w.line(combine(a + "[wf_l]", "wf_v"));
+        }
+        w.close();
+        w.close();
+        col = j;
+        w.open("for (; " + j + " < wf_len; ++" + j + ")");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+        w.line(combine(a + "[0]", "wf_v"));
+        w.close();
+        col = "wf_c";
+        w.line("for (int wf_l = 1; wf_l < 8; ++wf_l) " + combine(a + "[0]", a + "[wf_l]"));
+        if (extreme) {
+          w.line("for (int wf_l = 0; wf_l < 8; ++wf_l)");
+          w.line("  if (" + nan + "[wf_l]) " + a + "[0] = std::numeric_limits<" + t + ">::quiet_NaN();");
+        }
+        acc = a + "[0]";
+      } else {
+        w.line(t + " " + a + " = " + init + ";");
+        w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+        w.line(combine(a, "wf_v"));
+        w.close();
+        acc = a;
       }
-      w.close();
-      acc = rv.op == spec::ReduceOp::Mean ? "(" + a + " / static_cast<" + t + ">(wf_len))" : a;
+      if (rv.op == spec::ReduceOp::Mean) acc = "(" + acc + " / static_cast<" + t + ">(wf_len))";
       w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
     }
     if (f.out_per_row) {

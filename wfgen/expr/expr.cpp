@@ -93,7 +93,7 @@ struct FnInfo {
 
 const FnInfo kFunctions[] = {
     {"abs", 1, Rule::Numeric, 1, "std::fabs($0)", "@iabs($0)", REAL(std::fabs(x)), INT(x < 0 ? wrapping_neg(x) : x)},
-    {"exp", 1, Rule::Float, 20, "std::exp($0)", "", REAL(std::exp(x)), nullptr},
+    {"exp", 1, Rule::Float, 20, "@exp($0)", "", REAL(M::exp(x)), nullptr},
     {"log", 1, Rule::Float, 20, "std::log($0)", "", REAL(std::log(x)), nullptr},
     {"log1p", 1, Rule::Float, 20, "std::log1p($0)", "", REAL(std::log1p(x)), nullptr},
     {"expm1", 1, Rule::Float, 20, "std::expm1($0)", "", REAL(std::expm1(x)), nullptr},

@@ -42,9 +42,14 @@ class LoopNest {
       if (shape[d] != 1) dims[kept++] = d;
     }
     // Largest stride outermost; stable, so equal strides keep their order.
-    std::stable_sort(dims.begin(), dims.begin() + kept, [&](int a, int b) {
-      return abs64(strides[order_by][a]) > abs64(strides[order_by][b]);
-    });
+    // Insertion sort: R is at most 8, and std::stable_sort allocates a
+    // buffer on every call (most of the cost of a kernel on 16 elements).
+    for (int i = 1; i < kept; ++i) {
+      const int d = dims[i];
+      int j = i;
+      for (; j > 0 && abs64(strides[order_by][dims[j - 1]]) < abs64(strides[order_by][d]); --j) dims[j] = dims[j - 1];
+      dims[j] = d;
+    }
     rank_ = 0;
     for (int i = 0; i < kept; ++i) {
       int d = dims[i];
