@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <ostream>
 #include <set>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include "wfgen/spec/spec.hpp"
 #include "wfgen/subscript/subscript.hpp"
 #include "wfgen/support/diagnostics.hpp"
+#include "wfgen/support/parallel.hpp"
 
 namespace wfgen::cli {
 
@@ -147,23 +149,47 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
     }
     emit::KernelEmitOptions eo;
     eo.ns = o.ns;
-    // Builds: trace, run the passes, and ask for the kernels they call.
+    eo.jobs = o.jobs;
+    // Builds: trace, run the passes, and ask for the kernels they call. The
+    // builds are independent (o.jobs threads); their results are taken in
+    // spec order, and up to the first error only, as a sequential run would.
+    std::vector<const spec::Build*> chosen;
+    for (const auto& b : s.builds)
+      if (o.builds.empty() || std::find(o.builds.begin(), o.builds.end(), b.name) != o.builds.end()) chosen.push_back(&b);
+    struct BuildResult {
+      std::string log;  // of the passes (--dump-after, --time-passes)
+      bool passes_done = false, done = false;
+      std::vector<lower::KernelRequest> needed;
+      std::vector<emit::OutputFile> files;
+    };
+    std::vector<BuildResult> results(chosen.size());
+    std::exception_ptr error;
+    try {
+      parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
+        const spec::Build& b = *chosen[i];
+        BuildResult& r = results[i];
+        graph::Graph g = trace::trace_build(s, b);
+        passes::PipelineOptions po;
+        po.dump_after = o.dump_after;
+        po.time_passes = o.time_passes;
+        passes::MemoryPlan plan = passes::run_pipeline(s, b, g, po, &r.log);
+        r.passes_done = true;
+        r.needed = emit::kernels_needed(s, b, g);
+        r.files = emit::emit_model(s, b, g, plan, eo);
+        r.done = true;
+      });
+    } catch (...) {
+      error = std::current_exception();  // the first failing build's, after the logs before it
+    }
     std::vector<emit::OutputFile> model_files;
     std::vector<lower::KernelRequest> needed;
-    for (const auto& b : s.builds) {
-      if (!o.builds.empty() && std::find(o.builds.begin(), o.builds.end(), b.name) == o.builds.end()) continue;
-      graph::Graph g = trace::trace_build(s, b);
-      passes::PipelineOptions po;
-      po.dump_after = o.dump_after;
-      po.time_passes = o.time_passes;
-      std::string log;
-      passes::MemoryPlan plan = passes::run_pipeline(s, b, g, po, &log);
-      io.err << log;
-      auto req = emit::kernels_needed(s, b, g);
-      needed.insert(needed.end(), req.begin(), req.end());
-      auto files = emit::emit_model(s, b, g, plan, eo);
-      model_files.insert(model_files.end(), files.begin(), files.end());
+    for (auto& r : results) {
+      if (r.passes_done) io.err << r.log;
+      if (!r.done) break;
+      needed.insert(needed.end(), r.needed.begin(), r.needed.end());
+      model_files.insert(model_files.end(), r.files.begin(), r.files.end());
     }
+    if (error) std::rethrow_exception(error);
     if (!o.stdlib && o.nodes.empty()) {
       // The user's own impls, every dtype and rank, plus what the builds call.
       sel.exact_only = true;

@@ -54,6 +54,7 @@ struct GenOptions {
   bool quiet = false;               // nothing but errors
   bool check = false;               // compare with the output directory, write nothing
   std::filesystem::path depfile;    // also write a Makefile-style depfile here
+  int jobs = 1;                     // threads for the builds and kernel files (the output does not depend on it)
   // Only kernels of these dtypes / ranks / devices among the impls selected
   // (the kernels a build calls are always generated). Empty: all.
   std::vector<std::string> dtypes;

@@ -61,8 +61,7 @@ int main(int argc, char** argv) {
   gen->add_option("--device", gen_opts.devices, "Generate the selected impls' kernels of this device only (repeatable; builds still get theirs)");
   bool no_fuse = false;
   gen->add_flag("--no-fuse", no_fuse, "Do not fuse kernels (accepted for build scripts; fusion is not implemented yet, so it changes nothing)");
-  int jobs = 1;
-  gen->add_option("-j,--jobs", jobs, "Worker threads (accepted; generation is sequential for now, the output is the same for any N)")
+  gen->add_option("-j,--jobs", gen_opts.jobs, "Threads generating the builds and kernel files (default 1); the output is the same for any N")
       ->check(CLI::PositiveNumber);
   gen->footer("Exit status: 0 success, 1 --check found differences, 2 bad input or usage, 3 internal error.");
 
