@@ -9,6 +9,7 @@
 #
 #   FUZZ_SECONDS=300 bash scripts/fuzz.sh          # every target, 5 minutes each
 #   FUZZ_TARGETS="spec expr" bash scripts/fuzz.sh  # some targets
+#   FUZZ_JOBS=1 bash scripts/fuzz.sh               # one at a time (default: one per core)
 #   WFGEN_SKIP_FUZZ=1 ...                          # (CI) skip this step
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +27,8 @@ fi
 
 # Every stage is instrumented for coverage and built with ASan + UBSan; the
 # C++ kernel reader (Clang libTooling) is left out: no target needs it.
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
+# -g1: line tables only, enough for file:line in a finding's stack.
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g1"
 CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS="$flags" -DWFGEN_FUZZ=ON -DWFGEN_WITH_CLANG=OFF >/dev/null
 fuzzers=""
@@ -36,21 +38,43 @@ cmake --build "$build" -j "$(nproc)" --target $fuzzers
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-failed=""
-for t in $targets; do
-  work="$build/corpus/$t"
-  findings="$build/findings/$t"
+# One fuzzer per core at a time (each is single-threaded and still gets its
+# FUZZ_SECONDS); the results are printed in the order of $targets.
+fuzz_one() {
+  local t=$1 work="$build/corpus/$1" findings="$build/findings/$1"
   mkdir -p "$work" "$findings"
-  echo "fuzz: $t for ${seconds}s"
   # The first folder receives new inputs; the committed corpus is only read.
-  if ! (cd "$findings" && "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-          -print_final_stats=1 "$work" "$root/tests/fuzz/corpus/$t" 2>"$build/fuzz_$t.log"); then
-    echo "fuzz: $t FOUND A PROBLEM; see $build/fuzz_$t.log and $findings" >&2
-    tail -n 40 "$build/fuzz_$t.log" >&2
-    failed="$failed $t"
+  (cd "$findings" && "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+     -print_final_stats=1 "$work" "$root/tests/fuzz/corpus/$t" 2>"$build/fuzz_$t.log")
+}
+report() {  # report TARGET STATUS
+  echo "fuzz: $1 for ${seconds}s"
+  if [ "$2" != 0 ]; then
+    echo "fuzz: $1 FOUND A PROBLEM; see $build/fuzz_$1.log and $build/findings/$1" >&2
+    tail -n 40 "$build/fuzz_$1.log" >&2
+    failed="$failed $1"
   else
-    grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$build/fuzz_$t.log" | tail -n 2 || true
+    grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$build/fuzz_$1.log" | tail -n 2 || true
   fi
+}
+jobs="${FUZZ_JOBS:-$(nproc)}"
+failed=""
+# shellcheck disable=SC2086
+set -- $targets
+while [ $# -gt 0 ]; do
+  batch=()
+  pids=()
+  while [ $# -gt 0 ] && [ ${#batch[@]} -lt "$jobs" ]; do
+    fuzz_one "$1" &
+    pids+=($!)
+    batch+=("$1")
+    shift
+  done
+  for i in "${!batch[@]}"; do
+    status=0
+    wait "${pids[$i]}" || status=$?
+    report "${batch[$i]}" "$status"
+  done
 done
 if [ -n "$failed" ]; then
   echo "fuzz: findings in:$failed" >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The command line flags added for build systems and users (docs/cli.md):
 # --version, --help of every subcommand, exit codes, --dtype/--rank/--device,
-# --jobs/--no-fuse (accepted, output unchanged), -q/-v, --depfile, --check.
+# --jobs (output and errors unchanged), --no-fuse (accepted), -q/-v, --depfile, --check.
 #   cli.sh WFGEN SOURCE_DIR WORK
 set -uo pipefail
 wfgen=$1 root=$2 work=$3
@@ -38,6 +38,48 @@ grep -q 'f64_r' f64/scaleshift.cpp && ! grep -q 'scale_shift_f32\|scaleshift_f32
 expect_rc 0 "$wfgen" gen "$spec" -o jobs --jobs 2 --no-fuse -q
 [ ! -s "$work/err" ] || fail "-q printed: $(cat "$work/err")"
 diff -r full jobs >/dev/null || fail "--jobs 2 --no-fuse changed the output"
+# --jobs N on the whole standard library and every test model (many node
+# files and builds): the same bytes as --jobs 1.
+many=("$root/tests/models/models.yaml" "$root/tests/autodiff/grad_check.yaml" "$root/tests/autodiff/training.yaml")
+expect_rc 0 "$wfgen" gen --stdlib "${many[@]}" -o jobs1 --jobs 1
+expect_rc 0 "$wfgen" gen --stdlib "${many[@]}" -o jobs4 --jobs 4
+[ "$(grep -c . jobs1/.wfgen-outputs)" -gt 100 ] || fail "--stdlib with the test models wrote only $(grep -c . jobs1/.wfgen-outputs) files"
+diff -r jobs1 jobs4 || fail "--jobs 4 changed the output of --stdlib and the test models"
+# ... and the same errors: the first failing build's (a sequential run
+# stops there), after the --dump-after output of the builds before it.
+cat >bad_builds.yaml <<'YAML'
+models:
+  - name: Good
+    where: "X[n] -> Y[n]"
+    call: |
+      return relu(X)
+  - name: BadShape
+    args: {n: {type: int}}
+    params:
+      W: {shape: [3, 4], init: xavier}
+    where: "X[batch n] -> Y[batch 4]"
+    call: |
+      return X @ W
+  - name: BadSize
+    where: "X[batch n] -> Y[batch n]"
+    call: |
+      k = X.size(0)
+      return X * k
+builds:
+  - {name: good1, model: Good, dtype: f32, devices: [cpu]}
+  - {name: bad_shape, model: BadShape, args: {n: 5}, dtype: f32, devices: [cpu]}
+  - {name: good2, model: Good, dtype: f32, devices: [cpu]}
+  - {name: bad_size, model: BadSize, dtype: f32, devices: [cpu]}
+YAML
+expect_rc 2 "$wfgen" gen bad_builds.yaml -o bad --jobs 1 --dump-after trace
+cp "$work/err" err1
+grep -q "^bad_builds.yaml:12:14: error: shape error" err1 || fail "--jobs 1 did not report the first bad build: $(cat err1)"
+! grep -q "run-time size" err1 || fail "--jobs 1 reported the second bad build too: $(cat err1)"
+for i in 1 2 3; do
+  expect_rc 2 "$wfgen" gen bad_builds.yaml -o bad --jobs 4 --dump-after trace
+  diff err1 "$work/err" || fail "--jobs 4 reported other errors than --jobs 1"
+done
+[ ! -e bad ] || fail "a failed gen wrote $work/bad"
 rm -rf verbose
 expect_rc 0 "$wfgen" -v gen "$spec" -o verbose
 [ "$(grep -c '^wrote ' "$work/err")" = "$(grep -c . verbose/.wfgen-outputs)" ] || fail "-v did not list every file written"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <ostream>
 #include <set>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include "wfgen/spec/spec.hpp"
 #include "wfgen/subscript/subscript.hpp"
 #include "wfgen/support/diagnostics.hpp"
+#include "wfgen/support/parallel.hpp"
 
 namespace wfgen::cli {
 
@@ -148,25 +150,57 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
     }
     emit::KernelEmitOptions eo;
     eo.ns = o.ns;
-    // Builds: trace, run the passes, and ask for the kernels they call.
+    eo.jobs = o.jobs;
+    // Builds: trace, run the passes, and ask for the kernels they call. The
+    // builds are independent (o.jobs threads); their results are taken in
+    // spec order, and up to the first error only, as a sequential run would.
+    std::vector<const spec::Build*> chosen;
+    for (const auto& b : s.builds)
+      if (o.builds.empty() || std::find(o.builds.begin(), o.builds.end(), b.name) != o.builds.end()) chosen.push_back(&b);
+    struct BuildResult {
+      std::string log;  // of the passes (--dump-after, --time-passes)
+      bool passes_done = false, done = false;
+      graph::Graph graph;
+      passes::MemoryPlan plan;
+      std::vector<lower::KernelRequest> needed;
+      std::vector<emit::OutputFile> files;
+    };
+    std::vector<BuildResult> results(chosen.size());
+    // Fused kernels, shared by the builds (equal bodies generated once); they
+    // are named in spec order once every build has been fused.
+    passes::FusionRegistry fusion(s);
+    std::exception_ptr error;
+    try {
+      parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
+        const spec::Build& b = *chosen[i];
+        BuildResult& r = results[i];
+        r.graph = trace::trace_build(s, b);
+        passes::PipelineOptions po;
+        po.dump_after = o.dump_after;
+        po.time_passes = o.time_passes;
+        po.fusion = o.no_fuse || !b.fuse ? nullptr : &fusion;
+        po.build_index = static_cast<int>(i);
+        r.plan = passes::run_pipeline(s, b, r.graph, po, &r.log);
+        r.passes_done = true;
+        r.needed = emit::kernels_needed(s, b, r.graph);
+      });
+      fusion.finalize();
+      parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
+        results[i].files = emit::emit_model(s, *chosen[i], results[i].graph, results[i].plan, eo);
+        results[i].done = true;
+      });
+    } catch (...) {
+      error = std::current_exception();  // the first failing build's, after the logs before it
+    }
     std::vector<emit::OutputFile> model_files;
     std::vector<lower::KernelRequest> needed;
-    passes::FusionRegistry fusion(s);  // fused kernels, shared by the builds
-    for (const auto& b : s.builds) {
-      if (!o.builds.empty() && std::find(o.builds.begin(), o.builds.end(), b.name) == o.builds.end()) continue;
-      graph::Graph g = trace::trace_build(s, b);
-      passes::PipelineOptions po;
-      po.dump_after = o.dump_after;
-      po.time_passes = o.time_passes;
-      po.fusion = o.no_fuse || !b.fuse ? nullptr : &fusion;
-      std::string log;
-      passes::MemoryPlan plan = passes::run_pipeline(s, b, g, po, &log);
-      io.err << log;
-      auto req = emit::kernels_needed(s, b, g);
-      needed.insert(needed.end(), req.begin(), req.end());
-      auto files = emit::emit_model(s, b, g, plan, eo);
-      model_files.insert(model_files.end(), files.begin(), files.end());
+    for (auto& r : results) {
+      if (r.passes_done) io.err << r.log;
+      if (!r.passes_done || !r.done) break;
+      needed.insert(needed.end(), r.needed.begin(), r.needed.end());
+      model_files.insert(model_files.end(), r.files.begin(), r.files.end());
     }
+    if (error) std::rethrow_exception(error);
     if (!o.stdlib && o.nodes.empty()) {
       // The user's own impls, every dtype and rank, plus what the builds call.
       sel.exact_only = true;
@@ -283,6 +317,7 @@ graph::Graph planned(const spec::Spec& s, const spec::Build& build, passes::Fusi
   po.fusion = fuse && build.fuse ? &fusion : nullptr;
   po.rewrites = rewrites;
   passes::run_pipeline(s, build, g, po, nullptr);
+  fusion.finalize();
   return g;
 }
 

@@ -55,6 +55,7 @@ struct GenOptions {
   bool check = false;               // compare with the output directory, write nothing
   std::filesystem::path depfile;    // also write a Makefile-style depfile here
   bool no_fuse = false;             // no paths, no automatic fusion (as `fuse: false` on every build)
+  int jobs = 1;                     // threads for the builds and kernel files (the output does not depend on it)
   // Only kernels of these dtypes / ranks / devices among the impls selected
   // (the kernels a build calls are always generated). Empty: all.
   std::vector<std::string> dtypes;

@@ -60,8 +60,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 8));
   gen->add_option("--device", gen_opts.devices, "Generate the selected impls' kernels of this device only (repeatable; builds still get theirs)");
   gen->add_flag("--no-fuse", gen_opts.no_fuse, "Apply no paths and no automatic fusion (every build as with `fuse: false`)");
-  int jobs = 1;
-  gen->add_option("-j,--jobs", jobs, "Worker threads (accepted; generation is sequential for now, the output is the same for any N)")
+  gen->add_option("-j,--jobs", gen_opts.jobs, "Threads generating the builds and kernel files (default 1); the output is the same for any N")
       ->check(CLI::PositiveNumber);
   gen->footer("Exit status: 0 success, 1 --check found differences, 2 bad input or usage, 3 internal error.");
 

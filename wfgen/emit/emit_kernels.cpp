@@ -1,9 +1,11 @@
 #include "wfgen/emit/emit_kernels.hpp"
 
+#include <iterator>
 #include <map>
 
 #include "wfgen/emit/code_writer.hpp"
 #include "wfgen/support/names.hpp"
+#include "wfgen/support/parallel.hpp"
 
 namespace wfgen::emit {
 
@@ -729,8 +731,11 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     if (!by_file.count(f)) order.push_back(f);
     by_file[f].push_back(&p);
   }
-  for (const auto& f : order) {
-    const auto& ps = by_file[f];
+  // The node files do not depend on each other: written by options.jobs threads.
+  std::vector<OutputFile> node_files(order.size());
+  parallel_for(order.size(), options.jobs, [&](std::size_t i) {
+    const std::string& f = order[i];
+    const auto& ps = by_file.at(f);
     CodeWriter w;
     w.block(kHeaderBanner);
     const spec::Node* node = ps.front()->node;
@@ -750,8 +755,9 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
       w.line();
     }
     w.line("}  // namespace " + options.ns);
-    files.push_back({f, w.str()});
-  }
+    node_files[i] = {f, w.str()};
+  });
+  files.insert(files.end(), std::make_move_iterator(node_files.begin()), std::make_move_iterator(node_files.end()));
   // kernel_table.cpp
   {
     CodeWriter w;

@@ -24,6 +24,7 @@ struct OutputFile {
 
 struct KernelEmitOptions {
   std::string ns = "wfgen_kernels";  // C++ namespace of the generated kernels
+  int jobs = 1;                      // threads emitting the node files (the text does not depend on it)
 };
 
 std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans, const KernelEmitOptions& options);
