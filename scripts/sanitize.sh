@@ -8,7 +8,7 @@
 #   bash scripts/sanitize.sh                 # the whole suite
 #   WFGEN_SANITIZE_SCOPE=core bash scripts/sanitize.sh
 #       # only the inputs-facing stages and the runtime: spec, subscript, body,
-#       # expr, runtime, models, custom kernels, as_node, fuzz corpus replays
+#       # expr, runtime, models, no-exceptions models, custom kernels, as_node, fuzz corpus replays
 #   WFGEN_SKIP_SANITIZE=1 ...                # (CI) skip this step
 # Extra arguments go to ctest.
 set -euo pipefail
@@ -31,7 +31,7 @@ case "$scope" in
     include=""
     ;;
   core)
-    targets="wfgen test_spec test_subscript test_body test_expr test_runtime test_models test_custom_kernels
+    targets="wfgen test_spec test_subscript test_body test_expr test_runtime test_models test_noexcept test_custom_kernels
              test_as_node fuzz_subscript_replay fuzz_expr_replay fuzz_body_replay fuzz_spec_replay fuzz_trace_replay
              fuzz_params_replay"
     # Left out (they run in the full scope): test_cppkernel (Clang
@@ -39,7 +39,7 @@ case "$scope" in
     # are compiled and run in test_models), test_autodiff (70 more generated
     # files to compile under ASan) and the cmake.* tests (they install and build the
     # examples: a build-system test, not a memory one).
-    include="^(test_spec|test_subscript|test_body|test_expr|test_runtime|test_models|test_custom_kernels|test_as_node|fuzz_replay)[:_]"
+    include="^(test_spec|test_subscript|test_body|test_expr|test_runtime|test_models|test_custom_kernels|test_as_node|fuzz_replay)[:_]|^test_noexcept$"
     ;;
   *)
     echo "sanitize: WFGEN_SANITIZE_SCOPE must be full or core, not '$scope'" >&2

@@ -26,19 +26,18 @@ void Arena::reserve(std::size_t bytes) {
 Tensor Arena::tensor(DType dtype, const Shape& shape, std::size_t byte_offset) const {
   const std::size_t esize = dtype_size(dtype);
   if (byte_offset % esize != 0) {
-    throw Error(ErrorCode::InvalidArgument,
+    fail(ErrorCode::InvalidArgument,
                 "arena byte offset " + std::to_string(byte_offset) + " is not a multiple of " +
                     std::to_string(esize) + ", expected an offset aligned for dtype " +
                     dtype_name(dtype));
   }
   const auto numel = static_cast<std::size_t>(internal::checked_numel(shape, "arena tensor"));
   if (numel > std::numeric_limits<std::size_t>::max() / esize) {
-    throw Error(ErrorCode::InvalidArgument,
-                "arena tensor of shape " + shape_to_string(shape) + " is too large");
+    fail(ErrorCode::SizeOverflow, "arena tensor of shape " + shape_to_string(shape) + " is too large");
   }
   const std::size_t need = numel * esize;
   if (byte_offset > capacity() || need > capacity() - byte_offset) {
-    throw Error(ErrorCode::OutOfBounds,
+    fail(ErrorCode::OutOfBounds,
                 "arena tensor of shape " + shape_to_string(shape) + " needs bytes [" +
                     std::to_string(byte_offset) + ", " + std::to_string(byte_offset + need) +
                     "), but the arena holds " + std::to_string(capacity()) + " bytes");

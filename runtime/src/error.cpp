@@ -1,4 +1,8 @@
-// Error codes and shape formatting used in every runtime message.
+// Error codes, Status, fail() and shape formatting used in every runtime message.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "wfgen/runtime.hpp"
@@ -11,11 +15,16 @@ namespace {
 constexpr const char* kErrorCodeNames[] = {
     "shape mismatch", "dtype mismatch", "rank mismatch",      "out of bounds",  "invalid view",
     "null buffer",    "aliased buffer", "bad parameter file", "out of memory", "invalid argument",
+    "size overflow",
 };
 static_assert(sizeof(kErrorCodeNames) / sizeof(kErrorCodeNames[0]) == kErrorCodeCount,
               "kErrorCodeNames must name every ErrorCode");
-static_assert(static_cast<int>(ErrorCode::InvalidArgument) == kErrorCodeCount - 1,
+static_assert(static_cast<int>(ErrorCode::SizeOverflow) == kErrorCodeCount - 1,
               "kErrorCodeCount must match ErrorCode");
+
+std::atomic<FatalHandler> g_fatal_handler{nullptr};
+std::mutex g_fatal_mutex;
+Status g_fatal_error;  // guarded by g_fatal_mutex
 
 }  // namespace
 
@@ -26,6 +35,38 @@ const char* error_code_name(ErrorCode code) {
 
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error(message), code_(code) {}
+
+std::string Status::to_string() const {
+  return ok() ? std::string("ok") : std::string(error_code_name(code_)) + ": " + message_;
+}
+
+void set_fatal_handler(FatalHandler handler) noexcept { g_fatal_handler.store(handler); }
+
+Status last_fatal_error() {
+  std::lock_guard lock(g_fatal_mutex);
+  return g_fatal_error;
+}
+
+void fail(ErrorCode code, const std::string& message) {
+#if WFGEN_EXCEPTIONS
+  throw Error(code, message);
+#else
+  const Status status(code, message);
+  {
+    std::lock_guard lock(g_fatal_mutex);
+    g_fatal_error = status;
+  }
+  if (FatalHandler h = g_fatal_handler.load()) h(status);
+  std::fprintf(stderr, "wfgen: %s: %s\n", error_code_name(code), message.c_str());
+  std::fflush(stderr);
+  std::abort();
+#endif
+}
+
+void fail(const Status& status) {
+  if (status.ok()) fail(ErrorCode::InvalidArgument, "fail() called with a Status that is ok");
+  fail(status.code(), status.message());
+}
 
 std::string shape_to_string(std::span<const std::int64_t> dims) {
   std::string s = "(";

@@ -30,6 +30,8 @@ std::string format_element(E v) {
 // Validates a shape given by the user (rank <= kMaxRank, sizes >= 0, element
 // count fits int64) and returns its element count; `what` names the caller.
 std::int64_t checked_numel(const Shape& shape, const char* what);
+// The same as a Status (the count in `n`).
+Status numel_status(const Shape& shape, const char* what, std::int64_t& n);
 
 // Calls f(offset_a, offset_b) for every index of `shape`, in row-major order,
 // where offset_x = sum(index[i] * strides_x[i]) in elements. Does nothing if
@@ -85,7 +87,7 @@ E convert_checked(double value, const char* what) {
     const double lo = static_cast<double>(std::numeric_limits<E>::min());
     const double hi = static_cast<double>(std::numeric_limits<E>::max()) + 1.0;
     if (!(value >= lo && value < hi)) {
-      throw Error(ErrorCode::InvalidArgument,
+      fail(ErrorCode::InvalidArgument,
                   std::string(what) + " value " + std::to_string(value) + " does not fit dtype " +
                       dtype_name(dtype_of_v<E>));
     }

@@ -1,6 +1,8 @@
 #include "wfgen/model_support.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,8 +24,62 @@ TensorRef empty_ref(void* data, DType dtype, int rank) {
 
 void check_rank(int rank) {
   if (rank < 0 || rank > kMaxRank) {
-    throw Error(ErrorCode::InvalidArgument, "rank " + std::to_string(rank) + " is out of range (0 to " + std::to_string(kMaxRank) + ")");
+    fail(ErrorCode::InvalidArgument, "rank " + std::to_string(rank) + " is out of range (0 to " + std::to_string(kMaxRank) + ")");
   }
+}
+
+constexpr std::int64_t kMaxBytes = PTRDIFF_MAX;
+
+std::string shape_text(std::initializer_list<std::int64_t> shape) {
+  std::string s = "(";
+  int k = 0;
+  for (auto d : shape) s += (k++ ? " " : "") + (d == Size::kInvalid ? std::string("?") : std::to_string(d));
+  return s + ")";
+}
+
+// Element count and bytes of `shape`, or the error: a size computed from
+// the inputs overflowed (Size::kInvalid), a negative size, or a count or
+// byte size beyond kMaxBytes.
+Status checked_bytes(DType dtype, std::initializer_list<std::int64_t> shape, std::int64_t& numel, std::int64_t& bytes) {
+  numel = 1;
+  for (auto d : shape) {
+    if (d == Size::kInvalid) {
+      return Status(ErrorCode::SizeOverflow, "a tensor of shape " + shape_text(shape) +
+                                                 ": a size computed from the inputs' sizes does not fit in int64 (or divides by zero)");
+    }
+    if (d < 0) {
+      return Status(ErrorCode::InvalidArgument, "a tensor of shape " + shape_text(shape) + " has a negative size, expected sizes >= 0");
+    }
+  }
+  for (auto d : shape) {
+    if (__builtin_mul_overflow(numel, d, &numel)) {
+      return Status(ErrorCode::SizeOverflow, "a tensor of shape " + shape_text(shape) + " has more elements than fit in int64");
+    }
+  }
+  const auto esize = static_cast<std::int64_t>(dtype_size(dtype));
+  if (__builtin_mul_overflow(numel, esize, &bytes) || bytes > kMaxBytes) {
+    return Status(ErrorCode::SizeOverflow, "a tensor of shape " + shape_text(shape) + " and dtype " + dtype_name(dtype) + " needs " +
+                                               std::to_string(numel) + " * " + std::to_string(esize) +
+                                               " bytes, more than fit in the address space (PTRDIFF_MAX)");
+  }
+  return {};
+}
+
+// a * b for strides and offsets; SizeOverflow when it does not fit in int64.
+std::int64_t mul_or_fail(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    fail(ErrorCode::SizeOverflow, std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows int64");
+  }
+  return r;
+}
+
+std::int64_t add_or_fail(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    fail(ErrorCode::SizeOverflow, std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows int64");
+  }
+  return r;
 }
 
 std::string dims_str(const std::int64_t* d, int n) {
@@ -37,13 +93,15 @@ std::string dims_str(const std::int64_t* d, int n) {
 TensorRef contiguous_ref(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
   int rank = static_cast<int>(shape.size());
   check_rank(rank);
+  std::int64_t numel = 0, bytes = 0;
+  if (Status st = checked_bytes(dtype, shape, numel, bytes); !st.ok()) fail(st);
   TensorRef r = empty_ref(data, dtype, rank);
   int k = 0;
   for (auto d : shape) r.shape[k++] = d;
   std::int64_t stride = 1;
   for (int d = rank - 1; d >= 0; --d) {
     r.strides[d] = stride;
-    stride *= r.shape[d];
+    stride *= std::max<std::int64_t>(r.shape[d], 1);  // cannot overflow: numel fits (or a size is 0)
   }
   return r;
 }
@@ -74,7 +132,7 @@ TensorRef broadcast_ref(const TensorRef& base, std::initializer_list<std::int64_
     } else if (base.shape[b] == 1) {
       r.strides[d] = 0;
     } else {
-      throw Error(ErrorCode::ShapeMismatch, "cannot broadcast " + dims_str(base.shape, base.rank) + " to " + dims_str(r.shape, rank));
+      fail(ErrorCode::ShapeMismatch, "cannot broadcast " + dims_str(base.shape, base.rank) + " to " + dims_str(r.shape, rank));
     }
   }
   return r;
@@ -82,9 +140,9 @@ TensorRef broadcast_ref(const TensorRef& base, std::initializer_list<std::int64_
 
 TensorRef reshape_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
   std::int64_t n = 1;
-  for (int d = 0; d < base.rank; ++d) n *= base.shape[d];
+  for (int d = 0; d < base.rank; ++d) n = mul_or_fail(n, base.shape[d], "reshape_ref");
   if (numel_of(shape) != n) {
-    throw Error(ErrorCode::ShapeMismatch, "cannot reshape " + dims_str(base.shape, base.rank) + " (" + std::to_string(n) + " elements)");
+    fail(ErrorCode::ShapeMismatch, "cannot reshape " + dims_str(base.shape, base.rank) + " (" + std::to_string(n) + " elements)");
   }
   return contiguous_ref(base.data, base.dtype, shape);
 }
@@ -94,15 +152,18 @@ TensorRef slice_ref(const TensorRef& base, std::initializer_list<std::int64_t> s
   TensorRef r = base;
   std::int64_t offset = 0;
   int k = 0;
-  for (auto s : starts) offset += s * base.strides[k++];
+  for (auto s : starts) {
+    offset = add_or_fail(offset, mul_or_fail(s, base.strides[k], "slice_ref"), "slice_ref");
+    ++k;
+  }
   k = 0;
   for (auto s : steps) {
-    r.strides[k] = base.strides[k] * s;
+    r.strides[k] = mul_or_fail(base.strides[k], s, "slice_ref");
     ++k;
   }
   k = 0;
   for (auto d : shape) r.shape[k++] = d;
-  r.data = static_cast<char*>(base.data) + offset * static_cast<std::int64_t>(dtype_size(base.dtype));
+  r.data = static_cast<char*>(base.data) + mul_or_fail(offset, static_cast<std::int64_t>(dtype_size(base.dtype)), "slice_ref");
   return r;
 }
 
@@ -134,25 +195,85 @@ TensorRef unsqueeze_ref(const TensorRef& base, int axis) {
 }
 
 std::int64_t numel_of(std::initializer_list<std::int64_t> shape) {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
+  std::int64_t numel = 0, bytes = 0;
+  if (Status st = checked_bytes(DType::u8, shape, numel, bytes); !st.ok()) fail(st);
+  return numel;
 }
 
 std::size_t bytes_of(DType dtype, std::initializer_list<std::int64_t> shape) {
-  return static_cast<std::size_t>(numel_of(shape)) * dtype_size(dtype);
+  std::int64_t numel = 0, bytes = 0;
+  if (Status st = checked_bytes(dtype, shape, numel, bytes); !st.ok()) fail(st);
+  return static_cast<std::size_t>(bytes);
+}
+
+// --- run-time sizes ---------------------------------------------------------------
+
+std::size_t ArenaPlan::bytes(DType dtype, std::initializer_list<std::int64_t> shape) {
+  if (!status_.ok()) return 0;
+  std::int64_t numel = 0, bytes = 0;
+  Status st = checked_bytes(dtype, shape, numel, bytes);
+  if (!st.ok()) {
+    status_ = Status(st.code(), "the model's arena: " + st.message());
+    return 0;
+  }
+  return static_cast<std::size_t>(bytes);
+}
+
+std::size_t ArenaPlan::slot(std::initializer_list<std::size_t> sizes) {
+  if (!status_.ok()) return 0;
+  std::size_t largest = 0;
+  for (auto b : sizes) largest = std::max(largest, b);
+  const std::size_t at = total_;
+  // Both below PTRDIFF_MAX, so the sums below cannot wrap a size_t.
+  const std::size_t rounded = (largest + (kAlignment - 1)) / kAlignment * kAlignment;
+  if (rounded > static_cast<std::size_t>(kMaxBytes) - total_) {
+    status_ = Status(ErrorCode::SizeOverflow, "the model's arena needs more than PTRDIFF_MAX bytes (" + std::to_string(total_) +
+                                                  " bytes, then a slot of " + std::to_string(largest) + ")");
+    return 0;
+  }
+  total_ += rounded;
+  return at;
+}
+
+Status ArenaPlan::allocate(Tensor& arena) const {
+  if (!status_.ok()) return status_;
+  const std::size_t need = std::max<std::size_t>(total_, kAlignment);
+  if (arena.defined() && arena.nbytes() >= need) return {};
+  return try_zeros(arena, DType::u8, {static_cast<std::int64_t>(need)});
+}
+
+Status try_zeros(Tensor& out, DType dtype, const Shape& shape) {
+  for (auto d : shape) {
+    if (d == Size::kInvalid) {
+      return Status(ErrorCode::SizeOverflow, "a tensor of shape " + shape_to_string(shape) +
+                                                 ": a size computed from the inputs' sizes does not fit in int64 (or divides by zero)");
+    }
+  }
+  return Tensor::try_empty(dtype, shape, out);  // zero-filled
 }
 
 Tensor copy_out(const TensorRef& ref) {
+  Tensor out;
+  if (Status st = try_copy_out(ref, out); !st.ok()) fail(st);
+  return out;
+}
+
+Status try_copy_out(const TensorRef& ref, Tensor& out) {
+  if (ref.rank < 0 || ref.rank > kMaxRank || static_cast<int>(ref.dtype) >= kDTypeCount) {
+    return Status(ErrorCode::InvalidArgument, "copy_out got a tensor of rank " + std::to_string(ref.rank) + " and dtype code " +
+                                                  std::to_string(static_cast<int>(ref.dtype)));
+  }
   Shape shape(ref.shape, ref.shape + ref.rank);
   Shape strides(ref.strides, ref.strides + ref.rank);
-  Tensor out = Tensor::empty(ref.dtype, shape);
+  Tensor result;
+  if (Status st = Tensor::try_empty(ref.dtype, shape, result); !st.ok()) return st;
   visit_dtype(ref.dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     Tensor view = Tensor::borrow(static_cast<E*>(ref.data), shape, strides);
-    out.copy_from(view);
+    result.copy_from(view);
   });
-  return out;
+  out = std::move(result);
+  return {};
 }
 
 // --- inputs -----------------------------------------------------------------------
@@ -160,55 +281,70 @@ Tensor copy_out(const TensorRef& ref) {
 InputBinder::InputBinder(const char* model, const char* where, std::span<const char* const> symbols)
     : model_(model), where_(where), symbols_(symbols), values_(symbols.size(), -1) {}
 
-void InputBinder::fail(ErrorCode code, const std::string& report) const {
+Status InputBinder::report(ErrorCode code, const std::string& report) const {
   std::ostringstream os;
   os << "[wfgen] Shape-Error: Couldn't step forward because of shape-error.\n\n";
   os << "The operation was : <Model: " << model_ << " (" << where_ << ")>\n\n";
   os << "Input(s)            : (";
   for (std::size_t k = 0; k < given_.size(); ++k) os << (k ? " " : "") << given_[k];
   os << ")\n\nHere's a list of reports.\n\n1. " << report;
-  throw Error(code, os.str());
+  return Status(code, os.str());
 }
 
 void InputBinder::bind(const char* name, const Tensor& t, DType dtype, std::initializer_list<InputDim> dims) {
-  given_.push_back(shape_to_string(t.shape()));
-  if (!t.defined()) fail(ErrorCode::NullBuffer, std::string("the input ") + name + " was not set.");
+  if (Status st = check(name, t, dtype, dims); !st.ok()) rt::fail(st);
+}
+
+Status InputBinder::check(const char* name, const Tensor& t, DType dtype, std::initializer_list<InputDim> dims) {
+  given_.push_back(t.defined() ? shape_to_string(t.shape()) : std::string("unset"));
+  if (!t.defined()) return report(ErrorCode::NullBuffer, std::string("the input ") + name + " was not set.");
   if (t.dtype() != dtype) {
-    fail(ErrorCode::DTypeMismatch, std::string("the input ") + name + " has dtype " + dtype_name(t.dtype()) + ", but the model takes " +
-                                       dtype_name(dtype) + ".");
+    return report(ErrorCode::DTypeMismatch, std::string("the input ") + name + " has dtype " + dtype_name(t.dtype()) +
+                                                ", but the model takes " + dtype_name(dtype) + ".");
   }
   std::string expected = "(";
   int k = 0;
   for (const auto& d : dims) expected += (k++ ? " " : "") + (d.symbol ? std::string(d.symbol) : std::to_string(d.size));
   expected += ")";
   if (t.rank() != static_cast<int>(dims.size())) {
-    fail(ErrorCode::RankMismatch, std::string("Couldn't identify the rank of ") + name + ": expected " + std::to_string(dims.size()) +
-                                      " dims " + expected + ", but got " + std::to_string(t.rank()) + ": " + shape_to_string(t.shape()) + ".");
+    return report(ErrorCode::RankMismatch, std::string("Couldn't identify the rank of ") + name + ": expected " +
+                                               std::to_string(dims.size()) + " dims " + expected + ", but got " +
+                                               std::to_string(t.rank()) + ": " + shape_to_string(t.shape()) + ".");
+  }
+  // Tensors keep their element count in int64; the bytes must fit as well
+  // (PTRDIFF_MAX), or the model's size arithmetic could not hold them.
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(t.numel(), static_cast<std::int64_t>(dtype_size(dtype)), &bytes)) {
+    return report(ErrorCode::SizeOverflow, std::string("the input ") + name + " of shape " + shape_to_string(t.shape()) +
+                                               " has more bytes than fit in the address space.");
   }
   int axis = 0;
   for (const auto& d : dims) {
     std::int64_t got = t.dim(axis);
     if (!d.symbol) {
       if (got != d.size) {
-        fail(ErrorCode::ShapeMismatch, std::string("Couldn't identify axis ") + std::to_string(axis) + " of " + name + ": it is " +
-                                           std::to_string(d.size) + "\n but got: " + std::to_string(got) + ".\n Expected " + name +
-                                           " = " + expected + ", but got: " + shape_to_string(t.shape()));
+        return report(ErrorCode::ShapeMismatch, std::string("Couldn't identify axis ") + std::to_string(axis) + " of " + name +
+                                                    ": it is " + std::to_string(d.size) + "\n but got: " + std::to_string(got) +
+                                                    ".\n Expected " + name + " = " + expected + ", but got: " +
+                                                    shape_to_string(t.shape()));
       }
     } else {
       std::size_t s = 0;
       while (s < symbols_.size() && std::string_view(symbols_[s]) != d.symbol) ++s;
-      if (s == symbols_.size()) throw Error(ErrorCode::InvalidArgument, std::string("unknown symbol ") + d.symbol);
+      if (s == symbols_.size()) return Status(ErrorCode::InvalidArgument, std::string("unknown symbol ") + d.symbol);
       if (values_[s] < 0) {
         values_[s] = got;
       } else if (values_[s] != got) {
-        fail(ErrorCode::ShapeMismatch, std::string("Couldn't identify ") + d.symbol + ": " + d.symbol + " is determined as " +
-                                           std::to_string(values_[s]) + "\n but got: " + std::to_string(got) + " at axis " +
-                                           std::to_string(axis) + " of " + name + ".\n Expected " + name + " = " + expected +
-                                           ", but got: " + shape_to_string(t.shape()));
+        return report(ErrorCode::ShapeMismatch, std::string("Couldn't identify ") + d.symbol + ": " + d.symbol +
+                                                    " is determined as " + std::to_string(values_[s]) + "\n but got: " +
+                                                    std::to_string(got) + " at axis " + std::to_string(axis) + " of " + name +
+                                                    ".\n Expected " + name + " = " + expected + ", but got: " +
+                                                    shape_to_string(t.shape()));
       }
     }
     ++axis;
   }
+  return {};
 }
 
 // --- parameters -------------------------------------------------------------------
@@ -278,34 +414,79 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+// Reads the parameter file's bytes in order; the first problem is kept as
+// error() (BadParameterFile) and every later read gives zeros.
 class Reader {
  public:
   Reader(const std::vector<char>& in, const std::string& path) : in_(in), path_(path) {}
-  void bytes(void* p, std::size_t n) {
-    if (pos_ + n > in_.size()) fail("the file is truncated (needed " + std::to_string(n) + " more bytes at offset " + std::to_string(pos_) + ")");
+  bool bytes(void* p, std::size_t n) {
+    if (!error_.ok()) return false;
+    if (n > in_.size() - pos_) {
+      fail("the file is truncated (needed " + std::to_string(n) + " more bytes at offset " + std::to_string(pos_) + ")");
+      return false;
+    }
     std::memcpy(p, in_.data() + pos_, n);
     pos_ += n;
+    return true;
   }
   template <class T>
   T get() {
-    T v;
-    bytes(&v, sizeof v);
+    T v{};
+    if (!bytes(&v, sizeof v)) return T{};
     return v;
   }
   std::size_t pos() const { return pos_; }
-  [[noreturn]] void fail(const std::string& why) const {
-    throw Error(ErrorCode::BadParameterFile, "parameter file " + path_ + ": " + why);
+  bool ok() const { return error_.ok(); }
+  // Keeps the first error.
+  void fail(const std::string& why) {
+    if (error_.ok()) error_ = Status(ErrorCode::BadParameterFile, "parameter file " + path_ + ": " + why);
   }
+  const Status& error() const { return error_; }
 
  private:
   const std::vector<char>& in_;
   const std::string& path_;
   std::size_t pos_ = 0;
+  Status error_;
 };
 
 }  // namespace
 
+Status check_tensors(const char* what, std::span<const std::string> names, std::span<const Tensor> tensors, bool distinct) {
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    if (!tensors[k].defined()) {
+      return Status(ErrorCode::NullBuffer, std::string(what) + " " + (k < names.size() ? "'" + names[k] + "'" : std::to_string(k)) +
+                                               " is an undefined tensor (no storage), expected a tensor to " +
+                                               (distinct ? "load into" : "read"));
+    }
+  }
+  if (!distinct) return {};
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    for (std::size_t j = 0; j < k; ++j) {
+      if (may_alias(tensors[j], tensors[k])) {
+        return Status(ErrorCode::AliasedBuffer, std::string(what) + " '" + (k < names.size() ? names[k] : std::to_string(k)) +
+                                                    "' overlaps '" + (j < names.size() ? names[j] : std::to_string(j)) +
+                                                    "' in memory, expected separate tensors to load into");
+      }
+    }
+  }
+  return {};
+}
+
 void save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors) {
+  if (Status st = try_save_parameters(path, names, tensors); !st.ok()) fail(st);
+}
+
+void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
+  if (Status st = try_load_parameters(path, names, tensors); !st.ok()) fail(st);
+}
+
+Status try_save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors) {
+  if (names.size() != tensors.size()) {
+    return Status(ErrorCode::InvalidArgument, "save_parameters: " + std::to_string(names.size()) + " names but " +
+                                                  std::to_string(tensors.size()) + " tensors");
+  }
+  if (Status st = check_tensors("parameter", names, tensors, false); !st.ok()) return st;
   std::vector<char> buf;
   Writer w(buf);
   w.bytes(kMagic, sizeof kMagic);
@@ -328,76 +509,107 @@ void save_parameters(const std::string& path, std::span<const std::string> names
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (!out) throw Error(ErrorCode::BadParameterFile, "cannot write the parameter file " + tmp);
+    if (!out) return Status(ErrorCode::BadParameterFile, "cannot write the parameter file " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(ErrorCode::BadParameterFile, "cannot move the parameter file into place: " + path);
+    return Status(ErrorCode::BadParameterFile, "cannot move the parameter file into place: " + path);
   }
+  return {};
 }
 
-void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
+Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
   if (names.size() != tensors.size()) {
-    throw Error(ErrorCode::InvalidArgument, "load_parameters: " + std::to_string(names.size()) + " names but " +
-                                                std::to_string(tensors.size()) + " tensors");
+    return Status(ErrorCode::InvalidArgument, "load_parameters: " + std::to_string(names.size()) + " names but " +
+                                                  std::to_string(tensors.size()) + " tensors");
+  }
+  if (Status st = check_tensors("parameter", names, std::span<const Tensor>(tensors.data(), tensors.size()), true); !st.ok()) {
+    return st;
   }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    throw Error(ErrorCode::BadParameterFile, "cannot read the parameter file " + path + ": it is a directory");
+    return Status(ErrorCode::BadParameterFile, "cannot read the parameter file " + path + ": it is a directory");
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::BadParameterFile, "cannot open the parameter file " + path);
+  if (!in) return Status(ErrorCode::BadParameterFile, "cannot open the parameter file " + path);
   std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Reader r(buf, path);
-  char magic[8];
+  char magic[8] = {};
   r.bytes(magic, sizeof magic);
+  if (!r.ok()) return r.error();
   if (std::memcmp(magic, kMagic, sizeof magic) != 0) r.fail("this is not a wfgen parameter file (wrong magic)");
   std::uint32_t version = r.get<std::uint32_t>();
-  if (version != kVersion) r.fail("version " + std::to_string(version) + " is not supported (expected " + std::to_string(kVersion) + ")");
+  if (r.ok() && version != kVersion) {
+    r.fail("version " + std::to_string(version) + " is not supported (expected " + std::to_string(kVersion) + ")");
+  }
+  if (!r.ok()) return r.error();
   if (buf.size() < 8 + 8) r.fail("the file is truncated");
+  if (!r.ok()) return r.error();
   Fnv f;
   f.add(buf.data(), buf.size() - 8);
   std::uint64_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - 8, 8);
   std::uint32_t count = r.get<std::uint32_t>();
-  if (count != names.size()) r.fail("it has " + std::to_string(count) + " parameters, the model has " + std::to_string(names.size()));
+  if (r.ok() && count != names.size()) {
+    r.fail("it has " + std::to_string(count) + " parameters, the model has " + std::to_string(names.size()));
+  }
+  if (!r.ok()) return r.error();
   // Read everything first: a bad file changes nothing.
   std::vector<std::vector<char>> data(count);
-  for (std::uint32_t k = 0; k < count; ++k) {
+  for (std::uint32_t k = 0; k < count && r.ok(); ++k) {
     std::uint32_t len = r.get<std::uint32_t>();
-    if (len > 4096) r.fail("a parameter name is " + std::to_string(len) + " bytes long");
+    if (!r.ok()) break;
+    if (len > 4096) {
+      r.fail("a parameter name is " + std::to_string(len) + " bytes long");
+      break;
+    }
     std::string name(len, '\0');
-    r.bytes(name.data(), len);
-    if (name != names[k]) r.fail("parameter " + std::to_string(k) + " is '" + printable(name) + "', expected '" + names[k] + "'");
+    if (!r.bytes(name.data(), len)) break;
+    if (name != names[k]) {
+      r.fail("parameter " + std::to_string(k) + " is '" + printable(name) + "', expected '" + names[k] + "'");
+      break;
+    }
     auto dtype = r.get<std::uint8_t>();
+    if (!r.ok()) break;
     if (dtype != static_cast<std::uint8_t>(tensors[k].dtype())) {
       std::string found = dtype < kDTypeCount ? std::string("dtype ") + dtype_name(static_cast<DType>(dtype))
                                               : "an unknown dtype code " + std::to_string(dtype);
       r.fail("parameter '" + name + "' has " + found + ", expected " + dtype_name(tensors[k].dtype()));
+      break;
     }
     auto rank = r.get<std::uint32_t>();
-    if (static_cast<int>(rank) != tensors[k].rank()) {
+    if (!r.ok()) break;
+    if (static_cast<std::int64_t>(rank) != tensors[k].rank()) {
       r.fail("parameter '" + name + "' has rank " + std::to_string(rank) + ", expected " + std::to_string(tensors[k].rank()));
+      break;
     }
-    for (std::uint32_t d = 0; d < rank; ++d) {
+    for (std::uint32_t d = 0; d < rank && r.ok(); ++d) {
       auto dim = r.get<std::int64_t>();
-      if (dim != tensors[k].dim(static_cast<int>(d))) {
+      if (r.ok() && dim != tensors[k].dim(static_cast<int>(d))) {
         r.fail("parameter '" + name + "' has shape axis " + std::to_string(d) + " = " + std::to_string(dim) + ", expected " +
                shape_to_string(tensors[k].shape()));
       }
     }
     auto nbytes = r.get<std::uint64_t>();
-    if (nbytes != static_cast<std::uint64_t>(tensors[k].nbytes())) r.fail("parameter '" + name + "' has the wrong byte count");
+    if (!r.ok()) break;
+    if (nbytes != static_cast<std::uint64_t>(tensors[k].nbytes())) {
+      r.fail("parameter '" + name + "' has the wrong byte count");
+      break;
+    }
     data[k].resize(nbytes);
     r.bytes(data[k].data(), nbytes);
   }
+  if (!r.ok()) return r.error();
   if (r.pos() + 8 > buf.size()) r.fail("the file is truncated (the checksum is missing)");
-  if (r.pos() + 8 != buf.size()) r.fail("unexpected bytes after the last parameter");
-  if (f.h != stored) r.fail("the checksum does not match: the file is corrupted");
+  else if (r.pos() + 8 != buf.size()) r.fail("unexpected bytes after the last parameter");
+  else if (f.h != stored) r.fail("the checksum does not match: the file is corrupted");
+  if (!r.ok()) return r.error();
   for (std::uint32_t k = 0; k < count; ++k) {
-    Tensor c = Tensor::empty(tensors[k].dtype(), tensors[k].shape());
-    std::memcpy(c.raw_data(), data[k].data(), data[k].size());
+    Tensor c;
+    if (Status st = Tensor::try_empty(tensors[k].dtype(), tensors[k].shape(), c); !st.ok()) return st;
+    if (!data[k].empty()) std::memcpy(c.raw_data(), data[k].data(), data[k].size());
     tensors[k].copy_from(c);
   }
+  return {};
 }
 
 }  // namespace wfgen::rt

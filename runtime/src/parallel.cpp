@@ -123,7 +123,9 @@ class Pool {
       std::unique_lock lk(m_);
       done_cv_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     }
+#if WFGEN_EXCEPTIONS
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+#endif
   }
 
  private:
@@ -137,6 +139,7 @@ class Pool {
       if (k >= num_chunks_) return;
       const std::int64_t lo = begin_ + k * chunk_;
       const std::int64_t hi = lo + std::min(chunk_, end_ - lo);
+#if WFGEN_EXCEPTIONS
       try {
         fn_(ctx_, lo, hi);
       } catch (...) {
@@ -144,6 +147,9 @@ class Pool {
         if (!error_) error_ = std::current_exception();
         failed_.store(true, std::memory_order_relaxed);
       }
+#else
+      fn_(ctx_, lo, hi);  // without exceptions a body cannot fail: fail() aborts
+#endif
     }
   }
 
@@ -213,7 +219,7 @@ class Pool {
 
 void set_num_threads(int n) {
   if (n < 1 || n > kMaxThreads) {
-    throw Error(ErrorCode::InvalidArgument, "set_num_threads got " + std::to_string(n) +
+    fail(ErrorCode::InvalidArgument, "set_num_threads got " + std::to_string(n) +
                                                 ", expected 1.." + std::to_string(kMaxThreads));
   }
   thread_setting().store(n, std::memory_order_relaxed);

@@ -79,7 +79,7 @@ double Rng::normal(double mean, double std) {
 
 void fill_uniform(const Tensor& t, double lo, double hi, Rng& rng) {
   if (!(lo < hi)) {
-    throw Error(ErrorCode::InvalidArgument, "fill_uniform got range [" + std::to_string(lo) +
+    fail(ErrorCode::InvalidArgument, "fill_uniform got range [" + std::to_string(lo) +
                                                 ", " + std::to_string(hi) +
                                                 "), expected lo < hi");
   }
@@ -100,7 +100,7 @@ void fill_uniform(const Tensor& t, double lo, double hi, Rng& rng) {
 
 void fill_normal(const Tensor& t, double mean, double std, Rng& rng) {
   if (!(std >= 0.0)) {
-    throw Error(ErrorCode::InvalidArgument,
+    fail(ErrorCode::InvalidArgument,
                 "fill_normal got std " + std::to_string(std) + ", expected std >= 0");
   }
   fill_with(t, [&]<class E>(std::type_identity<E>) -> E {

@@ -19,12 +19,12 @@ std::string dims_str(const std::int64_t* dims, int rank) {
   return shape_to_string(std::span<const std::int64_t>(dims, static_cast<std::size_t>(rank)));
 }
 
-// a * b, or InvalidArgument when it does not fit in int64 (a shape whose
+// a * b, or SizeOverflow when it does not fit in int64 (a shape whose
 // element count overflows cannot be allocated or indexed).
 std::int64_t mul_checked(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r)) {
-    throw Error(ErrorCode::InvalidArgument,
+    fail(ErrorCode::SizeOverflow,
                 std::string(what) + ": " + str(a) + " * " + str(b) + " overflows int64");
   }
   return r;
@@ -33,7 +33,7 @@ std::int64_t mul_checked(std::int64_t a, std::int64_t b, const char* what) {
 // Maps a possibly negative axis into [0, rank).
 int normalize_axis(int axis, int rank, const char* what) {
   if (axis < -rank || axis >= rank) {
-    throw Error(ErrorCode::OutOfBounds,
+    fail(ErrorCode::OutOfBounds,
                 std::string(what) + " axis " + std::to_string(axis) + " is out of range for rank " +
                     std::to_string(rank) + ", expected " + std::to_string(-rank) + ".." +
                     std::to_string(rank - 1));
@@ -42,7 +42,8 @@ int normalize_axis(int axis, int rank, const char* what) {
 }
 
 // Lowest and highest element offsets (relative to the first element) that a
-// strided view reaches; both 0 for a view without elements.
+// strided view reaches; both 0 for a view without elements. SizeOverflow
+// when the extent does not fit in int64 (huge strides of a borrowed pointer).
 std::pair<std::int64_t, std::int64_t> offset_extent(int rank, const std::int64_t* shape,
                                                     const std::int64_t* strides) {
   std::int64_t lo = 0, hi = 0;
@@ -50,8 +51,12 @@ std::pair<std::int64_t, std::int64_t> offset_extent(int rank, const std::int64_t
     if (shape[i] == 0) return {0, 0};
   }
   for (int i = 0; i < rank; ++i) {
-    const std::int64_t reach = strides[i] * (shape[i] - 1);
-    (reach < 0 ? lo : hi) += reach;
+    std::int64_t reach = 0;
+    std::int64_t& side = strides[i] < 0 ? lo : hi;
+    if (__builtin_mul_overflow(strides[i], shape[i] - 1, &reach) || __builtin_add_overflow(side, reach, &side)) {
+      fail(ErrorCode::SizeOverflow, "a view of shape " + dims_str(shape, rank) + " with strides " + dims_str(strides, rank) +
+                                        " spans more elements than fit in int64");
+    }
   }
   return {lo, hi};
 }
@@ -118,21 +123,30 @@ void copy_elements(const Tensor& dst, const Tensor& src) {
 
 namespace internal {
 
-std::int64_t checked_numel(const Shape& shape, const char* what) {
+Status numel_status(const Shape& shape, const char* what, std::int64_t& n) {
   if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    throw Error(ErrorCode::RankMismatch, std::string(what) + " got shape " + shape_to_string(shape) +
-                                             " of rank " + std::to_string(shape.size()) +
-                                             ", expected at most rank " + std::to_string(kMaxRank));
+    return Status(ErrorCode::RankMismatch, std::string(what) + " got shape " + shape_to_string(shape) + " of rank " +
+                                               std::to_string(shape.size()) + ", expected at most rank " +
+                                               std::to_string(kMaxRank));
   }
-  std::int64_t n = 1;
+  n = 1;
   for (std::int64_t d : shape) {
     if (d < 0) {
-      throw Error(ErrorCode::InvalidArgument, std::string(what) + " got shape " +
-                                                  shape_to_string(shape) +
-                                                  ", expected sizes >= 0");
+      return Status(ErrorCode::InvalidArgument, std::string(what) + " got shape " + shape_to_string(shape) + ", expected sizes >= 0");
     }
-    n = mul_checked(n, d, what);
   }
+  for (std::int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      return Status(ErrorCode::SizeOverflow, std::string(what) + " got shape " + shape_to_string(shape) +
+                                                 ": its element count overflows int64");
+    }
+  }
+  return {};
+}
+
+std::int64_t checked_numel(const Shape& shape, const char* what) {
+  std::int64_t n = 0;
+  if (Status st = numel_status(shape, what, n); !st.ok()) fail(st);
   return n;
 }
 
@@ -150,33 +164,33 @@ Storage::~Storage() {
   if (owned_) ::operator delete(data_, std::align_val_t{kAlignment});
 }
 
-std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
+std::shared_ptr<Storage> Storage::try_allocate(std::size_t bytes) {
   // Round up to whole cache lines (at least one) so a zero-byte tensor still
   // has a distinct, aligned address and vector loads never cross the end.
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max() - kAlignment;
-  if (bytes > kMax) {
-    throw Error(ErrorCode::OutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes");
-  }
+  if (bytes > kMax) return nullptr;
   const std::size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  void* p = nullptr;
-  try {
-    p = ::operator new(rounded, std::align_val_t{kAlignment});
-  } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::OutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes");
-  }
+  void* p = ::operator new(rounded, std::align_val_t{kAlignment}, std::nothrow);
+  if (p == nullptr) return nullptr;
   std::memset(p, 0, rounded);
-  try {
-    return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), bytes, true, {}));
-  } catch (...) {
+  auto* storage = new (std::nothrow) Storage(static_cast<std::byte*>(p), bytes, true, {});
+  if (storage == nullptr) {
     ::operator delete(p, std::align_val_t{kAlignment});
-    throw;
+    return nullptr;
   }
+  return std::shared_ptr<Storage>(storage);  // deletes `storage` (and so p) if it cannot allocate its count
+}
+
+std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
+  std::shared_ptr<Storage> s = try_allocate(bytes);
+  if (!s) fail(ErrorCode::OutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  return s;
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, std::size_t bytes,
                                          std::shared_ptr<const void> keep_alive) {
   if (data == nullptr && bytes != 0) {
-    throw Error(ErrorCode::NullBuffer,
+    fail(ErrorCode::NullBuffer,
                 "cannot borrow a null pointer for " + std::to_string(bytes) + " bytes");
   }
   return std::shared_ptr<Storage>(
@@ -201,10 +215,23 @@ Tensor Tensor::make(DType dtype, const Shape& shape, std::shared_ptr<Storage> st
   return t;
 }
 
+Status Tensor::try_empty(DType dtype, const Shape& shape, Tensor& out) {
+  std::int64_t n = 0, bytes = 0;
+  if (Status st = internal::numel_status(shape, "empty", n); !st.ok()) return st;
+  if (__builtin_mul_overflow(n, static_cast<std::int64_t>(dtype_size(dtype)), &bytes)) {
+    return Status(ErrorCode::SizeOverflow, "empty got shape " + shape_to_string(shape) + " of dtype " + dtype_name(dtype) +
+                                               ": its byte count overflows int64");
+  }
+  std::shared_ptr<Storage> storage = Storage::try_allocate(static_cast<std::size_t>(bytes));
+  if (!storage) return Status(ErrorCode::OutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  out = make(dtype, shape, std::move(storage), 0);
+  return {};
+}
+
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
-  const std::int64_t n = checked_numel(shape, "empty");
-  const std::int64_t bytes = mul_checked(n, static_cast<std::int64_t>(dtype_size(dtype)), "empty");
-  return make(dtype, shape, Storage::allocate(static_cast<std::size_t>(bytes)), 0);
+  Tensor t;
+  if (Status st = try_empty(dtype, shape, t); !st.ok()) fail(st);
+  return t;
 }
 
 Tensor Tensor::zeros(DType dtype, const Shape& shape) {
@@ -224,7 +251,7 @@ Tensor Tensor::borrow_raw(void* ptr, DType dtype, const Shape& shape, const Shap
   Tensor t = make(dtype, shape, nullptr, 0);
   if (strides) {
     if (strides->size() != shape.size()) {
-      throw Error(ErrorCode::RankMismatch, "borrow got strides " + shape_to_string(*strides) +
+      fail(ErrorCode::RankMismatch, "borrow got strides " + shape_to_string(*strides) +
                                                " for shape " + shape_to_string(shape) +
                                                ", expected " + std::to_string(shape.size()) +
                                                " strides");
@@ -232,7 +259,7 @@ Tensor Tensor::borrow_raw(void* ptr, DType dtype, const Shape& shape, const Shap
     std::copy(strides->begin(), strides->end(), t.strides_.begin());
   }
   if (ptr == nullptr && n != 0) {
-    throw Error(ErrorCode::NullBuffer,
+    fail(ErrorCode::NullBuffer,
                 "borrow got a null pointer for shape " + shape_to_string(shape));
   }
   // The storage spans every reachable element; with negative strides it
@@ -272,14 +299,14 @@ bool Tensor::is_contiguous() const noexcept {
 }
 
 void* Tensor::raw_data() const {
-  if (!storage_) throw Error(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
   return storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
 void Tensor::check_dtype(DType wanted, const char* what) const {
-  if (!storage_) throw Error(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
   if (wanted != dtype_) {
-    throw Error(ErrorCode::DTypeMismatch, std::string(what) + " asked for dtype " +
+    fail(ErrorCode::DTypeMismatch, std::string(what) + " asked for dtype " +
                                               dtype_name(wanted) + " of a tensor of dtype " +
                                               dtype_name(dtype_) + ", expected " +
                                               dtype_name(dtype_));
@@ -288,7 +315,7 @@ void Tensor::check_dtype(DType wanted, const char* what) const {
 
 void Tensor::check_rank(int wanted, const char* what) const {
   if (wanted != rank_) {
-    throw Error(ErrorCode::RankMismatch, std::string(what) + " asked for rank " +
+    fail(ErrorCode::RankMismatch, std::string(what) + " asked for rank " +
                                              std::to_string(wanted) + " of a tensor of shape " +
                                              dims_str(shape_.data(), rank_) + ", expected rank " +
                                              std::to_string(rank_));
@@ -297,14 +324,14 @@ void Tensor::check_rank(int wanted, const char* what) const {
 
 void Tensor::check_single_element() const {
   if (numel() != 1) {
-    throw Error(ErrorCode::ShapeMismatch, "item needs a tensor with one element, got shape " +
+    fail(ErrorCode::ShapeMismatch, "item needs a tensor with one element, got shape " +
                                               dims_str(shape_.data(), rank_));
   }
 }
 
 std::int64_t Tensor::element_offset(std::span<const std::int64_t> index) const {
   if (static_cast<int>(index.size()) != rank_) {
-    throw Error(ErrorCode::RankMismatch, "at got " + std::to_string(index.size()) +
+    fail(ErrorCode::RankMismatch, "at got " + std::to_string(index.size()) +
                                              " indices for a tensor of shape " +
                                              dims_str(shape_.data(), rank_) + ", expected " +
                                              std::to_string(rank_));
@@ -312,7 +339,7 @@ std::int64_t Tensor::element_offset(std::span<const std::int64_t> index) const {
   std::int64_t off = 0;
   for (int i = 0; i < rank_; ++i) {
     if (index[i] < 0 || index[i] >= shape_[i]) {
-      throw Error(ErrorCode::OutOfBounds, "index " + str(index[i]) + " is out of bounds for axis " +
+      fail(ErrorCode::OutOfBounds, "index " + str(index[i]) + " is out of bounds for axis " +
                                               std::to_string(i) + " of shape " +
                                               dims_str(shape_.data(), rank_) + ", expected 0.." +
                                               str(shape_[i] - 1));
@@ -340,7 +367,7 @@ Tensor Tensor::slice(int axis, std::optional<std::int64_t> start, std::optional<
                      std::int64_t step) const {
   const int a = normalize_axis(axis, rank_, "slice");
   if (step == 0 || step == std::numeric_limits<std::int64_t>::min()) {
-    throw Error(ErrorCode::InvalidArgument,
+    fail(ErrorCode::InvalidArgument,
                 "slice step " + str(step) + " is invalid, expected a nonzero step");
   }
   // CPython's PySlice_AdjustIndices, with nullopt as Python's None.
@@ -371,7 +398,7 @@ Tensor Tensor::broadcast_to(const Shape& shape) const {
   const int out_rank = static_cast<int>(shape.size());
   checked_numel(shape, "broadcast_to");
   if (out_rank < rank_) {
-    throw Error(ErrorCode::ShapeMismatch, "cannot broadcast shape " +
+    fail(ErrorCode::ShapeMismatch, "cannot broadcast shape " +
                                               dims_str(shape_.data(), rank_) + " to " +
                                               shape_to_string(shape) +
                                               ", expected a target of rank " +
@@ -388,7 +415,7 @@ Tensor Tensor::broadcast_to(const Shape& shape) const {
     } else if (shape_[j] == shape[i]) {
       t.strides_[i] = strides_[j];
     } else {
-      throw Error(ErrorCode::ShapeMismatch,
+      fail(ErrorCode::ShapeMismatch,
                   "cannot broadcast shape " + dims_str(shape_.data(), rank_) + " to " +
                       shape_to_string(shape) + ": axis " + std::to_string(j) + " has size " +
                       str(shape_[j]) + ", expected 1 or " + str(shape[i]));
@@ -404,7 +431,7 @@ Tensor Tensor::permute(const std::vector<int>& perm) const {
     return s + ")";
   };
   if (static_cast<int>(perm.size()) != rank_) {
-    throw Error(ErrorCode::RankMismatch, "permute " + perm_str() + " has " +
+    fail(ErrorCode::RankMismatch, "permute " + perm_str() + " has " +
                                              std::to_string(perm.size()) +
                                              " axes for a tensor of rank " +
                                              std::to_string(rank_) + ", expected " +
@@ -415,7 +442,7 @@ Tensor Tensor::permute(const std::vector<int>& perm) const {
   for (int i = 0; i < rank_; ++i) {
     const int p = normalize_axis(perm[i], rank_, "permute");
     if (seen[p]) {
-      throw Error(ErrorCode::InvalidArgument, "permute " + perm_str() +
+      fail(ErrorCode::InvalidArgument, "permute " + perm_str() +
                                                   " repeats axis " + std::to_string(p) +
                                                   ", expected a permutation of 0.." +
                                                   std::to_string(rank_ - 1));
@@ -438,7 +465,7 @@ Tensor Tensor::transpose(int axis_a, int axis_b) const {
 
 Tensor Tensor::T() const {
   if (rank_ < 2) {
-    throw Error(ErrorCode::RankMismatch, "T swaps the last two axes, got shape " +
+    fail(ErrorCode::RankMismatch, "T swaps the last two axes, got shape " +
                                              dims_str(shape_.data(), rank_) +
                                              ", expected rank 2 or more");
   }
@@ -457,12 +484,12 @@ Shape infer_reshape(const Shape& requested, std::int64_t numel, const std::int64
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer_at >= 0) {
-        throw Error(ErrorCode::InvalidArgument, "reshape to " + shape_to_string(requested) +
+        fail(ErrorCode::InvalidArgument, "reshape to " + shape_to_string(requested) +
                                                     " has more than one -1, expected at most one");
       }
       infer_at = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw Error(ErrorCode::InvalidArgument, "reshape to " + shape_to_string(requested) +
+      fail(ErrorCode::InvalidArgument, "reshape to " + shape_to_string(requested) +
                                                   " has a negative size, expected sizes >= 0 "
                                                   "or a single -1");
     } else {
@@ -471,7 +498,7 @@ Shape infer_reshape(const Shape& requested, std::int64_t numel, const std::int64
   }
   if (infer_at >= 0) {
     if (known == 0 || numel % known != 0) {
-      throw Error(ErrorCode::ShapeMismatch,
+      fail(ErrorCode::ShapeMismatch,
                   "cannot reshape shape " + dims_str(old_shape, old_rank) + " to " +
                       shape_to_string(requested) + ": the -1 cannot be inferred for " +
                       str(numel) + " elements");
@@ -480,7 +507,7 @@ Shape infer_reshape(const Shape& requested, std::int64_t numel, const std::int64
     known = numel;
   }
   if (known != numel) {
-    throw Error(ErrorCode::ShapeMismatch,
+    fail(ErrorCode::ShapeMismatch,
                 "cannot reshape shape " + dims_str(old_shape, old_rank) + " (" + str(numel) +
                     " elements) to " + shape_to_string(requested) + " (" + str(known) +
                     " elements), expected the same number of elements");
@@ -497,7 +524,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
   t.rank_ = static_cast<int>(target.size());
   std::copy(target.begin(), target.end(), t.shape_.begin());
   if (!view_strides(rank_, shape_.data(), strides_.data(), target, t.strides_.data())) {
-    throw Error(ErrorCode::InvalidView,
+    fail(ErrorCode::InvalidView,
                 "cannot reshape shape " + dims_str(shape_.data(), rank_) + " with strides " +
                     dims_str(strides_.data(), rank_) + " to " + shape_to_string(target) +
                     " without copying, expected evenly spaced elements; use reshape_or_copy");
@@ -517,7 +544,7 @@ Tensor Tensor::reshape_or_copy(const Shape& shape) const {
 Tensor Tensor::squeeze(int axis) const {
   const int a = normalize_axis(axis, rank_, "squeeze");
   if (shape_[a] != 1) {
-    throw Error(ErrorCode::ShapeMismatch, "squeeze axis " + std::to_string(axis) + " of shape " +
+    fail(ErrorCode::ShapeMismatch, "squeeze axis " + std::to_string(axis) + " of shape " +
                                               dims_str(shape_.data(), rank_) + " has size " +
                                               str(shape_[a]) + ", expected 1");
   }
@@ -548,7 +575,7 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::unsqueeze(int axis) const {
   if (rank_ == kMaxRank) {
-    throw Error(ErrorCode::RankMismatch, "unsqueeze of shape " + dims_str(shape_.data(), rank_) +
+    fail(ErrorCode::RankMismatch, "unsqueeze of shape " + dims_str(shape_.data(), rank_) +
                                              " exceeds the maximum rank " +
                                              std::to_string(kMaxRank));
   }
@@ -569,12 +596,12 @@ Tensor Tensor::unsqueeze(int axis) const {
 // --- Tensor: copies -----------------------------------------------------------
 
 Tensor Tensor::contiguous() const {
-  if (!storage_) throw Error(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
   return is_contiguous() ? *this : clone();
 }
 
 Tensor Tensor::clone() const {
-  if (!storage_) throw Error(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
   Tensor t = empty(dtype_, shape());
   copy_elements(t, *this);
   return t;
@@ -582,15 +609,15 @@ Tensor Tensor::clone() const {
 
 void Tensor::copy_from(const Tensor& src) const {
   if (!storage_ || !src.storage_) {
-    throw Error(ErrorCode::NullBuffer, "copy_from needs two defined tensors");
+    fail(ErrorCode::NullBuffer, "copy_from needs two defined tensors");
   }
   if (src.dtype_ != dtype_) {
-    throw Error(ErrorCode::DTypeMismatch, std::string("copy_from got a source of dtype ") +
+    fail(ErrorCode::DTypeMismatch, std::string("copy_from got a source of dtype ") +
                                               dtype_name(src.dtype_) + ", expected " +
                                               dtype_name(dtype_));
   }
   if (src.rank_ != rank_ || !std::equal(shape_.begin(), shape_.begin() + rank_, src.shape_.begin())) {
-    throw Error(ErrorCode::ShapeMismatch, "copy_from got a source of shape " +
+    fail(ErrorCode::ShapeMismatch, "copy_from got a source of shape " +
                                               dims_str(src.shape_.data(), src.rank_) +
                                               ", expected " + dims_str(shape_.data(), rank_));
   }

@@ -60,20 +60,43 @@ std::int64_t ref_numel(const TensorRef& t) {
   return n;
 }
 
-// Byte range [lo, hi) reachable from t.data; false if t has no elements.
-bool byte_range(const TensorRef& t, std::uintptr_t& lo, std::uintptr_t& hi) {
+// True if every dim of t is > 0 (t has elements; rank 0 has one).
+bool has_elements(const TensorRef& t) {
+  for (int d = 0; d < t.rank; ++d)
+    if (t.shape[d] <= 0) return false;
+  return true;
+}
+
+enum class Extent { Empty, Ok, Overflow };
+
+// Byte range [lo, hi) reachable from t.data (t has a valid rank, known dtype
+// and sizes >= 0). Empty if t has no elements; Overflow if the range does not
+// fit in the address space (huge sizes or strides), so it cannot be compared.
+Extent byte_range(const TensorRef& t, std::uintptr_t& lo, std::uintptr_t& hi) {
   std::int64_t min_off = 0, max_off = 0;
+  if (!has_elements(t)) return Extent::Empty;
   for (int d = 0; d < t.rank; ++d) {
-    if (t.shape[d] == 0) return false;
-    const std::int64_t span = t.strides[d] * (t.shape[d] - 1);
-    if (span < 0) min_off += span;
-    else max_off += span;
+    std::int64_t span = 0;
+    std::int64_t& side = t.strides[d] < 0 ? min_off : max_off;
+    if (__builtin_mul_overflow(t.strides[d], t.shape[d] - 1, &span) || __builtin_add_overflow(side, span, &side)) {
+      return Extent::Overflow;
+    }
   }
   const auto size = static_cast<std::int64_t>(dtype_size(t.dtype));
+  std::int64_t lo_bytes = 0, hi_bytes = 0;
+  if (__builtin_mul_overflow(min_off, size, &lo_bytes) || __builtin_add_overflow(max_off, 1, &max_off) ||
+      __builtin_mul_overflow(max_off, size, &hi_bytes)) {
+    return Extent::Overflow;
+  }
   const auto base = reinterpret_cast<std::uintptr_t>(t.data);
-  lo = base + static_cast<std::uintptr_t>(min_off * size);
-  hi = base + static_cast<std::uintptr_t>((max_off + 1) * size);
-  return true;
+  // Wrapping around the address space is as bad as an int64 overflow.
+  if ((lo_bytes < 0 && static_cast<std::uintptr_t>(-(lo_bytes + 1)) >= base) ||
+      static_cast<std::uintptr_t>(hi_bytes) > UINTPTR_MAX - base) {
+    return Extent::Overflow;
+  }
+  lo = lo_bytes < 0 ? base - static_cast<std::uintptr_t>(-(lo_bytes + 1)) - 1 : base;
+  hi = base + static_cast<std::uintptr_t>(hi_bytes);
+  return Extent::Ok;
 }
 
 // Same elements in the same order: data, dtype and shape equal, strides equal
@@ -198,12 +221,37 @@ struct VM::Impl {
   std::size_t distinct_scalars(std::span<const Instruction> iseq) const;
 
   // --- checks and errors ---
-  [[noreturn]] void fail(Section s, std::int32_t i, ErrorCode code, const std::string& what) const {
-    throw InstructionError(code, where(s, i) + ": " + what, s, i, nullptr);
+  // A failed check of instruction i: the message starts with where(s, i).
+  Status bad(Section s, std::int32_t i, ErrorCode code, const std::string& what) const {
+    return Status(code, where(s, i) + ": " + what);
   }
+  // InstructionError with exceptions, rt::fail() without.
+  [[noreturn]] void raise(Section s, std::int32_t i, const Status& st) const {
+#if WFGEN_EXCEPTIONS
+    throw InstructionError(st.code(), st.message(), s, i, nullptr);
+#else
+    (void)s;
+    (void)i;
+    fail(st);
+#endif
+  }
+#if WFGEN_EXCEPTIONS
   [[noreturn]] void rethrow_wrapped(Section s, std::int32_t i) const;
-  void check(Section s) const;
-  void check_instruction(Section s, std::int32_t i) const;
+#endif
+  // The first failed check of a section (its index in *at), or ok. With
+  // `alias_only`, only what prepare() always checks: the byte extents of
+  // operands and written kNoAlias operands against the others.
+  Status check(Section s, bool alias_only, std::int32_t* at) const;
+  Status check_instruction(Section s, std::int32_t i, bool alias_only) const;
+  // The checks of a whole section as the opt level says, raised on failure.
+  void check_or_raise(Section s) {
+    SectionState& st = state(s);
+    if (level == OptLevel::Safe || (level == OptLevel::Checked && !st.checked)) {
+      std::int32_t at = -1;
+      if (Status r = check(s, false, &at); !r.ok()) raise(s, at, r);
+      st.checked = true;
+    }
+  }
 
   void run_logged(Section s);
   void log_operands(const Instruction& in, const TensorRef* ops, bool after) const;
@@ -232,7 +280,7 @@ VM::Impl::Impl(const Program& p) : prog(p) {
 }
 
 void VM::Impl::validate() const {
-  auto bad = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, "invalid VM program: " + what); };
+  auto bad = [](const std::string& what) { fail(ErrorCode::InvalidArgument, "invalid VM program: " + what); };
   if (!prog.operand_specs.empty() && prog.operand_specs.size() != prog.operands.size()) {
     bad("operand_specs has " + std::to_string(prog.operand_specs.size()) + " entries, expected 0 or " +
         std::to_string(prog.operands.size()) + " (one per operand)");
@@ -350,12 +398,19 @@ std::size_t VM::Impl::distinct_scalars(std::span<const Instruction> iseq) const 
 
 // --- checks ------------------------------------------------------------------
 
-void VM::Impl::check(Section s) const {
+Status VM::Impl::check(Section s, bool alias_only, std::int32_t* at) const {
   const auto& iseq = state(s).iseq;
-  for (std::size_t i = 0; i < iseq.size(); ++i) check_instruction(s, static_cast<std::int32_t>(i));
+  for (std::size_t i = 0; i < iseq.size(); ++i) {
+    Status r = check_instruction(s, static_cast<std::int32_t>(i), alias_only);
+    if (!r.ok()) {
+      if (at) *at = static_cast<std::int32_t>(i);
+      return r;
+    }
+  }
+  return {};
 }
 
-void VM::Impl::check_instruction(Section s, std::int32_t i) const {
+Status VM::Impl::check_instruction(Section s, std::int32_t i, bool alias_only) const {
   const Instruction& in = state(s).iseq[static_cast<std::size_t>(i)];
   const TensorRef* ops = gathered.data() + in.first_operand;
   const OperandSpec* specs = prog.operand_specs.empty() ? nullptr : prog.operand_specs.data() + in.first_operand;
@@ -364,37 +419,51 @@ void VM::Impl::check_instruction(Section s, std::int32_t i) const {
            prog.tensors[static_cast<std::size_t>(prog.operands[static_cast<std::size_t>(in.first_operand + k)])].name +
            ")";
   };
+  // Operands whose extent can be computed: a valid rank, a known dtype, sizes >= 0.
+  auto measurable = [&](const TensorRef& t) {
+    if (!valid_rank(t) || !known_dtype(t.dtype)) return false;
+    for (int d = 0; d < t.rank; ++d)
+      if (t.shape[d] < 0) return false;
+    return true;
+  };
   for (int k = 0; k < in.n_operands; ++k) {
     const TensorRef& t = ops[k];
-    if (!valid_rank(t)) {
-      fail(s, i, ErrorCode::RankMismatch, name(k) + " has rank " + std::to_string(t.rank) + ", expected 0.." +
-                                              std::to_string(kMaxRank));
-    }
-    if (!known_dtype(t.dtype)) {
-      fail(s, i, ErrorCode::DTypeMismatch,
-           name(k) + " has unknown dtype code " + std::to_string(static_cast<int>(t.dtype)));
-    }
-    for (int d = 0; d < t.rank; ++d) {
-      if (t.shape[d] < 0) {
-        fail(s, i, ErrorCode::InvalidArgument, name(k) + " has shape " + ref_shape(t) + ", expected sizes >= 0");
+    if (!alias_only) {
+      if (!valid_rank(t)) {
+        return bad(s, i, ErrorCode::RankMismatch, name(k) + " has rank " + std::to_string(t.rank) + ", expected 0.." +
+                                                      std::to_string(kMaxRank));
+      }
+      if (!known_dtype(t.dtype)) {
+        return bad(s, i, ErrorCode::DTypeMismatch,
+                   name(k) + " has unknown dtype code " + std::to_string(static_cast<int>(t.dtype)));
+      }
+      for (int d = 0; d < t.rank; ++d) {
+        if (t.shape[d] < 0) {
+          return bad(s, i, ErrorCode::InvalidArgument, name(k) + " has shape " + ref_shape(t) + ", expected sizes >= 0");
+        }
+      }
+      if (specs) {
+        const OperandSpec& sp = specs[k];
+        if (!(sp.flags & OperandSpec::kAnyDType) && t.dtype != sp.dtype) {
+          return bad(s, i, ErrorCode::DTypeMismatch,
+                     name(k) + " has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(sp.dtype));
+        }
+        if (sp.rank >= 0 && t.rank != sp.rank) {
+          return bad(s, i, ErrorCode::RankMismatch, name(k) + " has rank " + std::to_string(t.rank) + " (shape " +
+                                                        ref_shape(t) + "), expected " + std::to_string(sp.rank));
+        }
+      }
+      if (t.data == nullptr && has_elements(t)) {
+        return bad(s, i, ErrorCode::NullBuffer, name(k) + " has no data (shape " + ref_shape(t) + ")");
       }
     }
-    if (specs) {
-      const OperandSpec& sp = specs[k];
-      if (!(sp.flags & OperandSpec::kAnyDType) && t.dtype != sp.dtype) {
-        fail(s, i, ErrorCode::DTypeMismatch,
-             name(k) + " has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(sp.dtype));
-      }
-      if (sp.rank >= 0 && t.rank != sp.rank) {
-        fail(s, i, ErrorCode::RankMismatch, name(k) + " has rank " + std::to_string(t.rank) + " (shape " +
-                                                ref_shape(t) + "), expected " + std::to_string(sp.rank));
-      }
-    }
-    if (t.data == nullptr && ref_numel(t) != 0) {
-      fail(s, i, ErrorCode::NullBuffer, name(k) + " has no data (shape " + ref_shape(t) + ")");
+    std::uintptr_t lo = 0, hi = 0;
+    if (measurable(t) && byte_range(t, lo, hi) == Extent::Overflow) {
+      return bad(s, i, ErrorCode::SizeOverflow, name(k) + " of shape " + ref_shape(t) + " and strides " + ref_strides(t) +
+                                                    " spans more bytes than fit in the address space");
     }
   }
-  if (specs) {
+  if (specs && !alias_only) {
     for (int k = 0; k < in.n_operands; ++k) {
       if (specs[k].group < 0) continue;
       for (int j = 0; j < k; ++j) {
@@ -402,45 +471,51 @@ void VM::Impl::check_instruction(Section s, std::int32_t i) const {
         const bool equal = ops[j].rank == ops[k].rank &&
                            std::equal(ops[j].shape, ops[j].shape + ops[j].rank, ops[k].shape);
         if (!equal) {
-          fail(s, i, ErrorCode::ShapeMismatch,
-               name(k) + " has shape " + ref_shape(ops[k]) + ", expected " + ref_shape(ops[j]) + " as " + name(j) +
-                   " (element-wise operands have equal shapes)");
+          return bad(s, i, ErrorCode::ShapeMismatch,
+                     name(k) + " has shape " + ref_shape(ops[k]) + ", expected " + ref_shape(ops[j]) + " as " + name(j) +
+                         " (element-wise operands have equal shapes)");
         }
         break;  // j is the first of the group; every later one is compared with it
       }
     }
   }
-  if (in.fn == nullptr) return;  // a listing-only view instruction writes no data
+  if (in.fn == nullptr) return {};  // a listing-only view instruction writes no data
   for (int k = 0; k < in.n_operands; ++k) {
     if (!bit(in.written, k)) continue;
     const TensorRef& w = ops[k];
-    for (int d = 0; d < w.rank; ++d) {
-      if (w.strides[d] == 0 && w.shape[d] > 1) {
-        fail(s, i, ErrorCode::InvalidView,
-             "written " + name(k) + " has stride 0 on axis " + std::to_string(d) + " of size " +
-                 std::to_string(w.shape[d]) + " (shape " + ref_shape(w) + ", strides " + ref_strides(w) +
-                 "), expected a view that does not broadcast");
+    const std::uint8_t flags = specs ? specs[k].flags : 0;
+    if (alias_only && !(flags & OperandSpec::kNoAlias)) continue;
+    if (!measurable(w)) continue;
+    if (!alias_only) {
+      for (int d = 0; d < w.rank; ++d) {
+        if (w.strides[d] == 0 && w.shape[d] > 1) {
+          return bad(s, i, ErrorCode::InvalidView,
+                     "written " + name(k) + " has stride 0 on axis " + std::to_string(d) + " of size " +
+                         std::to_string(w.shape[d]) + " (shape " + ref_shape(w) + ", strides " + ref_strides(w) +
+                         "), expected a view that does not broadcast");
+        }
       }
     }
-    const std::uint8_t flags = specs ? specs[k].flags : 0;
     if (flags & OperandSpec::kMayAlias) continue;
     std::uintptr_t wlo, whi;
-    if (!byte_range(w, wlo, whi)) continue;
+    if (byte_range(w, wlo, whi) != Extent::Ok) continue;
     for (int j = 0; j < in.n_operands; ++j) {
-      if (j == k) continue;
+      if (j == k || !measurable(ops[j])) continue;
       std::uintptr_t lo, hi;
-      if (!byte_range(ops[j], lo, hi) || hi <= wlo || whi <= lo) continue;
+      if (byte_range(ops[j], lo, hi) != Extent::Ok || hi <= wlo || whi <= lo) continue;
       if (!(flags & OperandSpec::kNoAlias) && same_view(w, ops[j])) continue;
-      fail(s, i, ErrorCode::AliasedBuffer,
-           "written " + name(k) + " overlaps " + name(j) + " in memory" +
-               ((flags & OperandSpec::kNoAlias) ? std::string(", expected separate buffers (the kernel cannot work in place)")
-                                                : ", expected the identical view or separate buffers (shape " +
-                                                      ref_shape(w) + " strides " + ref_strides(w) + " vs shape " +
-                                                      ref_shape(ops[j]) + " strides " + ref_strides(ops[j]) + ")"));
+      return bad(s, i, ErrorCode::AliasedBuffer,
+                 "written " + name(k) + " overlaps " + name(j) + " in memory" +
+                     ((flags & OperandSpec::kNoAlias)
+                          ? std::string(", expected separate buffers (the kernel cannot work in place)")
+                          : ", expected the identical view or separate buffers (shape " + ref_shape(w) + " strides " +
+                                ref_strides(w) + " vs shape " + ref_shape(ops[j]) + " strides " + ref_strides(ops[j]) + ")"));
     }
   }
+  return {};
 }
 
+#if WFGEN_EXCEPTIONS
 void VM::Impl::rethrow_wrapped(Section s, std::int32_t i) const {
   std::exception_ptr cause = std::current_exception();
   ErrorCode code = ErrorCode::InvalidArgument;
@@ -460,6 +535,7 @@ void VM::Impl::rethrow_wrapped(Section s, std::int32_t i) const {
   }
   throw InstructionError(code, where(s, i) + ": " + what, s, i, cause);
 }
+#endif
 
 // --- logging -----------------------------------------------------------------
 
@@ -487,6 +563,7 @@ void VM::Impl::run_logged(Section s) {
       continue;
     }
     log_operands(in, ops, false);
+#if WFGEN_EXCEPTIONS
     try {
       in.fn(ops, prog.scalars.data() + in.first_scalar);
     } catch (...) {
@@ -494,6 +571,10 @@ void VM::Impl::run_logged(Section s) {
       out.flush();
       rethrow_wrapped(s, static_cast<std::int32_t>(i));
     }
+#else
+    out.flush();  // a failing kernel aborts: show what ran
+    in.fn(ops, prog.scalars.data() + in.first_scalar);
+#endif
     log_operands(in, ops, true);
   }
   out.flush();
@@ -506,7 +587,7 @@ VM::VM(const Program& program) : impl_(std::make_shared<Impl>(program)) {}
 void VM::set_opt_level(OptLevel level) {
   const int v = static_cast<int>(level);
   if (v < 1 || v > 3) {
-    throw Error(ErrorCode::InvalidArgument, "opt level " + std::to_string(v) + " is not 1, 2 or 3");
+    fail(ErrorCode::InvalidArgument, "opt level " + std::to_string(v) + " is not 1, 2 or 3");
   }
   impl_->level = level;
 }
@@ -516,11 +597,27 @@ void VM::set_logging_elements(int n) { impl_->log_elements = std::max(0, n); }
 bool VM::prepared() const { return impl_->prepared; }
 const Program& VM::program() const { return impl_->prog; }
 
-void VM::prepare(const TensorRef* table) {
+namespace {
+
+// The first failure of `check` over both sections, with where it happened.
+template <class F>
+Status first_failure(F&& check, Section* section, std::int32_t* at) {
+  for (Section s : {Section::Forward, Section::Backward}) {
+    if (Status r = check(s, at); !r.ok()) {
+      *section = s;
+      return r;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status VM::try_prepare(const TensorRef* table, bool check_all) {
   Impl& m = *impl_;
   if (table == nullptr && !m.prog.tensors.empty()) {
-    throw Error(ErrorCode::NullBuffer, "VM::prepare got a null tensor table, expected " +
-                                           std::to_string(m.prog.tensors.size()) + " entries");
+    return Status(ErrorCode::NullBuffer,
+                  "VM::prepare got a null tensor table, expected " + std::to_string(m.prog.tensors.size()) + " entries");
   }
   std::copy(table, table + m.prog.tensors.size(), m.table.begin());
   for (std::size_t i = 0; i < m.prog.operands.size(); ++i) {
@@ -528,19 +625,42 @@ void VM::prepare(const TensorRef* table) {
   }
   for (auto& st : m.sections) st.checked = false;
   m.prepared = true;
+  Section section = Section::Forward;
+  std::int32_t at = -1;
+  Status r = first_failure([&](Section s, std::int32_t* i) { return m.check(s, !check_all, i); }, &section, &at);
+  if (!r.ok()) {
+    m.prepared = false;  // run() refuses a table that failed
+    return r;
+  }
+  if (check_all) {
+    for (auto& st : m.sections) st.checked = true;
+  }
+  return {};
+}
+
+void VM::prepare(const TensorRef* table) {
+  Impl& m = *impl_;
+  if (table == nullptr && !m.prog.tensors.empty()) {
+    fail(ErrorCode::NullBuffer, "VM::prepare got a null tensor table, expected " +
+                                           std::to_string(m.prog.tensors.size()) + " entries");
+  }
+  if (Status r = try_prepare(table, false); !r.ok()) {
+    // Find the instruction again for InstructionError's section() and instruction().
+    Section section = Section::Forward;
+    std::int32_t at = -1;
+    (void)first_failure([&](Section s, std::int32_t* i) { return m.check(s, true, i); }, &section, &at);
+    m.raise(section, at, r);
+  }
 }
 
 void VM::run(Section section) {
   Impl& m = *impl_;
   if (!m.prepared) {
-    throw Error(ErrorCode::InvalidArgument,
+    fail(ErrorCode::InvalidArgument,
                 std::string("VM::run(") + section_word(section) + ") before prepare(), expected the tensor table first");
   }
   Impl::SectionState& st = m.state(section);
-  if (m.level == OptLevel::Safe || (m.level == OptLevel::Checked && !st.checked)) {
-    m.check(section);
-    st.checked = true;
-  }
+  m.check_or_raise(section);
   if (m.log != nullptr) {
     m.run_logged(section);
     return;
@@ -549,18 +669,22 @@ void VM::run(Section section) {
   const Impl::Step* steps = st.steps.data();
   const std::size_t n = st.steps.size();
   std::size_t i = 0;
+#if WFGEN_EXCEPTIONS
   try {
     for (; i < n; ++i) steps[i].fn(steps[i].ops, steps[i].scalars);
   } catch (...) {
     m.rethrow_wrapped(section, steps[i].index);
   }
+#else
+  for (; i < n; ++i) steps[i].fn(steps[i].ops, steps[i].scalars);
+#endif
 }
 
 std::string VM::describe(Section section, std::size_t index) const {
   const Impl& m = *impl_;
   const auto& iseq = m.state(section).iseq;
   if (index >= iseq.size()) {
-    throw Error(ErrorCode::OutOfBounds, "VM::describe: instruction " + std::to_string(index) + " of " +
+    fail(ErrorCode::OutOfBounds, "VM::describe: instruction " + std::to_string(index) + " of " +
                                             section_word(section) + ", expected 0.." +
                                             std::to_string(static_cast<std::int64_t>(iseq.size()) - 1));
   }
@@ -585,10 +709,10 @@ std::string VM::disassemble() const {
 std::string VM::profile(Section section, int n_sample, int top_k) {
   Impl& m = *impl_;
   if (n_sample < 1) {
-    throw Error(ErrorCode::InvalidArgument, "VM::profile: n_sample " + std::to_string(n_sample) + ", expected >= 1");
+    fail(ErrorCode::InvalidArgument, "VM::profile: n_sample " + std::to_string(n_sample) + ", expected >= 1");
   }
   if (!m.prepared) {
-    throw Error(ErrorCode::InvalidArgument,
+    fail(ErrorCode::InvalidArgument,
                 std::string("VM::profile(") + section_word(section) + ") before prepare(), expected the tensor table first");
   }
   Impl::SectionState& st = m.state(section);
@@ -596,17 +720,18 @@ std::string VM::profile(Section section, int n_sample, int top_k) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> total(iseq.size(), 0.0);  // seconds over all samples
   for (int sample = 0; sample < n_sample; ++sample) {
-    if (m.level == OptLevel::Safe || (m.level == OptLevel::Checked && !st.checked)) {
-      m.check(section);
-      st.checked = true;
-    }
+    m.check_or_raise(section);
     for (const auto& step : st.steps) {
       const auto t0 = Clock::now();
+#if WFGEN_EXCEPTIONS
       try {
         step.fn(step.ops, step.scalars);
       } catch (...) {
         m.rethrow_wrapped(section, step.index);
       }
+#else
+      step.fn(step.ops, step.scalars);
+#endif
       const auto t1 = Clock::now();
       total[static_cast<std::size_t>(step.index)] += std::chrono::duration<double>(t1 - t0).count();
     }

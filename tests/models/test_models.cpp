@@ -548,6 +548,85 @@ TEST_CASE("a shape error in a body is a Shape-Error report") {
   fs::remove_all(opts.output.parent_path());
 }
 
+// The tensors a model returns are checked against the outputs of its where
+// line: count, rank and every dim, with the symbols the inputs and arguments
+// bind (more cases, each with its message, in tests/spec/bad/model_output_*).
+TEST_CASE("a model's results are checked against its where line") {
+  fs::path dir = temp_dir("outputs");
+  auto gen = [&](const std::string& name, const std::string& yaml, std::string& err_text) {
+    fs::path spec = dir / (name + ".yaml");
+    std::ofstream(spec) << yaml;
+    std::ostringstream o, err;
+    wfgen::cli::GenOptions opts;
+    opts.specs = {spec};
+    opts.output = dir / (name + "_out");
+    int rc = wfgen::cli::gen(opts, {o, err, false});
+    err_text = err.str();
+    return rc;
+  };
+  std::string err;
+  SECTION("results that fit: where bindings, several outputs, nested models, dims left to the body") {
+    const char* yaml = R"(models:
+  - name: Flatten
+    args: {c: {type: int}, h: {type: int}}
+    where: "X[batch c h] -> Y[batch k] where k = c * h"
+    call: |
+      return X.reshape(-1, c * h)
+  - name: Pair
+    where: "X[batch n] -> Y[batch n] Z[n batch]"
+    call: |
+      return relu(X), X.T
+  - name: Inner
+    where: "X[~ k] -> Y[~ k]"
+    call: |
+      return relu(X)
+  - name: Outer
+    where: "X[batch s 3] -> Y[batch s 3]"
+    call: |
+      return Inner(X) + Inner(X * 2.0)
+  - name: Late
+    where: "X[batch n] -> Y[batch m]"
+    call: |
+      return sum(X, axis=1, keepdims=true)
+builds:
+  - {name: f, model: Flatten, args: {c: 3, h: 4}, dtype: f32, devices: [cpu]}
+  - {name: p, model: Pair, dtype: f32, devices: [cpu]}
+  - {name: o, model: Outer, dtype: f32, devices: [cpu]}
+  - {name: l, model: Late, dtype: f32, devices: [cpu]}
+)";
+    INFO(err);
+    CHECK(gen("good", yaml, err) == wfgen::cli::kOk);
+  }
+  SECTION("a wrong dim of a nested model: a Shape-Error report at its return line, notes at the where line and the call") {
+    const char* yaml = R"(models:
+  - name: Inner
+    where: "X[~ k] -> Y[~ k]"
+    call: |
+      return sum(X, axis=-1, keepdims=true)
+  - name: Outer
+    where: "X[batch 3] -> Y[batch 3]"
+    call: |
+      return Inner(relu(X))
+builds:
+  - {name: m, model: Outer, dtype: f32, devices: [cpu]}
+)";
+    CHECK(gen("nested", yaml, err) == wfgen::cli::kBadInput);
+    INFO(err);
+    CHECK(err.find("nested.yaml:5:7: error: model 'Inner' returns Y with shape (batch 1), but its where line declares "
+                   "Y[~ k] = (batch 3)") != std::string::npos);
+    CHECK(err.find("[wfgen] Shape-Error") != std::string::npos);
+    CHECK(err.find("The operation was : <Model: Inner (X[~ k] -> Y[~ k])>") != std::string::npos);
+    CHECK(err.find("Predicted Output(s) : ((batch 3))") != std::string::npos);
+    CHECK(err.find("Returned Output(s)  : ((batch 1))") != std::string::npos);
+    CHECK(err.find("1. Couldn't identify k of the 1st output Y[~ k]: k is determined as 3") != std::string::npos);
+    CHECK(err.find("nested.yaml:3:23: note: the where line of model 'Inner' declares Y[~ k] here") != std::string::npos);
+    CHECK(err.find("nested.yaml:9:14: note: in this call of model 'Inner'") != std::string::npos);
+    CHECK(err.find("1 error generated") != std::string::npos);
+    CHECK(!fs::exists(dir / "nested_out"));
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the generated files are the ones tests/models/CMakeLists.txt lists") {
   std::set<std::string> present;
   for (const char* f : {WFGEN_MODELS_FILES}) present.insert(f);

@@ -390,13 +390,13 @@ void emit_view(CodeWriter& w, const KernelPlan& p) {
   w.line("wfgen::rt::View<" + elem(p.dtype) + ", " + num(r) + "> wf_out = A;");
   w.line("bool wf_seen[" + num(r) + "] = {};");
   w.open("if (" + perm + ".size() != " + num(r) + ")");
-  w.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + p.function + ": perm has \" + std::to_string(" +
+  w.line("wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, \"" + p.function + ": perm has \" + std::to_string(" +
          perm + ".size()) + \" entries, expected " + num(r) + "\");");
   w.close();
   w.open("for (int wf_d = 0; wf_d < " + num(r) + "; ++wf_d)");
   w.line("const std::int64_t wf_from = " + perm + "[static_cast<std::size_t>(wf_d)];");
   w.open("if (wf_from < 0 || wf_from >= " + num(r) + " || wf_seen[wf_from])");
-  w.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + p.function +
+  w.line("wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, \"" + p.function +
          ": perm is not a permutation of 0.." + num(r - 1) + "\");");
   w.close();
   w.line("wf_seen[wf_from] = true;");

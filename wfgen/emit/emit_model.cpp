@@ -343,7 +343,7 @@ std::string training_members(const spec::Build& build) {
 
 // backward(), grad(), zero_grad() and step() of a build with backward: true.
 void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls) {
-  const std::string err = "throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, ";
+  const std::string err = "wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, ";
   c.line();
   c.open("void " + cls + "::backward()");
   c.line("require_forward_();");
@@ -463,6 +463,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
                                       {"seed", num(static_cast<std::int64_t>(build.seed))},
                                       {"where", comment_text(where)},
                                       {"forward_params", params_sig},
+                                      {"try_forward_params", params_sig.empty() ? "" : ", " + params_sig},
                                       {"training_api", g.has_backward ? training_declarations(build) : ""},
                                       {"training_members", g.has_backward ? training_members(build) : ""}});
 
@@ -595,8 +596,11 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.close();
   c.line();
 
-  // bind_(): symbols, arena, table, VM.
-  c.open("void " + cls + "::bind_()");
+  // try_bind_(): symbols, arena, table, VM; every error is returned as a
+  // Status (checked sizes, so huge run-time dims never wrap).
+  c.open("wfgen::rt::Status " + cls + "::try_bind_(bool wf_check_all)");
+  c.line("bound_ = false;");
+  if (g.has_backward) c.line("forward_done_ = false;  // a new binding: the last forward pass's values are gone");
   c.line("wfgen::rt::InputBinder wf_binder(" + literal(model.name) + ", " + literal(where) + ", " +
          (g.symbols.empty() ? std::string("{}") : "kSymbols") + ");");
   for (std::size_t k = 0; k < g.inputs.size(); ++k) {
@@ -606,23 +610,21 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
       dims += dims.empty() ? "" : ", ";
       dims += d.is_known() ? "{nullptr, " + num(d.value()) + "}" : "{" + literal(d.str()) + ", 0}";
     }
-    c.line("wf_binder.bind(" + literal(v.name) + ", inputs_[" + num(static_cast<std::int64_t>(k)) + "], " + dtype_cpp(v.dtype) + ", {" +
-           dims + "});");
+    c.line("if (wfgen::rt::Status wf_s = wf_binder.check(" + literal(v.name) + ", inputs_[" + num(static_cast<std::int64_t>(k)) + "], " +
+           dtype_cpp(v.dtype) + ", {" + dims + "}); !wf_s.ok()) return wf_s;");
   }
+  if (!g.symbols.empty()) c.comment("Run-time dims: checked arithmetic (an overflow is reported by the arena plan, never wrapped).");
   for (std::size_t s = 0; s < g.symbols.size(); ++s) {
-    c.line("const std::int64_t " + cpp_identifier(g.symbols[s]) + " = wf_binder.value(" + num(static_cast<std::int64_t>(s)) + ");");
+    c.line("const wfgen::rt::Size " + cpp_identifier(g.symbols[s]) + " = wf_binder.value(" + num(static_cast<std::int64_t>(s)) + ");");
   }
   c.comment("Arena: " + num(static_cast<std::int64_t>(plan.slots.size())) + " slots, each as large as the largest tensor it holds.");
-  c.line("std::size_t wf_offset = 0;");
+  c.line("wfgen::rt::ArenaPlan wf_plan;");
   for (std::size_t s = 0; s < plan.slots.size(); ++s) {
     std::string sizes;
-    for (int id : plan.slots[s]) sizes += (sizes.empty() ? "" : ", ") + std::string("wfgen::rt::bytes_of(") + dtype_cpp(g[id].dtype) + ", " + shape_cpp(g[id].shape) + ")";
-    c.line("const std::size_t wf_slot" + num(static_cast<std::int64_t>(s)) + " = wf_offset;");
-    c.line("wf_offset += (std::max<std::size_t>({std::size_t{0}, " + sizes + "}) + 63) / 64 * 64;");
+    for (int id : plan.slots[s]) sizes += (sizes.empty() ? "" : ", ") + std::string("wf_plan.bytes(") + dtype_cpp(g[id].dtype) + ", " + shape_cpp(g[id].shape) + ")";
+    c.line("const std::size_t wf_slot" + num(static_cast<std::int64_t>(s)) + " = wf_plan.slot({" + sizes + "});");
   }
-  c.open("if (!arena_.defined() || static_cast<std::size_t>(arena_.nbytes()) < wf_offset)");
-  c.line("arena_ = wfgen::rt::Tensor::empty(wfgen::rt::DType::u8, {static_cast<std::int64_t>(std::max<std::size_t>(wf_offset, 64))});");
-  c.close();
+  c.line("if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;");
   c.line("char* wf_arena = static_cast<char*>(arena_.raw_data());");
   for (const auto& v : g.values) {
     std::string lhs = "table_[" + num(v.id) + "] = ";
@@ -641,14 +643,15 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
         std::size_t k = static_cast<std::size_t>(std::find(g.grads.begin(), g.grads.end(), v.id) - g.grads.begin());
         const Value& owner = g[v.grad_of];
         if (owner.kind == Kind::Input) {
-          c.line("grads_[" + num(static_cast<std::int64_t>(k)) + "] = wfgen::rt::Tensor::zeros(" + dtype_cpp(v.dtype) + ", " +
-                 shape_cpp(v.shape) + ");");
+          c.line("if (wfgen::rt::Status wf_s = wfgen::rt::try_zeros(grads_[" + num(static_cast<std::int64_t>(k)) + "], " +
+                 dtype_cpp(v.dtype) + ", " + shape_cpp(v.shape) + "); !wf_s.ok()) return wf_s;");
         }
         c.line(lhs + "grads_[" + num(static_cast<std::int64_t>(k)) + "].ref();  // " + v.name);
         break;
       }
       case Kind::Seed:
-        c.line("seeds_[" + num(v.seed_of) + "] = wfgen::rt::Tensor::empty(" + dtype_cpp(v.dtype) + ", " + shape_cpp(v.shape) + ");");
+        c.line("if (wfgen::rt::Status wf_s = wfgen::rt::try_zeros(seeds_[" + num(v.seed_of) + "], " + dtype_cpp(v.dtype) + ", " +
+               shape_cpp(v.shape) + "); !wf_s.ok()) return wf_s;");
         c.line(lhs + "seeds_[" + num(v.seed_of) + "].ref();  // " + v.name);
         break;
       case Kind::Call:
@@ -678,25 +681,38 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
       }
     }
   }
-  c.line("vm_.prepare(table_.data());");
+  c.comment("Every check of the VM now (try_ entry points), or only those prepare() always makes.");
+  c.line("if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;");
   c.line("bound_inputs_.clear();");
   c.line("for (const auto& wf_in : inputs_) bound_inputs_.push_back(wf_in.ref());");
   c.line("bound_ = true;");
+  c.line("checked_ = wf_check_all;");
+  c.line("return {};");
+  c.close();
+  c.line();
+  c.open("void " + cls + "::bind_()");
+  c.line("if (wfgen::rt::Status wf_s = try_bind_(false); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+  c.close();
+  c.line();
+  c.open("bool " + cls + "::inputs_changed_() const");
+  c.comment("Bind again only when an input changed (shape, strides or buffer).");
+  c.line("if (!bound_ || bound_inputs_.size() != inputs_.size()) return true;");
+  c.open("for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k)");
+  c.line("const wfgen::rt::TensorRef wf_r = inputs_[wf_k].defined() ? inputs_[wf_k].ref() : wfgen::rt::TensorRef{};");
+  c.line("if (std::memcmp(&wf_r, &bound_inputs_[wf_k], sizeof wf_r) != 0) return true;");
+  c.close();
+  c.line("return false;");
   c.close();
   c.line();
 
   // run / forward
   c.open("std::vector<wfgen::rt::Tensor> " + cls + "::run()");
-  c.comment("Bind again only when an input changed (shape, strides or buffer).");
-  c.line("bool wf_same = bound_ && bound_inputs_.size() == inputs_.size();");
-  c.open("for (std::size_t wf_k = 0; wf_same && wf_k < inputs_.size(); ++wf_k)");
-  c.line("const wfgen::rt::TensorRef wf_r = inputs_[wf_k].ref();");
-  c.line("wf_same = std::memcmp(&wf_r, &bound_inputs_[wf_k], sizeof wf_r) == 0;");
-  c.close();
-  c.line("if (!wf_same) bind_();");
+  c.line("if (inputs_changed_()) bind_();");
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
-  c.line("return outputs_();");
+  c.line("std::vector<wfgen::rt::Tensor> wf_out;");
+  c.line("if (wfgen::rt::Status wf_s = outputs_(wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+  c.line("return wf_out;");
   c.close();
   c.line();
   c.open("std::vector<wfgen::rt::Tensor> " + cls + "::forward(" + params_sig + ")");
@@ -704,27 +720,60 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("return run();");
   c.close();
   c.line();
-  c.open("std::vector<wfgen::rt::Tensor> " + cls + "::outputs_() const");
-  c.line("std::vector<wfgen::rt::Tensor> wf_out;");
+  c.open("wfgen::rt::Status " + cls + "::try_run(std::vector<wfgen::rt::Tensor>& outputs)");
+  c.line("outputs.clear();");
+  c.open("return wfgen::rt::capture([&]() -> wfgen::rt::Status");
+  c.comment("Validate everything before running: the inputs, the run-time sizes, the arena and every check of the VM.");
+  c.open("if (inputs_changed_() || !checked_)");
+  c.line("if (wfgen::rt::Status wf_s = try_bind_(true); !wf_s.ok()) return wf_s;");
+  c.close();
+  c.line("vm_.run(wfgen::rt::Section::Forward);");
+  if (g.has_backward) c.line("forward_done_ = true;");
+  c.line("return outputs_(outputs);");
+  c.close(");");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_forward(std::vector<wfgen::rt::Tensor>& outputs" + (params_sig.empty() ? "" : ", ") + params_sig + ")");
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) c.line("inputs_[" + num(static_cast<std::int64_t>(k)) + "] = " + cpp_identifier(g[g.inputs[k]].name) + ";");
+  c.line("return try_run(outputs);");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const");
+  c.line("wf_out.assign(" + num(static_cast<std::int64_t>(g.outputs.size())) + ", wfgen::rt::Tensor());");
   for (std::size_t k = 0; k < g.outputs.size(); ++k)
-    c.line("wf_out.push_back(wfgen::rt::copy_out(table_[" + num(g.outputs[k]) + "]));  // " + g.output_names[k]);
-  c.line("return wf_out;");
+  {
+    c.comment(g.output_names[k]);
+    c.open("if (wfgen::rt::Status wf_s = wfgen::rt::try_copy_out(table_[" + num(g.outputs[k]) + "], wf_out[" +
+           num(static_cast<std::int64_t>(k)) + "]); !wf_s.ok())");
+    c.line("wf_out.clear();");
+    c.line("return wf_s;");
+    c.close();
+  }
+  c.line("return {};");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_set_input(std::string_view name, const wfgen::rt::Tensor& value)");
+  c.open("for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k)");
+  c.open("if (kInputNames[wf_k] == name)");
+  c.open("if (!value.defined())");
+  c.line("return wfgen::rt::Status(wfgen::rt::ErrorCode::NullBuffer, \"" + cls + "::set_input: the input '\" + std::string(name) + "
+         "\"' is an undefined tensor (no storage), expected a tensor with data\");");
+  c.close();
+  c.line("inputs_[wf_k] = value;");
+  c.line("return {};");
+  c.close();
+  c.close();
+  c.line("return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + " has no input '\" + std::string(name) + \"'\");");
   c.close();
   c.line();
   c.open("void " + cls + "::set_input(std::string_view name, const wfgen::rt::Tensor& value)");
-  c.open("for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k)");
-  c.open("if (kInputNames[wf_k] == name)");
-  c.line("inputs_[wf_k] = value;");
-  c.line("return;");
-  c.close();
-  c.close();
-  c.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + " has no input '\" + std::string(name) + \"'\");");
+  c.line("if (wfgen::rt::Status wf_s = try_set_input(name, value); !wf_s.ok()) wfgen::rt::fail(wf_s);");
   c.close();
   c.line();
   c.open("wfgen::rt::Tensor " + cls + "::get_input(std::string_view name) const");
   c.line("for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k)");
   c.line("  if (kInputNames[wf_k] == name) return inputs_[wf_k];");
-  c.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + " has no input '\" + std::string(name) + \"'\");");
+  c.line("wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + " has no input '\" + std::string(name) + \"'\");");
   c.close();
   c.line();
   c.line("const std::vector<std::string>& " + cls + "::input_names() const { return kInputNames; }");
@@ -738,7 +787,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.open("wfgen::rt::Tensor " + cls + "::parameter(std::string_view name) const");
   c.line("for (std::size_t wf_k = 0; wf_k < params_.size(); ++wf_k)");
   c.line("  if (kParamNames[wf_k] == name) return params_[wf_k];");
-  c.line("throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + " has no parameter '\" + std::string(name) + \"'\");");
+  c.line("wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + " has no parameter '\" + std::string(name) + \"'\");");
   c.close();
   c.line();
   c.open("void " + cls + "::save_parameters(const std::string& path) const");
@@ -747,6 +796,14 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line();
   c.open("void " + cls + "::load_parameters(const std::string& path)");
   c.line("wfgen::rt::load_parameters(path, kParamNames, params_);");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_save_parameters(const std::string& path) const");
+  c.line("return wfgen::rt::capture([&] { return wfgen::rt::try_save_parameters(path, kParamNames, params_); });");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_load_parameters(const std::string& path)");
+  c.line("return wfgen::rt::capture([&] { return wfgen::rt::try_load_parameters(path, kParamNames, params_); });");
   c.close();
   c.line();
   // summary

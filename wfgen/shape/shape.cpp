@@ -696,11 +696,13 @@ std::string render_report(const subscript::Declaration& decl, const std::vector<
   os << "[wfgen] Shape-Error: Couldn't step forward because of shape-error.\n\n";
   std::string dsl = decl.str();
   if (options.operation.empty()) os << "The operation was : <Subscript: " << dsl << ">\n\n";
-  else os << "The operation was : <Node: " << options.operation << " (" << dsl << ")>\n\n";
+  else os << "The operation was : <" << options.kind << ": " << options.operation << " (" << dsl << ")>\n\n";
   std::vector<Shape> outs;
   for (const auto& o : result.outputs) outs.push_back(o.shape);
   os << "Input(s)            : " << shapes_str(inputs) << "\n";
-  os << "Predicted Output(s) : " << shapes_str(outs) << "\n\n";
+  os << "Predicted Output(s) : " << shapes_str(outs) << "\n";
+  if (options.returned) os << "Returned Output(s)  : " << shapes_str(*options.returned) << "\n";
+  os << "\n";
   os << "Here's a list of reports.\n\n";
   for (std::size_t i = 0; i < result.reports.size(); ++i) {
     if (i == 1) os << "Also, these reports could be helpful for you (calculated ignoring the first errors.)\n\n";

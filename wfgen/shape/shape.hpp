@@ -108,6 +108,11 @@ struct CheckResult {
 struct CheckOptions {
   // Printed as "The operation was : <Node: NAME (DSL)>"; empty uses <Subscript: ...>.
   std::string operation;
+  // The word before the name: "Node", or "Model" for a model's where line.
+  std::string kind = "Node";
+  // Shapes a model's body returned, printed as "Returned Output(s)" under the
+  // predicted ones (checking a model's results against its where line).
+  std::optional<std::vector<Shape>> returned;
 };
 
 // Checks `decl` against concrete or symbolic input shapes.

@@ -65,6 +65,15 @@ struct Frame {
 // Raised to unwind a `return` out of nested blocks.
 struct Returned {
   std::vector<TValue> values;
+  SourceLoc loc;  // the return statement
+  int length = 1;
+};
+
+// What a model's where line is checked with: its arguments and the shapes of
+// the tensors passed in (taken before the body can rebind their names).
+struct Declared {
+  shape::Args args;
+  std::vector<Shape> inputs;
 };
 
 constexpr int kMaxModelDepth = 32;
@@ -202,11 +211,6 @@ class Tracer {
       std::string name = k < decl.outputs.size() && decl.outputs[k].name ? *decl.outputs[k].name : "out" + std::to_string(k);
       g_.output_names.push_back(name);
     }
-    if (!decl.outputs.empty() && decl.outputs.size() != results.size()) {
-      fail(model->where_text->loc, "model '" + model->name + "' declares " + std::to_string(decl.outputs.size()) +
-                                       " outputs in its where line, but its body returns " + std::to_string(results.size()));
-    }
-    check_outputs(*model, results);
     return std::move(g_);
   }
 
@@ -365,7 +369,7 @@ class Tracer {
 
   // --- models -------------------------------------------------------------------
 
-  std::vector<TValue> trace_model(Frame& frame, const spec::Model& m) {
+  std::vector<TValue> trace_model(Frame& frame, const spec::Model& m, const std::optional<SourceLoc>& call_site = std::nullopt) {
     if (++depth_ > kMaxModelDepth) fail(m.loc, "models call each other more than " + std::to_string(kMaxModelDepth) + " deep");
     std::string saved_scope = scope_;
     const spec::Text* saved_text = text_;
@@ -385,17 +389,21 @@ class Tracer {
       g_.params.push_back(id);
       frame.env[p.name] = TValue::tensor(id);
     }
+    const std::optional<Declared> decl = declared(frame, m);
     const body::Program& program = parsed(m);
     std::vector<TValue> results;
+    std::optional<Returned> ret;
     try {
       run_block(frame, program.statements);
     } catch (Returned& r) {
-      results = std::move(r.values);
+      results = r.values;
+      ret = std::move(r);
     }
     scope_ = saved_scope;
     text_ = saved_text;
     stmt_ = saved_stmt;
     --depth_;
+    if (decl) check_outputs(m, *decl, results, ret, call_site);
     return results;
   }
 
@@ -442,8 +450,186 @@ class Tracer {
     }
   }
 
-  void check_outputs(const spec::Model& m, const std::vector<TValue>&) {
-    (void)m;  // output shapes are predicted by tracing; the where line's outputs name them
+  // --- a model's results against its where line ----------------------------------
+
+  std::optional<Declared> declared(const Frame& frame, const spec::Model& m) const {
+    if (!m.where || m.where->outputs.empty()) return std::nullopt;
+    Declared d;
+    for (const auto& a : m.args) {
+      auto it = frame.env.find(a.name);
+      if (it == frame.env.end()) continue;
+      const TValue& v = it->second;
+      if (v.kind == TValue::Kind::Int) d.args[a.name] = shape::Value::scalar(Dim(v.i));
+      if (v.kind == TValue::Kind::List && a.type == spec::ArgType::Ints) {
+        Shape dims;
+        for (const auto& x : v.items) dims.push_back(Dim(x.i));
+        d.args[a.name] = shape::Value::list(dims);
+      }
+    }
+    for (const auto& in : m.where->inputs) {
+      auto it = in.name ? frame.env.find(*in.name) : frame.env.end();
+      if (it == frame.env.end() || it->second.kind != TValue::Kind::Tensor) return std::nullopt;
+      d.inputs.push_back(val(it->second.id).shape);
+    }
+    return d;
+  }
+
+  // True when the dims can differ: different sizes, or symbolic expressions
+  // that give different sizes for some values of their run-time symbols.
+  // `expected` is "?" (any) where the where line leaves an output dim to the
+  // body (conv2d's h_out).
+  static bool dims_differ(const Dim& expected, const Dim& got) {
+    if (!expected.is_known() && (expected.str() == "?" || expected.str() == "~")) return false;
+    if (expected == got) return false;
+    if (expected.is_known() && got.is_known()) return true;
+    std::vector<std::string> names = expected.symbols();
+    for (const auto& n : got.symbols())
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    // Three sets of distinct values; an expression that divides by zero or
+    // overflows for one set is judged by the others.
+    for (std::int64_t base : {2, 17, 101}) {
+      auto lookup = [&](const std::string& name) -> std::optional<Dim> {
+        auto k = static_cast<std::int64_t>(std::find(names.begin(), names.end(), name) - names.begin());
+        return Dim(base + k * (base % 7 + 3));
+      };
+      try {
+        Dim a = expected.substitute(lookup), b = got.substitute(lookup);
+        if (a.is_known() && b.is_known() && a.value() != b.value()) return true;
+      } catch (const std::exception&) {
+        continue;
+      }
+    }
+    return false;
+  }
+
+  // The subscript of `arg` that axis `axis` of a predicted shape of `rank`
+  // dims comes from: "n", "~" or "" (an integer).
+  static std::string subscript_at(const subscript::Argument& arg, std::size_t axis, std::size_t rank) {
+    const auto& dims = arg.dims;
+    std::size_t batch = dims.size();
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (dims[i].kind == subscript::Subscript::Kind::Batch) batch = i;
+    const subscript::Subscript* s = nullptr;
+    if (batch == dims.size()) {
+      if (rank == dims.size()) s = &dims[axis];
+    } else if (axis < batch) {
+      s = &dims[axis];
+    } else if (rank + 1 >= dims.size() && axis + (dims.size() - batch - 1) >= rank) {
+      s = &dims[dims.size() - (rank - axis)];
+    } else {
+      return "~";
+    }
+    if (!s || s->kind == subscript::Subscript::Kind::Integer) return "";
+    return s->kind == subscript::Subscript::Kind::Batch ? "~" : s->name;
+  }
+
+  static std::string ordinal(std::size_t n) {
+    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+    return std::to_string(n) + suffix;
+  }
+
+  // The tensors a model's body returned against the outputs of its where
+  // line: their count, and the rank and every dim of each, with symbols
+  // bound by the inputs (and arguments) as the where line binds them. A
+  // Shape-Error report at the return statement, with notes at the where
+  // line's output and, for a model called by another, at the call.
+  void check_outputs(const spec::Model& m, const Declared& in, const std::vector<TValue>& results,
+                     const std::optional<Returned>& ret, const std::optional<SourceLoc>& call_site) {
+    const subscript::Declaration& decl = *m.where;
+    const shape::CheckResult predicted = shape::check(decl, in.args, in.inputs);
+    std::vector<Shape> returned;
+    for (const auto& r : results) returned.push_back(r.kind == TValue::Kind::Tensor ? val(r.id).shape : Shape{Dim::symbol("?")});
+    std::vector<shape::Report> reports;
+    std::string message;
+    std::size_t culprit = 0;  // the output the notes point at
+    auto declared_str = [&](std::size_t k) {
+      return decl.outputs[k].str() + " = " + shape::shape_str(predicted.outputs[k].shape);
+    };
+    if (results.size() != decl.outputs.size()) {
+      std::string outs;
+      for (const auto& o : decl.outputs) outs += (outs.empty() ? "" : " ") + o.str();
+      message = "model '" + m.name + "' returns " + std::to_string(results.size()) + " result" + (results.size() == 1 ? "" : "s") +
+                ", but its where line declares " + std::to_string(decl.outputs.size()) + " output" +
+                (decl.outputs.size() == 1 ? "" : "s") + ": " + outs;
+      reports.push_back({"", "Couldn't step forward: the model declares " + std::to_string(decl.outputs.size()) + " output" +
+                                 (decl.outputs.size() == 1 ? "" : "s") + " (" + outs + "), but its body returns " +
+                                 std::to_string(results.size()) + ": " + shape::shapes_str(returned) + ".",
+                         std::nullopt, 1});
+    } else {
+      for (std::size_t k = 0; k < results.size(); ++k) {
+        const subscript::Argument& arg = decl.outputs[k];
+        const Shape& want = predicted.outputs[k].shape;
+        const std::string label = "the " + ordinal(k + 1) + " output " + arg.str();
+        const std::string name = arg.name ? *arg.name : arg.str();
+        std::string first;
+        if (results[k].kind != TValue::Kind::Tensor) {
+          first = "model '" + m.name + "' returns " + kind_word(results[k].kind) + " as its output " + name +
+                  ", but its where line declares the tensor " + arg.str();
+          reports.push_back({name, "Couldn't identify " + label + ": the body returns " + kind_word(results[k].kind) +
+                                       ", not a tensor.",
+                             arg.offset, arg.length});
+        } else if (want.size() != returned[k].size()) {
+          first = "model '" + m.name + "' returns " + name + " with shape " + shape::shape_str(returned[k]) +
+                  ", but its where line declares " + declared_str(k);
+          reports.push_back({name, "Couldn't identify the rank of " + label + ": it needs " + std::to_string(want.size()) +
+                                       " dim" + (want.size() == 1 ? "" : "s") + ", but got " +
+                                       std::to_string(returned[k].size()) + ".\n Expected " + declared_str(k) +
+                                       ", but got: " + shape::shape_str(returned[k]),
+                             arg.offset, arg.length});
+        } else {
+          for (std::size_t axis = 0; axis < want.size(); ++axis) {
+            if (!dims_differ(want[axis], returned[k][axis])) continue;
+            if (first.empty()) {
+              first = "model '" + m.name + "' returns " + name + " with shape " + shape::shape_str(returned[k]) +
+                      ", but its where line declares " + declared_str(k);
+            }
+            std::string sub = subscript_at(arg, axis, want.size());
+            std::string what = sub.empty() ? "axis " + std::to_string(axis) : sub;
+            reports.push_back({sub, "Couldn't identify " + what + " of " + label + ": " + what + " is determined as " +
+                                        (want[axis].is_known() ? "" : "the run-time dim ") + want[axis].str() + "\n but got: " + returned[k][axis].str() + " at axis " +
+                                        std::to_string(axis) + ".\n Expected " + declared_str(k) + ", but got: " +
+                                        shape::shape_str(returned[k]),
+                               arg.offset, arg.length});
+          }
+        }
+        if (message.empty() && !first.empty()) {
+          message = first;
+          culprit = k;
+        }
+      }
+    }
+    if (reports.empty()) return;
+    shape::CheckResult r;
+    r.outputs = predicted.outputs;
+    r.reports = std::move(reports);
+    shape::CheckOptions o;
+    o.operation = m.name;
+    o.kind = "Model";
+    o.returned = returned;
+    Diagnostic d;
+    d.loc = ret ? ret->loc : m.where_text->loc;
+    d.length = ret ? ret->length : 1;
+    d.message = message;
+    d.source_line = spec_.line_at(d.loc);
+    d.detail = shape::render_report(decl, in.inputs, r, o);
+    std::vector<Diagnostic> all{d};
+    Diagnostic where;
+    where.severity = Diagnostic::Severity::Note;
+    const subscript::Argument& out = decl.outputs[std::min(culprit, decl.outputs.size() - 1)];
+    where.loc = m.where_text->at(out.offset);
+    where.length = static_cast<int>(std::max<std::size_t>(1, out.length));
+    where.message = "the where line of model '" + m.name + "' declares " + out.str() + " here";
+    where.source_line = spec_.line_at(where.loc);
+    all.push_back(std::move(where));
+    if (call_site) {
+      Diagnostic call;
+      call.severity = Diagnostic::Severity::Note;
+      call.loc = *call_site;
+      call.message = "in this call of model '" + m.name + "'";
+      call.source_line = spec_.line_at(call.loc);
+      all.push_back(std::move(call));
+    }
+    throw UserError(std::move(all));
   }
 
   // --- statements ---------------------------------------------------------------
@@ -472,6 +658,8 @@ class Tracer {
       }
       case body::Stmt::Kind::Return: {
         Returned r;
+        r.loc = at(s.offset);
+        r.length = static_cast<int>(std::max<std::size_t>(1, s.length));
         for (const auto& e : s.results) {
           TValue v = eval(frame, *e);
           r.values.push_back(v);
@@ -1318,7 +1506,7 @@ class Tracer {
       }
     }
     stack_.push_back(&m);
-    std::vector<TValue> results = trace_model(frame, m);
+    std::vector<TValue> results = trace_model(frame, m, at(e.offset));
     stack_.pop_back();
     if (results.empty()) fail_at(e, "model '" + m.name + "' returns nothing");
     if (results.size() == 1) return results[0];

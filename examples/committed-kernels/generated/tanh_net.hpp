@@ -23,6 +23,7 @@ class tanh_net {
   std::vector<wfgen::rt::Tensor> forward(const wfgen::rt::Tensor& X);
   // The same on the inputs set with set_input().
   std::vector<wfgen::rt::Tensor> run();
+  // An undefined tensor (no storage) is an error (NullBuffer).
   void set_input(std::string_view name, const wfgen::rt::Tensor& value);
   wfgen::rt::Tensor get_input(std::string_view name) const;
   const std::vector<std::string>& input_names() const;
@@ -39,9 +40,25 @@ class tanh_net {
   std::string profile(int n_sample, int top_k = 10);
   wfgen::rt::VM& vm() { return vm_; }
 
+  // --- Error codes instead of exceptions (docs/errors.md) ---
+  // forward(), run(), set_input(), save_parameters() and load_parameters()
+  // returning a wfgen::rt::Status instead of failing. try_forward() and
+  // try_run() validate everything before running (the inputs against the
+  // where line, the run-time sizes, the arena, every check of the VM), so with
+  // -fno-exceptions bad input is a Status, never an abort; with exceptions
+  // they never throw (wfgen::rt::capture). `outputs` gets the results, or is
+  // left empty on error.
+  wfgen::rt::Status try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X);
+  wfgen::rt::Status try_run(std::vector<wfgen::rt::Tensor>& outputs);
+  wfgen::rt::Status try_set_input(std::string_view name, const wfgen::rt::Tensor& value);
+  wfgen::rt::Status try_save_parameters(const std::string& path) const;
+  wfgen::rt::Status try_load_parameters(const std::string& path);
+
  private:
   void bind_();
-  std::vector<wfgen::rt::Tensor> outputs_() const;
+  wfgen::rt::Status try_bind_(bool check_all);
+  bool inputs_changed_() const;
+  wfgen::rt::Status outputs_(std::vector<wfgen::rt::Tensor>& out) const;
   std::vector<wfgen::rt::Tensor> inputs_;
   std::vector<wfgen::rt::TensorRef> bound_inputs_;
   std::vector<wfgen::rt::Tensor> params_;
@@ -49,6 +66,7 @@ class tanh_net {
   std::vector<wfgen::rt::TensorRef> table_;
   wfgen::rt::VM vm_;
   bool bound_ = false;
+  bool checked_ = false;  // bound with every VM check (try_ entry points)
 };
 
 }  // namespace committed

@@ -309,15 +309,15 @@ struct KernelEntry {
   KernelFn fn;
 };
 
-// A typed view of a type-erased tensor; throws Error on a dtype or rank mismatch.
+// A typed view of a type-erased tensor; fail()s (an Error) on a dtype or rank mismatch.
 template <class T, int R>
 View<T, R> view_of(const TensorRef& t, const char* kernel, const char* operand) {
   if (t.dtype != dtype_of_v<T>) {
-    throw Error(ErrorCode::DTypeMismatch, std::string(kernel) + ": operand " + operand + " has dtype " +
+    fail(ErrorCode::DTypeMismatch, std::string(kernel) + ": operand " + operand + " has dtype " +
                                               dtype_name(t.dtype) + ", expected " + dtype_name(dtype_of_v<T>));
   }
   if (t.rank != R) {
-    throw Error(ErrorCode::RankMismatch, std::string(kernel) + ": operand " + operand + " has rank " +
+    fail(ErrorCode::RankMismatch, std::string(kernel) + ": operand " + operand + " has rank " +
                                              std::to_string(t.rank) + ", expected " + std::to_string(R));
   }
   View<T, R> v;
@@ -325,7 +325,7 @@ View<T, R> view_of(const TensorRef& t, const char* kernel, const char* operand) 
   if (v.data == nullptr) {
     bool empty = false;
     for (int d = 0; d < R; ++d) empty = empty || t.shape[d] == 0;
-    if (!empty) throw Error(ErrorCode::NullBuffer, std::string(kernel) + ": operand " + operand + " has no data");
+    if (!empty) fail(ErrorCode::NullBuffer, std::string(kernel) + ": operand " + operand + " has no data");
   }
   for (int d = 0; d < R; ++d) {
     v.shape[d] = t.shape[d];

@@ -3,11 +3,13 @@
 // model's symbolic shapes, initialising parameters, and parameter files.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "wfgen/runtime.hpp"
@@ -32,13 +34,103 @@ TensorRef squeeze_ref(const TensorRef& base, int axis);
 // Insert a size-1 axis at `axis`.
 TensorRef unsqueeze_ref(const TensorRef& base, int axis);
 
-// Element count and bytes of a shape (0 for an empty one).
+// Element count and bytes of a shape (0 for an empty one). A negative size is
+// Error(InvalidArgument); a count or byte size beyond int64 (PTRDIFF_MAX
+// bytes) is Error(SizeOverflow), never a wrapped size.
 std::int64_t numel_of(std::initializer_list<std::int64_t> shape);
 std::size_t bytes_of(DType dtype, std::initializer_list<std::int64_t> shape);
+
+// --- run-time sizes ---------------------------------------------------------------
+
+// A run-time dim in generated code (`batch`, `h_out`): std::int64_t whose
+// arithmetic cannot wrap. The sizes of a model's tensors are formulas of the
+// dims its inputs bind (`batch * 1024`, `(h - 3) / 2 + 1`); with Size, a
+// result that does not fit in int64, or a division by zero, is the value
+// Size::kInvalid, which every later operation keeps and which bytes_of /
+// ArenaPlan::bytes report as Error(SizeOverflow) (so a huge input dim never
+// becomes a small wrapped size). `/` is floor division, as in the Subscript
+// DSL. Converts implicitly to std::int64_t, so it fits in shapes.
+class Size {
+ public:
+  static constexpr std::int64_t kInvalid = INT64_MIN;
+
+  constexpr Size(std::int64_t v) noexcept : v_(v) {}  // NOLINT: implicit on purpose
+  constexpr operator std::int64_t() const noexcept { return v_; }
+  constexpr bool valid() const noexcept { return v_ != kInvalid; }
+
+  friend constexpr Size operator+(Size a, Size b) noexcept { return op('+', a.v_, b.v_); }
+  friend constexpr Size operator-(Size a, Size b) noexcept { return op('-', a.v_, b.v_); }
+  friend constexpr Size operator*(Size a, Size b) noexcept { return op('*', a.v_, b.v_); }
+  friend constexpr Size operator/(Size a, Size b) noexcept { return op('/', a.v_, b.v_); }
+  // Mixed with integer literals (`batch * 1024`, `2 - h`).
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator+(Size a, T b) noexcept { return op('+', a.v_, static_cast<std::int64_t>(b)); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator+(T a, Size b) noexcept { return op('+', static_cast<std::int64_t>(a), b.v_); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator-(Size a, T b) noexcept { return op('-', a.v_, static_cast<std::int64_t>(b)); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator-(T a, Size b) noexcept { return op('-', static_cast<std::int64_t>(a), b.v_); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator*(Size a, T b) noexcept { return op('*', a.v_, static_cast<std::int64_t>(b)); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator*(T a, Size b) noexcept { return op('*', static_cast<std::int64_t>(a), b.v_); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator/(Size a, T b) noexcept { return op('/', a.v_, static_cast<std::int64_t>(b)); }
+  template <class T> requires std::is_integral_v<T>
+  friend constexpr Size operator/(T a, Size b) noexcept { return op('/', static_cast<std::int64_t>(a), b.v_); }
+
+ private:
+  static constexpr std::int64_t op(char o, std::int64_t a, std::int64_t b) noexcept {
+    if (a == kInvalid || b == kInvalid) return kInvalid;
+    std::int64_t r = 0;
+    switch (o) {
+      case '+': return __builtin_add_overflow(a, b, &r) || r == kInvalid ? kInvalid : r;
+      case '-': return __builtin_sub_overflow(a, b, &r) || r == kInvalid ? kInvalid : r;
+      case '*': return __builtin_mul_overflow(a, b, &r) || r == kInvalid ? kInvalid : r;
+      default: {
+        if (b == 0 || (a == INT64_MIN && b == -1)) return kInvalid;
+        r = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) --r;  // floor division
+        return r;
+      }
+    }
+  }
+  std::int64_t v_;
+};
+
+// How generated bind_() lays out a model's arena: slot by slot, each as large
+// as the largest tensor it holds, rounded up to kAlignment. Every size is
+// checked; the first negative size, overflow (a Size::kInvalid dim, a byte
+// count or arena beyond PTRDIFF_MAX) is kept as status() and later calls
+// return 0, so bind_() reports it once, naming the shape.
+class ArenaPlan {
+ public:
+  // Bytes of a tensor of `shape` (0 after an error).
+  std::size_t bytes(DType dtype, std::initializer_list<std::int64_t> shape);
+  // Reserves the next slot for the largest of `sizes`; returns its offset.
+  std::size_t slot(std::initializer_list<std::size_t> sizes);
+  std::size_t total() const noexcept { return total_; }
+  const Status& status() const noexcept { return status_; }
+  // Makes `arena` (a u8 tensor) at least total() bytes (at least 64): keeps
+  // it if it is large enough, else allocates a new one (OutOfMemory if that
+  // fails). Returns status() if it is not ok.
+  Status allocate(Tensor& arena) const;
+
+ private:
+  std::size_t total_ = 0;
+  Status status_;
+};
+
+// A zero-filled tensor in `out`, or OutOfMemory / SizeOverflow / InvalidArgument
+// as a Status (generated bind_() sizes gradient buffers of inputs with it).
+Status try_zeros(Tensor& out, DType dtype, const Shape& shape);
 
 // A Tensor that owns a copy of a table entry's elements (outputs of a model
 // live in its arena, which the next call reuses).
 Tensor copy_out(const TensorRef& ref);
+// The same into `out`, OutOfMemory (or a bad ref) as a Status.
+Status try_copy_out(const TensorRef& ref, Tensor& out);
 
 // --- inputs -----------------------------------------------------------------------
 
@@ -49,18 +141,21 @@ struct InputDim {
 };
 
 // Binds run-time symbols from the inputs and checks every input's dtype and
-// shape. Errors are rt::Error (ShapeMismatch, DTypeMismatch, RankMismatch)
-// with a report in the layout of wfgen's Shape-Error: the model, its where
-// line, the inputs given, and what was expected.
+// shape. Errors (ShapeMismatch, DTypeMismatch, RankMismatch, NullBuffer for
+// an input that was not set, SizeOverflow for an input whose bytes do not fit
+// in PTRDIFF_MAX) carry a report in the layout of wfgen's Shape-Error: the
+// model, its where line, the inputs given, and what was expected.
 class InputBinder {
  public:
   InputBinder(const char* model, const char* where, std::span<const char* const> symbols);
-  // Checks one input and binds the symbols it determines.
+  // Checks one input and binds the symbols it determines; the error as a Status.
+  Status check(const char* name, const Tensor& t, DType dtype, std::initializer_list<InputDim> dims);
+  // The same, failing (fail(): an rt::Error) on error.
   void bind(const char* name, const Tensor& t, DType dtype, std::initializer_list<InputDim> dims);
   std::int64_t value(std::size_t symbol) const { return values_[symbol]; }
 
  private:
-  [[noreturn]] void fail(ErrorCode code, const std::string& report) const;
+  Status report(ErrorCode code, const std::string& report) const;
   const char* model_;
   const char* where_;
   std::span<const char* const> symbols_;
@@ -80,11 +175,21 @@ enum class InitKind : std::uint8_t { Zeros, Ones, Constant, Uniform, Normal, Xav
 // the C library's log/cos).
 void init_parameter(Tensor& t, InitKind kind, double a, double b, Rng& rng);
 
+// Checks that every tensor in `tensors` is defined (NullBuffer otherwise:
+// "<what> <name> was not set") and, when `distinct`, that no two overlap in
+// memory (AliasedBuffer). `names` is parallel to `tensors`.
+Status check_tensors(const char* what, std::span<const std::string> names, std::span<const Tensor> tensors, bool distinct);
+
 // Parameter files: "WFGENPRM", version 1, the count, then per parameter its
 // name, dtype, rank, dims and data (little-endian), then an FNV-1a 64
 // checksum of everything before it. load_parameters checks magic, version,
 // names, dtypes, shapes and the checksum, and changes nothing on error.
+// Both check first that every tensor is defined (NullBuffer); load_parameters
+// also that no two destination tensors overlap (AliasedBuffer). The try_
+// forms return the error as a Status (for builds without exceptions).
 void save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors);
 void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors);
+Status try_save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors);
+Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors);
 
 }  // namespace wfgen::rt

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -42,6 +43,7 @@ namespace wfgen::rt {
 // ---------------------------------------------------------------------------
 
 // What went wrong, so callers (and tests) can branch without parsing text.
+// Append only: the values are part of the error-code API.
 enum class ErrorCode : std::uint8_t {
   ShapeMismatch,     // shapes that had to agree did not
   DTypeMismatch,     // element type differs from the one asked for
@@ -53,8 +55,9 @@ enum class ErrorCode : std::uint8_t {
   BadParameterFile,  // a parameter file is truncated or does not match the model
   OutOfMemory,       // an allocation failed
   InvalidArgument,   // any other bad argument (negative size, step 0, ...)
+  SizeOverflow,      // a run-time size, element count, byte count or offset does not fit in 64 bits
 };
-inline constexpr int kErrorCodeCount = 10;
+inline constexpr int kErrorCodeCount = 11;
 
 // "shape mismatch", "dtype mismatch", ...
 const char* error_code_name(ErrorCode code);
@@ -69,6 +72,90 @@ class Error : public std::runtime_error {
  private:
   ErrorCode code_;
 };
+
+// The error-code API: what the non-throwing entry points of generated model
+// classes (try_forward(), try_run(), ...) return instead of throwing an Error.
+// A default-constructed Status is success; a failed one carries the ErrorCode
+// and the message the Error would have had.
+//
+//   std::vector<wfgen::rt::Tensor> out;
+//   wfgen::rt::Status st = model.try_forward(out, X);
+//   if (!st.ok()) std::fprintf(stderr, "%s: %s\n", wfgen::rt::error_code_name(st.code()), st.message().c_str());
+class [[nodiscard]] Status {
+ public:
+  Status() noexcept = default;
+  Status(ErrorCode code, std::string message) : failed_(true), code_(code), message_(std::move(message)) {}
+  static Status from(const Error& e) { return Status(e.code(), e.what()); }
+
+  bool ok() const noexcept { return !failed_; }
+  explicit operator bool() const noexcept { return ok(); }
+  // Meaningful only when !ok().
+  ErrorCode code() const noexcept { return code_; }
+  const std::string& message() const noexcept { return message_; }
+  // "ok", or "shape mismatch: <message>".
+  std::string to_string() const;
+
+ private:
+  bool failed_ = false;
+  ErrorCode code_ = ErrorCode::InvalidArgument;
+  std::string message_;
+};
+
+// Whether the runtime (and the generated code including this header) is
+// compiled with C++ exceptions. Define WFGEN_NO_EXCEPTIONS, or compile with
+// -fno-exceptions, for builds without them (see fail()).
+#if defined(WFGEN_NO_EXCEPTIONS) || !(defined(__cpp_exceptions) || defined(__EXCEPTIONS))
+#define WFGEN_EXCEPTIONS 0
+#else
+#define WFGEN_EXCEPTIONS 1
+#endif
+
+// The one way the runtime and generated code report an error. With
+// exceptions: throws Error(code, message). Without (-fno-exceptions, the
+// runtime compiled the same way): records the error (last_fatal_error()),
+// calls the fatal handler, which by default prints "wfgen: <code name>:
+// <message>" to stderr, and aborts. The try_ entry points of generated
+// models validate their inputs before running, so bad input returns a
+// Status there and never reaches this abort.
+[[noreturn]] void fail(ErrorCode code, const std::string& message);
+[[noreturn]] void fail(const Status& status);
+
+// Runs f() (returning void or a Status) and gives its error as a Status. With
+// exceptions, whatever f throws is caught: an Error keeps its code,
+// std::bad_alloc is OutOfMemory, anything else InvalidArgument. Without, f()
+// just runs (a fail() inside aborts). The try_ entry points of generated
+// models run through it, so they never throw.
+template <class F>
+Status capture(F&& f) {
+#if WFGEN_EXCEPTIONS
+  try {
+#endif
+    if constexpr (std::is_same_v<decltype(std::forward<F>(f)()), Status>) {
+      return std::forward<F>(f)();
+    } else {
+      std::forward<F>(f)();
+      return {};
+    }
+#if WFGEN_EXCEPTIONS
+  } catch (const Error& e) {
+    return Status::from(e);
+  } catch (const std::bad_alloc& e) {
+    return Status(ErrorCode::OutOfMemory, std::string("out of memory (") + e.what() + ")");
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::InvalidArgument, e.what());
+  } catch (...) {
+    return Status(ErrorCode::InvalidArgument, "an exception that is not a std::exception");
+  }
+#endif
+}
+
+// Builds without exceptions: called by fail() before it aborts; must not
+// return (if it does, fail() aborts). Null restores the default handler.
+using FatalHandler = void (*)(const Status& status);
+void set_fatal_handler(FatalHandler handler) noexcept;
+// The error of the last fail() in a build without exceptions (for a fatal
+// handler or a debugger); ok() if none.
+Status last_fatal_error();
 
 // ---------------------------------------------------------------------------
 // Shapes and dtype dispatch
@@ -92,8 +179,7 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     case DType::i64: return std::forward<F>(f)(std::type_identity<std::int64_t>{});
     case DType::u8: return std::forward<F>(f)(std::type_identity<std::uint8_t>{});
   }
-  throw Error(ErrorCode::InvalidArgument,
-              "unknown dtype code " + std::to_string(static_cast<int>(t)));
+  fail(ErrorCode::InvalidArgument, "unknown dtype code " + std::to_string(static_cast<int>(t)));
 }
 
 // ---------------------------------------------------------------------------
@@ -110,7 +196,9 @@ inline constexpr std::size_t kAlignment = 64;
 // may hold whatever owns that memory, e.g. the arena block it lies in).
 class Storage {
  public:
+  // Error(OutOfMemory) when the allocation fails; try_allocate returns null instead.
   static std::shared_ptr<Storage> allocate(std::size_t bytes);
+  static std::shared_ptr<Storage> try_allocate(std::size_t bytes);
   static std::shared_ptr<Storage> borrow(void* data, std::size_t bytes,
                                          std::shared_ptr<const void> keep_alive = {});
 
@@ -166,6 +254,9 @@ class Tensor {
   // zero-initialised, so empty() and zeros() give the same result.
   static Tensor empty(DType dtype, const Shape& shape);
   static Tensor zeros(DType dtype, const Shape& shape);
+  // empty() for builds without exceptions: the tensor in `out`, or the error
+  // (RankMismatch, InvalidArgument, SizeOverflow, OutOfMemory) as a Status.
+  static Status try_empty(DType dtype, const Shape& shape, Tensor& out);
   // Every element set to `value` converted to dtype; throws InvalidArgument if
   // an integer dtype cannot represent it.
   static Tensor full(DType dtype, const Shape& shape, double value);
@@ -324,7 +415,7 @@ template <class E>
 Tensor Tensor::from_data(const Shape& shape, std::vector<E> values) {
   Tensor t = empty(dtype_of_v<E>, shape);
   if (static_cast<std::int64_t>(values.size()) != t.numel()) {
-    throw Error(ErrorCode::ShapeMismatch, "from_data got " + std::to_string(values.size()) +
+    fail(ErrorCode::ShapeMismatch, "from_data got " + std::to_string(values.size()) +
                                               " values for shape " + shape_to_string(shape) +
                                               ", expected " + std::to_string(t.numel()));
   }

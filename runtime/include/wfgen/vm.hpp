@@ -125,6 +125,8 @@ enum class Section { Forward, Backward };
 //    unless it is the identical view (in-place: h <= op(h x)); kNoAlias and
 //    kMayAlias tighten or lift that.
 // The default is 2, or WFGEN_VM_OPT_LEVEL=1|2|3 from the environment.
+// Whatever the level, prepare() checks aliasing of kNoAlias outputs and
+// operand extents (see prepare()).
 enum class OptLevel : int { Safe = 1, Checked = 2, Fast = 3 };
 
 // What run() throws when a check fails or a kernel throws: an Error whose
@@ -169,7 +171,20 @@ class VM {
   // Gathers operands from the tensor table (one TensorRef per entry of
   // program.tensors); call again whenever the table changes (new input
   // shapes, new arena). Resets the "first call" of opt level 2.
+  //
+  // At every opt level (3 included) prepare() checks, once per table, that
+  // each written operand flagged OperandSpec::kNoAlias (GEMM, reduce, builtin
+  // and C++ kernels in generated models) does not overlap any other operand
+  // of its instruction (AliasedBuffer), and that no operand spans more bytes
+  // than the address space holds (SizeOverflow); it throws InstructionError
+  // (an rt::Error) naming the instruction, and the VM stays unprepared.
   void prepare(const TensorRef* table);
+  // prepare() that returns the first failed check as a Status instead (its
+  // message as InstructionError's). With `check_all`, it also runs every
+  // check of opt levels 1 and 2 on both sections now (level 2 then skips them
+  // at the first run()): what the try_ entry points of generated models use
+  // to validate everything before running.
+  Status try_prepare(const TensorRef* table, bool check_all = true);
   bool prepared() const;
 
   // Runs a section. Throws InstructionError (with the instruction and its
