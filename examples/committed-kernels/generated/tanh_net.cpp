@@ -82,19 +82,17 @@ tanh_net::tanh_net() : vm_(kProgram) {
   table_.resize(11);
 }
 
-void tanh_net::bind_() {
+wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all) {
+  bound_ = false;
   wfgen::rt::InputBinder wf_binder("TanhNet", "X[batch inputs] -> Y[batch outputs]", kSymbols);
-  wf_binder.bind("X", inputs_[0], wfgen::rt::DType::f32, {{"batch", 0}, {nullptr, 3}});
-  const std::int64_t batch = wf_binder.value(0);
+  if (wfgen::rt::Status wf_s = wf_binder.check("X", inputs_[0], wfgen::rt::DType::f32, {{"batch", 0}, {nullptr, 3}}); !wf_s.ok()) return wf_s;
+  // Run-time dims: checked arithmetic (an overflow is reported by the arena plan, never wrapped).
+  const wfgen::rt::Size batch = wf_binder.value(0);
   // Arena: 2 slots, each as large as the largest tensor it holds.
-  std::size_t wf_offset = 0;
-  const std::size_t wf_slot0 = wf_offset;
-  wf_offset += (std::max<std::size_t>({std::size_t{0}, wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 5})}) + 63) / 64 * 64;
-  const std::size_t wf_slot1 = wf_offset;
-  wf_offset += (std::max<std::size_t>({std::size_t{0}, wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2}), wfgen::rt::bytes_of(wfgen::rt::DType::f32, {batch, 2})}) + 63) / 64 * 64;
-  if (!arena_.defined() || static_cast<std::size_t>(arena_.nbytes()) < wf_offset) {
-    arena_ = wfgen::rt::Tensor::empty(wfgen::rt::DType::u8, {static_cast<std::int64_t>(std::max<std::size_t>(wf_offset, 64))});
-  }
+  wfgen::rt::ArenaPlan wf_plan;
+  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2})});
+  if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   char* wf_arena = static_cast<char*>(arena_.raw_data());
   table_[0] = inputs_[0].ref();  // X
   table_[1] = params_[0].ref();  // W1
@@ -107,22 +105,35 @@ void tanh_net::bind_() {
   table_[8] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID8 = matmul
   table_[9] = wfgen::rt::broadcast_ref(table_[4], {batch, 2});
   table_[10] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID10 = fused_add_sigmoid
-  vm_.prepare(table_.data());
+  // Every check of the VM now (try_ entry points), or only those prepare() always makes.
+  if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
   bound_inputs_.clear();
   for (const auto& wf_in : inputs_) bound_inputs_.push_back(wf_in.ref());
   bound_ = true;
+  checked_ = wf_check_all;
+  return {};
+}
+
+void tanh_net::bind_() {
+  if (wfgen::rt::Status wf_s = try_bind_(false); !wf_s.ok()) wfgen::rt::fail(wf_s);
+}
+
+bool tanh_net::inputs_changed_() const {
+  // Bind again only when an input changed (shape, strides or buffer).
+  if (!bound_ || bound_inputs_.size() != inputs_.size()) return true;
+  for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k) {
+    const wfgen::rt::TensorRef wf_r = inputs_[wf_k].defined() ? inputs_[wf_k].ref() : wfgen::rt::TensorRef{};
+    if (std::memcmp(&wf_r, &bound_inputs_[wf_k], sizeof wf_r) != 0) return true;
+  }
+  return false;
 }
 
 std::vector<wfgen::rt::Tensor> tanh_net::run() {
-  // Bind again only when an input changed (shape, strides or buffer).
-  bool wf_same = bound_ && bound_inputs_.size() == inputs_.size();
-  for (std::size_t wf_k = 0; wf_same && wf_k < inputs_.size(); ++wf_k) {
-    const wfgen::rt::TensorRef wf_r = inputs_[wf_k].ref();
-    wf_same = std::memcmp(&wf_r, &bound_inputs_[wf_k], sizeof wf_r) == 0;
-  }
-  if (!wf_same) bind_();
+  if (inputs_changed_()) bind_();
   vm_.run(wfgen::rt::Section::Forward);
-  return outputs_();
+  std::vector<wfgen::rt::Tensor> wf_out;
+  if (wfgen::rt::Status wf_s = outputs_(wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  return wf_out;
 }
 
 std::vector<wfgen::rt::Tensor> tanh_net::forward(const wfgen::rt::Tensor& X) {
@@ -130,26 +141,54 @@ std::vector<wfgen::rt::Tensor> tanh_net::forward(const wfgen::rt::Tensor& X) {
   return run();
 }
 
-std::vector<wfgen::rt::Tensor> tanh_net::outputs_() const {
-  std::vector<wfgen::rt::Tensor> wf_out;
-  wf_out.push_back(wfgen::rt::copy_out(table_[10]));  // Y
-  return wf_out;
+wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
+  outputs.clear();
+  return wfgen::rt::capture([&]() -> wfgen::rt::Status {
+    // Validate everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
+    if (inputs_changed_() || !checked_) {
+      if (wfgen::rt::Status wf_s = try_bind_(true); !wf_s.ok()) return wf_s;
+    }
+    vm_.run(wfgen::rt::Section::Forward);
+    return outputs_(outputs);
+  });
+}
+
+wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
+  inputs_[0] = X;
+  return try_run(outputs);
+}
+
+wfgen::rt::Status tanh_net::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const {
+  wf_out.assign(1, wfgen::rt::Tensor());
+  // Y
+  if (wfgen::rt::Status wf_s = wfgen::rt::try_copy_out(table_[10], wf_out[0]); !wf_s.ok()) {
+    wf_out.clear();
+    return wf_s;
+  }
+  return {};
+}
+
+wfgen::rt::Status tanh_net::try_set_input(std::string_view name, const wfgen::rt::Tensor& value) {
+  for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k) {
+    if (kInputNames[wf_k] == name) {
+      if (!value.defined()) {
+        return wfgen::rt::Status(wfgen::rt::ErrorCode::NullBuffer, "tanh_net::set_input: the input '" + std::string(name) + "' is an undefined tensor (no storage), expected a tensor with data");
+      }
+      inputs_[wf_k] = value;
+      return {};
+    }
+  }
+  return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net has no input '" + std::string(name) + "'");
 }
 
 void tanh_net::set_input(std::string_view name, const wfgen::rt::Tensor& value) {
-  for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k) {
-    if (kInputNames[wf_k] == name) {
-      inputs_[wf_k] = value;
-      return;
-    }
-  }
-  throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net has no input '" + std::string(name) + "'");
+  if (wfgen::rt::Status wf_s = try_set_input(name, value); !wf_s.ok()) wfgen::rt::fail(wf_s);
 }
 
 wfgen::rt::Tensor tanh_net::get_input(std::string_view name) const {
   for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k)
     if (kInputNames[wf_k] == name) return inputs_[wf_k];
-  throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net has no input '" + std::string(name) + "'");
+  wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net has no input '" + std::string(name) + "'");
 }
 
 const std::vector<std::string>& tanh_net::input_names() const { return kInputNames; }
@@ -163,7 +202,7 @@ std::vector<std::pair<std::string, wfgen::rt::Tensor>> tanh_net::parameters() co
 wfgen::rt::Tensor tanh_net::parameter(std::string_view name) const {
   for (std::size_t wf_k = 0; wf_k < params_.size(); ++wf_k)
     if (kParamNames[wf_k] == name) return params_[wf_k];
-  throw wfgen::rt::Error(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net has no parameter '" + std::string(name) + "'");
+  wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net has no parameter '" + std::string(name) + "'");
 }
 
 void tanh_net::save_parameters(const std::string& path) const {
@@ -172,6 +211,14 @@ void tanh_net::save_parameters(const std::string& path) const {
 
 void tanh_net::load_parameters(const std::string& path) {
   wfgen::rt::load_parameters(path, kParamNames, params_);
+}
+
+wfgen::rt::Status tanh_net::try_save_parameters(const std::string& path) const {
+  return wfgen::rt::capture([&] { return wfgen::rt::try_save_parameters(path, kParamNames, params_); });
+}
+
+wfgen::rt::Status tanh_net::try_load_parameters(const std::string& path) {
+  return wfgen::rt::capture([&] { return wfgen::rt::try_load_parameters(path, kParamNames, params_); });
 }
 
 std::string tanh_net::summary() const {
