@@ -148,8 +148,9 @@ int main() {
   // --- run-time dims whose sizes do not fit: SizeOverflow, nothing allocated ----------
   {
     float one = 1.0f;
+    float ones[3] = {1.0f, 1.0f, 1.0f};
     wide w;
-    CHECK(w.try_forward(out, Tensor::borrow(&one, {3, 1})).ok());
+    CHECK(w.try_forward(out, Tensor::borrow(ones, {3, 1})).ok());
     CHECK(out.size() == 1 && out[0].shape() == rt::Shape({3 * 1024}));
     // 2^54 rows of one element (stride 0, so the input itself is 4 bytes):
     // the matmul result (batch 1024) f32 needs 2^66 bytes.
@@ -159,7 +160,7 @@ int main() {
     // An input whose own bytes do not fit in the address space.
     const Tensor huger = Tensor::borrow(&one, {std::int64_t{1} << 62, 1}, {0, 0});
     CHECK_STATUS(w.try_forward(out, huger), ErrorCode::SizeOverflow, "has more bytes than fit in the address space");
-    CHECK(w.try_forward(out, Tensor::borrow(&one, {2, 1})).ok());
+    CHECK(w.try_forward(out, Tensor::borrow(ones, {2, 1})).ok());
     CHECK(out.size() == 1 && out[0].shape() == rt::Shape({2048}));
     scale s;
     double d = 3.0;
