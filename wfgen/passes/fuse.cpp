@@ -77,7 +77,8 @@ struct Group {
 
 class Fuser {
  public:
-  Fuser(Graph& g, FusionRegistry& registry, std::string* log) : g_(g), registry_(registry), log_(log) {}
+  Fuser(Graph& g, FusionRegistry& registry, int build_index, std::string* log)
+      : g_(g), registry_(registry), build_index_(build_index), log_(log) {}
 
   int run() {
     const std::size_t n = g_.values.size();
@@ -393,7 +394,8 @@ class Fuser {
     if (!grp.rows) flat = body->out;
     const lower::KernelPlan& kernel = registry_.intern(key, parts, dtype, static_cast<int>(grp.space.size()),
                                                        static_cast<int>(c.inputs.size()), flat,
-                                                       grp.rows ? std::shared_ptr<const lower::FusedBody>(body) : nullptr, doc);
+                                                       grp.rows ? std::shared_ptr<const lower::FusedBody>(body) : nullptr, doc,
+                                                       {build_index_, fused_++});
     root.node = kernel.node;
     root.impl = kernel.impl;
     root.operands = c.inputs;
@@ -403,7 +405,7 @@ class Fuser {
     root.rank = static_cast<int>(grp.space.size());
     if (log_) {
       *log_ += "fused " + std::to_string(grp.members.size()) + " calls (" + doc.substr(std::string("fused from the calls of ").size()) +
-               ") into " + kernel.function + (grp.rows ? ", a row kernel" : ", one loop nest") + "\n    " + sources + "\n";
+               ") into " + (grp.rows ? "one row kernel" : "one loop nest") + "\n    " + sources + "\n";
     }
     root.source = sources;
     return true;
@@ -411,6 +413,8 @@ class Fuser {
 
   Graph& g_;
   FusionRegistry& registry_;
+  int build_index_;
+  int fused_ = 0;  // groups fused so far in this build
   std::string* log_;
   std::vector<std::vector<int>> readers_, views_, writes_;
   std::vector<bool> pinned_;
@@ -421,47 +425,40 @@ class Fuser {
 
 }  // namespace
 
-int fuse_kernels(graph::Graph& g, FusionRegistry& registry, std::string* log) { return Fuser(g, registry, log).run(); }
+int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index, std::string* log) {
+  return Fuser(g, registry, build_index, log).run();
+}
 
 const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype,
                                                 int rank, int inputs, std::optional<expr::Expr> elementwise,
-                                                std::shared_ptr<const lower::FusedBody> rows, const std::string& doc) {
+                                                std::shared_ptr<const lower::FusedBody> rows, const std::string& doc,
+                                                std::pair<int, int> order) {
+  std::lock_guard<std::mutex> lock(mutex_);
   auto found = by_key_.find(key);
-  if (found != by_key_.end()) return *found->second;
-  // "fused_sub_exp_div", numbered when another body has the same calls.
-  std::string base = "fused";
-  for (std::size_t k = 0; k < parts.size() && k < 4; ++k) base += "_" + lower_name(parts[k]);
-  if (parts.size() > 4) base += "_and_" + std::to_string(parts.size() - 4);
-  std::string name = base;
-  for (int k = 2;; ++k) {
-    const std::string function = lower::kernel_name(name, "cpu", dtype, rank);
-    bool taken = spec_.find_node(name) != nullptr;
-    for (const auto& p : plans_) taken = taken || p.function == function;
-    if (!taken) break;
-    name = base + "_" + std::to_string(k);
+  if (found != by_key_.end()) {
+    found->second->order = std::min(found->second->order, order);
+    return found->second->plan;
   }
-  spec::Node& node = nodes_.emplace_back();
-  node.name = name;
-  node.fused = true;
-  node.doc = doc;
+  Entry& e = entries_.emplace_back();
+  e.parts = parts;
+  e.order = order;
+  e.node.fused = true;
+  e.node.doc = doc;
   std::string dsl;
   for (int k = 0; k < inputs; ++k) dsl += "in" + std::to_string(k) + "[~] ";
-  node.where_text.value = dsl + "out[~] -> out[~]";
-  node.where = subscript::parse(node.where_text.value);
-  spec::Impl& impl = impls_.emplace_back();
-  impl.node = name;
-  impl.device = "cpu";
-  impl.dtypes = {dtype};
-  impl.ranks = {rank};
-  impl.kind = rows ? spec::BodyKind::Fused : spec::BodyKind::Elementwise;
-  impl.parallel_grain = 65536;
-  if (elementwise) impl.elementwise.value = elementwise->str();
-  lower::KernelPlan& plan = plans_.emplace_back();
-  plan.node = &node;
-  plan.impl = &impl;
+  e.node.where_text.value = dsl + "out[~] -> out[~]";
+  e.node.where = subscript::parse(e.node.where_text.value);
+  e.impl.device = "cpu";
+  e.impl.dtypes = {dtype};
+  e.impl.ranks = {rank};
+  e.impl.kind = rows ? spec::BodyKind::Fused : spec::BodyKind::Elementwise;
+  e.impl.parallel_grain = 65536;
+  if (elementwise) e.impl.elementwise.value = elementwise->str();
+  lower::KernelPlan& plan = e.plan;
+  plan.node = &e.node;
+  plan.impl = &e.impl;
   plan.dtype = dtype;
   plan.rank = rank;
-  plan.function = lower::kernel_name(name, "cpu", dtype, rank);
   for (int k = 0; k < inputs; ++k) {
     const std::string in = "in" + std::to_string(k);
     plan.tensors.push_back({in, in, rank, false, in + "[~]"});
@@ -469,8 +466,37 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
   plan.tensors.push_back({"out", "out", rank, true, "out[~]"});
   plan.body = std::move(elementwise);
   plan.fused = std::move(rows);
-  by_key_[key] = &plan;
+  by_key_[key] = &e;
   return plan;
+}
+
+void FusionRegistry::finalize() {
+  std::vector<Entry*> sorted;
+  for (auto& e : entries_) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) { return a->order < b->order; });
+  std::set<std::string> functions;
+  for (Entry* e : sorted) {
+    // "fused_sub_exp_div", numbered when another body has the same calls.
+    std::string base = "fused";
+    for (std::size_t k = 0; k < e->parts.size() && k < 4; ++k) base += "_" + lower_name(e->parts[k]);
+    if (e->parts.size() > 4) base += "_and_" + std::to_string(e->parts.size() - 4);
+    std::string name = base;
+    for (int k = 2; spec_.find_node(name) || functions.count(lower::kernel_name(name, "cpu", e->plan.dtype, e->plan.rank)); ++k)
+      name = base + "_" + std::to_string(k);
+    e->node.name = name;
+    e->impl.node = name;
+    e->plan.function = lower::kernel_name(name, "cpu", e->plan.dtype, e->plan.rank);
+    functions.insert(e->plan.function);
+  }
+}
+
+std::vector<lower::KernelPlan> FusionRegistry::plans() const {
+  std::vector<const Entry*> sorted;
+  for (const auto& e : entries_) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) { return a->order < b->order; });
+  std::vector<lower::KernelPlan> out;
+  for (const Entry* e : sorted) out.push_back(e->plan);
+  return out;
 }
 
 }  // namespace wfgen::passes

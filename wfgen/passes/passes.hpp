@@ -3,6 +3,8 @@
 #pragma once
 
 #include <deque>
+#include <mutex>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,19 +44,30 @@ class FusionRegistry {
   // The kernel for a fused body (its node and implementation are the
   // registry's); equal bodies (same `key`) share one. `parts` names the
   // fused calls' nodes, for the kernel's name; the body is `elementwise`
-  // (one loop nest) or `rows` (a row kernel).
+  // (one loop nest) or `rows` (a row kernel). `order` is (build index in
+  // spec order, group number in that build): builds may be fused in
+  // parallel, and names follow that order, not the threads'. Thread-safe.
   const lower::KernelPlan& intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype, int rank,
-                           int inputs, std::optional<expr::Expr> elementwise, std::shared_ptr<const lower::FusedBody> rows,
-                           const std::string& doc);
-  // One plan per fused kernel, in the order they were made.
-  std::vector<lower::KernelPlan> plans() const { return {plans_.begin(), plans_.end()}; }
+                                  int inputs, std::optional<expr::Expr> elementwise, std::shared_ptr<const lower::FusedBody> rows,
+                                  const std::string& doc, std::pair<int, int> order);
+  // Names every kernel ("fused_softmax", numbered when two bodies would get
+  // one name), in `order`. Call once every build is fused, before emitting.
+  void finalize();
+  // One plan per fused kernel, in `order` (after finalize).
+  std::vector<lower::KernelPlan> plans() const;
 
  private:
+  struct Entry {
+    spec::Node node;
+    spec::Impl impl;
+    lower::KernelPlan plan;
+    std::vector<std::string> parts;
+    std::pair<int, int> order;
+  };
   const spec::Spec& spec_;
-  std::deque<spec::Node> nodes_;
-  std::deque<spec::Impl> impls_;
-  std::deque<lower::KernelPlan> plans_;
-  std::map<std::string, const lower::KernelPlan*> by_key_;
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+  std::map<std::string, Entry*> by_key_;
 };
 
 // Automatic fusion (after autodiff, in forward and pullback alike):
@@ -67,7 +80,7 @@ class FusionRegistry {
 //    writes the output. softmax and layernorm become one kernel each.
 // Only cpu calls of float dtypes are fused. Returns the number of calls
 // removed; each fused group is described in `log` when given.
-int fuse_kernels(graph::Graph& g, FusionRegistry& registry, std::string* log = nullptr);
+int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0, std::string* log = nullptr);
 
 // Checks the spec's paths once, after loading: every node they name exists,
 // a bypass's two nodes take the same tensors and arguments, a fusion path's
@@ -90,6 +103,7 @@ struct PipelineOptions {
   // Where fused kernels go; null: no paths and no automatic fusion (`fuse: false`, --no-fuse).
   FusionRegistry* fusion = nullptr;
   std::string* rewrites = nullptr;  // what the paths and fusion did, for `wfgen explain`
+  int build_index = 0;              // the build's place in spec order (names of fused kernels follow it)
 };
 
 // Runs every pass in order on the traced graph `g` of `build`; dumps and
