@@ -436,8 +436,14 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = by_key_.find(key);
   if (found != by_key_.end()) {
-    found->second->order = std::min(found->second->order, order);
-    return found->second->plan;
+    // The first build in spec order names the kernel, whichever thread came first.
+    Entry& e = *found->second;
+    if (order < e.order) {
+      e.order = order;
+      e.parts = parts;
+      e.node.doc = doc;
+    }
+    return e.plan;
   }
   Entry& e = entries_.emplace_back();
   e.parts = parts;
