@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -124,31 +126,30 @@ builds:
   - {name: b, model: m}
 )Y";
 
+// explain() of kNodes, these path entries (lines of a `paths:` list) and kModel.
+std::string explain_paths(const std::string& entries, int* code = nullptr) {
+  return explain(std::string(kNodes) + "\npaths:\n" + entries + kModel, "b", code);
+}
+
 }  // namespace
 
 TEST_CASE("fusion paths: registered first wins") {
-  const std::string a = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: to_a, fuse: [{node: mul}, {node: add}], into: fma_a}
+  const std::string a = explain_paths(R"Y(  - {name: to_a, fuse: [{node: mul}, {node: add}], into: fma_a}
   - {name: to_b, fuse: [{node: mul}, {node: add}], into: fma_b}
-)Y" + kModel, "b");
+)Y");
   CHECK(count(a, "path 'to_a'") == 2);
   CHECK(count(a, "path 'to_b'") == 0);
-  const std::string b = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: to_b, fuse: [{node: mul}, {node: add}], into: fma_b}
+  const std::string b = explain_paths(R"Y(  - {name: to_b, fuse: [{node: mul}, {node: add}], into: fma_b}
   - {name: to_a, fuse: [{node: mul}, {node: add}], into: fma_a}
-)Y" + kModel, "b");
+)Y");
   CHECK(count(b, "path 'to_b'") == 2);
   CHECK(count(b, "path 'to_a'") == 0);
 }
 
 TEST_CASE("paths repeat until nothing matches, and a later path can match what an earlier one made") {
-  const std::string out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: fast, bypass: {node: act, with: act_fast}}
+  const std::string out = explain_paths(R"Y(  - {name: fast, bypass: {node: act, with: act_fast}}
   - {name: fma, fuse: [{node: mul}, {node: add}, {node: act_fast}], into: fma_a}
-)Y" + kModel, "b");
+)Y");
   // Both act calls are bypassed, then both mul-add-act_fast chains fused
   // (the path fires once per chain); exp(A * C + 1) has add_scalar, not add.
   CHECK(count(out, "path 'fast'") == 2);
@@ -158,10 +159,8 @@ paths:
 }
 
 TEST_CASE("a partial match is not replaced") {
-  const std::string out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: whole, fuse: [{node: mul}, {node: add}, {node: exp}], into: fma_a}
-)Y" + kModel, "b");
+  const std::string out = explain_paths(R"Y(  - {name: whole, fuse: [{node: mul}, {node: add}, {node: exp}], into: fma_a}
+)Y");
   // mul -> add -> act and mul -> add_scalar -> exp: neither matches all three queries.
   CHECK(count(out, "path 'whole'") == 0);
 }
@@ -188,65 +187,30 @@ builds:
 }
 
 TEST_CASE("paths are checked when loaded: errors point at the path") {
-  int code = 0;
-  std::string out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: bad, bypass: {node: act, with: act2}}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("paths.yaml:18:") != std::string::npos);
-  CHECK(out.find(": error: path 'bad': 'act2'") != std::string::npos);
-  CHECK(out.find("does not take the same tensors and arguments") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: shrink, pattern: "sum(x, axis=-1, keepdims=true)", replace: "x"}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("the replacement of path 'shrink' gives shape (n n) where its pattern gives (n 1)") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: typo, fuse: [{node: mull}], into: act}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("path 'typo': the queried node 'mull' is not a node") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: arity, fuse: [{node: mul}, {node: add}], into: act}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("the chain reads 3 tensors besides its own results, but 'act'") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: broken, pattern: "log(x +", replace: "x"}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("in the pattern of path 'broken'") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: stranger, pattern: "exp(x)", replace: "y"}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("uses 'y', which is not a variable of its pattern") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: both, pattern: "exp(x)", replace: "x", bypass: {node: act, with: act_fast}}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("must be one of") != std::string::npos);
-
-  out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: loop1, bypass: {node: act, with: act_fast}}
-  - {name: loop2, bypass: {node: act_fast, with: act}}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("undo each other") != std::string::npos);
+  // Path entries, and what the error must say.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"  - {name: bad, bypass: {node: act, with: act2}}\n",
+       {"paths.yaml:18:", ": error: path 'bad': 'act2'", "does not take the same tensors and arguments"}},
+      {"  - {name: shrink, pattern: \"sum(x, axis=-1, keepdims=true)\", replace: \"x\"}\n",
+       {"the replacement of path 'shrink' gives shape (n n) where its pattern gives (n 1)"}},
+      {"  - {name: typo, fuse: [{node: mull}], into: act}\n", {"path 'typo': the queried node 'mull' is not a node"}},
+      {"  - {name: arity, fuse: [{node: mul}, {node: add}], into: act}\n",
+       {"the chain reads 3 tensors besides its own results, but 'act'"}},
+      {"  - {name: broken, pattern: \"log(x +\", replace: \"x\"}\n", {"in the pattern of path 'broken'"}},
+      {"  - {name: stranger, pattern: \"exp(x)\", replace: \"y\"}\n", {"uses 'y', which is not a variable of its pattern"}},
+      {"  - {name: both, pattern: \"exp(x)\", replace: \"x\", bypass: {node: act, with: act_fast}}\n", {"must be one of"}},
+      {"  - {name: loop1, bypass: {node: act, with: act_fast}}\n  - {name: loop2, bypass: {node: act_fast, with: act}}\n",
+       {"undo each other"}},
+      {"  - {name: cond, fuse: [{node: act2, when: \"k > 2 and rank\"}], into: act}\n",
+       {"paths.yaml:18:", "in 'when' of path 'cond'"}},
+  };
+  for (const auto& [entries, expected] : cases) {
+    int code = 0;
+    const std::string out = explain_paths(entries, &code);
+    INFO(entries << out);
+    CHECK(code == 2);
+    for (const auto& e : expected) CHECK(out.find(e) != std::string::npos);
+  }
 }
 
 TEST_CASE("symbolic paths: the rewrites of the issue, and a device guard") {
@@ -274,15 +238,4 @@ builds:
   CHECK(count(out, "path 'div_self'") == 1);  // B / A is not x / x
   CHECK(count(out, "path 'neg_neg'") == 1);
   CHECK(count(out, "path 'elsewhere'") == 0);  // sqrt runs on cpu
-}
-
-TEST_CASE("a query's condition is checked when loaded") {
-  int code = 0;
-  const std::string out = explain(std::string(kNodes) + R"Y(
-paths:
-  - {name: cond, fuse: [{node: act2, when: "k > 2 and rank"}], into: act}
-)Y" + kModel, "b", &code);
-  CHECK(code == 2);
-  CHECK(out.find("paths.yaml:18:") != std::string::npos);
-  CHECK(out.find("in 'when' of path 'cond'") != std::string::npos);
 }
