@@ -365,15 +365,8 @@ class Planner {
 
 }  // namespace
 
-bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
-             const std::vector<std::optional<spec::ArgValue>>& args) {
-  if (!impl.reject) return false;
-  expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
-                {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
-                {"bits", expr::Binding::scalar(expr::Type::Int)}};
-  std::map<std::string, double> values{{"is_float", is_float(dtype) ? 1.0 : 0.0},
-                                        {"is_integer", is_float(dtype) ? 0.0 : 1.0},
-                                        {"bits", static_cast<double>(bits(dtype))}};
+void bind_scalar_args(const spec::Node& node, const std::vector<std::optional<spec::ArgValue>>& args, expr::Env& env,
+                      std::map<std::string, double>& values) {
   for (std::size_t k = 0; k < node.args.size() && k < args.size(); ++k) {
     if (!args[k]) continue;
     const std::string& name = node.args[k].name;
@@ -388,6 +381,18 @@ bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
       values[name] = *b ? 1.0 : 0.0;
     }
   }
+}
+
+bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
+             const std::vector<std::optional<spec::ArgValue>>& args) {
+  if (!impl.reject) return false;
+  expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
+                {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
+                {"bits", expr::Binding::scalar(expr::Type::Int)}};
+  std::map<std::string, double> values{{"is_float", is_float(dtype) ? 1.0 : 0.0},
+                                        {"is_integer", is_float(dtype) ? 0.0 : 1.0},
+                                        {"bits", static_cast<double>(bits(dtype))}};
+  bind_scalar_args(node, args, env, values);
   expr::Expr e = expr::compile(impl.reject->value, rt::DType::f64, env);
   if (e.type != expr::Type::Bool) {
     throw expr::TypeError("reject must be a condition (bool), but it is " + std::string(expr::type_name(e.type)), 0,

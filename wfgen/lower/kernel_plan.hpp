@@ -97,6 +97,13 @@ struct KernelSelection {
 // Throws UserError with every problem found.
 std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelection& selection);
 
+// Binds a node's scalar constructor arguments (int, float, bool) for a
+// condition over them (an impl's reject, a path query's when): each argument
+// that has a value gets a Scalar binding of its value's type in `env` and
+// its value in `values`; unset ones are left unbound.
+void bind_scalar_args(const spec::Node& node, const std::vector<std::optional<spec::ArgValue>>& args, expr::Env& env,
+                      std::map<std::string, double>& values);
+
 // Whether `impl`'s reject condition (cl-waffe2's reject-p) holds for kernels
 // of `dtype` called with constructor arguments `args` (in the node's order;
 // unset entries are not bound). False without a condition. Throws

@@ -477,11 +477,11 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
 }
 
 void FusionRegistry::finalize() {
-  std::vector<Entry*> sorted;
-  for (auto& e : entries_) sorted.push_back(&e);
-  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) { return a->order < b->order; });
+  named_.clear();
+  for (auto& e : entries_) named_.push_back(&e);
+  std::sort(named_.begin(), named_.end(), [](const Entry* a, const Entry* b) { return a->order < b->order; });
   std::set<std::string> functions;
-  for (Entry* e : sorted) {
+  for (Entry* e : named_) {
     // "fused_sub_exp_div", numbered when another body has the same calls.
     std::string base = "fused";
     for (std::size_t k = 0; k < e->parts.size() && k < 4; ++k) base += "_" + lower_name(e->parts[k]);
@@ -497,11 +497,9 @@ void FusionRegistry::finalize() {
 }
 
 std::vector<lower::KernelPlan> FusionRegistry::plans() const {
-  std::vector<const Entry*> sorted;
-  for (const auto& e : entries_) sorted.push_back(&e);
-  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) { return a->order < b->order; });
+  WFGEN_ASSERT(named_.size() == entries_.size(), "FusionRegistry::plans() before finalize()");
   std::vector<lower::KernelPlan> out;
-  for (const Entry* e : sorted) out.push_back(e->plan);
+  for (const Entry* e : named_) out.push_back(e->plan);
   return out;
 }
 

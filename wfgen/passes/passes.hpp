@@ -68,6 +68,7 @@ class FusionRegistry {
   std::mutex mutex_;
   std::deque<Entry> entries_;
   std::map<std::string, Entry*> by_key_;
+  std::vector<Entry*> named_;  // entries_ in `order`, as finalize() named them
 };
 
 // Automatic fusion (after autodiff, in forward and pullback alike):

@@ -247,19 +247,7 @@ class Rewriter {
     if (q.when) {
       expr::Env env{{"rank", expr::Binding::scalar(expr::Type::Int)}};
       std::map<std::string, double> values{{"rank", static_cast<double>(v.shape.size())}};
-      for (std::size_t k = 0; k < v.args.size() && k < v.node->args.size(); ++k) {
-        const std::string& name = v.node->args[k].name;
-        if (const auto* i = std::get_if<std::int64_t>(&v.args[k])) {
-          env[name] = expr::Binding::scalar(expr::Type::Int);
-          values[name] = static_cast<double>(*i);
-        } else if (const auto* f = std::get_if<double>(&v.args[k])) {
-          env[name] = expr::Binding::scalar(expr::Type::Float);
-          values[name] = *f;
-        } else if (const auto* b = std::get_if<bool>(&v.args[k])) {
-          env[name] = expr::Binding::scalar(expr::Type::Bool);
-          values[name] = *b ? 1.0 : 0.0;
-        }
-      }
+      lower::bind_scalar_args(*v.node, {v.args.begin(), v.args.end()}, env, values);
       try {
         expr::Expr e = expr::compile(q.when->value, rt::DType::f64, env);
         if (e.type != expr::Type::Bool) throw expr::TypeError("'when' must be a condition (bool)", 0, q.when->value.size());
@@ -457,12 +445,17 @@ void validate_paths(const spec::Spec& spec) {
           }
           const spec::Node& n = *spec.find_node(q.node);
           if (q.when) {
-            expr::Env env{{"rank", expr::Binding::scalar(expr::Type::Int)}};
+            // Bound as for a call: a value of each scalar argument's type.
+            std::vector<std::optional<spec::ArgValue>> typed;
             for (const auto& a : n.args) {
-              if (a.type == spec::ArgType::Int) env[a.name] = expr::Binding::scalar(expr::Type::Int);
-              else if (a.type == spec::ArgType::Float) env[a.name] = expr::Binding::scalar(expr::Type::Float);
-              else if (a.type == spec::ArgType::Bool) env[a.name] = expr::Binding::scalar(expr::Type::Bool);
+              if (a.type == spec::ArgType::Int) typed.emplace_back(std::int64_t{0});
+              else if (a.type == spec::ArgType::Float) typed.emplace_back(0.0);
+              else if (a.type == spec::ArgType::Bool) typed.emplace_back(false);
+              else typed.emplace_back(std::nullopt);
             }
+            expr::Env env{{"rank", expr::Binding::scalar(expr::Type::Int)}};
+            std::map<std::string, double> unused;
+            lower::bind_scalar_args(n, typed, env, unused);
             try {
               if (expr::compile(q.when->value, rt::DType::f64, env).type != expr::Type::Bool)
                 throw expr::TypeError("'when' must be a condition (bool)", 0, q.when->value.size());
