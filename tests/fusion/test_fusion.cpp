@@ -12,6 +12,7 @@
 #include "ew_chain_f.hpp"
 #include "ew_chain_f64.hpp"
 #include "ew_chain_nofuse.hpp"
+#include "kernels.hpp"
 #include "layernorm3_f.hpp"
 #include "layernorm3_nofuse.hpp"
 #include "log_softmax_rows_f.hpp"
@@ -29,6 +30,8 @@
 #include "softmax_rows_f.hpp"
 #include "softmax_rows_f64.hpp"
 #include "softmax_rows_nofuse.hpp"
+#include "softmax_gated_f.hpp"
+#include "softmax_gated_nofuse.hpp"
 #include "softmax_vec_f.hpp"
 #include "two_readers_f.hpp"
 #include "two_readers_nofuse.hpp"
@@ -162,6 +165,32 @@ TEST_CASE("softmax over rows is one row kernel") {
   fz::softmax_vec_f v;
   Tensor xv = random(DType::f32, {40}, 15);
   same_as(v.forward(xv)[0], softmax_ref(xv, 1, 40, 40, 1), 1e-6, "rank 1: the whole tensor is one row");
+}
+
+TEST_CASE("the fused softmax kernel stores exp in its output row only when that row is not its input") {
+  // Contiguous rows that do not overlap: exp is cached in the output row
+  // during the sum and scaled in place. Over its own input (in place), the
+  // kernel must not cache (it would overwrite the logits the last loop reads).
+  const std::int64_t rows = 5, cols = 37;
+  Tensor x = random(DType::f32, {rows, cols}, 31);
+  const std::vector<double> ref = softmax_ref(x, rows, cols, cols, 1);
+  Tensor y = Tensor::empty(DType::f32, {rows, cols});
+  fz::fused_softmax_f32_r2({x.data<float>(), {rows, cols}, {cols, 1}}, {y.data<float>(), {rows, cols}, {cols, 1}});
+  same_as(y, ref, 1e-6, "separate output");
+  fz::fused_softmax_f32_r2({x.data<float>(), {rows, cols}, {cols, 1}}, {x.data<float>(), {rows, cols}, {cols, 1}});
+  same_as(x, ref, 1e-6, "in place");
+
+  // X * softmax(X): the last loop reads X besides the cached exp.
+  fz::softmax_gated_f f;
+  fz::softmax_gated_nofuse u;
+  Tensor g = random(DType::f32, {rows, cols}, 32);
+  std::vector<double> gated = softmax_ref(g, rows, cols, cols, 1);
+  for (std::size_t i = 0; i < gated.size(); ++i) gated[i] *= at(g, static_cast<std::int64_t>(i));
+  same_as(f.forward(g)[0], gated, 1e-6, "X * softmax(X), fused");
+  same_as(u.forward(g)[0], gated, 1e-6, "X * softmax(X), unfused");
+  CHECK(instructions(f.disassemble()) == 1);
+  fz::fused_max_sub_exp_sum_and_2_f32_r2({g.data<float>(), {rows, cols}, {cols, 1}}, {g.data<float>(), {rows, cols}, {cols, 1}});
+  same_as(g, gated, 1e-6, "X * softmax(X) in place");
 }
 
 TEST_CASE("softmax along axis 0 fuses what it can and still agrees") {

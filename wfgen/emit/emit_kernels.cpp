@@ -1,5 +1,7 @@
 #include "wfgen/emit/emit_kernels.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <iterator>
 #include <map>
 
@@ -212,15 +214,106 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// --- rewrites of a fused row kernel's expressions ---------------------------------------
+
+// Structural equality of two checked expressions.
+bool same_tree(const expr::Expr& a, const expr::Expr& b) {
+  if (a.op != b.op || a.type != b.type || a.args.size() != b.args.size()) return false;
+  switch (a.op) {
+    case expr::Op::Name: if (a.text != b.text) return false; break;
+    case expr::Op::BoolLit:
+    case expr::Op::IntLit: if (a.ivalue != b.ivalue) return false; break;
+    case expr::Op::FloatLit: if (a.fvalue != b.fvalue || a.text != b.text) return false; break;
+    case expr::Op::Call: if (a.fn != b.fn) return false; break;
+    default: break;
+  }
+  for (std::size_t k = 0; k < a.args.size(); ++k)
+    if (!same_tree(a.args[k], b.args[k])) return false;
+  return true;
+}
+
+// Whether computing `e` costs more than a load: a call (exp, tanh...) or a division.
+bool costly(const expr::Expr& e) {
+  if (e.op == expr::Op::Call || e.op == expr::Op::Div || e.op == expr::Op::Mod) return true;
+  for (const auto& a : e.args)
+    if (costly(a)) return true;
+  return false;
+}
+
+// A name the emitter adds to a checked expression: a value of `type`
+// computed elsewhere in the kernel (printed through EmitContext::name).
+expr::Expr kernel_name(const std::string& text, expr::Type type, rt::DType dtype) {
+  expr::Expr e;
+  e.op = expr::Op::Name;
+  e.text = text;
+  e.type = type;
+  e.checked_for = dtype;
+  e.binding.kind = expr::Binding::Kind::Scalar;
+  e.binding.type = type;
+  return e;
+}
+
+// `e` with every subtree equal to `target` replaced by `with`; counts the replacements.
+expr::Expr replace_tree(const expr::Expr& e, const expr::Expr& target, const expr::Expr& with, int& count) {
+  if (same_tree(e, target)) {
+    ++count;
+    return with;
+  }
+  expr::Expr copy = e;
+  for (auto& a : copy.args) a = replace_tree(a, target, with, count);
+  return copy;
+}
+
+// `e` with each floating division by a value that is the same along the row
+// (`invariant`) turned into a product with its reciprocal, computed once per
+// row: `x / s` becomes `x * inv0`, with inv0 = 1 / s in `divisors`. A
+// division costs several multiplications and stops nothing from
+// vectorising, so a row of softmax or layernorm is then bound by its loads;
+// the result differs from the division by at most an ulp or so.
+expr::Expr hoist_divisors(const expr::Expr& e, const std::function<bool(const expr::Expr&)>& invariant,
+                          std::vector<expr::Expr>& divisors, rt::DType dtype) {
+  expr::Expr copy = e;
+  for (auto& a : copy.args) a = hoist_divisors(a, invariant, divisors, dtype);
+  if (e.op != expr::Op::Div || e.type != expr::Type::Float || !invariant(e.args[1]) || invariant(e.args[0])) return copy;
+  std::size_t k = 0;
+  while (k < divisors.size() && !same_tree(divisors[k], e.args[1])) ++k;
+  if (k == divisors.size()) divisors.push_back(e.args[1]);
+  expr::Expr mul = copy;
+  mul.op = expr::Op::Mul;
+  mul.args[1] = kernel_name("inv" + num(static_cast<std::int64_t>(k)), expr::Type::Float, dtype);
+  return mul;
+}
+
 // A fused row kernel (passes/fuse.cpp): per row of the iteration space, the
 // row values in order (each reduction one loop over the row, which stays in
 // cache), then one loop writing the output.
+//
+// When the output expression repeats a costly reduction element (softmax:
+// out = exp(x - max) / sum, with sum = sum(exp(x - max))), the contiguous
+// path first stores that element in the output row, reduces it from there,
+// and the final loop reads it back: exp once per element, not twice. It
+// does so only when the output row overlaps no input row.
 void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
   const lower::FusedBody& f = *p.fused;
   const int r = p.rank;
   const std::size_t n = p.tensors.size();
   const std::size_t out = n - 1;
   const std::string t = elem(p.dtype);
+  // The reduction whose element the output row caches (-1: none), and the
+  // output expression reading that cache as `cached`.
+  int cache = -1;
+  expr::Expr cached_out;
+  if (!f.out_per_row && is_float(p.dtype)) {
+    for (std::size_t k = f.rows.size(); k-- > 0 && cache < 0;) {
+      const auto& rv = f.rows[k];
+      if (!rv.reduce || rv.element.type != expr::Type::Float || !costly(rv.element)) continue;
+      int uses = 0;
+      expr::Expr e = replace_tree(f.out, rv.element, kernel_name("cached", expr::Type::Float, p.dtype), uses);
+      if (uses == 0) continue;
+      cache = static_cast<int>(k);
+      cached_out = std::move(e);
+    }
+  }
   std::string plan_text;
   for (std::size_t k = 0; k < f.rows.size(); ++k) {
     const auto& rv = f.rows[k];
@@ -252,14 +345,17 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
            num(static_cast<std::int64_t>(k)) + "] + wf_r * wf_step[" + num(static_cast<std::int64_t>(k)) + "];");
   }
   auto body = [&](bool unit_stride) {
+    const bool caching = unit_stride && cache >= 0;
     expr::EmitContext ctx;
     ctx.dtype = p.dtype;
     std::string acc;            // the reduced value an epilogue reads as `acc`
     std::string col = "wf_c";   // the column being read
+    const std::string out_row = "wf_" + p.tensors[out].cpp;
     ctx.name = [&](const std::string& name) -> std::string {
       if (name == "acc") return acc;
       if (name == "n") return "wf_len";
-      if (name.rfind("row", 0) == 0) return "wf_" + name;
+      if (name == "cached") return out_row + "[" + col + "]";
+      if (name.rfind("row", 0) == 0 || name.rfind("inv", 0) == 0) return "wf_" + name;
       for (std::size_t k = 0; k < out; ++k) {
         if (p.tensors[k].name != name) continue;
         if (f.row_input[k]) return "wf_" + name + "[0]";
@@ -267,12 +363,44 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       }
       return name;
     };
+    // Names whose value is the same along the row: row values, divisors'
+    // reciprocals, row inputs, the row length and constants.
+    std::function<bool(const expr::Expr&)> invariant = [&](const expr::Expr& e) {
+      if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant) {
+        if (e.text == "n" || e.text.rfind("row", 0) == 0 || e.text.rfind("inv", 0) == 0) return true;
+        for (std::size_t k = 0; k < out; ++k)
+          if (p.tensors[k].name == e.text) return static_cast<bool>(f.row_input[k]);
+        return false;
+      }
+      for (const auto& a : e.args)
+        if (!invariant(a)) return false;
+      return true;
+    };
+    std::vector<expr::Expr> divisors;  // of this path's loops, reciprocals named inv0, inv1...
+    // The loop expression `e` with its divisions by row values hoisted: the
+    // reciprocals it adds are declared before the loop.
+    auto loop_expr = [&](const expr::Expr& e) {
+      const std::size_t before = divisors.size();
+      expr::Expr hoisted = hoist_divisors(e, invariant, divisors, p.dtype);
+      for (std::size_t k = before; k < divisors.size(); ++k)
+        w.line("const " + t + " wf_inv" + num(static_cast<std::int64_t>(k)) + " = " + t + "(1) / " +
+               expr::to_cpp(divisors[k], ctx) + ";");
+      return hoisted;
+    };
     for (std::size_t k = 0; k < f.rows.size(); ++k) {
       const auto& rv = f.rows[k];
       const std::string var = "wf_row" + num(static_cast<std::int64_t>(k));
       if (!rv.reduce) {
         w.line("const " + t + " " + var + " = " + expr::to_cpp(rv.element, ctx) + ";");
         continue;
+      }
+      expr::Expr element = loop_expr(rv.element);
+      // The cached element: a loop that only stores it in the output row
+      // (a plain map, which vectorises at the machine's full width), then
+      // the reduction reads it back from there.
+      if (caching && static_cast<int>(k) == cache) {
+        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_row + "[wf_c] = " + expr::to_cpp(element, ctx) + ";");
+        element = kernel_name("cached", expr::Type::Float, p.dtype);
       }
       std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
                          : rv.op == spec::ReduceOp::Min ? "wfgen::rt::highest_value<" + t + ">()"
@@ -288,22 +416,26 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       };
       const std::string a = "wf_acc" + num(static_cast<std::int64_t>(k));
       if (unit_stride) {
-        // Eight independent accumulators, so the loop vectorises (the sum's
-        // order differs from a sequential one by rounding only).
-        w.line(t + " " + a + "[8] = {" + init + ", " + init + ", " + init + ", " + init + ", " + init + ", " + init + ", " + init +
-               ", " + init + "};");
+        // Independent accumulators, 128 bytes of them (32 floats, 16
+        // doubles), so the loop vectorises into four chains of vector
+        // operations that do not wait on each other (one chain is bound by
+        // the latency of an add). The sum's order differs from a sequential
+        // one by rounding only.
+        const std::string lanes = num(std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype))));
+        w.line(t + " " + a + "[" + lanes + "];");
+        w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) " + a + "[wf_l] = " + init + ";");
         // max/min: a plain comparison per lane (it vectorises) and a NaN
         // flag per lane; a NaN anywhere makes the result NaN, as in the reduce kernels.
         const bool extreme = rv.op == spec::ReduceOp::Max || rv.op == spec::ReduceOp::Min;
         const std::string nan = "wf_nan" + num(static_cast<std::int64_t>(k));
         const std::string cmp = rv.op == spec::ReduceOp::Max ? " > " : " < ";
-        if (extreme) w.line("int " + nan + "[8] = {0, 0, 0, 0, 0, 0, 0, 0};");
+        if (extreme) w.line("int " + nan + "[" + lanes + "] = {};");
         const std::string j = "wf_j" + num(static_cast<std::int64_t>(k));
         w.line("std::int64_t " + j + " = 0;");
-        w.open("for (; " + j + " + 8 <= wf_len; " + j + " += 8)");
-        w.open("for (int wf_l = 0; wf_l < 8; ++wf_l)");
+        w.open("for (; " + j + " + " + lanes + " <= wf_len; " + j + " += " + lanes + ")");
+        w.open("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
         col = j + " + wf_l";
-        w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
         if (extreme) {
           w.line(a + "[wf_l] = wf_v" + cmp + a + "[wf_l] ? wf_v : " + a + "[wf_l];");
           w.line(nan + "[wf_l] |= wf_v != wf_v;");
@@ -314,20 +446,20 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         w.close();
         col = j;
         w.open("for (; " + j + " < wf_len; ++" + j + ")");
-        w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
         w.line(combine(a + "[0]", "wf_v"));
         w.close();
         col = "wf_c";
-        w.line("for (int wf_l = 1; wf_l < 8; ++wf_l) " + combine(a + "[0]", a + "[wf_l]"));
+        w.line("for (int wf_l = 1; wf_l < " + lanes + "; ++wf_l) " + combine(a + "[0]", a + "[wf_l]"));
         if (extreme) {
-          w.line("for (int wf_l = 0; wf_l < 8; ++wf_l)");
+          w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
           w.line("  if (" + nan + "[wf_l]) " + a + "[0] = std::numeric_limits<" + t + ">::quiet_NaN();");
         }
         acc = a + "[0]";
       } else {
         w.line(t + " " + a + " = " + init + ";");
         w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
-        w.line("const " + t + " wf_v = " + expr::to_cpp(rv.element, ctx) + ";");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
         w.line(combine(a, "wf_v"));
         w.close();
         acc = a;
@@ -336,13 +468,21 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
     }
     if (f.out_per_row) {
-      w.line("wf_" + p.tensors[out].cpp + "[0] = " + expr::to_cpp(f.out, ctx) + ";");
+      w.line(out_row + "[0] = " + expr::to_cpp(f.out, ctx) + ";");
     } else {
-      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_" + p.tensors[out].cpp +
-             (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(out)) + "]") + " = " + expr::to_cpp(f.out, ctx) + ";");
+      const expr::Expr value = loop_expr(caching ? cached_out : f.out);
+      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_row +
+             (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(out)) + "]") + " = " + expr::to_cpp(value, ctx) + ";");
     }
   };
-  w.open("if (wf_unit)");
+  std::string contiguous = "wf_unit";
+  if (cache >= 0) {
+    // The cache writes the output row before the inputs are read again.
+    for (std::size_t k = 0; k < out; ++k)
+      contiguous += " && wfgen::rt::disjoint(wf_" + p.tensors[out].cpp + ", wf_len, wf_" + p.tensors[k].cpp + ", " +
+                    (f.row_input[k] ? "1" : "wf_len") + ")";
+  }
+  w.open("if (" + contiguous + ")");
   body(true);
   w.otherwise();
   body(false);
@@ -459,7 +599,10 @@ void emit_im2col(CodeWriter& w, const KernelPlan& p) {
   auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
     std::string s;
     int d = 0;
-    for (const char* i : idx) s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d++) + "]";
+    for (const char* i : idx) {
+      s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d) + "]";
+      ++d;
+    }
     return s;
   };
   w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");

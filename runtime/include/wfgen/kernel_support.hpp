@@ -169,6 +169,16 @@ std::int64_t index_of(T v) {
   return static_cast<std::int64_t>(v);
 }
 
+// Whether the contiguous ranges [a, a + na) and [b, b + nb) share no
+// element. A fused row kernel stores a value it reuses in its output row
+// only when that row overlaps no input row (compared as addresses, since
+// the two pointers may point into different arrays).
+template <class T, class U>
+bool disjoint(const T* a, std::int64_t na, const U* b, std::int64_t nb) {
+  const auto a0 = reinterpret_cast<std::uintptr_t>(a), b0 = reinterpret_cast<std::uintptr_t>(b);
+  return a0 + static_cast<std::uintptr_t>(na) * sizeof(T) <= b0 || b0 + static_cast<std::uintptr_t>(nb) * sizeof(U) <= a0;
+}
+
 // Identity of reductions: the value an empty reduction starts from.
 template <class T>
 constexpr T lowest_value() {
