@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "wfgen/blas_support.hpp"
 #include "kernels.hpp"
 #include "references.hpp"
 
@@ -865,6 +866,42 @@ TEST_CASE("typed kernels: matmul (cpu and blas) and sum", "[kernels][typed]") {
   wfgen_kernels::sum_i32_r2(x.cview<std::int32_t, 2>(), s.view<std::int32_t, 2>());
   CHECK(s.at<std::int32_t>({0, 0}) == 6);
   CHECK(s.at<std::int32_t>({1, 0}) == std::numeric_limits<std::int32_t>::min());  // wraps
+}
+
+TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C row-major and transposed", "[kernels][gemm]") {
+  // Sizes that cross the std-only GEMM's tile edges (MR/NR remainders and
+  // more than one KC block), so every partial tile adds into C.
+  const std::int64_t M = 13, N = 37, K = 300;
+  std::vector<double> A(static_cast<std::size_t>(M * K)), B(static_cast<std::size_t>(K * N)), C0(static_cast<std::size_t>(M * N));
+  for (std::size_t i = 0; i < A.size(); ++i) A[i] = static_cast<double>((i * 7) % 11) - 5;
+  for (std::size_t i = 0; i < B.size(); ++i) B[i] = static_cast<double>((i * 5) % 13) - 6;
+  for (std::size_t i = 0; i < C0.size(); ++i) C0[i] = static_cast<double>(i % 17) - 8;
+  std::vector<double> want = C0;  // C0 + A B: small integers, exact in double
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t k = 0; k < K; ++k) want[static_cast<std::size_t>(i * N + j)] += A[static_cast<std::size_t>(i * K + k)] * B[static_cast<std::size_t>(k * N + j)];
+  for (bool blas : {false, true}) {
+    for (bool transposed_c : {false, true}) {
+      // C stored row-major (strides N, 1) or column-major (strides 1, M).
+      const std::int64_t rsc = transposed_c ? 1 : N, csc = transposed_c ? M : 1;
+      std::vector<double> C(C0.size());
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) C[static_cast<std::size_t>(i * rsc + j * csc)] = C0[static_cast<std::size_t>(i * N + j)];
+      if (blas) wfgen::rt::blas_gemm<double>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
+      else wfgen::rt::gemm<double>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
+      int bad = 0;
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j)
+          bad += C[static_cast<std::size_t>(i * rsc + j * csc)] != want[static_cast<std::size_t>(i * N + j)];
+      INFO((blas ? "blas" : "std-only") << (transposed_c ? ", C column-major" : ", C row-major"));
+      CHECK(bad == 0);
+    }
+    // K = 0: the product is empty, C stays as it was.
+    std::vector<double> C = C0;
+    if (blas) wfgen::rt::blas_gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
+    else wfgen::rt::gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
+    CHECK(C == C0);
+  }
 }
 
 TEST_CASE("view kernels: transpose and permute, typed, and invalid permutations", "[kernels][views]") {

@@ -497,8 +497,8 @@ void emit_gemm(CodeWriter& w, const KernelPlan& p) {
   const auto& c = p.tensors[2];
   const int r = p.rank;
   std::string fn = p.impl->device == "blas" ? "wfgen::rt::blas_gemm" : "wfgen::rt::gemm";
-  w.comment(c.name + " = " + a.name + " " + b.name + (p.impl->device == "blas" ? ", through cblas" : ", std-only blocked GEMM") +
-            (r > 2 ? ", for each matrix of the batch dims" : ""));
+  w.comment(c.name + (p.accumulate ? " += " : " = ") + a.name + " " + b.name +
+            (p.impl->device == "blas" ? ", through cblas" : ", std-only blocked GEMM") + (r > 2 ? ", for each matrix of the batch dims" : ""));
   w.line("const std::int64_t wf_m = " + c.cpp + ".shape[" + num(r - 2) + "], wf_n = " + c.cpp + ".shape[" + num(r - 1) +
          "], wf_k = " + a.cpp + ".shape[" + num(r - 1) + "];");
   w.line("const wfgen::rt::LoopNest<" + num(r - 2) + ", 3> wf_batch(wfgen::rt::head<2>(" + c.cpp + ".shape), " +
@@ -510,7 +510,7 @@ void emit_gemm(CodeWriter& w, const KernelPlan& p) {
            "], " + t.cpp + ".strides[" + num(r - 1) + "]";
   };
   w.line(fn + "<" + elem(p.dtype) + ">(wf_m, wf_n, wf_k, " + operand(a, 0) + ",");
-  w.line("    " + operand(b, 1) + ", " + operand(c, 2) + ");");
+  w.line("    " + operand(b, 1) + ", " + operand(c, 2) + (p.accumulate ? ", /*accumulate=*/true" : "") + ");");
   w.close();
   w.close(");");
 }

@@ -79,7 +79,7 @@ std::string upper(std::string s) {
   return s;
 }
 
-std::string kernel_of(const Value& v) { return lower::kernel_name(v.node->name, v.impl->device, v.dtype, v.rank); }
+std::string kernel_of(const Value& v) { return lower::kernel_name(v.node->name, v.impl->device, v.dtype, v.rank, v.accumulate); }
 
 // Unique, readable names for the tensor table: the body's variable names,
 // numbered when a name is assigned again; TIDn for unnamed values.
@@ -197,7 +197,7 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
     }
     ModelInstruction in;
     in.backward = v.backward;
-    in.op = upper(v.node->name) + "-" + upper(v.impl->device);
+    in.op = upper(v.node->name) + (v.accumulate ? "-ACC-" : "-") + upper(v.impl->device);
     in.kernel = kernel_of(v);
     in.source = where_from;
     in.operands = v.operands;
@@ -248,7 +248,7 @@ std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const s
   }
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
-    out.insert({v.impl, v.dtype, v.rank, true});
+    out.insert({v.impl, v.dtype, v.rank, true, v.accumulate});
     if (v.init_from >= 0) {
       const spec::Impl* c = copy_impl(spec);
       WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");

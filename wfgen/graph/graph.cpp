@@ -89,7 +89,7 @@ std::string Graph::dump() const {
         os << ")";
         for (std::size_t k = 0; k < v.args.size(); ++k) os << " " << v.node->args[k].name << "=" << spec::arg_value_str(v.args[k]);
         if (v.init_from >= 0) os << " init=%" << v.init_from;
-        if (v.write_to >= 0) os << " into=%" << v.write_to;
+        if (v.write_to >= 0) os << (v.accumulate ? " added-into=%" : " into=%") << v.write_to;
         break;
       }
       case Kind::View: os << " " << view_name(v.view) << "(%" << v.base << ")"; break;

@@ -77,6 +77,9 @@ struct Value {
   // The result is written into the storage of this value (a gradient buffer,
   // or a view of a buffer being filled) instead of a fresh arena slot.
   int write_to = -1;
+  // With write_to: the result is added into that storage (C += A B), not
+  // stored. Only GEMM calls accumulate (passes/accumulate.cpp).
+  bool accumulate = false;
 
   bool backward = false;  // part of the pullback
   int grad_of = -1;       // Grad: the parameter or input it belongs to

@@ -56,11 +56,13 @@ class Planner {
         const spec::Node* node = spec_.find_node(impl.node);
         for (rt::DType dt : impl.dtypes) {
           for (int rank : ranks_of(impl, *node)) {
-            auto it = wanted.find({&impl, dt, rank});
-            if (it == wanted.end()) continue;
-            judge_reject_ = !it->second;
-            std::optional<KernelPlan> p = plan(*node, impl, dt, rank);
-            if (p) out.push_back(std::move(*p));
+            for (bool accumulate : {false, true}) {
+              auto it = wanted.find({&impl, dt, rank, false, accumulate});
+              if (it == wanted.end()) continue;
+              judge_reject_ = !it->second;
+              std::optional<KernelPlan> p = plan(*node, impl, dt, rank, accumulate);
+              if (p) out.push_back(std::move(*p));
+            }
           }
         }
       }
@@ -108,13 +110,14 @@ class Planner {
 
   std::string source_line(const SourceLoc& loc) const { return spec_.line_at(loc); }
 
-  std::optional<KernelPlan> plan(const spec::Node& node, const spec::Impl& impl, rt::DType dt, int rank) {
+  std::optional<KernelPlan> plan(const spec::Node& node, const spec::Impl& impl, rt::DType dt, int rank, bool accumulate = false) {
     KernelPlan p;
     p.node = &node;
     p.impl = &impl;
     p.dtype = dt;
     p.rank = rank;
-    p.function = kernel_name(node.name, impl.device, dt, rank);
+    p.accumulate = accumulate;
+    p.function = kernel_name(node.name, impl.device, dt, rank, accumulate);
     std::string what = "the " + impl.device + " implementation of '" + node.name + "' for " + rt::dtype_name(dt) +
                        ", rank " + std::to_string(rank);
     if (impl.kind != BodyKind::View) {
@@ -413,8 +416,8 @@ std::vector<std::string> tensor_names(const spec::Node& node) {
   return out;
 }
 
-std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank) {
-  std::string out = lower_name(node);
+std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank, bool accumulate) {
+  std::string out = lower_name(node) + (accumulate ? "_acc" : "");
   if (device != "cpu") out += "_" + device;
   return out + "_" + rt::dtype_name(dtype) + "_r" + std::to_string(rank);
 }

@@ -69,6 +69,7 @@ struct KernelPlan {
   std::string cpp_call;  // Cpp: the function to call, spelled for C++ ("ns::f<float, 2>")
   std::string cpp_include;  // Cpp: the kernel file, relative to the output directory
   std::shared_ptr<const FusedBody> fused;  // Fused: the row kernel
+  bool accumulate = false;  // Gemm: C += A B into the output (the function is named <node>_acc_...)
 };
 
 // One kernel a model needs.
@@ -79,8 +80,11 @@ struct KernelRequest {
   // A model chose this kernel with its call's arguments: the impl's reject
   // condition was judged then, so it is not judged again on the defaults.
   bool chosen_by_model = false;
+  // A GEMM that adds its product into the output (graph::Value::accumulate):
+  // a kernel of its own, made only when a model asks for it.
+  bool accumulate = false;
   friend bool operator<(const KernelRequest& a, const KernelRequest& b) {
-    return std::tie(a.impl, a.dtype, a.rank) < std::tie(b.impl, b.dtype, b.rank);
+    return std::tie(a.impl, a.dtype, a.rank, a.accumulate) < std::tie(b.impl, b.dtype, b.rank, b.accumulate);
   }
 };
 
@@ -117,7 +121,7 @@ bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
 std::vector<std::string> tensor_names(const spec::Node& node);
 
 // The generated name of a kernel: "add_f32_r3"; the device appears unless it is cpu.
-std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank);
+std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank, bool accumulate = false);
 
 // The rank of each argument of `decl` when its first output has rank `rank`,
 // or nullopt when the DSL does not allow that rank.

@@ -83,6 +83,12 @@ class FusionRegistry {
 // removed; each fused group is described in `log` when given.
 int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0, std::string* log = nullptr);
 
+// After autodiff: a gradient added into its buffer (`grad <- grad + A B`)
+// that a GEMM makes, read by nothing else, is accumulated by that GEMM
+// (C += A B: beta = 1 with BLAS) into the buffer directly, with no
+// temporary and no add. Returns how many were merged.
+int accumulate_products(graph::Graph& g);
+
 // Checks the spec's paths once, after loading: every node they name exists,
 // a bypass's two nodes take the same tensors and arguments, a fusion path's
 // node takes as many tensors as its chain reads, and a symbolic path's

@@ -36,6 +36,10 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
   if (options.fusion) {
     step("fuse", [&] { fuse_kernels(g, *options.fusion, options.build_index, options.rewrites); });  // element-wise chains and row kernels
     step("dead-code", [&] { eliminate_dead_code(g); });        // drop the calls fusion replaced
+    if (g.has_backward) {
+      step("accumulate", [&] { accumulate_products(g); });  // grad += A B as one accumulating GEMM
+      step("dead-code", [&] { eliminate_dead_code(g); });    // drop the adds it replaced
+    }
   }
   MemoryPlan plan;
   step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness

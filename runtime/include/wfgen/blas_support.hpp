@@ -31,13 +31,13 @@ inline BlasOperand blas_layout(std::int64_t rows, std::int64_t cols, std::int64_
 
 template <class T>
 void cblas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
-                std::int64_t lda, const T* B, std::int64_t ldb, T* C, std::int64_t ldc) {
+                std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), 1.0f, A,
-                static_cast<blasint>(lda), B, static_cast<blasint>(ldb), 0.0f, C, static_cast<blasint>(ldc));
+                static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
   } else {
     cblas_dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), 1.0, A,
-                static_cast<blasint>(lda), B, static_cast<blasint>(ldb), 0.0, C, static_cast<blasint>(ldc));
+                static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
   }
 }
 
@@ -52,15 +52,18 @@ std::vector<T> packed(std::int64_t rows, std::int64_t cols, const T* p, std::int
 
 }  // namespace detail
 
-// C = A * B through cblas. Transposed operands (unit row stride) are passed
-// as CblasTrans without a copy; other layouts are packed first. C must be
-// writable row-major (unit column stride); otherwise the product is computed
-// into a temporary and copied.
+// C = A * B through cblas (C += A * B when `accumulate`: beta = 1).
+// Transposed operands (unit row stride) are passed as CblasTrans without a
+// copy; other layouts are packed first. C must be writable row-major (unit
+// column stride); otherwise the product is computed into a temporary and
+// copied (or added).
 template <class T>
 void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
-               const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc) {
+               const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
+               bool accumulate = false) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
+    if (accumulate) return;
     for (std::int64_t i = 0; i < M; ++i)
       for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
     return;
@@ -87,10 +90,14 @@ void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::
     ldc = N;
   }
   detail::cblas_call<T>(a.trans ? CblasTrans : CblasNoTrans, b.trans ? CblasTrans : CblasNoTrans, M, N, K, A, a.ld, B,
-                        b.ld, out, ldc);
+                        b.ld, accumulate && c_direct ? T(1) : T(0), out, ldc);
   if (!c_direct) {
-    for (std::int64_t i = 0; i < M; ++i)
-      for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = out[static_cast<std::size_t>(i * N + j)];
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (std::int64_t j = 0; j < N; ++j) {
+        const T v = out[static_cast<std::size_t>(i * N + j)];
+        C[i * rsc + j * csc] = accumulate ? C[i * rsc + j * csc] + v : v;
+      }
+    }
   }
 }
 

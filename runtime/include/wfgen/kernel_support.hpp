@@ -235,13 +235,17 @@ inline void gemm_micro(std::int64_t kc, const T* ap, const T* bp, T* c, std::int
 
 }  // namespace detail
 
+// C = A * B (C += A * B when `accumulate`), std-only: packed panels and a
+// register-tiled micro kernel.
 template <class T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
-          const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc) {
+          const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
+          bool accumulate = false) {
   using Tile = detail::GemmTile<T>;
   constexpr int MR = Tile::MR, NR = Tile::NR;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
+    if (accumulate) return;
     for (std::int64_t i = 0; i < M; ++i)
       for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
     return;
@@ -283,7 +287,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64
             const std::int64_t j0 = jc + pn * NR;
             const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
             detail::gemm_micro<T>(kc, apack.data() + pm * kc * MR, bpack.data() + pn * kc * NR,
-                                  C + i0 * rsc + j0 * csc, rsc, csc, mr, nr, pc > 0);
+                                  C + i0 * rsc + j0 * csc, rsc, csc, mr, nr, accumulate || pc > 0);
           }
         }
       }
