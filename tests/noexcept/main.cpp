@@ -301,6 +301,16 @@ int main() {
   {
     std::string err;
     const int st = in_child([&] {
+      net m;
+      Tensor y;
+      m.forward_into(y, iota(DType::f32, {5, 4, 1}));
+    }, err);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(err.find("wfgen: rank mismatch: [wfgen] Shape-Error") != std::string::npos);
+  }
+  {
+    std::string err;
+    const int st = in_child([&] {
       rt::set_fatal_handler(&fatal_handler_exits_3);
       net m;
       m.set_input("X", Tensor());
