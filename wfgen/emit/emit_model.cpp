@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -200,6 +201,24 @@ bool may_write_directly(const Graph& g, std::size_t k) {
   for (const auto& w : g.values)
     if (w.write_to == v.id) return false;
   return true;
+}
+
+// A public member in its two forms, both around one call of a private
+// member that returns a Status: `void name(params)` fails with the error,
+// `Status try_name(params)` captures it. call(check_all) writes the call
+// ("into_(wf_outs, true, ...)"); the try_ form asks for every check.
+void throwing_and_try(CodeWriter& c, const std::string& cls, const std::string& name, const std::string& params,
+                      const std::string& prelude, const std::function<std::string(bool)>& call) {
+  c.open("void " + cls + "::" + name + "(" + params + ")");
+  if (!prelude.empty()) c.line(prelude);
+  c.line("if (wfgen::rt::Status wf_s = " + call(false) + "; !wf_s.ok()) wfgen::rt::fail(wf_s);");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_" + name + "(" + params + ")");
+  if (!prelude.empty()) c.line(prelude);
+  c.line("return wfgen::rt::capture([&] { return " + call(true) + "; });");
+  c.close();
+  c.line();
 }
 
 }  // namespace
@@ -428,22 +447,10 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
   c.line("return {};");
   c.close();
   c.line();
-  c.open("void " + cls + "::backward()");
-  c.line("if (wfgen::rt::Status wf_s = backward_(nullptr, false); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.close();
-  c.line();
-  c.open("void " + cls + "::backward(const std::vector<wfgen::rt::Tensor>& output_grads)");
-  c.line("if (wfgen::rt::Status wf_s = backward_(&output_grads, false); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_backward()");
-  c.line("return wfgen::rt::capture([&] { return backward_(nullptr, true); });");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_backward(const std::vector<wfgen::rt::Tensor>& output_grads)");
-  c.line("return wfgen::rt::capture([&] { return backward_(&output_grads, true); });");
-  c.close();
-  c.line();
+  throwing_and_try(c, cls, "backward", "", "",
+                   [](bool all) { return "backward_(nullptr, " + std::string(all ? "true" : "false") + ")"; });
+  throwing_and_try(c, cls, "backward", "const std::vector<wfgen::rt::Tensor>& output_grads", "",
+                   [](bool all) { return "backward_(&output_grads, " + std::string(all ? "true" : "false") + ")"; });
   c.open("std::vector<std::pair<std::string, wfgen::rt::Tensor>> " + cls + "::gradients() const");
   c.line("std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;");
   c.line("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);");
@@ -929,24 +936,11 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("return into_(wf_outs, wf_check_all, inputs_changed_());");
   c.close();
   c.line();
-  c.open("void " + cls + "::forward_into(" + into_sig + ")");
-  c.line("wfgen::rt::Tensor* const wf_outs[] = {" + out_ptrs + "};");
-  c.line("if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(" + in_args + ")); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.close();
-  c.line();
-  c.open("void " + cls + "::run_into(std::span<wfgen::rt::Tensor> outputs)");
-  c.line("if (wfgen::rt::Status wf_s = run_into_(outputs, false); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_forward_into(" + into_sig + ")");
-  c.line("wfgen::rt::Tensor* const wf_outs[] = {" + out_ptrs + "};");
-  c.line("return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(" + in_args + ")); });");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_run_into(std::span<wfgen::rt::Tensor> outputs)");
-  c.line("return wfgen::rt::capture([&] { return run_into_(outputs, true); });");
-  c.close();
-  c.line();
+  throwing_and_try(c, cls, "forward_into", into_sig, "wfgen::rt::Tensor* const wf_outs[] = {" + out_ptrs + "};", [&](bool all) {
+    return "into_(wf_outs, " + std::string(all ? "true" : "false") + ", take_inputs_(" + in_args + "))";
+  });
+  throwing_and_try(c, cls, "run_into", "std::span<wfgen::rt::Tensor> outputs", "",
+                   [](bool all) { return "run_into_(outputs, " + std::string(all ? "true" : "false") + ")"; });
   c.open("wfgen::rt::Status " + cls + "::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const");
   c.line("wf_out.assign(" + num(static_cast<std::int64_t>(g.outputs.size())) + ", wfgen::rt::Tensor());");
   for (std::size_t k = 0; k < g.outputs.size(); ++k)

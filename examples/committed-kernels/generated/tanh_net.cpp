@@ -219,13 +219,13 @@ void tanh_net::forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
   if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
 }
 
-void tanh_net::run_into(std::span<wfgen::rt::Tensor> outputs) {
-  if (wfgen::rt::Status wf_s = run_into_(outputs, false); !wf_s.ok()) wfgen::rt::fail(wf_s);
-}
-
 wfgen::rt::Status tanh_net::try_forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
   wfgen::rt::Tensor* const wf_outs[] = {&Y};
   return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(X)); });
+}
+
+void tanh_net::run_into(std::span<wfgen::rt::Tensor> outputs) {
+  if (wfgen::rt::Status wf_s = run_into_(outputs, false); !wf_s.ok()) wfgen::rt::fail(wf_s);
 }
 
 wfgen::rt::Status tanh_net::try_run_into(std::span<wfgen::rt::Tensor> outputs) {
