@@ -451,16 +451,16 @@ Status prepare_output(const char* name, Tensor& out, DType dtype, std::initializ
   return Tensor::try_empty(dtype, Shape(shape), out);
 }
 
-bool can_write_directly(std::span<Tensor* const> outputs, std::size_t k, std::span<const Tensor> inputs,
+bool can_write_directly(std::span<const Tensor> outputs, std::size_t k, std::span<const Tensor> inputs,
                         std::span<const Tensor> params) {
-  const Tensor& out = *outputs[k];
+  const Tensor& out = outputs[k];
   if (!out.defined() || !row_major(out.ref())) return false;
   for (const Tensor& t : inputs)
     if (may_alias(out, t)) return false;
   for (const Tensor& t : params)
     if (may_alias(out, t)) return false;
   for (std::size_t j = 0; j < outputs.size(); ++j)
-    if (j != k && may_alias(out, *outputs[j])) return false;
+    if (j != k && may_alias(out, outputs[j])) return false;
   return true;
 }
 

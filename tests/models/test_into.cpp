@@ -5,7 +5,9 @@
 // state: this file counts every operator new of the program), a new tensor
 // when the shape changes, outputs written by their kernel when they may be
 // and copied when they may not (strided outputs, an output that is an
-// input), forward() and forward_into() alternating on one model.
+// input), forward() and forward_into() alternating on one model; and a
+// broadcast view with more elements than int64 holds, over buffers that
+// fit, reported as SizeOverflow by both forms.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "mlp.hpp"
+#include "outer_sum.hpp"
 #include "softmax_model.hpp"
 #include "wfgen/model_support.hpp"
 #include "wfgen/runtime.hpp"
@@ -260,4 +263,29 @@ TEST_CASE("forward_into: errors leave the outputs alone, an output copied from m
   CHECK(overlap.message() ==
         "the output Y of shape (2 3) and strides (3 1) overlaps the tensor it is copied from (strides (3 1)), expected separate "
         "memory or the identical view");
+}
+
+TEST_CASE("a view with more elements than int64 holds, over buffers that fit: SizeOverflow, thrown or as a Status") {
+  wfgen_models::outer_sum m;
+  float one = 1.0f, two = 2.0f;
+  Tensor Z;
+  m.forward_into(Z, Tensor::borrow(&one, {3, 1}, {0, 0}), Tensor::borrow(&two, {1, 4}, {0, 0}));
+  CHECK(Z.at<float>({2, 0}) == 12.0f);
+  // X + Y read as (2^20 2^44) broadcast views: 2^64 elements; the inputs
+  // are one float each and the result 4 MiB.
+  const Tensor a = Tensor::borrow(&one, {std::int64_t{1} << 20, 1}, {0, 0});
+  const Tensor b = Tensor::borrow(&two, {1, std::int64_t{1} << 44}, {0, 0});
+  const std::string expected =
+      "the tensor TID2 of the model: broadcast_ref: a view of shape (1048576 17592186044416) has more elements than fit in int64";
+  try {
+    (void)m.forward(a, b);
+    FAIL("a view of 2^64 elements did not throw");
+  } catch (const wfgen::rt::Error& e) {
+    CHECK(e.code() == ErrorCode::SizeOverflow);
+    CHECK(std::string(e.what()) == expected);
+  }
+  const wfgen::rt::Status st = m.try_forward_into(Z, a, b);
+  CHECK(st.code() == ErrorCode::SizeOverflow);
+  CHECK(st.message() == expected);
+  CHECK(Z.shape() == Shape({3, 1}));
 }

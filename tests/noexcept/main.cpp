@@ -250,6 +250,7 @@ int main() {
     const Tensor b = Tensor::borrow(&two, {1, std::int64_t{1} << 44}, {0, 0});
     CHECK_STATUS(m.try_forward_into(z, a, b), ErrorCode::SizeOverflow,
                  "the tensor TID2 of the model: broadcast_ref: a view of shape (1048576 17592186044416) has more elements than fit in int64");
+    CHECK(z.shape() == rt::Shape({3, 1}));  // not replaced: the binding failed
     CHECK_STATUS(m.try_forward(out, a, b), ErrorCode::SizeOverflow, "has more elements than fit in int64");
   }
 
@@ -307,6 +308,17 @@ int main() {
     }, err);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
     CHECK(err.find("wfgen: rank mismatch: [wfgen] Shape-Error") != std::string::npos);
+  }
+  {
+    std::string err;
+    const int st = in_child([&] {
+      outer_sum m;
+      float one = 1.0f;
+      (void)m.forward(Tensor::borrow(&one, {std::int64_t{1} << 20, 1}, {0, 0}),
+                      Tensor::borrow(&one, {1, std::int64_t{1} << 44}, {0, 0}));
+    }, err);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(err.find("wfgen: size overflow: the tensor TID2 of the model: broadcast_ref") != std::string::npos);
   }
   {
     std::string err;

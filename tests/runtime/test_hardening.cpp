@@ -349,14 +349,14 @@ TEST_CASE("caller-owned outputs: prepare_output keeps or replaces, can_write_dir
   Tensor own = Tensor::zeros(DType::f32, {4, 4});
   Tensor row_of_in = in.slice(0, 1, 2);
   Tensor strided = Tensor::zeros(DType::f32, {4, 4}).T();
-  Tensor* outs[] = {&own, &row_of_in, &strided};
+  const Tensor outs[] = {own, row_of_in, strided};
   const Tensor inputs[] = {in};
   const Tensor params[] = {param};
   CHECK(rt::can_write_directly(outs, 0, inputs, params));
   CHECK(!rt::can_write_directly(outs, 1, inputs, params));  // overlaps an input
   CHECK(!rt::can_write_directly(outs, 2, inputs, params));  // not row-major
   Tensor other = own.reshape({16});
-  Tensor* two[] = {&own, &other};
+  const Tensor two[] = {own, other};
   CHECK(!rt::can_write_directly(two, 0, {}, {}));  // overlaps the other output
 
   Tensor src = Tensor::from_data<float>({2, 3}, {0, 1, 2, 3, 4, 5});

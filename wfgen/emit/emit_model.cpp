@@ -738,12 +738,16 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     c.line("const std::size_t wf_slot" + num(static_cast<std::int64_t>(s)) + " = wf_plan.slot({" + sizes + "});");
   }
   c.line("if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;");
-  c.comment("The caller's output tensors (forward_into): kept when they have the output's dtype and shape, else new ones.");
+  c.comment("The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and");
+  c.comment("shape, else new ones; handed back only when the whole binding succeeded.");
+  c.line("wfgen::rt::Tensor wf_out_t[" + n_out + "];");
   c.open("if (wf_outs != nullptr)");
   for (std::size_t k = 0; k < g.outputs.size(); ++k) {
     const Value& o = g[g.outputs[k]];
-    c.line("if (wfgen::rt::Status wf_s = wfgen::rt::prepare_output(" + literal(g.output_names[k]) + ", *wf_outs[" + num(static_cast<std::int64_t>(k)) +
-           "], " + dtype_cpp(o.dtype) + ", " + shape_cpp(o.shape) + "); !wf_s.ok()) return wf_s;");
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    c.line("wf_out_t[" + ks + "] = *wf_outs[" + ks + "];");
+    c.line("if (wfgen::rt::Status wf_s = wfgen::rt::prepare_output(" + literal(g.output_names[k]) + ", wf_out_t[" + ks + "], " +
+           dtype_cpp(o.dtype) + ", " + shape_cpp(o.shape) + "); !wf_s.ok()) return wf_s;");
   }
   c.close();
   c.comment("Table entries: each size and view checked, the first error kept (wf_refs.status()).");
@@ -789,8 +793,8 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
           if (g.outputs[k] != v.id || !may_write_directly(g, k)) continue;
           const std::string ks = num(static_cast<std::int64_t>(k));
           c.comment("The output " + g.output_names[k] + ": the kernel writes the caller's tensor when it can (no copy).");
-          c.open("if (wf_outs != nullptr && wfgen::rt::can_write_directly({wf_outs, " + n_out + "}, " + ks + ", inputs_, params_))");
-          c.line("direct_outputs_[" + ks + "] = *wf_outs[" + ks + "];");
+          c.open("if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, " + ks + ", inputs_, params_))");
+          c.line("direct_outputs_[" + ks + "] = wf_out_t[" + ks + "];");
           c.line(lhs + "direct_outputs_[" + ks + "].ref();");
           c.close();
         }
@@ -819,8 +823,8 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.open("if (wf_outs != nullptr)");
   for (std::size_t k = 0; k < g.outputs.size(); ++k) {
     const std::string ks = num(static_cast<std::int64_t>(k));
-    const std::string check = "if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy(" + literal(g.output_names[k]) + ", wf_outs[" + ks +
-                              "]->ref(), table_[" + num(g.outputs[k]) + "]); !wf_s.ok()) return wf_s;";
+    const std::string check = "if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy(" + literal(g.output_names[k]) + ", wf_out_t[" + ks +
+                              "].ref(), table_[" + num(g.outputs[k]) + "]); !wf_s.ok()) return wf_s;";
     if (!may_write_directly(g, k)) {
       c.line(check);
       continue;
@@ -834,7 +838,10 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;");
   c.line("for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k) bound_inputs_[wf_k] = inputs_[wf_k].ref();");
   c.open("if (wf_outs != nullptr)");
-  c.line("for (std::size_t wf_k = 0; wf_k < bound_outputs_.size(); ++wf_k) bound_outputs_[wf_k] = wf_outs[wf_k]->ref();");
+  c.open("for (std::size_t wf_k = 0; wf_k < bound_outputs_.size(); ++wf_k)");
+  c.line("*wf_outs[wf_k] = wf_out_t[wf_k];");
+  c.line("bound_outputs_[wf_k] = wf_out_t[wf_k].ref();");
+  c.close();
   c.close();
   c.line("direct_ = std::any_of(direct_outputs_.begin(), direct_outputs_.end(), [](const wfgen::rt::Tensor& wf_t) { return wf_t.defined(); });");
   c.line("bound_ = true;");

@@ -99,9 +99,12 @@ wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5})});
   const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
-  // The caller's output tensors (forward_into): kept when they have the output's dtype and shape, else new ones.
+  // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
+  // shape, else new ones; handed back only when the whole binding succeeded.
+  wfgen::rt::Tensor wf_out_t[1];
   if (wf_outs != nullptr) {
-    if (wfgen::rt::Status wf_s = wfgen::rt::prepare_output("Y", *wf_outs[0], wfgen::rt::DType::f32, {batch, 2}); !wf_s.ok()) return wf_s;
+    wf_out_t[0] = *wf_outs[0];
+    if (wfgen::rt::Status wf_s = wfgen::rt::prepare_output("Y", wf_out_t[0], wfgen::rt::DType::f32, {batch, 2}); !wf_s.ok()) return wf_s;
   }
   // Table entries: each size and view checked, the first error kept (wf_refs.status()).
   wfgen::rt::RefBuilder wf_refs;
@@ -118,22 +121,25 @@ wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[9] = wf_refs.broadcast("TID9", table_[4], {batch, 2});
   table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID10 = fused_add_sigmoid
   // The output Y: the kernel writes the caller's tensor when it can (no copy).
-  if (wf_outs != nullptr && wfgen::rt::can_write_directly({wf_outs, 1}, 0, inputs_, params_)) {
-    direct_outputs_[0] = *wf_outs[0];
+  if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
+    direct_outputs_[0] = wf_out_t[0];
     table_[10] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("Y", wf_outs[0]->ref(), table_[10]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("Y", wf_out_t[0].ref(), table_[10]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
   if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
   for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k) bound_inputs_[wf_k] = inputs_[wf_k].ref();
   if (wf_outs != nullptr) {
-    for (std::size_t wf_k = 0; wf_k < bound_outputs_.size(); ++wf_k) bound_outputs_[wf_k] = wf_outs[wf_k]->ref();
+    for (std::size_t wf_k = 0; wf_k < bound_outputs_.size(); ++wf_k) {
+      *wf_outs[wf_k] = wf_out_t[wf_k];
+      bound_outputs_[wf_k] = wf_out_t[wf_k].ref();
+    }
   }
   direct_ = std::any_of(direct_outputs_.begin(), direct_outputs_.end(), [](const wfgen::rt::Tensor& wf_t) { return wf_t.defined(); });
   bound_ = true;

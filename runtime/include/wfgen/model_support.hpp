@@ -176,7 +176,7 @@ Status prepare_output(const char* name, Tensor& out, DType dtype, std::initializ
 // kernel gets in the arena) and shares no memory with an input, a
 // parameter or another output (a kernel could overwrite an input that a
 // later instruction still reads).
-bool can_write_directly(std::span<Tensor* const> outputs, std::size_t k, std::span<const Tensor> inputs,
+bool can_write_directly(std::span<const Tensor> outputs, std::size_t k, std::span<const Tensor> inputs,
                         std::span<const Tensor> params);
 
 // For an output that is copied: AliasedBuffer if `dst` (the caller's
