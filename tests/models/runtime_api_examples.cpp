@@ -154,8 +154,8 @@ TEST_CASE("runtime-api.md: parameters") {
   const std::string path = (std::filesystem::temp_directory_path() / ("runtime_api_" + std::to_string(::getpid()) + ".wfparams")).string();
   // [example: parameters]
   my_models::mlp model;
+  Rng rng(7);
   for (auto& [name, tensor] : model.parameters()) {   // "linear_0.W", "linear_0.b", ...
-    Rng rng(7);
     fill_normal(tensor, 0.0, 0.1, rng);             // views of the model's storage: this changes the model
   }
   model.save_parameters(path);
