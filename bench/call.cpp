@@ -4,18 +4,24 @@
 // generated kernel called directly and a hand-written 16-element loop.
 //
 //  add16_call
-//    wfgen       add16_model::forward(A, B): input binding check (dtype, rank,
-//                shape, "same buffers as last time"), the VM's one
-//                instruction, and the output returned as a new tensor in a
-//                std::vector (two allocations)
-//    wfgen_vm    vm().run(Section::Forward) alone on the bound inputs
-//    kernel      the standard library's add_f32_r1 kernel (bench_std), called
-//                directly with View arguments
-//    hand        bench::hand::add on [0, 16), a plain loop in another
-//                translation unit (not inlined)
+//    wfgen        add16_model::forward_into(y, A, B), the allocation-free
+//                 call: A, B and y are the tensors of the last call (a few
+//                 compares of their pointers, shapes and strides), so it
+//                 runs the VM's one instruction, whose kernel writes y
+//                 directly (y is contiguous and overlaps no input)
+//    wfgen_alloc  y = add16_model::forward(A, B)[0]: the same binding check,
+//                 then the output copied into a new tensor returned in a
+//                 std::vector (allocations on every call)
+//    wfgen_vm     vm().run(Section::Forward) alone on the model of `wfgen`
+//    kernel       the standard library's add_f32_r1 kernel (bench_std), called
+//                 directly with View arguments
+//    hand         bench::hand::add on [0, 16), a plain loop in another
+//                 translation unit (not inlined)
 // Each timed call runs the implementation kInner times and the times are
 // divided by kInner, so a pass is long enough for the clock; the reported
-// median, p10 and p90 are per model call. Throughput: millions of calls per second.
+// median, p10 and p90 are per model call. Throughput: millions of calls per
+// second. wfgen and wfgen_alloc use two instances of the model: alternating
+// forward() and forward_into() on one would bind it again on every switch.
 #include <string>
 
 #include "bench_main.hpp"
@@ -37,22 +43,27 @@ void run_call(Report& report, const std::vector<int>& threads) {
   const wfgen::rt::Tensor A = wfgen::rt::Tensor::borrow(a.data, {n}), B = wfgen::rt::Tensor::borrow(b.data, {n});
   const wfgen::rt::View<const float, 1> VA{a.data, {n}, {1}}, VB{b.data, {n}, {1}};
   const wfgen::rt::View<float, 1> VO{out.data, {n}, {1}};
-  bench_models::add16_model model;
-  wfgen::rt::Tensor y;
+  bench_models::add16_model model, model_alloc;
+  wfgen::rt::Tensor y, y_alloc;
 
   for (int t : threads) {
     wfgen::rt::set_num_threads(t);
     std::vector<Impl> impls = {
-        {"wfgen", [&] { for (int r = 0; r < kInner; ++r) y = model.forward(A, B)[0]; }},
+        {"wfgen", [&] { for (int r = 0; r < kInner; ++r) model.forward_into(y, A, B); }},
+        {"wfgen_alloc", [&] { for (int r = 0; r < kInner; ++r) y_alloc = model_alloc.forward(A, B)[0]; }},
         {"wfgen_vm", [&] { for (int r = 0; r < kInner; ++r) model.vm().run(wfgen::rt::Section::Forward); }},
         {"kernel", [&] { for (int r = 0; r < kInner; ++r) bench_std::add_f32_r1(VA, VB, VO); }},
         {"hand", [&] { for (int r = 0; r < kInner; ++r) hand::add(a.data, b.data, out.data, 0, n); }},
     };
-    // One float add: exact. wfgen_vm reruns the instruction of the checked forward().
+    // One float add: exact. wfgen_vm reruns the instruction of the checked
+    // forward_into(), which writes y.
     const std::string tag = wl + " at " + std::to_string(t) + " thread(s)";
-    y = model.forward(A, B)[0];
-    if (y.numel() != n) fail("wfgen " + tag + ": forward() returned " + std::to_string(y.numel()) + " elements");
+    model.forward_into(y, A, B);
+    if (y.numel() != n) fail("wfgen " + tag + ": forward_into() gave " + std::to_string(y.numel()) + " elements");
     check_close("wfgen " + tag, y.data<float>(), ref.data, n, 0, 0);
+    y_alloc = model_alloc.forward(A, B)[0];
+    if (y_alloc.numel() != n) fail("wfgen_alloc " + tag + ": forward() returned " + std::to_string(y_alloc.numel()) + " elements");
+    check_close("wfgen_alloc " + tag, y_alloc.data<float>(), ref.data, n, 0, 0);
     std::fill(out.data, out.data + n, -7.0f);
     bench_std::add_f32_r1(VA, VB, VO);
     check_close("kernel " + tag, out.data, ref.data, n, 0, 0);
@@ -65,8 +76,9 @@ void run_call(Report& report, const std::vector<int>& threads) {
       const Stats per_call{st[k].median / kInner, st[k].p10 / kInner, st[k].p90 / kInner};
       report.add({wl, impls[k].name, t, per_call, 1, "M calls/s", 1e6, ""});
     }
-    for (const char* impl : {"wfgen", "wfgen_vm", "kernel"}) report.ratio({wl, impl, t, wl, "hand", t});
+    for (const char* impl : {"wfgen", "wfgen_alloc", "wfgen_vm", "kernel"}) report.ratio({wl, impl, t, wl, "hand", t});
     report.ratio({wl, "wfgen", t, wl, "wfgen_vm", t});
+    report.ratio({wl, "wfgen_alloc", t, wl, "wfgen", t});
   }
   wfgen::rt::set_num_threads(1);
 }

@@ -1,5 +1,7 @@
 #include "wfgen/model_support.hpp"
 
+#include "internal.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -20,12 +22,6 @@ TensorRef empty_ref(void* data, DType dtype, int rank) {
   r.dtype = dtype;
   r.rank = rank;
   return r;
-}
-
-void check_rank(int rank) {
-  if (rank < 0 || rank > kMaxRank) {
-    fail(ErrorCode::InvalidArgument, "rank " + std::to_string(rank) + " is out of range (0 to " + std::to_string(kMaxRank) + ")");
-  }
 }
 
 constexpr std::int64_t kMaxBytes = PTRDIFF_MAX;
@@ -65,37 +61,70 @@ Status checked_bytes(DType dtype, std::initializer_list<std::int64_t> shape, std
   return {};
 }
 
-// a * b for strides and offsets; SizeOverflow when it does not fit in int64.
-std::int64_t mul_or_fail(std::int64_t a, std::int64_t b, const char* what) {
-  std::int64_t r = 0;
+// a * b and a + b for strides and offsets, or SizeOverflow naming `what`.
+Status checked_mul(std::int64_t a, std::int64_t b, const char* what, std::int64_t& r) {
   if (__builtin_mul_overflow(a, b, &r)) {
-    fail(ErrorCode::SizeOverflow, std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows int64");
+    return Status(ErrorCode::SizeOverflow, std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows int64");
   }
-  return r;
+  return {};
 }
 
-std::int64_t add_or_fail(std::int64_t a, std::int64_t b, const char* what) {
-  std::int64_t r = 0;
+Status checked_add(std::int64_t a, std::int64_t b, const char* what, std::int64_t& r) {
   if (__builtin_add_overflow(a, b, &r)) {
-    fail(ErrorCode::SizeOverflow, std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows int64");
+    return Status(ErrorCode::SizeOverflow, std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows int64");
   }
-  return r;
+  return {};
 }
 
 std::string dims_str(const std::int64_t* d, int n) {
   std::string s = "(";
-  for (int k = 0; k < n; ++k) s += (k ? " " : "") + std::to_string(d[k]);
+  for (int k = 0; k < n; ++k) s += (k ? " " : "") + (d[k] == Size::kInvalid ? std::string("?") : std::to_string(d[k]));
   return s + ")";
 }
 
-}  // namespace
+Status rank_status(int rank, const char* what) {
+  if (rank < 0 || rank > kMaxRank) {
+    return Status(ErrorCode::InvalidArgument, std::string(what) + ": rank " + std::to_string(rank) + " is out of range (0 to " +
+                                                  std::to_string(kMaxRank) + ")");
+  }
+  return {};
+}
 
-TensorRef contiguous_ref(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
-  int rank = static_cast<int>(shape.size());
-  check_rank(rank);
+// What every view checks of its own shape: no size computed from the inputs
+// overflowed (Size::kInvalid), none is negative, and the element count fits
+// in int64. A view needs no bytes of its own, so this is the only place a
+// broadcast to (2^40 2^40), whose stride-0 axes fit in any buffer, is caught
+// before a kernel counts its elements.
+Status view_shape_status(const std::int64_t* shape, int rank, const char* what) {
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] == Size::kInvalid) {
+      return Status(ErrorCode::SizeOverflow, std::string(what) + ": a view of shape " + dims_str(shape, rank) +
+                                                 ": a size computed from the inputs' sizes does not fit in int64 (or divides by zero)");
+    }
+    if (shape[d] < 0) {
+      return Status(ErrorCode::InvalidArgument, std::string(what) + ": a view of shape " + dims_str(shape, rank) +
+                                                    " has a negative size, expected sizes >= 0");
+    }
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (__builtin_mul_overflow(n, shape[d], &n)) {
+      return Status(ErrorCode::SizeOverflow, std::string(what) + ": a view of shape " + dims_str(shape, rank) +
+                                                 " has more elements than fit in int64");
+    }
+  }
+  return {};
+}
+
+// The *_ref helpers as Status: the result in `r` when ok. The throwing
+// functions and RefBuilder are both made of these.
+
+Status make_contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape, TensorRef& r) {
+  const int rank = static_cast<int>(shape.size());
+  if (Status st = rank_status(rank, "contiguous_ref"); !st.ok()) return st;
   std::int64_t numel = 0, bytes = 0;
-  if (Status st = checked_bytes(dtype, shape, numel, bytes); !st.ok()) fail(st);
-  TensorRef r = empty_ref(data, dtype, rank);
+  if (Status st = checked_bytes(dtype, shape, numel, bytes); !st.ok()) return st;
+  r = empty_ref(data, dtype, rank);
   int k = 0;
   for (auto d : shape) r.shape[k++] = d;
   std::int64_t stride = 1;
@@ -103,84 +132,116 @@ TensorRef contiguous_ref(void* data, DType dtype, std::initializer_list<std::int
     r.strides[d] = stride;
     stride *= std::max<std::int64_t>(r.shape[d], 1);  // cannot overflow: numel fits (or a size is 0)
   }
-  return r;
+  return {};
 }
 
-TensorRef permute_ref(const TensorRef& base, std::initializer_list<int> perm) {
-  TensorRef r = empty_ref(base.data, base.dtype, base.rank);
+Status make_permute(const TensorRef& base, std::initializer_list<int> perm, TensorRef& r) {
+  if (static_cast<int>(perm.size()) != base.rank) {
+    return Status(ErrorCode::RankMismatch, "permute_ref got " + std::to_string(perm.size()) + " axes for a tensor of rank " +
+                                               std::to_string(base.rank));
+  }
+  r = empty_ref(base.data, base.dtype, base.rank);
   int k = 0;
   for (int p : perm) {
+    if (p < 0 || p >= base.rank) {
+      return Status(ErrorCode::InvalidArgument, "permute_ref: axis " + std::to_string(p) + " of a tensor of rank " + std::to_string(base.rank));
+    }
     r.shape[k] = base.shape[p];
     r.strides[k] = base.strides[p];
     ++k;
   }
-  return r;
+  return {};
 }
 
-TensorRef broadcast_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
-  int rank = static_cast<int>(shape.size());
-  check_rank(rank);
-  TensorRef r = empty_ref(base.data, base.dtype, rank);
+Status make_broadcast(const TensorRef& base, std::initializer_list<std::int64_t> shape, TensorRef& r) {
+  const int rank = static_cast<int>(shape.size());
+  if (Status st = rank_status(rank, "broadcast_ref"); !st.ok()) return st;
+  r = empty_ref(base.data, base.dtype, rank);
   int k = 0;
   for (auto d : shape) r.shape[k++] = d;
+  if (Status st = view_shape_status(r.shape, rank, "broadcast_ref"); !st.ok()) return st;
+  if (base.rank > rank) {
+    return Status(ErrorCode::ShapeMismatch, "cannot broadcast " + dims_str(base.shape, base.rank) + " to " + dims_str(r.shape, rank));
+  }
   for (int d = 0; d < rank; ++d) {
-    int b = d - (rank - base.rank);
-    if (b < 0) {
+    const int b = d - (rank - base.rank);
+    if (b < 0 || (base.shape[b] == 1 && r.shape[d] != 1)) {
       r.strides[d] = 0;
     } else if (base.shape[b] == r.shape[d]) {
       r.strides[d] = base.strides[b];
-    } else if (base.shape[b] == 1) {
-      r.strides[d] = 0;
     } else {
-      fail(ErrorCode::ShapeMismatch, "cannot broadcast " + dims_str(base.shape, base.rank) + " to " + dims_str(r.shape, rank));
+      return Status(ErrorCode::ShapeMismatch, "cannot broadcast " + dims_str(base.shape, base.rank) + " to " + dims_str(r.shape, rank));
     }
   }
-  return r;
+  return {};
 }
 
-TensorRef reshape_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+Status make_reshape(const TensorRef& base, std::initializer_list<std::int64_t> shape, TensorRef& r) {
   std::int64_t n = 1;
-  for (int d = 0; d < base.rank; ++d) n = mul_or_fail(n, base.shape[d], "reshape_ref");
-  if (numel_of(shape) != n) {
-    fail(ErrorCode::ShapeMismatch, "cannot reshape " + dims_str(base.shape, base.rank) + " (" + std::to_string(n) + " elements)");
+  for (int d = 0; d < base.rank; ++d)
+    if (Status st = checked_mul(n, base.shape[d], "reshape_ref", n); !st.ok()) return st;
+  std::int64_t numel = 0, bytes = 0;
+  if (Status st = checked_bytes(DType::u8, shape, numel, bytes); !st.ok()) return st;
+  if (numel != n) {
+    return Status(ErrorCode::ShapeMismatch, "cannot reshape " + dims_str(base.shape, base.rank) + " (" + std::to_string(n) +
+                                                " elements) to " + shape_text(shape));
   }
-  return contiguous_ref(base.data, base.dtype, shape);
+  return make_contiguous(base.data, base.dtype, shape, r);
 }
 
-TensorRef slice_ref(const TensorRef& base, std::initializer_list<std::int64_t> starts, std::initializer_list<std::int64_t> steps,
-                    std::initializer_list<std::int64_t> shape) {
-  TensorRef r = base;
+Status make_slice(const TensorRef& base, std::initializer_list<std::int64_t> starts, std::initializer_list<std::int64_t> steps,
+                  std::initializer_list<std::int64_t> shape, TensorRef& r) {
+  if (static_cast<int>(starts.size()) > base.rank || static_cast<int>(steps.size()) > base.rank ||
+      static_cast<int>(shape.size()) != base.rank) {
+    return Status(ErrorCode::RankMismatch, "slice_ref got " + std::to_string(starts.size()) + " starts, " +
+                                               std::to_string(steps.size()) + " steps and shape " + shape_text(shape) +
+                                               " for a tensor of rank " + std::to_string(base.rank));
+  }
+  r = base;
   std::int64_t offset = 0;
   int k = 0;
   for (auto s : starts) {
-    offset = add_or_fail(offset, mul_or_fail(s, base.strides[k], "slice_ref"), "slice_ref");
+    std::int64_t step_off = 0;
+    if (Status st = checked_mul(s, base.strides[k], "slice_ref", step_off); !st.ok()) return st;
+    if (Status st = checked_add(offset, step_off, "slice_ref", offset); !st.ok()) return st;
     ++k;
   }
   k = 0;
   for (auto s : steps) {
-    r.strides[k] = mul_or_fail(base.strides[k], s, "slice_ref");
+    if (Status st = checked_mul(base.strides[k], s, "slice_ref", r.strides[k]); !st.ok()) return st;
     ++k;
   }
   k = 0;
   for (auto d : shape) r.shape[k++] = d;
-  r.data = static_cast<char*>(base.data) + mul_or_fail(offset, static_cast<std::int64_t>(dtype_size(base.dtype)), "slice_ref");
-  return r;
+  if (Status st = view_shape_status(r.shape, r.rank, "slice_ref"); !st.ok()) return st;
+  std::int64_t byte_off = 0;
+  if (Status st = checked_mul(offset, static_cast<std::int64_t>(dtype_size(base.dtype)), "slice_ref", byte_off); !st.ok()) return st;
+  r.data = static_cast<char*>(base.data) + byte_off;
+  return {};
 }
 
-TensorRef squeeze_ref(const TensorRef& base, int axis) {
-  TensorRef r = empty_ref(base.data, base.dtype, base.rank - 1);
+Status make_squeeze(const TensorRef& base, int axis, TensorRef& r) {
+  if (axis < 0 || axis >= base.rank || base.shape[axis] != 1) {
+    return Status(ErrorCode::InvalidArgument, "squeeze_ref: axis " + std::to_string(axis) + " of a tensor of shape " +
+                                                  dims_str(base.shape, base.rank) + ", expected an axis of size 1");
+  }
+  r = empty_ref(base.data, base.dtype, base.rank - 1);
   for (int d = 0, k = 0; d < base.rank; ++d) {
     if (d == axis) continue;
     r.shape[k] = base.shape[d];
     r.strides[k] = base.strides[d];
     ++k;
   }
-  return r;
+  return {};
 }
 
-TensorRef unsqueeze_ref(const TensorRef& base, int axis) {
-  check_rank(base.rank + 1);
-  TensorRef r = empty_ref(base.data, base.dtype, base.rank + 1);
+Status make_unsqueeze(const TensorRef& base, int axis, TensorRef& r) {
+  if (Status st = rank_status(base.rank + 1, "unsqueeze_ref"); !st.ok()) return st;
+  if (axis < 0 || axis > base.rank) {
+    return Status(ErrorCode::InvalidArgument, "unsqueeze_ref: axis " + std::to_string(axis) + " of a tensor of rank " +
+                                                  std::to_string(base.rank) + ", expected 0.." + std::to_string(base.rank));
+  }
+  r = empty_ref(base.data, base.dtype, base.rank + 1);
   for (int d = 0, k = 0; d < base.rank + 1; ++d) {
     if (d == axis) {
       r.shape[d] = 1;
@@ -191,7 +252,77 @@ TensorRef unsqueeze_ref(const TensorRef& base, int axis) {
     r.strides[d] = base.strides[k];
     ++k;
   }
+  return {};
+}
+
+// The throwing form of a make_* call.
+template <class F>
+TensorRef ref_or_fail(F&& make) {
+  TensorRef r{};
+  if (Status st = make(r); !st.ok()) fail(st);
   return r;
+}
+
+}  // namespace
+
+TensorRef contiguous_ref(void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+  return ref_or_fail([&](TensorRef& r) { return make_contiguous(data, dtype, shape, r); });
+}
+TensorRef permute_ref(const TensorRef& base, std::initializer_list<int> perm) {
+  return ref_or_fail([&](TensorRef& r) { return make_permute(base, perm, r); });
+}
+TensorRef broadcast_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+  return ref_or_fail([&](TensorRef& r) { return make_broadcast(base, shape, r); });
+}
+TensorRef reshape_ref(const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+  return ref_or_fail([&](TensorRef& r) { return make_reshape(base, shape, r); });
+}
+TensorRef slice_ref(const TensorRef& base, std::initializer_list<std::int64_t> starts, std::initializer_list<std::int64_t> steps,
+                    std::initializer_list<std::int64_t> shape) {
+  return ref_or_fail([&](TensorRef& r) { return make_slice(base, starts, steps, shape, r); });
+}
+TensorRef squeeze_ref(const TensorRef& base, int axis) {
+  return ref_or_fail([&](TensorRef& r) { return make_squeeze(base, axis, r); });
+}
+TensorRef unsqueeze_ref(const TensorRef& base, int axis) {
+  return ref_or_fail([&](TensorRef& r) { return make_unsqueeze(base, axis, r); });
+}
+
+// --- RefBuilder ---------------------------------------------------------------------
+
+TensorRef RefBuilder::keep(const char* name, Status st, const TensorRef& r) {
+  if (status_.ok() && !st.ok()) status_ = Status(st.code(), std::string("the tensor ") + name + " of the model: " + st.message());
+  return status_.ok() ? r : TensorRef{};
+}
+
+TensorRef RefBuilder::contiguous(const char* name, void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_contiguous(data, dtype, shape, r) : Status(), r);
+}
+TensorRef RefBuilder::permute(const char* name, const TensorRef& base, std::initializer_list<int> perm) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_permute(base, perm, r) : Status(), r);
+}
+TensorRef RefBuilder::broadcast(const char* name, const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_broadcast(base, shape, r) : Status(), r);
+}
+TensorRef RefBuilder::reshape(const char* name, const TensorRef& base, std::initializer_list<std::int64_t> shape) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_reshape(base, shape, r) : Status(), r);
+}
+TensorRef RefBuilder::slice(const char* name, const TensorRef& base, std::initializer_list<std::int64_t> starts,
+                            std::initializer_list<std::int64_t> steps, std::initializer_list<std::int64_t> shape) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_slice(base, starts, steps, shape, r) : Status(), r);
+}
+TensorRef RefBuilder::squeeze(const char* name, const TensorRef& base, int axis) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_squeeze(base, axis, r) : Status(), r);
+}
+TensorRef RefBuilder::unsqueeze(const char* name, const TensorRef& base, int axis) {
+  TensorRef r{};
+  return keep(name, status_.ok() ? make_unsqueeze(base, axis, r) : Status(), r);
 }
 
 std::int64_t numel_of(std::initializer_list<std::int64_t> shape) {
@@ -274,6 +405,92 @@ Status try_copy_out(const TensorRef& ref, Tensor& out) {
   });
   out = std::move(result);
   return {};
+}
+
+// --- caller-owned outputs --------------------------------------------------------------
+
+namespace {
+
+// Row-major contiguous with exactly the strides contiguous_ref gives.
+bool row_major(const TensorRef& r) {
+  std::int64_t stride = 1;
+  for (int d = r.rank - 1; d >= 0; --d) {
+    if (r.strides[d] != stride) return false;
+    stride *= std::max<std::int64_t>(r.shape[d], 1);
+  }
+  return true;
+}
+
+// Byte range [lo, hi) of a tensor with elements (its extent fits: it is a
+// Tensor's, or was checked by VM::prepare); false if it has none.
+bool byte_range(const TensorRef& r, __int128& lo, __int128& hi) {
+  __int128 min_off = 0, max_off = 0;
+  for (int d = 0; d < r.rank; ++d) {
+    if (r.shape[d] <= 0) return false;
+    const __int128 span = static_cast<__int128>(r.strides[d]) * (r.shape[d] - 1);
+    (span < 0 ? min_off : max_off) += span;
+  }
+  const auto size = static_cast<__int128>(dtype_size(r.dtype));
+  const auto base = static_cast<__int128>(reinterpret_cast<std::uintptr_t>(r.data));
+  lo = base + min_off * size;
+  hi = base + (max_off + 1) * size;
+  return true;
+}
+
+}  // namespace
+
+Status prepare_output(const char* name, Tensor& out, DType dtype, std::initializer_list<std::int64_t> shape) {
+  std::int64_t numel = 0, bytes = 0;
+  if (Status st = checked_bytes(dtype, shape, numel, bytes); !st.ok()) {
+    return Status(st.code(), std::string("the output ") + name + ": " + st.message());
+  }
+  bool same = out.defined() && out.dtype() == dtype && out.rank() == static_cast<int>(shape.size());
+  int k = 0;
+  for (auto d : shape) same = same && out.dim(k++) == d;
+  if (same) return {};
+  return Tensor::try_empty(dtype, Shape(shape), out);
+}
+
+bool can_write_directly(std::span<const Tensor> outputs, std::size_t k, std::span<const Tensor> inputs,
+                        std::span<const Tensor> params) {
+  const Tensor& out = outputs[k];
+  if (!out.defined() || !row_major(out.ref())) return false;
+  for (const Tensor& t : inputs)
+    if (may_alias(out, t)) return false;
+  for (const Tensor& t : params)
+    if (may_alias(out, t)) return false;
+  for (std::size_t j = 0; j < outputs.size(); ++j)
+    if (j != k && may_alias(out, outputs[j])) return false;
+  return true;
+}
+
+Status check_output_copy(const char* name, const TensorRef& dst, const TensorRef& src) {
+  __int128 dlo = 0, dhi = 0, slo = 0, shi = 0;
+  if (!byte_range(dst, dlo, dhi) || !byte_range(src, slo, shi) || dhi <= slo || shi <= dlo) return {};
+  bool identical = dst.data == src.data && dst.rank == src.rank;
+  for (int d = 0; identical && d < dst.rank; ++d) identical = dst.shape[d] == src.shape[d] && (dst.shape[d] == 1 || dst.strides[d] == src.strides[d]);
+  if (identical) return {};
+  return Status(ErrorCode::AliasedBuffer, std::string("the output ") + name + " of shape " + dims_str(dst.shape, dst.rank) +
+                                              " and strides " + dims_str(dst.strides, dst.rank) +
+                                              " overlaps the tensor it is copied from (strides " + dims_str(src.strides, src.rank) +
+                                              "), expected separate memory or the identical view");
+}
+
+void copy_elements(const TensorRef& dst, const TensorRef& src) noexcept {
+  const std::size_t esize = dtype_size(dst.dtype);
+  if (row_major(dst) && row_major(src)) {
+    std::int64_t n = 1;
+    for (int d = 0; d < dst.rank; ++d) n *= dst.shape[d];
+    if (n > 0 && dst.data != src.data) std::memmove(dst.data, src.data, static_cast<std::size_t>(n) * esize);
+    return;
+  }
+  visit_dtype(dst.dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    E* d = static_cast<E*>(dst.data);
+    const E* s = static_cast<const E*>(src.data);
+    internal::for_each_offset_pair(dst.rank, dst.shape, dst.strides, src.strides,
+                                   [&](std::int64_t od, std::int64_t os) { d[od] = s[os]; });
+  });
 }
 
 // --- inputs -----------------------------------------------------------------------

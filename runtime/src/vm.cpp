@@ -185,6 +185,10 @@ struct VM::Impl {
     std::span<const Instruction> iseq;
     std::vector<Step> steps;  // instructions with a kernel, in order
     bool checked = false;     // opt level 2: checked since the last prepare()
+    // run() may go straight to the loop: prepared, no check due at this opt
+    // level, no logging. Kept by refresh() whenever one of those changes, so
+    // the steady state of a call tests one flag.
+    bool ready = false;
   };
 
   Program prog;
@@ -250,7 +254,12 @@ struct VM::Impl {
       std::int32_t at = -1;
       if (Status r = check(s, false, &at); !r.ok()) raise(s, at, r);
       st.checked = true;
+      refresh();
     }
+  }
+  void refresh() {
+    for (auto& st : sections)
+      st.ready = prepared && log == nullptr && (level == OptLevel::Fast || (level == OptLevel::Checked && st.checked));
   }
 
   void run_logged(Section s);
@@ -277,6 +286,7 @@ VM::Impl::Impl(const Program& p) : prog(p) {
     else if (std::strcmp(v, "3") == 0) level = OptLevel::Fast;
   }
   if (const char* v = env("WFGEN_LOG_VM"); v && std::strcmp(v, "0") != 0) log = &std::cerr;
+  refresh();
 }
 
 void VM::Impl::validate() const {
@@ -457,6 +467,16 @@ Status VM::Impl::check_instruction(Section s, std::int32_t i, bool alias_only) c
         return bad(s, i, ErrorCode::NullBuffer, name(k) + " has no data (shape " + ref_shape(t) + ")");
       }
     }
+    // A kernel counts elements in int64: a view (a broadcast has stride 0)
+    // may hold more elements than bytes, so its extent alone does not bound that.
+    std::int64_t count = 1;
+    if (measurable(t)) {
+      for (int d = 0; d < t.rank; ++d) {
+        if (__builtin_mul_overflow(count, t.shape[d], &count)) {
+          return bad(s, i, ErrorCode::SizeOverflow, name(k) + " of shape " + ref_shape(t) + " has more elements than fit in int64");
+        }
+      }
+    }
     std::uintptr_t lo = 0, hi = 0;
     if (measurable(t) && byte_range(t, lo, hi) == Extent::Overflow) {
       return bad(s, i, ErrorCode::SizeOverflow, name(k) + " of shape " + ref_shape(t) + " and strides " + ref_strides(t) +
@@ -590,9 +610,13 @@ void VM::set_opt_level(OptLevel level) {
     fail(ErrorCode::InvalidArgument, "opt level " + std::to_string(v) + " is not 1, 2 or 3");
   }
   impl_->level = level;
+  impl_->refresh();
 }
 OptLevel VM::opt_level() const { return impl_->level; }
-void VM::set_logging(std::ostream* out) { impl_->log = out; }
+void VM::set_logging(std::ostream* out) {
+  impl_->log = out;
+  impl_->refresh();
+}
 void VM::set_logging_elements(int n) { impl_->log_elements = std::max(0, n); }
 bool VM::prepared() const { return impl_->prepared; }
 const Program& VM::program() const { return impl_->prog; }
@@ -630,11 +654,13 @@ Status VM::try_prepare(const TensorRef* table, bool check_all) {
   Status r = first_failure([&](Section s, std::int32_t* i) { return m.check(s, !check_all, i); }, &section, &at);
   if (!r.ok()) {
     m.prepared = false;  // run() refuses a table that failed
+    m.refresh();
     return r;
   }
   if (check_all) {
     for (auto& st : m.sections) st.checked = true;
   }
+  m.refresh();
   return {};
 }
 
@@ -655,15 +681,17 @@ void VM::prepare(const TensorRef* table) {
 
 void VM::run(Section section) {
   Impl& m = *impl_;
-  if (!m.prepared) {
-    fail(ErrorCode::InvalidArgument,
-                std::string("VM::run(") + section_word(section) + ") before prepare(), expected the tensor table first");
-  }
   Impl::SectionState& st = m.state(section);
-  m.check_or_raise(section);
-  if (m.log != nullptr) {
-    m.run_logged(section);
-    return;
+  if (!st.ready) {  // the first run after prepare() at opt level 2, level 1, logging, or not prepared
+    if (!m.prepared) {
+      fail(ErrorCode::InvalidArgument,
+           std::string("VM::run(") + section_word(section) + ") before prepare(), expected the tensor table first");
+    }
+    m.check_or_raise(section);
+    if (m.log != nullptr) {
+      m.run_logged(section);
+      return;
+    }
   }
   // The hot loop: one indirect call per instruction.
   const Impl::Step* steps = st.steps.data();

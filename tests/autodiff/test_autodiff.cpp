@@ -15,6 +15,7 @@
 // initial weights): the weights must agree within 1e-5.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -177,6 +178,41 @@ TEST_CASE("gradients accumulate until zero_grad, and backward needs a forward") 
   Tensor seed = Tensor::full(DType::f64, {1}, 2.0);
   m.backward({seed});
   for (std::int64_t i = 0; i < once.numel(); ++i) CHECK(m.grad("W1").data<double>()[i] == Approx(2 * once.data<double>()[i]));
+}
+
+TEST_CASE("the training API's try_ forms: the same gradients, errors as a Status") {
+  gc::tiny_mlp a, b;
+  std::mt19937_64 rng(2);
+  std::map<std::string, Tensor> inputs;
+  for (const auto& [name, shape] : input_shapes(a.summary())) inputs[name] = make_input(name, shape, rng);
+  for (const auto& [name, t] : inputs) {
+    a.set_input(name, t);
+    REQUIRE(b.try_set_input(name, t).ok());
+  }
+  std::vector<Tensor> out;
+  // Before any forward pass: a Status, nothing thrown, nothing changed.
+  wfgen::rt::Status st = b.try_backward();
+  CHECK(st.code() == wfgen::rt::ErrorCode::InvalidArgument);
+  CHECK(st.message().find("tiny_mlp::backward() needs a forward pass first") != std::string::npos);
+  a.run();
+  a.backward();
+  REQUIRE(b.try_run(out).ok());
+  CHECK(b.try_backward({Tensor::zeros(DType::f32, {1})}).code() == wfgen::rt::ErrorCode::DTypeMismatch);
+  CHECK(b.try_backward({Tensor::zeros(DType::f64, {2})}).code() == wfgen::rt::ErrorCode::ShapeMismatch);
+  CHECK(b.try_backward({Tensor(), Tensor()}).code() == wfgen::rt::ErrorCode::InvalidArgument);
+  REQUIRE(b.try_backward({Tensor::full(DType::f64, {1}, 1.0)}).ok());
+  for (const auto& [name, g] : a.gradients()) {
+    Tensor other;
+    REQUIRE(b.try_grad(name, other).ok());
+    INFO(name);
+    CHECK(std::memcmp(g.raw_data(), other.raw_data(), g.nbytes()) == 0);
+  }
+  Tensor none;
+  CHECK(b.try_grad("W9", none).code() == wfgen::rt::ErrorCode::InvalidArgument);
+  REQUIRE(b.try_zero_grad().ok());
+  Tensor w1;
+  REQUIRE(b.try_grad("W1", w1).ok());
+  for (std::int64_t i = 0; i < w1.numel(); ++i) CHECK(w1.data<double>()[i] == 0.0);
 }
 
 // --- training steps against a naive reference ------------------------------------

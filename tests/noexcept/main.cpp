@@ -1,8 +1,10 @@
 // Generated models and the runtime compiled with -fno-exceptions: the try_
-// entry points return a wfgen::rt::Status for every bad input (wrong shape,
-// rank or dtype, unset or undefined inputs, run-time dims whose sizes
-// overflow, bad parameter files) and run normally on good input; the
-// throwing API aborts through wfgen::rt::fail() (checked in forked children).
+// entry points (try_forward, try_forward_into, try_run_into, the training
+// ones) return a wfgen::rt::Status for every bad input (wrong shape, rank or
+// dtype, unset or undefined inputs, run-time dims whose sizes overflow, a
+// view with more elements than int64 holds, bad parameter files, misuse of
+// backward) and run normally on good input; the throwing API aborts through
+// wfgen::rt::fail() (checked in forked children).
 // A plain main, as Catch2 needs exceptions: prints every failed check and
 // exits 1 if there was one.
 #include <sys/wait.h>
@@ -19,6 +21,7 @@
 
 #include "net.hpp"
 #include "net_train.hpp"
+#include "outer_sum.hpp"
 #include "scale.hpp"
 #include "wide.hpp"
 #include "wfgen/runtime.hpp"
@@ -111,6 +114,7 @@ void fatal_handler_exits_3(const Status& st) {
 int main() {
   using wfgen_noexcept::net;
   using wfgen_noexcept::net_train;
+  using wfgen_noexcept::outer_sum;
   using wfgen_noexcept::scale;
   using wfgen_noexcept::wide;
 
@@ -204,6 +208,86 @@ int main() {
     CHECK_STATUS(t.try_forward(out, x, iota(DType::f32, {4, 3})), ErrorCode::ShapeMismatch, "batch is determined as 5");
   }
 
+  // --- try_forward_into / try_run_into: caller-owned outputs ---------------------------
+  {
+    net m;
+    Tensor y;  // undefined: the first call allocates it
+    CHECK(m.try_forward_into(y, x).ok());
+    CHECK(same(y, thrown_api[0]));
+    const void* first = y.defined() ? y.raw_data() : nullptr;
+    CHECK(m.try_forward_into(y, x).ok());  // the steady state: the same tensor, reused
+    CHECK(y.defined() && y.raw_data() == first && same(y, thrown_api[0]));
+    // Bad input: a Status, y keeps what it held.
+    CHECK_STATUS(m.try_forward_into(y, iota(DType::f32, {5, 5})), ErrorCode::ShapeMismatch, "Couldn't identify axis 1 of X");
+    CHECK(y.defined() && y.raw_data() == first && same(y, thrown_api[0]));
+    CHECK_STATUS(m.try_forward_into(y, Tensor()), ErrorCode::NullBuffer, "the input X was not set");
+    // The caller's memory, written by the last kernel.
+    std::vector<float> mine(15, -1.0f);
+    Tensor borrowed = Tensor::borrow(mine.data(), {5, 3});
+    CHECK(m.try_forward_into(borrowed, x).ok());
+    CHECK(borrowed.raw_data() == mine.data() && same(borrowed, thrown_api[0]));
+    std::vector<Tensor> outs(1);
+    CHECK(m.try_set_input("X", x).ok());
+    CHECK(m.try_run_into(outs).ok());
+    CHECK(same(outs[0], thrown_api[0]));
+    std::vector<Tensor> two(2);
+    CHECK_STATUS(m.try_run_into(two), ErrorCode::InvalidArgument, "net::run_into got 2 output tensors, expected 1");
+    // forward() after a binding that wrote into the caller's tensor: its own copy again.
+    CHECK(m.try_forward(out, x).ok());
+    CHECK(out.size() == 1 && same(out[0], thrown_api[0]) && out[0].raw_data() != mine.data());
+  }
+
+  // --- a view with more elements than int64 holds, over buffers that fit ----------------
+  {
+    outer_sum m;
+    float one = 1.0f, two = 2.0f;
+    Tensor z;
+    CHECK(m.try_forward_into(z, Tensor::borrow(&one, {3, 1}, {0, 0}), Tensor::borrow(&two, {1, 4}, {0, 0})).ok());
+    CHECK(z.defined() && z.shape() == rt::Shape({3, 1}) && z.at<float>({2, 0}) == 12.0f);
+    // X + Y is read as (2^20 2^44) broadcast views: 2^64 elements. Every
+    // buffer fits (the inputs are one float each, the result 4 MiB).
+    const Tensor a = Tensor::borrow(&one, {std::int64_t{1} << 20, 1}, {0, 0});
+    const Tensor b = Tensor::borrow(&two, {1, std::int64_t{1} << 44}, {0, 0});
+    CHECK_STATUS(m.try_forward_into(z, a, b), ErrorCode::SizeOverflow,
+                 "the tensor TID2 of the model: broadcast_ref: a view of shape (1048576 17592186044416) has more elements than fit in int64");
+    CHECK(z.shape() == rt::Shape({3, 1}));  // not replaced: the binding failed
+    CHECK_STATUS(m.try_forward(out, a, b), ErrorCode::SizeOverflow, "has more elements than fit in int64");
+  }
+
+  // --- the training API's try_ forms ------------------------------------------------------
+  {
+    net_train t;
+    const Tensor target = iota(DType::f32, {5, 3});
+    CHECK_STATUS(t.try_backward(), ErrorCode::InvalidArgument, "net_train::backward() needs a forward pass first");
+    Tensor loss;
+    CHECK(t.try_forward_into(loss, x, target).ok());
+    CHECK(loss.numel() == 1);
+    const float loss0 = loss.item<float>();
+    CHECK_STATUS(t.try_backward({}), ErrorCode::InvalidArgument, "expected 1 output gradients, got 0");
+    CHECK_STATUS(t.try_backward({Tensor()}), ErrorCode::NullBuffer, "the gradient of output 0 is an undefined tensor");
+    CHECK_STATUS(t.try_backward({Tensor::zeros(DType::f64, {1})}), ErrorCode::DTypeMismatch, "has dtype f64, expected f32");
+    CHECK_STATUS(t.try_backward({Tensor::zeros(DType::f32, {2})}), ErrorCode::ShapeMismatch, "has shape (2), expected (1)");
+    Tensor g;
+    CHECK_STATUS(t.try_grad("nope", g), ErrorCode::InvalidArgument, "net_train has no gradient of 'nope'");
+    CHECK(!g.defined());
+    // The failed calls changed nothing: the forward pass still allows one backward.
+    CHECK(t.try_zero_grad().ok());
+    CHECK(t.try_backward().ok());
+    CHECK_STATUS(t.try_backward(), ErrorCode::InvalidArgument, "needs a forward pass first");
+    CHECK(t.try_step().ok());
+    for (int k = 0; k < 20; ++k) {
+      CHECK(t.try_forward_into(loss, x, target).ok());
+      CHECK(t.try_zero_grad().ok());
+      CHECK(t.try_backward({Tensor::full(DType::f32, {1}, 1.0)}).ok());
+      CHECK(t.try_step().ok());
+    }
+    CHECK(t.try_forward_into(loss, x, target).ok());
+    CHECK(loss.item<float>() < loss0);
+    const auto grads = t.gradients();
+    CHECK(!grads.empty());
+    CHECK(!grads.empty() && t.try_grad(grads[0].first, g).ok() && g.raw_data() == grads[0].second.raw_data());
+  }
+
   // --- the throwing API aborts through fail() ------------------------------------------
   {
     std::string err;
@@ -214,6 +298,27 @@ int main() {
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
     CHECK(err.find("wfgen: shape mismatch: [wfgen] Shape-Error") != std::string::npos);
     CHECK(err.find("Couldn't identify axis 1 of X") != std::string::npos);
+  }
+  {
+    std::string err;
+    const int st = in_child([&] {
+      net m;
+      Tensor y;
+      m.forward_into(y, iota(DType::f32, {5, 4, 1}));
+    }, err);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(err.find("wfgen: rank mismatch: [wfgen] Shape-Error") != std::string::npos);
+  }
+  {
+    std::string err;
+    const int st = in_child([&] {
+      outer_sum m;
+      float one = 1.0f;
+      (void)m.forward(Tensor::borrow(&one, {std::int64_t{1} << 20, 1}, {0, 0}),
+                      Tensor::borrow(&one, {1, std::int64_t{1} << 44}, {0, 0}));
+    }, err);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(err.find("wfgen: size overflow: the tensor TID2 of the model: broadcast_ref") != std::string::npos);
   }
   {
     std::string err;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -264,9 +265,108 @@ TEST_CASE("VM::try_prepare returns every failed check as a Status", "[hardening]
   check_status(vm.try_prepare(huge, false), ErrorCode::SizeOverflow,
                "operand 1 (B) of shape (1099511627776 2) and strides (2305843009213693951 1) spans more bytes than fit in the "
                "address space");
+  // Stride 0: the extent fits in 8 bytes, but 2^80 elements do not fit in int64.
+  TensorRef many[] = {a.ref(), b.ref(), c.ref()};
+  many[1].shape[0] = many[1].shape[1] = kBig;
+  many[1].strides[0] = many[1].strides[1] = 0;
+  check_status(vm.try_prepare(many, false), ErrorCode::SizeOverflow,
+               "operand 1 (B) of shape (1099511627776 1099511627776) has more elements than fit in int64");
   TensorRef good[] = {a.ref(), b.ref(), c.ref()};
   CHECK(vm.try_prepare(good).ok());
   vm.run(Section::Forward);
+}
+
+TEST_CASE("RefBuilder: the tensor-table entries of a model with the first error as a Status", "[hardening]") {
+  float x[6] = {0, 1, 2, 3, 4, 5};
+  SECTION("entries that fit equal those of the *_ref functions") {
+    rt::RefBuilder refs;
+    const TensorRef m = refs.contiguous("m", x, DType::f32, {2, 3});
+    const TensorRef mt = refs.permute("mt", m, {1, 0});
+    const TensorRef row = refs.broadcast("row", refs.slice("r", m, {1, 0}, {1, 1}, {1, 3}), {4, 3});
+    const TensorRef flat = refs.reshape("flat", m, {6});
+    const TensorRef col = refs.unsqueeze("col", flat, 1);
+    const TensorRef back = refs.squeeze("back", col, 1);
+    CHECK(refs.status().ok());
+    auto same = [](const TensorRef& a, const TensorRef& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+    CHECK(same(m, rt::contiguous_ref(x, DType::f32, {2, 3})));
+    CHECK(same(mt, rt::permute_ref(m, {1, 0})));
+    CHECK(same(row, rt::broadcast_ref(rt::slice_ref(m, {1, 0}, {1, 1}, {1, 3}), {4, 3})));
+    CHECK(static_cast<float*>(row.data)[row.strides[0] * 3 + 2] == 5.0f);
+    CHECK(row.strides[0] == 0);
+    CHECK(same(back, flat));
+  }
+  SECTION("a broadcast view with more elements than int64 holds, though no buffer does") {
+    rt::RefBuilder refs;
+    const TensorRef one = refs.contiguous("one", x, DType::f32, {1, 1});
+    const TensorRef wide = refs.broadcast("TID2", one, {kBig, kBig});
+    CHECK(wide.data == nullptr);  // an empty entry after the error
+    const TensorRef after = refs.contiguous("later", x, DType::f32, {2});
+    CHECK(after.data == nullptr);
+    check_status(refs.status(), ErrorCode::SizeOverflow,
+                 "the tensor TID2 of the model: broadcast_ref: a view of shape (1099511627776 1099511627776) has more "
+                 "elements than fit in int64");
+    REQUIRE_RT_ERROR(rt::broadcast_ref(one, {kBig, kBig}), ErrorCode::SizeOverflow, "has more elements than fit in int64");
+  }
+  SECTION("a run-time size that overflowed, a negative one, a bad axis or shape") {
+    const TensorRef one = rt::contiguous_ref(x, DType::f32, {1, 3});
+    auto first_error = [&](auto make) {
+      rt::RefBuilder refs;
+      (void)make(refs);
+      return refs.status();
+    };
+    check_status(first_error([&](rt::RefBuilder& r) { return r.broadcast("b", one, {Size(kBig) * kBig * kBig, 3}); }),
+                 ErrorCode::SizeOverflow, "the tensor b of the model: broadcast_ref: a view of shape (? 3): a size computed");
+    check_status(first_error([&](rt::RefBuilder& r) { return r.broadcast("b", one, {-2, 3}); }), ErrorCode::InvalidArgument,
+                 "has a negative size");
+    check_status(first_error([&](rt::RefBuilder& r) { return r.broadcast("b", one, {2, 4}); }), ErrorCode::ShapeMismatch,
+                 "cannot broadcast (1 3) to (2 4)");
+    check_status(first_error([&](rt::RefBuilder& r) { return r.reshape("r", one, {4}); }), ErrorCode::ShapeMismatch,
+                 "cannot reshape (1 3) (3 elements) to (4)");
+    check_status(first_error([&](rt::RefBuilder& r) { return r.squeeze("s", one, 1); }), ErrorCode::InvalidArgument,
+                 "squeeze_ref: axis 1 of a tensor of shape (1 3), expected an axis of size 1");
+    check_status(first_error([&](rt::RefBuilder& r) { return r.permute("p", one, {0, 2}); }), ErrorCode::InvalidArgument,
+                 "permute_ref: axis 2 of a tensor of rank 2");
+    check_status(first_error([&](rt::RefBuilder& r) { return r.slice("s", one, {0, 0}, {1, 1}, {1, Size(kBig) * kBig * kBig}); }),
+                 ErrorCode::SizeOverflow, "the tensor s of the model: slice_ref: a view of shape (1 ?)");
+  }
+}
+
+TEST_CASE("caller-owned outputs: prepare_output keeps or replaces, can_write_directly, copy_elements", "[hardening]") {
+  Tensor none;
+  REQUIRE(rt::prepare_output("Y", none, DType::f32, {2, 3}).ok());
+  CHECK(none.shape() == rt::Shape({2, 3}));
+  const void* kept = none.raw_data();
+  REQUIRE(rt::prepare_output("Y", none, DType::f32, {2, 3}).ok());
+  CHECK(none.raw_data() == kept);
+  REQUIRE(rt::prepare_output("Y", none, DType::f32, {3, 2}).ok());
+  CHECK(none.raw_data() != kept);
+  check_status(rt::prepare_output("Y", none, DType::f32, {Size(kBig) * kBig * kBig, 2}), ErrorCode::SizeOverflow,
+               "the output Y: a tensor of shape (? 2)");
+  CHECK(none.shape() == rt::Shape({3, 2}));  // unchanged on error
+
+  Tensor in = Tensor::zeros(DType::f32, {4, 4});
+  Tensor param = Tensor::zeros(DType::f32, {4});
+  Tensor own = Tensor::zeros(DType::f32, {4, 4});
+  Tensor row_of_in = in.slice(0, 1, 2);
+  Tensor strided = Tensor::zeros(DType::f32, {4, 4}).T();
+  const Tensor outs[] = {own, row_of_in, strided};
+  const Tensor inputs[] = {in};
+  const Tensor params[] = {param};
+  CHECK(rt::can_write_directly(outs, 0, inputs, params));
+  CHECK(!rt::can_write_directly(outs, 1, inputs, params));  // overlaps an input
+  CHECK(!rt::can_write_directly(outs, 2, inputs, params));  // not row-major
+  Tensor other = own.reshape({16});
+  const Tensor two[] = {own, other};
+  CHECK(!rt::can_write_directly(two, 0, {}, {}));  // overlaps the other output
+
+  Tensor src = Tensor::from_data<float>({2, 3}, {0, 1, 2, 3, 4, 5});
+  Tensor dst = Tensor::zeros(DType::f32, {3, 2}).T();
+  rt::copy_elements(dst.ref(), src.ref());
+  CHECK(dst.at<float>({1, 2}) == 5.0f);
+  CHECK(dst.at<float>({0, 1}) == 1.0f);
+  Tensor flat = Tensor::zeros(DType::f32, {2, 3});
+  rt::copy_elements(flat.ref(), src.ref());
+  CHECK(flat.at<float>({1, 0}) == 3.0f);
 }
 
 // --- parameter files: null and aliased destinations, the Status forms ----------------

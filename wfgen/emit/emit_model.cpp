@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -172,6 +173,54 @@ std::string fp(double v) {
   return s;
 }
 
+// C++ names of the output parameters of forward_into(): the where line's
+// output names, with "_out" added where one equals an input's name.
+std::vector<std::string> output_params(const Graph& g) {
+  std::set<std::string> taken;
+  for (int i : g.inputs) taken.insert(cpp_identifier(g[i].name));
+  std::vector<std::string> out;
+  for (const auto& name : g.output_names) {
+    std::string p = cpp_identifier(name);
+    while (taken.count(p)) p += "_out";
+    taken.insert(p);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Whether forward_into() may let the kernel that computes output k write
+// into the caller's tensor (at run time also: contiguous, sharing no memory;
+// rt::can_write_directly). Only a kernel result of its own that nothing
+// writes in place later, returned once; never in a training build, whose
+// pullback reads the forward values and must not see a caller's changes.
+bool may_write_directly(const Graph& g, std::size_t k) {
+  if (g.has_backward) return false;
+  const Value& v = g[g.outputs[k]];
+  if (v.kind != Kind::Call || v.write_to >= 0) return false;
+  if (std::count(g.outputs.begin(), g.outputs.end(), v.id) != 1) return false;
+  for (const auto& w : g.values)
+    if (w.write_to == v.id) return false;
+  return true;
+}
+
+// A public member in its two forms, both around one call of a private
+// member that returns a Status: `void name(params)` fails with the error,
+// `Status try_name(params)` captures it. call(check_all) writes the call
+// ("into_(wf_outs, true, ...)"); the try_ form asks for every check.
+void throwing_and_try(CodeWriter& c, const std::string& cls, const std::string& name, const std::string& params,
+                      const std::string& prelude, const std::function<std::string(bool)>& call) {
+  c.open("void " + cls + "::" + name + "(" + params + ")");
+  if (!prelude.empty()) c.line(prelude);
+  c.line("if (wfgen::rt::Status wf_s = " + call(false) + "; !wf_s.ok()) wfgen::rt::fail(wf_s);");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_" + name + "(" + params + ")");
+  if (!prelude.empty()) c.line(prelude);
+  c.line("return wfgen::rt::capture([&] { return " + call(true) + "; });");
+  c.close();
+  c.line();
+}
+
 }  // namespace
 
 std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std::string>* list_consts_out) {
@@ -319,13 +368,22 @@ std::string training_declarations(const spec::Build& build) {
         "  // Steps taken so far (Adam's bias correction uses it).\n"
         "  std::int64_t step_count() const;\n";
   }
+  out +=
+      "  // The same with error codes (docs/errors.md): backward() without a forward\n"
+      "  // pass, output gradients of the wrong count, dtype or shape and unknown\n"
+      "  // gradient names are a Status, checked before anything runs.\n"
+      "  wfgen::rt::Status try_backward();\n"
+      "  wfgen::rt::Status try_backward(const std::vector<wfgen::rt::Tensor>& output_grads);\n"
+      "  wfgen::rt::Status try_grad(std::string_view name, wfgen::rt::Tensor& out) const;\n"
+      "  wfgen::rt::Status try_zero_grad();\n";
+  if (build.optimizer) out += "  wfgen::rt::Status try_step();\n";
   return out;
 }
 
 std::string training_members(const spec::Build& build) {
   std::string out =
-      "  void require_forward_() const;\n"
-      "  void run_backward_();\n"
+      "  wfgen::rt::Status backward_(const std::vector<wfgen::rt::Tensor>* output_grads, bool check_all);\n"
+      "  wfgen::rt::Status grad_(std::string_view name, wfgen::rt::Tensor& out) const;\n"
       "  std::vector<wfgen::rt::Tensor> grads_;\n"
       "  std::vector<wfgen::rt::Tensor> seeds_;\n"
       "  bool forward_done_ = false;\n";
@@ -343,57 +401,91 @@ std::string training_members(const spec::Build& build) {
 
 // backward(), grad(), zero_grad() and step() of a build with backward: true.
 void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls) {
-  const std::string err = "wfgen::rt::fail(wfgen::rt::ErrorCode::InvalidArgument, ";
+  const std::string bad = "return wfgen::rt::Status(wfgen::rt::ErrorCode::";
   c.line();
-  c.open("void " + cls + "::backward()");
-  c.line("require_forward_();");
-  c.open("if (seeds_.size() != 1 || seeds_[0].numel() != 1)");
-  c.line(err + "\"" + cls + "::backward(): without output gradients the model must return one tensor of one element (a scalar "
-         "loss); pass the gradient of each output to backward(output_grads)\");");
-  c.close();
-  c.line("seeds_[0].fill(1.0);");
-  c.line("run_backward_();");
-  c.close();
-  c.line();
-  c.open("void " + cls + "::backward(const std::vector<wfgen::rt::Tensor>& output_grads)");
-  c.open("if (output_grads.size() != seeds_.size())");
-  c.line(err + "\"" + cls + "::backward(): expected \" + std::to_string(seeds_.size()) + \" output gradients, got \" + "
-         "std::to_string(output_grads.size()));");
-  c.close();
-  c.line("require_forward_();");
-  c.line("for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from(output_grads[wf_k]);");
-  c.line("run_backward_();");
-  c.close();
-  c.line();
-  c.open("void " + cls + "::require_forward_() const");
+  c.comment("backward() and try_backward(): every check before the pullback runs, so a failed call changes nothing.");
+  c.open("wfgen::rt::Status " + cls + "::backward_(const std::vector<wfgen::rt::Tensor>* wf_grads, bool wf_check_all)");
   c.open("if (!forward_done_)");
-  c.line(err + "\"" + cls + "::backward() needs a forward pass first: the pullback reads values the forward pass keeps, and "
+  c.line(bad + "InvalidArgument, \"" + cls + "::backward() needs a forward pass first: the pullback reads values the forward pass keeps, and "
          "each forward pass allows one backward()\");");
   c.close();
+  c.open("if (wf_grads == nullptr && (seeds_.size() != 1 || seeds_[0].numel() != 1))");
+  c.line(bad + "InvalidArgument, \"" + cls + "::backward(): without output gradients the model must return one tensor of one element (a scalar "
+         "loss); pass the gradient of each output to backward(output_grads)\");");
   c.close();
-  c.line();
-  c.comment("Callers check require_forward_() first.");
-  c.open("void " + cls + "::run_backward_()");
+  c.open("if (wf_grads != nullptr)");
+  c.open("if (wf_grads->size() != seeds_.size())");
+  c.line(bad + "InvalidArgument, \"" + cls + "::backward(): expected \" + std::to_string(seeds_.size()) + \" output gradients, got \" + "
+         "std::to_string(wf_grads->size()));");
+  c.close();
+  c.open("for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k)");
+  c.line("const wfgen::rt::Tensor& wf_g = (*wf_grads)[wf_k];");
+  c.line("const wfgen::rt::Tensor& wf_seed = seeds_[wf_k];");
+  c.line("auto wf_what = [&] { return \"" + cls + "::backward(): the gradient of output \" + std::to_string(wf_k); };");
+  c.line("if (!wf_g.defined()) " + bad + "NullBuffer, wf_what() + \" is an undefined tensor\");");
+  c.open("if (wf_g.dtype() != wf_seed.dtype())");
+  c.line(bad + "DTypeMismatch, wf_what() + \" has dtype \" + wfgen::rt::dtype_name(wf_g.dtype()) + \", expected \" + "
+         "wfgen::rt::dtype_name(wf_seed.dtype()));");
+  c.close();
+  c.line("bool wf_same = wf_g.rank() == wf_seed.rank();");
+  c.line("for (int wf_d = 0; wf_same && wf_d < wf_g.rank(); ++wf_d) wf_same = wf_g.dim(wf_d) == wf_seed.dim(wf_d);");
+  c.open("if (!wf_same)");
+  c.line(bad + "ShapeMismatch, wf_what() + \" has shape \" + wfgen::rt::shape_to_string(wf_g.shape()) + \", expected \" + "
+         "wfgen::rt::shape_to_string(wf_seed.shape()));");
+  c.close();
+  c.close();
+  c.close();
+  c.comment("The try_ forms check the pullback's instructions too (a binding by forward() checked only the forward ones).");
+  c.open("if (wf_check_all && !checked_)");
+  c.line("if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), true); !wf_s.ok()) return wf_s;");
+  c.line("checked_ = true;");
+  c.close();
+  c.line("if (wf_grads == nullptr) seeds_[0].fill(1.0);");
+  c.line("else for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from((*wf_grads)[wf_k]);");
   c.line("forward_done_ = false;");
   c.line("vm_.run(wfgen::rt::Section::Backward);");
+  c.line("return {};");
   c.close();
   c.line();
+  throwing_and_try(c, cls, "backward", "", "",
+                   [](bool all) { return "backward_(nullptr, " + std::string(all ? "true" : "false") + ")"; });
+  throwing_and_try(c, cls, "backward", "const std::vector<wfgen::rt::Tensor>& output_grads", "",
+                   [](bool all) { return "backward_(&output_grads, " + std::string(all ? "true" : "false") + ")"; });
   c.open("std::vector<std::pair<std::string, wfgen::rt::Tensor>> " + cls + "::gradients() const");
   c.line("std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;");
   c.line("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);");
   c.line("return wf_out;");
   c.close();
   c.line();
-  c.open("wfgen::rt::Tensor " + cls + "::grad(std::string_view name) const");
-  c.line("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k)");
-  c.line("  if (kGradNames[wf_k] == name) return grads_[wf_k];");
-  c.line(err + "\"" + cls + " has no gradient of '\" + std::string(name) + \"' (parameters with requires_grad and the "
+  c.open("wfgen::rt::Status " + cls + "::grad_(std::string_view name, wfgen::rt::Tensor& out) const");
+  c.open("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k)");
+  c.open("if (kGradNames[wf_k] == name)");
+  c.line("out = grads_[wf_k];");
+  c.line("return {};");
+  c.close();
+  c.close();
+  c.line(bad + "InvalidArgument, \"" + cls + " has no gradient of '\" + std::string(name) + \"' (parameters with requires_grad and the "
          "build's grad_inputs have one)\");");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Tensor " + cls + "::grad(std::string_view name) const");
+  c.line("wfgen::rt::Tensor wf_out;");
+  c.line("if (wfgen::rt::Status wf_s = grad_(name, wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+  c.line("return wf_out;");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_grad(std::string_view name, wfgen::rt::Tensor& out) const");
+  c.line("return wfgen::rt::capture([&] { return grad_(name, out); });");
   c.close();
   c.line();
   c.open("void " + cls + "::zero_grad()");
   c.line("for (auto& wf_g : grads_)");
   c.line("  if (wf_g.defined()) wf_g.fill(0.0);");
+  c.close();
+  c.line();
+  c.comment("Cannot fail on anything a caller passes; a Status for symmetry (and for a failing allocation or kernel with exceptions).");
+  c.open("wfgen::rt::Status " + cls + "::try_zero_grad()");
+  c.line("return wfgen::rt::capture([&] { zero_grad(); });");
   c.close();
   c.line();
   if (!build.optimizer) return;
@@ -436,6 +528,10 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
   c.line("void " + cls + "::set_learning_rate(double lr) { lr_ = lr; }");
   c.line("double " + cls + "::learning_rate() const { return lr_; }");
   c.line("std::int64_t " + cls + "::step_count() const { return step_count_; }");
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::try_step()");
+  c.line("return wfgen::rt::capture([&] { step(); });");
+  c.close();
 }
 
 }  // namespace
@@ -453,6 +549,10 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   std::string params_sig;
   for (std::size_t k = 0; k < g.inputs.size(); ++k)
     params_sig += (k ? ", " : "") + std::string("const wfgen::rt::Tensor& ") + cpp_identifier(g[g.inputs[k]].name);
+  const std::vector<std::string> out_params = output_params(g);
+  std::string into_sig;
+  for (const auto& p : out_params) into_sig += (into_sig.empty() ? "" : ", ") + std::string("wfgen::rt::Tensor& ") + p;
+  if (!params_sig.empty()) into_sig += ", " + params_sig;
   std::string header = fill_template(template_text("model_class.hpp.in"),
                                      {{"build", build.name},
                                       {"model", model.name},
@@ -464,6 +564,11 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
                                       {"where", comment_text(where)},
                                       {"forward_params", params_sig},
                                       {"try_forward_params", params_sig.empty() ? "" : ", " + params_sig},
+                                      {"input_params", params_sig},
+                                      {"into_params", into_sig},
+                                      {"into_note", g.has_backward
+                                                        ? "Outputs are copied out of the model's memory (the pullback reads the values the\n  // forward pass computed, which a caller's tensor would expose)."
+                                                        : "A contiguous output tensor that shares no memory with an input, a parameter or\n  // another output is written by the kernel that computes it (no copy); any other\n  // is copied into after the whole forward pass, so forward_into(X, X) is X = f(X)."},
                                       {"training_api", g.has_backward ? training_declarations(build) : ""},
                                       {"training_members", g.has_backward ? training_members(build) : ""}});
 
@@ -472,7 +577,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.block(kBanner);
   c.comment("Build '" + build.name + "' of model '" + model.name + "' (" + build.loc.str() + ").");
   c.line("#include \"" + cls + ".hpp\"").line();
-  c.line("#include <algorithm>").line("#include <cstdint>").line("#include <cstring>").line();
+  c.line("#include <algorithm>").line("#include <cstdint>").line();
   c.line("#include \"kernels.hpp\"").line("#include \"wfgen/model_support.hpp\"").line();
   c.line("namespace " + options.ns + " {").line();
   c.open("namespace");
@@ -572,6 +677,9 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
            fp(sp.init.b) + ", wf_rng);");
   }
   c.line("inputs_.resize(" + num(static_cast<std::int64_t>(g.inputs.size())) + ");");
+  c.line("bound_inputs_.resize(" + num(static_cast<std::int64_t>(g.inputs.size())) + ");");
+  c.line("bound_outputs_.resize(" + num(static_cast<std::int64_t>(g.outputs.size())) + ");");
+  c.line("direct_outputs_.resize(" + num(static_cast<std::int64_t>(g.outputs.size())) + ");");
   c.line("table_.resize(" + num(static_cast<std::int64_t>(g.values.size())) + ");");
   if (g.has_backward) {
     c.comment("Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().");
@@ -598,8 +706,13 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
 
   // try_bind_(): symbols, arena, table, VM; every error is returned as a
   // Status (checked sizes, so huge run-time dims never wrap).
-  c.open("wfgen::rt::Status " + cls + "::try_bind_(bool wf_check_all)");
+  const std::string n_out = num(static_cast<std::int64_t>(g.outputs.size()));
+  c.open("wfgen::rt::Status " + cls + "::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs)");
   c.line("bound_ = false;");
+  c.line("direct_ = false;");
+  c.line("std::fill(bound_inputs_.begin(), bound_inputs_.end(), wfgen::rt::TensorRef{});");
+  c.line("std::fill(bound_outputs_.begin(), bound_outputs_.end(), wfgen::rt::TensorRef{});");
+  c.line("std::fill(direct_outputs_.begin(), direct_outputs_.end(), wfgen::rt::Tensor());");
   if (g.has_backward) c.line("forward_done_ = false;  // a new binding: the last forward pass's values are gone");
   c.line("wfgen::rt::InputBinder wf_binder(" + literal(model.name) + ", " + literal(where) + ", " +
          (g.symbols.empty() ? std::string("{}") : "kSymbols") + ");");
@@ -625,6 +738,20 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     c.line("const std::size_t wf_slot" + num(static_cast<std::int64_t>(s)) + " = wf_plan.slot({" + sizes + "});");
   }
   c.line("if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;");
+  c.comment("The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and");
+  c.comment("shape, else new ones; handed back only when the whole binding succeeded.");
+  c.line("wfgen::rt::Tensor wf_out_t[" + n_out + "];");
+  c.open("if (wf_outs != nullptr)");
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+    const Value& o = g[g.outputs[k]];
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    c.line("wf_out_t[" + ks + "] = *wf_outs[" + ks + "];");
+    c.line("if (wfgen::rt::Status wf_s = wfgen::rt::prepare_output(" + literal(g.output_names[k]) + ", wf_out_t[" + ks + "], " +
+           dtype_cpp(o.dtype) + ", " + shape_cpp(o.shape) + "); !wf_s.ok()) return wf_s;");
+  }
+  c.close();
+  c.comment("Table entries: each size and view checked, the first error kept (wf_refs.status()).");
+  c.line("wfgen::rt::RefBuilder wf_refs;");
   c.line("char* wf_arena = static_cast<char*>(arena_.raw_data());");
   for (const auto& v : g.values) {
     std::string lhs = "table_[" + num(v.id) + "] = ";
@@ -659,55 +786,86 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
           c.line(lhs + "table_[" + num(v.write_to) + "];  // " + v.node->name + " into " + names[static_cast<std::size_t>(v.write_to)]);
           break;
         }
-        c.line(lhs + "wfgen::rt::contiguous_ref(wf_arena + wf_slot" + num(plan.slot_of[static_cast<std::size_t>(v.id)]) + ", " +
-               dtype_cpp(v.dtype) + ", " + shape_cpp(v.shape) + ");  // " + names[static_cast<std::size_t>(v.id)] + " = " + v.node->name);
+        c.line(lhs + "wf_refs.contiguous(" + literal(names[static_cast<std::size_t>(v.id)]) + ", wf_arena + wf_slot" +
+               num(plan.slot_of[static_cast<std::size_t>(v.id)]) + ", " + dtype_cpp(v.dtype) + ", " + shape_cpp(v.shape) + ");  // " +
+               names[static_cast<std::size_t>(v.id)] + " = " + v.node->name);
+        for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+          if (g.outputs[k] != v.id || !may_write_directly(g, k)) continue;
+          const std::string ks = num(static_cast<std::int64_t>(k));
+          c.comment("The output " + g.output_names[k] + ": the kernel writes the caller's tensor when it can (no copy).");
+          c.open("if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, " + ks + ", inputs_, params_))");
+          c.line("direct_outputs_[" + ks + "] = wf_out_t[" + ks + "];");
+          c.line(lhs + "direct_outputs_[" + ks + "].ref();");
+          c.close();
+        }
         break;
       case Kind::View: {
-        std::string base = "table_[" + num(v.base) + "]";
+        std::string base = literal(names[static_cast<std::size_t>(v.id)]) + ", table_[" + num(v.base) + "]";
         switch (v.view) {
           case ViewKind::Permute: {
             std::string p;
             for (int x : v.perm) p += (p.empty() ? "" : ", ") + num(x);
-            c.line(lhs + "wfgen::rt::permute_ref(" + base + ", {" + p + "});");
+            c.line(lhs + "wf_refs.permute(" + base + ", {" + p + "});");
             break;
           }
-          case ViewKind::Reshape: c.line(lhs + "wfgen::rt::reshape_ref(" + base + ", " + shape_cpp(v.shape) + ");"); break;
-          case ViewKind::Broadcast: c.line(lhs + "wfgen::rt::broadcast_ref(" + base + ", " + shape_cpp(v.shape) + ");"); break;
-          case ViewKind::Slice: c.line(lhs + "wfgen::rt::slice_ref(" + base + ", " + shape_cpp(v.starts) + ", " + shape_cpp(v.steps) + ", " + shape_cpp(v.shape) + ");"); break;
-          case ViewKind::Squeeze: c.line(lhs + "wfgen::rt::squeeze_ref(" + base + ", " + num(v.axis) + ");"); break;
-          case ViewKind::Unsqueeze: c.line(lhs + "wfgen::rt::unsqueeze_ref(" + base + ", " + num(v.axis) + ");"); break;
+          case ViewKind::Reshape: c.line(lhs + "wf_refs.reshape(" + base + ", " + shape_cpp(v.shape) + ");"); break;
+          case ViewKind::Broadcast: c.line(lhs + "wf_refs.broadcast(" + base + ", " + shape_cpp(v.shape) + ");"); break;
+          case ViewKind::Slice: c.line(lhs + "wf_refs.slice(" + base + ", " + shape_cpp(v.starts) + ", " + shape_cpp(v.steps) + ", " + shape_cpp(v.shape) + ");"); break;
+          case ViewKind::Squeeze: c.line(lhs + "wf_refs.squeeze(" + base + ", " + num(v.axis) + ");"); break;
+          case ViewKind::Unsqueeze: c.line(lhs + "wf_refs.unsqueeze(" + base + ", " + num(v.axis) + ");"); break;
         }
         break;
       }
     }
   }
+  c.line("if (!wf_refs.status().ok()) return wf_refs.status();");
+  c.comment("Outputs that are copied (forward_into): not onto the memory they are copied from.");
+  c.open("if (wf_outs != nullptr)");
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    const std::string check = "if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy(" + literal(g.output_names[k]) + ", wf_out_t[" + ks +
+                              "].ref(), table_[" + num(g.outputs[k]) + "]); !wf_s.ok()) return wf_s;";
+    if (!may_write_directly(g, k)) {
+      c.line(check);
+      continue;
+    }
+    c.open("if (!direct_outputs_[" + ks + "].defined())");
+    c.line(check);
+    c.close();
+  }
+  c.close();
   c.comment("Every check of the VM now (try_ entry points), or only those prepare() always makes.");
   c.line("if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;");
-  c.line("bound_inputs_.clear();");
-  c.line("for (const auto& wf_in : inputs_) bound_inputs_.push_back(wf_in.ref());");
+  c.line("for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k) bound_inputs_[wf_k] = inputs_[wf_k].ref();");
+  c.open("if (wf_outs != nullptr)");
+  c.open("for (std::size_t wf_k = 0; wf_k < bound_outputs_.size(); ++wf_k)");
+  c.line("*wf_outs[wf_k] = wf_out_t[wf_k];");
+  c.line("bound_outputs_[wf_k] = wf_out_t[wf_k].ref();");
+  c.close();
+  c.close();
+  c.line("direct_ = std::any_of(direct_outputs_.begin(), direct_outputs_.end(), [](const wfgen::rt::Tensor& wf_t) { return wf_t.defined(); });");
   c.line("bound_ = true;");
   c.line("checked_ = wf_check_all;");
   c.line("return {};");
   c.close();
   c.line();
   c.open("void " + cls + "::bind_()");
-  c.line("if (wfgen::rt::Status wf_s = try_bind_(false); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+  c.line("if (wfgen::rt::Status wf_s = try_bind_(false, nullptr); !wf_s.ok()) wfgen::rt::fail(wf_s);");
   c.close();
   c.line();
   c.open("bool " + cls + "::inputs_changed_() const");
   c.comment("Bind again only when an input changed (shape, strides or buffer).");
-  c.line("if (!bound_ || bound_inputs_.size() != inputs_.size()) return true;");
-  c.open("for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k)");
-  c.line("const wfgen::rt::TensorRef wf_r = inputs_[wf_k].defined() ? inputs_[wf_k].ref() : wfgen::rt::TensorRef{};");
-  c.line("if (std::memcmp(&wf_r, &bound_inputs_[wf_k], sizeof wf_r) != 0) return true;");
-  c.close();
+  c.line("if (!bound_) return true;");
+  c.line("for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k)");
+  c.line("  if (!inputs_[wf_k].matches(bound_inputs_[wf_k])) return true;");
   c.line("return false;");
   c.close();
   c.line();
 
   // run / forward
   c.open("std::vector<wfgen::rt::Tensor> " + cls + "::run()");
-  c.line("if (inputs_changed_()) bind_();");
+  c.comment("A binding of forward_into() that writes into the caller's tensors is not for run().");
+  c.line("if (inputs_changed_() || direct_) bind_();");
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
   c.line("std::vector<wfgen::rt::Tensor> wf_out;");
@@ -724,8 +882,8 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("outputs.clear();");
   c.open("return wfgen::rt::capture([&]() -> wfgen::rt::Status");
   c.comment("Validate everything before running: the inputs, the run-time sizes, the arena and every check of the VM.");
-  c.open("if (inputs_changed_() || !checked_)");
-  c.line("if (wfgen::rt::Status wf_s = try_bind_(true); !wf_s.ok()) return wf_s;");
+  c.open("if (inputs_changed_() || direct_ || !checked_)");
+  c.line("if (wfgen::rt::Status wf_s = try_bind_(true, nullptr); !wf_s.ok()) return wf_s;");
   c.close();
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
@@ -738,6 +896,58 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("return try_run(outputs);");
   c.close();
   c.line();
+  // forward_into / run_into and their try_ forms, around into_().
+  std::string in_args, out_ptrs;
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) in_args += (k ? ", " : "") + cpp_identifier(g[g.inputs[k]].name);
+  for (const auto& o : out_params) out_ptrs += (out_ptrs.empty() ? "&" : ", &") + o;
+  c.open("bool " + cls + "::take_inputs_(" + params_sig + ")");
+  c.comment("An input that is the bound one needs no new handle (no reference count to change).");
+  c.line("bool wf_changed = false;");
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+    const std::string ks = num(static_cast<std::int64_t>(k)), x = cpp_identifier(g[g.inputs[k]].name);
+    c.open("if (!" + x + ".matches(bound_inputs_[" + ks + "]))");
+    c.line("inputs_[" + ks + "] = " + x + ";");
+    c.line("wf_changed = true;");
+    c.close();
+  }
+  c.line("return wf_changed;");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed)");
+  c.comment("The steady state: the inputs and outputs of the binding, so run the kernels (and copy what is not written directly).");
+  c.line("bool wf_rebind = wf_inputs_changed || !bound_ || (wf_check_all && !checked_);");
+  c.line("for (std::size_t wf_k = 0; wf_k < " + n_out + "; ++wf_k) wf_rebind = wf_rebind || !wf_outs[wf_k]->matches(bound_outputs_[wf_k]);");
+  c.open("if (wf_rebind)");
+  c.line("if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;");
+  c.close();
+  c.line("vm_.run(wfgen::rt::Section::Forward);");
+  if (g.has_backward) c.line("forward_done_ = true;");
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    const std::string copy = "wfgen::rt::copy_elements(bound_outputs_[" + ks + "], table_[" + num(g.outputs[k]) + "]);  // " + g.output_names[k];
+    c.line(may_write_directly(g, k) ? "if (!direct_outputs_[" + ks + "].defined()) " + copy : copy);
+  }
+  c.line("return {};");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::run_into_(std::span<wfgen::rt::Tensor> wf_outputs, bool wf_check_all)");
+  c.open("if (wf_outputs.size() != " + n_out + ")");
+  c.line("return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, \"" + cls + "::run_into got \" + std::to_string(wf_outputs.size()) + "
+         "\" output tensors, expected " + n_out + "\");");
+  c.close();
+  {
+    std::string ptrs;
+    for (std::size_t k = 0; k < g.outputs.size(); ++k) ptrs += (k ? ", " : "") + std::string("&wf_outputs[") + num(static_cast<std::int64_t>(k)) + "]";
+    c.line("wfgen::rt::Tensor* const wf_outs[] = {" + ptrs + "};");
+  }
+  c.line("return into_(wf_outs, wf_check_all, inputs_changed_());");
+  c.close();
+  c.line();
+  throwing_and_try(c, cls, "forward_into", into_sig, "wfgen::rt::Tensor* const wf_outs[] = {" + out_ptrs + "};", [&](bool all) {
+    return "into_(wf_outs, " + std::string(all ? "true" : "false") + ", take_inputs_(" + in_args + "))";
+  });
+  throwing_and_try(c, cls, "run_into", "std::span<wfgen::rt::Tensor> outputs", "",
+                   [](bool all) { return "run_into_(outputs, " + std::string(all ? "true" : "false") + ")"; });
   c.open("wfgen::rt::Status " + cls + "::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const");
   c.line("wf_out.assign(" + num(static_cast<std::int64_t>(g.outputs.size())) + ", wfgen::rt::Tensor());");
   for (std::size_t k = 0; k < g.outputs.size(); ++k)
@@ -760,6 +970,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
          "\"' is an undefined tensor (no storage), expected a tensor with data\");");
   c.close();
   c.line("inputs_[wf_k] = value;");
+  c.line("if (!value.matches(bound_inputs_[wf_k])) bound_inputs_[wf_k] = wfgen::rt::TensorRef{};  // forward_into() must not take the bound one for it");
   c.line("return {};");
   c.close();
   c.close();
@@ -864,12 +1075,13 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   }
   c.line();
   c.open("std::string " + cls + "::disassemble()");
-  c.line("if (!bound_) bind_();");
+  c.line("if (inputs_changed_()) bind_();");
   c.line("return vm_.disassemble();");
   c.close();
   c.line();
   c.open("std::string " + cls + "::profile(int n_sample, int top_k)");
-  c.line("if (!bound_) bind_();");
+  c.comment("On the current binding: after forward_into(), outputs written directly go to the caller's tensors.");
+  c.line("if (inputs_changed_()) bind_();");
   c.line("return vm_.profile(wfgen::rt::Section::Forward, n_sample, top_k);");
   c.close();
   if (g.has_backward) emit_training_api(c, spec, build, g, cls);

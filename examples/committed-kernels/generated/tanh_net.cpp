@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels.hpp"
 #include "wfgen/model_support.hpp"
@@ -79,11 +78,18 @@ tanh_net::tanh_net() : vm_(kProgram) {
   params_.push_back(wfgen::rt::Tensor::empty(wfgen::rt::DType::f32, {2}));
   wfgen::rt::init_parameter(params_.back(), wfgen::rt::InitKind::Zeros, 0.0, 0.0, wf_rng);
   inputs_.resize(1);
+  bound_inputs_.resize(1);
+  bound_outputs_.resize(1);
+  direct_outputs_.resize(1);
   table_.resize(11);
 }
 
-wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all) {
+wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
   bound_ = false;
+  direct_ = false;
+  std::fill(bound_inputs_.begin(), bound_inputs_.end(), wfgen::rt::TensorRef{});
+  std::fill(bound_outputs_.begin(), bound_outputs_.end(), wfgen::rt::TensorRef{});
+  std::fill(direct_outputs_.begin(), direct_outputs_.end(), wfgen::rt::Tensor());
   wfgen::rt::InputBinder wf_binder("TanhNet", "X[batch inputs] -> Y[batch outputs]", kSymbols);
   if (wfgen::rt::Status wf_s = wf_binder.check("X", inputs_[0], wfgen::rt::DType::f32, {{"batch", 0}, {nullptr, 3}}); !wf_s.ok()) return wf_s;
   // Run-time dims: checked arithmetic (an overflow is reported by the arena plan, never wrapped).
@@ -93,43 +99,69 @@ wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all) {
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5})});
   const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
+  // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
+  // shape, else new ones; handed back only when the whole binding succeeded.
+  wfgen::rt::Tensor wf_out_t[1];
+  if (wf_outs != nullptr) {
+    wf_out_t[0] = *wf_outs[0];
+    if (wfgen::rt::Status wf_s = wfgen::rt::prepare_output("Y", wf_out_t[0], wfgen::rt::DType::f32, {batch, 2}); !wf_s.ok()) return wf_s;
+  }
+  // Table entries: each size and view checked, the first error kept (wf_refs.status()).
+  wfgen::rt::RefBuilder wf_refs;
   char* wf_arena = static_cast<char*>(arena_.raw_data());
   table_[0] = inputs_[0].ref();  // X
   table_[1] = params_[0].ref();  // W1
   table_[2] = params_[1].ref();  // b1
   table_[3] = params_[2].ref();  // W2
   table_[4] = params_[3].ref();  // b2
-  table_[5] = wfgen::rt::contiguous_ref(wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // TID5 = matmul
-  table_[6] = wfgen::rt::broadcast_ref(table_[2], {batch, 5});
-  table_[7] = wfgen::rt::contiguous_ref(wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // h = fused_add_tanh
-  table_[8] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID8 = matmul
-  table_[9] = wfgen::rt::broadcast_ref(table_[4], {batch, 2});
-  table_[10] = wfgen::rt::contiguous_ref(wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID10 = fused_add_sigmoid
+  table_[5] = wf_refs.contiguous("TID5", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // TID5 = matmul
+  table_[6] = wf_refs.broadcast("TID6", table_[2], {batch, 5});
+  table_[7] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // h = fused_add_tanh
+  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID8 = matmul
+  table_[9] = wf_refs.broadcast("TID9", table_[4], {batch, 2});
+  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID10 = fused_add_sigmoid
+  // The output Y: the kernel writes the caller's tensor when it can (no copy).
+  if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
+    direct_outputs_[0] = wf_out_t[0];
+    table_[10] = direct_outputs_[0].ref();
+  }
+  if (!wf_refs.status().ok()) return wf_refs.status();
+  // Outputs that are copied (forward_into): not onto the memory they are copied from.
+  if (wf_outs != nullptr) {
+    if (!direct_outputs_[0].defined()) {
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("Y", wf_out_t[0].ref(), table_[10]); !wf_s.ok()) return wf_s;
+    }
+  }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
   if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
-  bound_inputs_.clear();
-  for (const auto& wf_in : inputs_) bound_inputs_.push_back(wf_in.ref());
+  for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k) bound_inputs_[wf_k] = inputs_[wf_k].ref();
+  if (wf_outs != nullptr) {
+    for (std::size_t wf_k = 0; wf_k < bound_outputs_.size(); ++wf_k) {
+      *wf_outs[wf_k] = wf_out_t[wf_k];
+      bound_outputs_[wf_k] = wf_out_t[wf_k].ref();
+    }
+  }
+  direct_ = std::any_of(direct_outputs_.begin(), direct_outputs_.end(), [](const wfgen::rt::Tensor& wf_t) { return wf_t.defined(); });
   bound_ = true;
   checked_ = wf_check_all;
   return {};
 }
 
 void tanh_net::bind_() {
-  if (wfgen::rt::Status wf_s = try_bind_(false); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  if (wfgen::rt::Status wf_s = try_bind_(false, nullptr); !wf_s.ok()) wfgen::rt::fail(wf_s);
 }
 
 bool tanh_net::inputs_changed_() const {
   // Bind again only when an input changed (shape, strides or buffer).
-  if (!bound_ || bound_inputs_.size() != inputs_.size()) return true;
-  for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k) {
-    const wfgen::rt::TensorRef wf_r = inputs_[wf_k].defined() ? inputs_[wf_k].ref() : wfgen::rt::TensorRef{};
-    if (std::memcmp(&wf_r, &bound_inputs_[wf_k], sizeof wf_r) != 0) return true;
-  }
+  if (!bound_) return true;
+  for (std::size_t wf_k = 0; wf_k < inputs_.size(); ++wf_k)
+    if (!inputs_[wf_k].matches(bound_inputs_[wf_k])) return true;
   return false;
 }
 
 std::vector<wfgen::rt::Tensor> tanh_net::run() {
-  if (inputs_changed_()) bind_();
+  // A binding of forward_into() that writes into the caller's tensors is not for run().
+  if (inputs_changed_() || direct_) bind_();
   vm_.run(wfgen::rt::Section::Forward);
   std::vector<wfgen::rt::Tensor> wf_out;
   if (wfgen::rt::Status wf_s = outputs_(wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);
@@ -145,8 +177,8 @@ wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
   outputs.clear();
   return wfgen::rt::capture([&]() -> wfgen::rt::Status {
     // Validate everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-    if (inputs_changed_() || !checked_) {
-      if (wfgen::rt::Status wf_s = try_bind_(true); !wf_s.ok()) return wf_s;
+    if (inputs_changed_() || direct_ || !checked_) {
+      if (wfgen::rt::Status wf_s = try_bind_(true, nullptr); !wf_s.ok()) return wf_s;
     }
     vm_.run(wfgen::rt::Section::Forward);
     return outputs_(outputs);
@@ -156,6 +188,54 @@ wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
 wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
   inputs_[0] = X;
   return try_run(outputs);
+}
+
+bool tanh_net::take_inputs_(const wfgen::rt::Tensor& X) {
+  // An input that is the bound one needs no new handle (no reference count to change).
+  bool wf_changed = false;
+  if (!X.matches(bound_inputs_[0])) {
+    inputs_[0] = X;
+    wf_changed = true;
+  }
+  return wf_changed;
+}
+
+wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed) {
+  // The steady state: the inputs and outputs of the binding, so run the kernels (and copy what is not written directly).
+  bool wf_rebind = wf_inputs_changed || !bound_ || (wf_check_all && !checked_);
+  for (std::size_t wf_k = 0; wf_k < 1; ++wf_k) wf_rebind = wf_rebind || !wf_outs[wf_k]->matches(bound_outputs_[wf_k]);
+  if (wf_rebind) {
+    if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;
+  }
+  vm_.run(wfgen::rt::Section::Forward);
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[10]);  // Y
+  return {};
+}
+
+wfgen::rt::Status tanh_net::run_into_(std::span<wfgen::rt::Tensor> wf_outputs, bool wf_check_all) {
+  if (wf_outputs.size() != 1) {
+    return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net::run_into got " + std::to_string(wf_outputs.size()) + " output tensors, expected 1");
+  }
+  wfgen::rt::Tensor* const wf_outs[] = {&wf_outputs[0]};
+  return into_(wf_outs, wf_check_all, inputs_changed_());
+}
+
+void tanh_net::forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
+  wfgen::rt::Tensor* const wf_outs[] = {&Y};
+  if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
+}
+
+wfgen::rt::Status tanh_net::try_forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
+  wfgen::rt::Tensor* const wf_outs[] = {&Y};
+  return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(X)); });
+}
+
+void tanh_net::run_into(std::span<wfgen::rt::Tensor> outputs) {
+  if (wfgen::rt::Status wf_s = run_into_(outputs, false); !wf_s.ok()) wfgen::rt::fail(wf_s);
+}
+
+wfgen::rt::Status tanh_net::try_run_into(std::span<wfgen::rt::Tensor> outputs) {
+  return wfgen::rt::capture([&] { return run_into_(outputs, true); });
 }
 
 wfgen::rt::Status tanh_net::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const {
@@ -175,6 +255,7 @@ wfgen::rt::Status tanh_net::try_set_input(std::string_view name, const wfgen::rt
         return wfgen::rt::Status(wfgen::rt::ErrorCode::NullBuffer, "tanh_net::set_input: the input '" + std::string(name) + "' is an undefined tensor (no storage), expected a tensor with data");
       }
       inputs_[wf_k] = value;
+      if (!value.matches(bound_inputs_[wf_k])) bound_inputs_[wf_k] = wfgen::rt::TensorRef{};  // forward_into() must not take the bound one for it
       return {};
     }
   }
@@ -226,12 +307,13 @@ std::string tanh_net::summary() const {
 }
 
 std::string tanh_net::disassemble() {
-  if (!bound_) bind_();
+  if (inputs_changed_()) bind_();
   return vm_.disassemble();
 }
 
 std::string tanh_net::profile(int n_sample, int top_k) {
-  if (!bound_) bind_();
+  // On the current binding: after forward_into(), outputs written directly go to the caller's tensors.
+  if (inputs_changed_()) bind_();
   return vm_.profile(wfgen::rt::Section::Forward, n_sample, top_k);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,21 @@ class tanh_net {
   std::string profile(int n_sample, int top_k = 10);
   wfgen::rt::VM& vm() { return vm_; }
 
+  // --- Calls without allocation (docs/runtime-api.md) ---
+  // forward() writing into the caller's output tensors, one per output:
+  // each is kept when it has the output's dtype and shape (its memory, any
+  // strides) and replaced by a new tensor otherwise, so the first call
+  // allocates and later calls reuse it. While the inputs and outputs are the
+  // tensors of the last call (the same buffers, shapes and strides; their
+  // elements may change), a call runs the kernels and nothing else: no
+  // allocation, no binding. Another tensor binds again (microseconds).
+  // A contiguous output tensor that shares no memory with an input, a parameter or
+  // another output is written by the kernel that computes it (no copy); any other
+  // is copied into after the whole forward pass, so forward_into(X, X) is X = f(X).
+  void forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X);
+  // The same on the inputs set with set_input(); `outputs` holds one tensor per output.
+  void run_into(std::span<wfgen::rt::Tensor> outputs);
+
   // --- Error codes instead of exceptions (docs/errors.md) ---
   // forward(), run(), set_input(), save_parameters() and load_parameters()
   // returning a wfgen::rt::Status instead of failing. try_forward() and
@@ -53,14 +69,27 @@ class tanh_net {
   wfgen::rt::Status try_set_input(std::string_view name, const wfgen::rt::Tensor& value);
   wfgen::rt::Status try_save_parameters(const std::string& path) const;
   wfgen::rt::Status try_load_parameters(const std::string& path);
+  // forward_into() and run_into(), validating as try_forward() does; on
+  // error the output tensors hold whatever they held.
+  wfgen::rt::Status try_forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X);
+  wfgen::rt::Status try_run_into(std::span<wfgen::rt::Tensor> outputs);
 
  private:
   void bind_();
-  wfgen::rt::Status try_bind_(bool check_all);
+  wfgen::rt::Status try_bind_(bool check_all, wfgen::rt::Tensor* const* outputs);
   bool inputs_changed_() const;
+  bool take_inputs_(const wfgen::rt::Tensor& X);
+  wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed);
+  wfgen::rt::Status run_into_(std::span<wfgen::rt::Tensor> outputs, bool check_all);
   wfgen::rt::Status outputs_(std::vector<wfgen::rt::Tensor>& out) const;
   std::vector<wfgen::rt::Tensor> inputs_;
-  std::vector<wfgen::rt::TensorRef> bound_inputs_;
+  std::vector<wfgen::rt::TensorRef> bound_inputs_;  // inputs_[k].ref() of the binding, zero when not bound
+  // forward_into(): the caller's output tensors of the binding (zero when
+  // bound by forward()), and those the kernels write directly (kept alive
+  // while the table points into them).
+  std::vector<wfgen::rt::TensorRef> bound_outputs_;
+  std::vector<wfgen::rt::Tensor> direct_outputs_;
+  bool direct_ = false;  // some output is written directly: forward() binds again
   std::vector<wfgen::rt::Tensor> params_;
   wfgen::rt::Tensor arena_;
   std::vector<wfgen::rt::TensorRef> table_;

@@ -323,27 +323,43 @@ struct KernelEntry {
   KernelFn fn;
 };
 
-// A typed view of a type-erased tensor; fail()s (an Error) on a dtype or rank mismatch.
-template <class T, int R>
-View<T, R> view_of(const TensorRef& t, const char* kernel, const char* operand) {
-  if (t.dtype != dtype_of_v<T>) {
-    fail(ErrorCode::DTypeMismatch, std::string(kernel) + ": operand " + operand + " has dtype " +
-                                              dtype_name(t.dtype) + ", expected " + dtype_name(dtype_of_v<T>));
+namespace detail {
+
+// view_of's error path, out of line and marked cold, so the check of every
+// operand of every VM instruction stays a few inlined compares (this was
+// most of the fixed cost of a one-kernel model call).
+[[noreturn, gnu::cold, gnu::noinline]] inline void bad_operand(const TensorRef& t, DType dtype, int rank, const char* kernel,
+                                                               const char* operand) {
+  if (t.dtype != dtype) {
+    fail(ErrorCode::DTypeMismatch, std::string(kernel) + ": operand " + operand + " has dtype " + dtype_name(t.dtype) +
+                                       ", expected " + dtype_name(dtype));
   }
-  if (t.rank != R) {
-    fail(ErrorCode::RankMismatch, std::string(kernel) + ": operand " + operand + " has rank " +
-                                             std::to_string(t.rank) + ", expected " + std::to_string(R));
+  if (t.rank != rank) {
+    fail(ErrorCode::RankMismatch, std::string(kernel) + ": operand " + operand + " has rank " + std::to_string(t.rank) +
+                                      ", expected " + std::to_string(rank));
+  }
+  fail(ErrorCode::NullBuffer, std::string(kernel) + ": operand " + operand + " has no data");
+}
+
+}  // namespace detail
+
+// A typed view of a type-erased tensor; fail()s (an Error) on a dtype or
+// rank mismatch, or a null pointer for a tensor that has elements.
+template <class T, int R>
+[[gnu::always_inline]] inline View<T, R> view_of(const TensorRef& t, const char* kernel, const char* operand) {
+  if (t.dtype != dtype_of_v<T> || t.rank != R) [[unlikely]] {
+    detail::bad_operand(t, dtype_of_v<T>, R, kernel, operand);
   }
   View<T, R> v;
   v.data = static_cast<T*>(t.data);
-  if (v.data == nullptr) {
-    bool empty = false;
-    for (int d = 0; d < R; ++d) empty = empty || t.shape[d] == 0;
-    if (!empty) fail(ErrorCode::NullBuffer, std::string(kernel) + ": operand " + operand + " has no data");
-  }
   for (int d = 0; d < R; ++d) {
     v.shape[d] = t.shape[d];
     v.strides[d] = t.strides[d];
+  }
+  if (v.data == nullptr) [[unlikely]] {
+    bool empty = false;
+    for (int d = 0; d < R; ++d) empty = empty || t.shape[d] == 0;
+    if (!empty) detail::bad_operand(t, dtype_of_v<T>, R, kernel, operand);
   }
   return v;
 }

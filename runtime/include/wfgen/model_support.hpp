@@ -18,6 +18,9 @@ namespace wfgen::rt {
 
 // --- tensor-table entries -----------------------------------------------------
 
+// Each fails (an rt::Error: SizeOverflow, InvalidArgument, ShapeMismatch,
+// RankMismatch) on a size, axis or shape that does not fit; RefBuilder
+// below gives the same entries with the error as a Status.
 // A contiguous row-major tensor at `data`.
 TensorRef contiguous_ref(void* data, DType dtype, std::initializer_list<std::int64_t> shape);
 // Axes reordered: result axis k is base axis perm[k].
@@ -33,6 +36,32 @@ TensorRef slice_ref(const TensorRef& base, std::initializer_list<std::int64_t> s
 TensorRef squeeze_ref(const TensorRef& base, int axis);
 // Insert a size-1 axis at `axis`.
 TensorRef unsqueeze_ref(const TensorRef& base, int axis);
+
+// The same entries for generated bind_(), which must report a bad run-time
+// size as a Status (try_forward() under -fno-exceptions): each method
+// returns the entry, or an empty TensorRef once a check failed, and
+// status() keeps the first failure, naming the tensor ("the tensor TID6 of
+// the model: broadcast_ref: a view of shape (? 5) ..."). Besides what the
+// functions above check, every view checks that its sizes are valid
+// (no Size::kInvalid, none negative) and that its element count fits in
+// int64 (SizeOverflow): a broadcast view needs no bytes of its own, so no
+// buffer size catches a (2^40 2^40) one.
+class RefBuilder {
+ public:
+  TensorRef contiguous(const char* name, void* data, DType dtype, std::initializer_list<std::int64_t> shape);
+  TensorRef permute(const char* name, const TensorRef& base, std::initializer_list<int> perm);
+  TensorRef broadcast(const char* name, const TensorRef& base, std::initializer_list<std::int64_t> shape);
+  TensorRef reshape(const char* name, const TensorRef& base, std::initializer_list<std::int64_t> shape);
+  TensorRef slice(const char* name, const TensorRef& base, std::initializer_list<std::int64_t> starts,
+                  std::initializer_list<std::int64_t> steps, std::initializer_list<std::int64_t> shape);
+  TensorRef squeeze(const char* name, const TensorRef& base, int axis);
+  TensorRef unsqueeze(const char* name, const TensorRef& base, int axis);
+  const Status& status() const noexcept { return status_; }
+
+ private:
+  TensorRef keep(const char* name, Status st, const TensorRef& r);
+  Status status_;
+};
 
 // Element count and bytes of a shape (0 for an empty one). A negative size is
 // Error(InvalidArgument); a count or byte size beyond int64 (PTRDIFF_MAX
@@ -131,6 +160,36 @@ Status try_zeros(Tensor& out, DType dtype, const Shape& shape);
 Tensor copy_out(const TensorRef& ref);
 // The same into `out`, OutOfMemory (or a bad ref) as a Status.
 Status try_copy_out(const TensorRef& ref, Tensor& out);
+
+// --- caller-owned outputs (forward_into, run_into) ----------------------------------
+
+// Makes `out` a tensor of `dtype` and `shape` for a model to write its
+// output `name` into: kept as it is (the caller's memory, any strides) when
+// it already has that dtype and shape, otherwise replaced by a new
+// contiguous tensor, so the first call allocates and later ones reuse it.
+// SizeOverflow / InvalidArgument for a bad run-time size, OutOfMemory.
+Status prepare_output(const char* name, Tensor& out, DType dtype, std::initializer_list<std::int64_t> shape);
+
+// Whether a generated model may give outputs[k] to the kernel that computes
+// that output as its destination (no copy), instead of computing into its
+// arena and copying: outputs[k] is row-major contiguous (the layout the
+// kernel gets in the arena) and shares no memory with an input, a
+// parameter or another output (a kernel could overwrite an input that a
+// later instruction still reads).
+bool can_write_directly(std::span<const Tensor> outputs, std::size_t k, std::span<const Tensor> inputs,
+                        std::span<const Tensor> params);
+
+// For an output that is copied: AliasedBuffer if `dst` (the caller's
+// tensor) overlaps `src` (what the model computed, which may be an input or
+// a view of one) other than as the identical view, where copying would
+// read elements it has already overwritten.
+Status check_output_copy(const char* name, const TensorRef& dst, const TensorRef& src);
+
+// Copies the elements of `src` into `dst`: same dtype and shape, any
+// strides, not overlapping unless identical (check_output_copy). One
+// memmove when both are row-major contiguous. No checks: generated
+// forward_into() copies entries it checked when it bound them.
+void copy_elements(const TensorRef& dst, const TensorRef& src) noexcept;
 
 // --- inputs -----------------------------------------------------------------------
 

@@ -343,6 +343,19 @@ class Tensor {
   }
 
   TensorRef ref() const;
+  // True if ref() would return `r`: the same first-element pointer, dtype,
+  // shape and strides (false for an undefined tensor). Inline and without
+  // allocation: how a generated model sees in a few compares that the
+  // tensors of this call are the ones it is bound to (forward_into()).
+  bool matches(const TensorRef& r) const noexcept {
+    if (!storage_ || r.dtype != dtype_ || r.rank != rank_ ||
+        r.data != storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_))) {
+      return false;
+    }
+    for (int i = 0; i < rank_; ++i)
+      if (r.shape[i] != shape_[i] || r.strides[i] != strides_[i]) return false;
+    return true;
+  }
 
   // --- views (share storage, never copy) ------------------------------------
   // Python slicing along one axis: start/stop may be negative (counted from

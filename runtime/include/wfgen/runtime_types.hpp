@@ -1,5 +1,5 @@
 // Core vocabulary shared by the wfgen runtime and by generated kernels:
-// element types and typed strided views. Std-only, header-only, POD.
+// element types and typed strided views. Std-only, header-only, plain data.
 //
 // A generated kernel for a node of rank R and element type T takes its
 // operands as `View<const T, R>` (inputs it does not write) and `View<T, R>`
@@ -80,6 +80,16 @@ template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType
 template <class T> inline constexpr DType dtype_of_v = dtype_of<std::remove_const_t<T>>::value;
 
 // A typed, non-owning strided view of rank R. T may be const.
+//
+// The copy constructor is written out on purpose: a class with a
+// user-provided copy constructor is passed by invisible reference in the
+// Itanium C++ ABI (Linux, macOS), so when a kernel's type-erased wrapper
+// calls it with view_of(...) arguments, each View is built once, in place,
+// and the kernel reads it through a pointer. As a plain aggregate (24 bytes
+// and more, so passed in memory) GCC built each View on the stack and then
+// copied it into the argument area with loads of other sizes than its
+// stores, which stall on store forwarding: about 6 ns per call, most of the
+// VM's cost of a 16-element kernel.
 template <class T, int R>
 struct View {
   static_assert(R >= 0 && R <= kMaxRank, "rank out of range");
@@ -89,6 +99,12 @@ struct View {
   T* data = nullptr;
   std::array<std::int64_t, R> shape{};
   std::array<std::int64_t, R> strides{};
+
+  constexpr View() = default;
+  constexpr View(T* data_, const std::array<std::int64_t, R>& shape_, const std::array<std::int64_t, R>& strides_) noexcept
+      : data(data_), shape(shape_), strides(strides_) {}
+  constexpr View(const View& other) noexcept : data(other.data), shape(other.shape), strides(other.strides) {}
+  constexpr View& operator=(const View& other) noexcept = default;
 
   std::int64_t size() const {
     std::int64_t n = 1;

@@ -1,0 +1,291 @@
+// forward_into / run_into (and their try_ forms) of the generated example
+// models: results equal to forward() (itself checked against naive loops in
+// test_models.cpp) and to a naive softmax here, output tensors allocated on
+// the first call and reused after (no allocation at all in the steady
+// state: this file counts every operator new of the program), a new tensor
+// when the shape changes, outputs written by their kernel when they may be
+// and copied when they may not (strided outputs, an output that is an
+// input), forward() and forward_into() alternating on one model; and a
+// broadcast view with more elements than int64 holds, over buffers that
+// fit, reported as SizeOverflow by both forms.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "mlp.hpp"
+#include "outer_sum.hpp"
+#include "softmax_model.hpp"
+#include "wfgen/model_support.hpp"
+#include "wfgen/runtime.hpp"
+
+// Every allocation of the program goes through these, so a test can count
+// those of a stretch of code (the replaceable global operator new).
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+// Not inlined: GCC would see free() meet a pointer from operator new and warn.
+[[gnu::noinline]] void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+using wfgen::rt::DType;
+using wfgen::rt::ErrorCode;
+using wfgen::rt::Shape;
+using wfgen::rt::Tensor;
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, std::uint64_t seed) {
+  Tensor t = Tensor::empty(DType::f32, shape);
+  wfgen::rt::Rng rng(seed);
+  wfgen::rt::fill_uniform(t, -2, 2, rng);
+  return t;
+}
+
+// Same dtype, shape and elements (bit for bit: the same kernels ran).
+bool same(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+}
+
+// The reference's Softmax-Model in double: exp(x - mean) / sum per row.
+std::vector<double> softmax_rows(const Tensor& X) {
+  const Tensor c = X.contiguous();
+  const std::int64_t rows = X.dim(0), n = X.dim(1);
+  std::vector<double> y(static_cast<std::size_t>(rows * n));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* x = c.data<float>() + i * n;
+    double mean = 0, z = 0;
+    for (std::int64_t k = 0; k < n; ++k) mean += x[k] / static_cast<double>(n);
+    for (std::int64_t k = 0; k < n; ++k) z += std::exp(x[k] - mean);
+    for (std::int64_t k = 0; k < n; ++k) y[static_cast<std::size_t>(i * n + k)] = std::exp(x[k] - mean) / z;
+  }
+  return y;
+}
+
+void require_softmax(const Tensor& got, const Tensor& X) {
+  REQUIRE(got.shape() == X.shape());
+  const std::vector<double> ref = softmax_rows(X);
+  const Tensor c = got.contiguous();
+  for (std::size_t i = 0; i < ref.size(); ++i) REQUIRE(std::abs(c.data<float>()[i] - ref[i]) <= 1e-5 + 1e-4 * std::abs(ref[i]));
+}
+
+}  // namespace
+
+TEST_CASE("forward_into: the results of forward(), the output allocated once and reused") {
+  wfgen_models::softmax_model m;
+  const Tensor X = random_tensor({3, 10}, 1);
+  Tensor Y;  // undefined: the first call allocates it
+  m.forward_into(Y, X);
+  require_softmax(Y, X);
+  CHECK(same(Y, m.forward(X)[0]));
+  const void* buffer = Y.raw_data();
+
+  // The steady state: the same inputs and output, nothing allocated. (The
+  // forward() above bound the model for itself, and the first try_ call
+  // binds again with every check: one call of each first.)
+  m.forward_into(Y, X);
+  REQUIRE(m.try_forward_into(Y, X).ok());
+  const long before = g_allocations.load();
+  for (int k = 0; k < 100; ++k) m.forward_into(Y, X);
+  for (int k = 0; k < 100; ++k) REQUIRE(m.try_forward_into(Y, X).ok());
+  CHECK(g_allocations.load() - before == 0);
+  CHECK(Y.raw_data() == buffer);
+  require_softmax(Y, X);
+  // forward() allocates on every call (a vector and a new tensor).
+  const long before_alloc = g_allocations.load();
+  (void)m.forward(X);
+  CHECK(g_allocations.load() - before_alloc > 0);
+
+  // New elements in the same input buffer: no binding needed, new results.
+  Tensor X2 = random_tensor({3, 10}, 2);
+  X.copy_from(X2);
+  m.forward_into(Y, X);
+  require_softmax(Y, X2);
+
+  // Another shape: bound again and Y replaced by a tensor of the new shape.
+  const Tensor X3 = random_tensor({5, 4}, 3);
+  m.forward_into(Y, X3);
+  CHECK(Y.shape() == Shape({5, 4}));
+  require_softmax(Y, X3);
+  const void* buffer3 = Y.raw_data();
+  m.forward_into(Y, X3);
+  CHECK(Y.raw_data() == buffer3);
+
+  // An output of the wrong dtype is replaced too; the caller's tensor is untouched.
+  Tensor wrong = Tensor::zeros(DType::f64, {5, 4});
+  Tensor Yd = wrong;
+  m.forward_into(Yd, X3);
+  CHECK(Yd.dtype() == DType::f32);
+  CHECK(wrong.dtype() == DType::f64);
+  CHECK(wrong.at<double>({0, 0}) == 0.0);
+  require_softmax(Yd, X3);
+}
+
+TEST_CASE("forward_into: a contiguous output is written by its kernel, a strided one is copied into") {
+  wfgen_models::softmax_model m;
+  const Tensor X = random_tensor({4, 6}, 4);
+  const Tensor expected = m.forward(X)[0];
+
+  // The caller's memory, row-major: the last kernel writes it (the VM's
+  // table points into it, so running the VM alone writes it again).
+  std::vector<float> mine(24, -1.0f);
+  Tensor Y = Tensor::borrow(mine.data(), {4, 6});
+  m.forward_into(Y, X);
+  CHECK(Y.raw_data() == mine.data());
+  CHECK(same(Y, expected));
+  std::fill(mine.begin(), mine.end(), 0.0f);
+  m.vm().run(wfgen::rt::Section::Forward);
+  CHECK(same(Y, expected));
+
+  // A transposed view of the caller's memory: computed in the model's arena, copied in.
+  std::vector<float> cols(24, -1.0f);
+  Tensor Yt = Tensor::borrow(cols.data(), {6, 4}).T();
+  REQUIRE(Yt.shape() == Shape({4, 6}));
+  m.forward_into(Yt, X);
+  CHECK(Yt.raw_data() == cols.data());
+  CHECK(same(Yt, expected));
+  std::fill(cols.begin(), cols.end(), 0.0f);
+  m.vm().run(wfgen::rt::Section::Forward);
+  CHECK(cols[0] == 0.0f);  // the VM writes the arena; only forward_into copies
+
+  // forward() after a binding into the caller's memory: its own copy, the caller's memory left alone.
+  m.forward_into(Y, X);
+  std::fill(mine.begin(), mine.end(), 0.0f);
+  const Tensor fresh = m.forward(X)[0];
+  CHECK(same(fresh, expected));
+  CHECK(fresh.raw_data() != mine.data());
+  CHECK(mine[0] == 0.0f);
+  // ... and forward_into() again after forward().
+  m.forward_into(Y, X);
+  CHECK(same(Y, expected));
+}
+
+TEST_CASE("forward_into(X, X): the output may be an input, X = f(X)") {
+  wfgen_models::softmax_model m;
+  Tensor X = random_tensor({3, 5}, 5);
+  const Tensor original = X.clone();
+  const Tensor expected = m.forward(original)[0];
+  m.forward_into(X, X);
+  CHECK(same(X, expected));
+  // Again: the input changed (it holds the last result), so it binds again.
+  const Tensor expected2 = m.forward(X.clone())[0];
+  m.forward_into(X, X);
+  CHECK(same(X, expected2));
+}
+
+TEST_CASE("forward_into with two outputs: one written by its kernel, one copied") {
+  wfgen_models::mlp m;
+  const Tensor X = random_tensor({7, 20}, 6);
+  Tensor T = Tensor::zeros(DType::f32, {7, 5});
+  for (std::int64_t i = 0; i < 7; ++i) T.at<float>({i, i % 5}) = 1.0f;
+  const std::vector<Tensor> expected = m.forward(X, T);
+  Tensor logits, loss;
+  m.forward_into(logits, loss, X, T);
+  CHECK(same(logits, expected[0]));
+  CHECK(same(loss, expected[1]));
+  const long before = g_allocations.load();
+  for (int k = 0; k < 50; ++k) m.forward_into(logits, loss, X, T);
+  CHECK(g_allocations.load() - before == 0);
+  CHECK(same(logits, expected[0]));
+  CHECK(same(loss, expected[1]));
+
+  // run_into on the inputs set with set_input.
+  std::vector<Tensor> outs(2);
+  m.set_input("X", X);
+  m.set_input("T", T);
+  m.run_into(outs);
+  CHECK(same(outs[0], expected[0]));
+  CHECK(same(outs[1], expected[1]));
+  const long before_run = g_allocations.load();
+  for (int k = 0; k < 50; ++k) m.run_into(outs);
+  CHECK(g_allocations.load() - before_run == 0);
+  std::vector<Tensor> one(1);
+  try {
+    m.run_into(one);
+    FAIL("run_into with one tensor for two outputs did not throw");
+  } catch (const wfgen::rt::Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK(std::string(e.what()) == "mlp::run_into got 1 output tensors, expected 2");
+  }
+  CHECK(m.try_run_into(one).code() == ErrorCode::InvalidArgument);
+
+  // One tensor (two handles) for both outputs: the loss has shape (1), so
+  // its handle is replaced by a new tensor and the logits keep the memory.
+  Tensor both = Tensor::zeros(DType::f32, {7, 5});
+  Tensor both_alias = both;
+  m.forward_into(both, both_alias, X, T);
+  CHECK(same(both, expected[0]));
+  CHECK(same(both_alias, expected[1]));
+  CHECK(both_alias.raw_data() != both.raw_data());
+}
+
+TEST_CASE("forward_into: errors leave the outputs alone, an output copied from memory it overlaps is refused") {
+  wfgen_models::softmax_model m;
+  const Tensor X = random_tensor({3, 4}, 7);
+  Tensor Y;
+  m.forward_into(Y, X);
+  const Tensor kept = Y.clone();
+  const Tensor bad = random_tensor({3, 4, 1}, 8);
+  try {
+    m.forward_into(Y, bad);
+    FAIL("a rank-3 input did not throw");
+  } catch (const wfgen::rt::Error& e) {
+    CHECK(e.code() == ErrorCode::RankMismatch);
+  }
+  CHECK(same(Y, kept));
+  const wfgen::rt::Status st = m.try_forward_into(Y, bad);
+  CHECK(st.code() == ErrorCode::RankMismatch);
+  CHECK(same(Y, kept));
+  m.forward_into(Y, X);
+  CHECK(same(Y, kept));
+
+  // The runtime check for outputs that are copied: overlapping the source
+  // other than as the identical view would read what it already wrote.
+  float buf[8] = {};
+  const wfgen::rt::TensorRef src = Tensor::borrow(buf, {2, 3}).ref();
+  const wfgen::rt::TensorRef shifted = Tensor::borrow(buf + 1, {2, 3}).ref();
+  const wfgen::rt::TensorRef apart = Tensor::borrow(buf + 6, {2}).ref();
+  CHECK(wfgen::rt::check_output_copy("Y", src, src).ok());
+  CHECK(wfgen::rt::check_output_copy("Y", apart, Tensor::borrow(buf, {2}).ref()).ok());
+  const wfgen::rt::Status overlap = wfgen::rt::check_output_copy("Y", shifted, src);
+  CHECK(overlap.code() == ErrorCode::AliasedBuffer);
+  CHECK(overlap.message() ==
+        "the output Y of shape (2 3) and strides (3 1) overlaps the tensor it is copied from (strides (3 1)), expected separate "
+        "memory or the identical view");
+}
+
+TEST_CASE("a view with more elements than int64 holds, over buffers that fit: SizeOverflow, thrown or as a Status") {
+  wfgen_models::outer_sum m;
+  float one = 1.0f, two = 2.0f;
+  Tensor Z;
+  m.forward_into(Z, Tensor::borrow(&one, {3, 1}, {0, 0}), Tensor::borrow(&two, {1, 4}, {0, 0}));
+  CHECK(Z.at<float>({2, 0}) == 12.0f);
+  // X + Y read as (2^20 2^44) broadcast views: 2^64 elements; the inputs
+  // are one float each and the result 4 MiB.
+  const Tensor a = Tensor::borrow(&one, {std::int64_t{1} << 20, 1}, {0, 0});
+  const Tensor b = Tensor::borrow(&two, {1, std::int64_t{1} << 44}, {0, 0});
+  const std::string expected =
+      "the tensor TID2 of the model: broadcast_ref: a view of shape (1048576 17592186044416) has more elements than fit in int64";
+  try {
+    (void)m.forward(a, b);
+    FAIL("a view of 2^64 elements did not throw");
+  } catch (const wfgen::rt::Error& e) {
+    CHECK(e.code() == ErrorCode::SizeOverflow);
+    CHECK(std::string(e.what()) == expected);
+  }
+  const wfgen::rt::Status st = m.try_forward_into(Z, a, b);
+  CHECK(st.code() == ErrorCode::SizeOverflow);
+  CHECK(st.message() == expected);
+  CHECK(Z.shape() == Shape({3, 1}));
+}
