@@ -421,7 +421,13 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         // operations that do not wait on each other (one chain is bound by
         // the latency of an add). The sum's order differs from a sequential
         // one by rounding only.
-        const std::string lanes = num(std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype))));
+        const std::int64_t lane_count = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+        const std::string lanes = num(lane_count);
+        // Short rows (softmax over 10 classes) take a plain loop: setting up
+        // and folding the lanes would cost more than the row.
+        const std::string result = a + "_row";
+        w.line(t + " " + result + " = " + init + ";");
+        w.open("if (wf_len >= " + num(2 * lane_count) + ")");
         w.line(t + " " + a + "[" + lanes + "];");
         w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) " + a + "[wf_l] = " + init + ";");
         // max/min: a plain comparison per lane (it vectorises) and a NaN
@@ -455,7 +461,14 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
           w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
           w.line("  if (" + nan + "[wf_l]) " + a + "[0] = std::numeric_limits<" + t + ">::quiet_NaN();");
         }
-        acc = a + "[0]";
+        w.line(result + " = " + a + "[0];");
+        w.otherwise();
+        w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
+        w.line(combine(result, "wf_v"));
+        w.close();
+        w.close();
+        acc = result;
       } else {
         w.line(t + " " + a + " = " + init + ";");
         w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
