@@ -10,6 +10,8 @@ configure() {
   shift 2
   local launcher=()
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+  # The sanitizer build's compiler (tests/cmake/CMakeLists.txt sets it there).
+  if [ -n "${WFGEN_TEST_CXX:-}" ]; then launcher+=("-DCMAKE_CXX_COMPILER=$WFGEN_TEST_CXX"); fi
   rm -rf "$build"
   mkdir -p "$(dirname "$build")"
   cmake -S "$src" -B "$build" -G "${GENERATOR:-Ninja}" -DCMAKE_PREFIX_PATH="$WFGEN_PREFIX" \

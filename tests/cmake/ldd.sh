@@ -8,6 +8,9 @@
 set -euo pipefail
 base='linux-vdso\.so|libc\.so|libm\.so|libstdc\+\+\.so|libgcc_s\.so|libpthread\.so|ld-linux[-a-z0-9_]*\.so'
 blas='libopenblas[a-z0-9_]*\.so|libblas\.so|libcblas\.so|libgfortran\.so|libquadmath\.so'
+# In the sanitizer build (WFGEN_LDD_SANITIZERS=1) the binaries also need the
+# sanitizers' run-time libraries (shared with GCC, linked in with Clang).
+if [ -n "${WFGEN_LDD_SANITIZERS:-}" ]; then base="$base|libasan\.so|libubsan\.so"; fi
 
 # check BINARY ALLOWED_REGEX: prints the libraries not allowed; fails if any.
 check() {

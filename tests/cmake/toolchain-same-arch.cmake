@@ -5,7 +5,11 @@
 # the target. Used by the cmake.example.custom-kernel test.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR ${CMAKE_HOST_SYSTEM_PROCESSOR})
-set(CMAKE_CXX_COMPILER g++)
+if(DEFINED ENV{WFGEN_TEST_CXX})  # the sanitizer build's compiler (tests/cmake/CMakeLists.txt)
+  set(CMAKE_CXX_COMPILER $ENV{WFGEN_TEST_CXX})
+else()
+  set(CMAKE_CXX_COMPILER g++)
+endif()
 # The target's root file system is the host's (same architecture); programs
 # are looked up on the host only.
 set(CMAKE_FIND_ROOT_PATH /)

@@ -36,20 +36,32 @@ namespace {
 
 // --- a minimal JSON reader, enough for `wfgen shape --json` -----------------
 
+struct Json;
+// A member of an object. (Not std::pair<std::string, Json>: a pair needs a
+// complete Json, which Clang's libstdc++ checks inside Json's definition.)
+struct JsonField;
+
 struct Json {
   enum class Kind { Null, Bool, Number, String, Array, Object } kind = Kind::Null;
   bool b = false;
   long long num = 0;
   std::string str;
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;
+  std::vector<JsonField> fields;
 
-  const Json* get(const std::string& key) const {
-    for (const auto& [k, v] : fields)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const Json* get(const std::string& key) const;
 };
+
+struct JsonField {
+  std::string first;
+  Json second;
+};
+
+const Json* Json::get(const std::string& key) const {
+  for (const auto& [k, v] : fields)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 class JsonReader {
  public:
@@ -129,7 +141,7 @@ class JsonReader {
       while (true) {
         std::string k = string();
         expect(':');
-        v.fields.emplace_back(k, value());
+        v.fields.push_back({k, value()});
         ws();
         if (i_ < s_.size() && s_[i_] == ',') {
           ++i_;

@@ -1,15 +1,5 @@
 #include "wfgen/spec/schema_check.hpp"
 
-#include <stdexcept>
-
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/validator.hpp>
-
-#include <nlohmann/json.hpp>
-#include <regex>
-
 #include <algorithm>
 #include <cctype>
 #include <memory>
@@ -37,57 +27,14 @@ namespace {
 // ---------------------------------------------------------------------------
 // Schema validation
 
-// The embedded schema, parsed once: as JSON for valijson, and as YAML (JSON
-// is YAML) for walking it next to the user's document in error messages.
+// The embedded schema as YAML (JSON is YAML), for walking it next to the
+// user's document in error messages; valijson's copy is in
+// schema_valijson.cpp.
 struct Schema {
   YAML::Node root;
-  nlohmann::json json;
-  valijson::Schema compiled;
 
-  Schema() : root(YAML::Load(std::string(schema_text()))), json(nlohmann::json::parse(schema_text())) {
-    valijson::SchemaParser parser;
-    valijson::adapters::NlohmannJsonAdapter adapter(json);
-    parser.populateSchema(adapter, compiled);
-  }
+  Schema() : root(YAML::Load(std::string(schema_text()))) {}
 };
-
-// The YAML document as typed JSON, with YAML 1.2 core-schema resolution of
-// plain scalars (quoted scalars are always strings), so the schema's types
-// are checked strictly: `dtypes: 3` is a number, `name: "3"` a string.
-nlohmann::json to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : n) out[kv.first.Scalar()] = to_json(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : n) out.push_back(to_json(item));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& v = n.Scalar();
-      if (n.Tag() == "!") return v;  // quoted
-      static const std::regex integer("[-+]?[0-9]+");
-      static const std::regex real("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-      if (v == "~" || v == "null" || v == "Null" || v == "NULL") return nullptr;
-      if (v == "true" || v == "True" || v == "TRUE") return true;
-      if (v == "false" || v == "False" || v == "FALSE") return false;
-      if (std::regex_match(v, integer)) {
-        std::int64_t i;
-        if (YAML::convert<std::int64_t>::decode(n, i)) return i;
-        return v;  // out of range: stays text, and the typed reader reports it
-      }
-      if (std::regex_match(v, real)) {
-        double d;
-        if (YAML::convert<double>::decode(n, d)) return d;
-      }
-      return v;
-    }
-    default: return nullptr;
-  }
-}
 
 const Schema& schema() {
   static const Schema s;
@@ -474,11 +421,8 @@ void validate(const Source& src, const YAML::Node& root, std::vector<Diagnostic>
       return;
     }
   }
-  valijson::Validator validator(valijson::Validator::kStrongTypes);
-  valijson::ValidationResults results;
-  nlohmann::json doc = to_json(root);
-  valijson::adapters::NlohmannJsonAdapter adapter(doc);
-  if (validator.validate(schema().compiled, adapter, &results)) return;
+  std::vector<SchemaViolation> violations = run_valijson(root);
+  if (violations.empty()) return;
   // valijson reports a chain per failure, from the leaf up to its parents
   // ("Failed to validate item #0 in array"); keep only the leaves. An anyOf
   // (ranks: a list or a range) fails with one error per alternative; those
@@ -489,8 +433,7 @@ void validate(const Source& src, const YAML::Node& root, std::vector<Diagnostic>
   };
   std::vector<Found> leaves;
   std::vector<std::vector<std::string>> any_of;
-  valijson::ValidationResults::Error e;
-  while (results.popError(e)) {
+  for (SchemaViolation& e : violations) {
     std::vector<std::string> path = path_of(e.context);
     if (e.description.find("anyOf") != std::string::npos) {
       any_of.push_back(path);
