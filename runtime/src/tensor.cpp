@@ -9,6 +9,23 @@
 #include "internal.hpp"
 #include "wfgen/runtime.hpp"
 
+// Large buffers come from mmap on Linux; not under AddressSanitizer, which
+// checks only what goes through its allocator.
+#if defined(__SANITIZE_ADDRESS__)
+#define WFGEN_RT_MAP_LARGE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WFGEN_RT_MAP_LARGE 0
+#endif
+#endif
+#if !defined(WFGEN_RT_MAP_LARGE) && defined(__linux__)
+#define WFGEN_RT_MAP_LARGE 1
+#include <sys/mman.h>
+#endif
+#ifndef WFGEN_RT_MAP_LARGE
+#define WFGEN_RT_MAP_LARGE 0
+#endif
+
 namespace wfgen::rt {
 
 namespace {
@@ -160,22 +177,79 @@ Storage::Storage(std::byte* data, std::size_t bytes, bool owned,
                  std::shared_ptr<const void> keep_alive)
     : data_(data), bytes_(bytes), owned_(owned), keep_alive_(std::move(keep_alive)) {}
 
+namespace {
+
+// Bytes a buffer of `bytes` occupies: whole cache lines (at least one), so a
+// zero-byte tensor still has a distinct, aligned address and vector loads
+// never cross the end. The caller checked that this does not overflow.
+std::size_t rounded_bytes(std::size_t bytes) {
+  return std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+#if WFGEN_RT_MAP_LARGE
+// Large buffers are mapped straight from the kernel, aligned to 2 MiB and
+// marked for transparent huge pages (as PyTorch's CPU allocator does). A
+// model's forward() returns a fresh output every call: through malloc, a
+// 64 MiB one costs 16384 page faults (each a trap to the hypervisor on a
+// virtual machine) plus a memset; mapped, 32 faults on pages the kernel
+// hands over zeroed. Which path a buffer took follows from its size alone.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kLargeBuffer = std::size_t{4} << 20;
+
+bool is_large(std::size_t rounded) { return rounded >= kLargeBuffer; }
+std::size_t mapped_bytes(std::size_t rounded) { return (rounded + kHugePage - 1) / kHugePage * kHugePage; }
+
+// Zeroed memory of mapped_bytes(rounded) bytes at a 2 MiB boundary, or null.
+void* map_large(std::size_t rounded) {
+  const std::size_t length = mapped_bytes(rounded);
+  if (length > std::numeric_limits<std::size_t>::max() - kHugePage) return nullptr;
+  // Map one huge page more and unmap what lies before and after the aligned part.
+  void* p = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > base) ::munmap(p, aligned - base);
+  if (const std::size_t tail = base + kHugePage - aligned; tail > 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
+#ifdef MADV_HUGEPAGE
+  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // a hint: failing is harmless
+#endif
+  return reinterpret_cast<void*>(aligned);
+}
+#endif
+
+}  // namespace
+
 Storage::~Storage() {
-  if (owned_) ::operator delete(data_, std::align_val_t{kAlignment});
+  if (!owned_) return;
+#if WFGEN_RT_MAP_LARGE
+  if (const std::size_t rounded = rounded_bytes(bytes_); is_large(rounded)) {
+    ::munmap(data_, mapped_bytes(rounded));
+    return;
+  }
+#endif
+  ::operator delete(data_, std::align_val_t{kAlignment});
 }
 
 std::shared_ptr<Storage> Storage::try_allocate(std::size_t bytes) {
-  // Round up to whole cache lines (at least one) so a zero-byte tensor still
-  // has a distinct, aligned address and vector loads never cross the end.
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max() - kAlignment;
   if (bytes > kMax) return nullptr;
-  const std::size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  void* p = ::operator new(rounded, std::align_val_t{kAlignment}, std::nothrow);
-  if (p == nullptr) return nullptr;
-  std::memset(p, 0, rounded);
+  const std::size_t rounded = rounded_bytes(bytes);
+  void* p = nullptr;
+#if WFGEN_RT_MAP_LARGE
+  if (is_large(rounded)) {
+    p = map_large(rounded);  // already zeroed
+    if (p == nullptr) return nullptr;
+  }
+#endif
+  if (p == nullptr) {
+    p = ::operator new(rounded, std::align_val_t{kAlignment}, std::nothrow);
+    if (p == nullptr) return nullptr;
+    std::memset(p, 0, rounded);
+  }
+  // From here on the Storage owns p; if it cannot be made, free p the way its destructor would.
   auto* storage = new (std::nothrow) Storage(static_cast<std::byte*>(p), bytes, true, {});
   if (storage == nullptr) {
-    ::operator delete(p, std::align_val_t{kAlignment});
+    Storage owner(static_cast<std::byte*>(p), bytes, true, {});
     return nullptr;
   }
   return std::shared_ptr<Storage>(storage);  // deletes `storage` (and so p) if it cannot allocate its count

@@ -31,6 +31,31 @@ TEST_CASE("empty and zeros are contiguous, aligned and zero-filled", "[tensor]")
   for (std::int64_t i = 0; i < 4; ++i) CHECK(z.at<float>({i}) == 0.0f);
 }
 
+
+TEST_CASE("large buffers are zero-filled, aligned and reusable, around the mapped-allocation threshold",
+          "[tensor]") {
+  // Buffers of 4 MiB and more come from mmap (runtime/src/tensor.cpp): each
+  // size on both sides of that threshold, of a huge page and of their
+  // rounding, written to its last byte, freed, and allocated again (the
+  // second one must be zeroed as well, whatever memory it reuses).
+  const std::int64_t mib = std::int64_t{1} << 20;
+  for (std::int64_t bytes : {4 * mib - 64, 4 * mib - 1, 4 * mib, 4 * mib + 1, 6 * mib - 3, 6 * mib + 64, 33 * mib + 7}) {
+    for (int round = 0; round < 2; ++round) {
+      Tensor t = Tensor::empty(DType::u8, {bytes});
+      REQUIRE(t.nbytes() == static_cast<std::size_t>(bytes));
+      CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % rt::kAlignment == 0);
+      auto* p = static_cast<unsigned char*>(t.raw_data());
+      std::int64_t nonzero = 0;
+      for (std::int64_t i = 0; i < bytes; ++i) nonzero += p[i] != 0;
+      CHECK(nonzero == 0);
+      std::memset(p, 0xA5, static_cast<std::size_t>(bytes));
+      CHECK(p[bytes - 1] == 0xA5);
+      Tensor copy = t.clone();  // a second large buffer, alive with the first
+      CHECK(static_cast<unsigned char*>(copy.raw_data())[bytes - 1] == 0xA5);
+      CHECK(std::memcmp(copy.raw_data(), p, static_cast<std::size_t>(bytes)) == 0);
+    }
+  }
+}
 TEST_CASE("tensors with a zero-sized axis have no elements", "[tensor]") {
   Tensor t = Tensor::zeros(DType::f32, {3, 0, 2});
   CHECK(t.numel() == 0);
