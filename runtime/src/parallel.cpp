@@ -227,6 +227,32 @@ void set_num_threads(int n) {
 
 int num_threads() { return thread_setting().load(std::memory_order_relaxed); }
 
+namespace {
+
+std::atomic<std::int64_t>& streaming_setting() {
+  static std::atomic<std::int64_t> bytes{[] {
+    std::int64_t v = std::int64_t{16} << 20;
+    if (const char* env = std::getenv("WFGEN_STREAMING_STORE_BYTES")) {
+      std::int64_t parsed = 0;
+      const char* end = env + std::strlen(env);
+      if (auto [p, ec] = std::from_chars(env, end, parsed); ec == std::errc() && p == end && parsed >= -1) v = parsed;
+    }
+    return v;
+  }()};
+  return bytes;
+}
+
+}  // namespace
+
+void set_streaming_store_bytes(std::int64_t bytes) {
+  if (bytes < -1) {
+    fail(ErrorCode::InvalidArgument, "set_streaming_store_bytes got " + std::to_string(bytes) + ", expected -1 or more");
+  }
+  streaming_setting().store(bytes, std::memory_order_relaxed);
+}
+
+std::int64_t streaming_store_bytes() noexcept { return streaming_setting().load(std::memory_order_relaxed); }
+
 namespace detail {
 
 bool in_parallel_region() noexcept { return t_in_parallel; }

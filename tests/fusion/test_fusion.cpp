@@ -4,6 +4,7 @@
 // naive loops written here; its disassembly must have fewer instructions.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -316,4 +317,50 @@ TEST_CASE("paths: symbolic paths, a bypass and a fusion path give the same outpu
   CHECK(d.find("MY-ACT") == std::string::npos);
   CHECK(d.find("EXP-CPU") == std::string::npos);
   CHECK(instructions(d) < instructions(u.disassemble()));
+}
+
+TEST_CASE("fused row kernels give the same results with their outputs streamed") {
+  // rt::set_streaming_store_bytes(0) streams every contiguous output: the
+  // last loop of a row kernel goes through rt::stream_store, and softmax
+  // caches exp in a scratch row instead of its output row (rows of up to
+  // 4096; longer ones keep caching in the output row, not streamed).
+  struct Streaming {
+    std::int64_t saved = wfgen::rt::streaming_store_bytes();
+    Streaming() { wfgen::rt::set_streaming_store_bytes(0); }
+    ~Streaming() { wfgen::rt::set_streaming_store_bytes(saved); }
+  };
+  auto streaming = std::make_unique<Streaming>();
+  for (std::int64_t cols : {1, 10, 63, 64, 65, 300, 1024, 4096, 4097, 5000}) {
+    INFO("rows of " << cols);
+    const std::int64_t rows = 3;
+    fz::softmax_rows_f f;
+    Tensor x = random(DType::f32, {rows, cols}, 41);
+    const std::vector<double> ref = softmax_ref(x, rows, cols, cols, 1);
+    same_as(f.forward(x)[0], ref, 1e-6, "softmax, streamed");
+    // The kernel directly, its output rows one element off a 64-byte boundary.
+    Tensor buffer = Tensor::zeros(DType::f32, {rows * cols + 1});
+    fz::fused_softmax_f32_r2({x.data<float>(), {rows, cols}, {cols, 1}}, {buffer.data<float>() + 1, {rows, cols}, {cols, 1}});
+    same_as(buffer.slice(0, 1, rows * cols + 1).reshape({rows, cols}), ref, 1e-6, "softmax kernel, misaligned output");
+    CHECK(buffer.data<float>()[0] == 0.0f);
+
+    fz::softmax_rows_f64 d;
+    Tensor x64 = random(DType::f64, {rows, cols}, 42);
+    same_as(d.forward(x64)[0], softmax_ref(x64, rows, cols, cols, 1), 1e-13, "f64 softmax, streamed");
+
+    fz::softmax_gated_f g;
+    std::vector<double> gated = softmax_ref(x, rows, cols, cols, 1);
+    for (std::size_t i = 0; i < gated.size(); ++i) gated[i] *= at(x, static_cast<std::int64_t>(i));
+    same_as(g.forward(x)[0], gated, 1e-6, "X * softmax(X), streamed");
+
+    fz::log_softmax_rows_f l;
+    std::vector<double> logs = ref;
+    for (auto& v : logs) v = std::log(v);
+    same_as(l.forward(x)[0], logs, 1e-5, "log_softmax, streamed");
+  }
+  fz::layernorm3_f f;
+  fz::layernorm3_nofuse u;
+  Tensor x = random(DType::f32, {4, 5, 16}, 43);
+  Tensor streamed = f.forward(x)[0];
+  streaming.reset();
+  same(streamed, u.forward(x)[0], 1e-5, "layernorm, streamed vs unfused");
 }

@@ -664,7 +664,25 @@ TEST_CASE("kernel_table: lists every (node, device, dtype, rank) that stdlib/nod
   CHECK(not_declared.empty());
 }
 
+namespace {
+
+// Sets the streaming-store threshold for a scope (rt::set_streaming_store_bytes).
+struct StreamingStores {
+  explicit StreamingStores(std::int64_t bytes) : saved(wfgen::rt::streaming_store_bytes()) {
+    wfgen::rt::set_streaming_store_bytes(bytes);
+  }
+  ~StreamingStores() { wfgen::rt::set_streaming_store_bytes(saved); }
+  std::int64_t saved;
+};
+
+}  // namespace
+
 TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts", "[kernels]") {
+  // Twice: with plain stores, and with every contiguous output streamed
+  // (rt::stream_store: its unaligned heads, blocks and tails).
+  const std::int64_t streaming = GENERATE(std::int64_t{-1}, std::int64_t{0});
+  INFO("streaming-store threshold " << streaming);
+  const StreamingStores stores(streaming);
   const auto start = std::chrono::steady_clock::now();
   Totals totals;
   for (const KernelEntry& e : wfgen_kernels::kernel_table()) {
@@ -1018,4 +1036,97 @@ TEST_CASE("element-wise kernels above their grain run on several threads", "[ker
       wrong += big.at<float>({i, 2 * j + 1}) != 0.0f;
     }
   REQUIRE(wrong == 0);
+}
+
+// ---------------------------------------------------------------------------
+// Streaming stores (rt::stream_store): a contiguous output at least
+// rt::streaming_store_bytes() large is written in 256-byte blocks with
+// non-temporal stores, after plain stores up to the first 64-byte boundary
+// and before plain stores of the tail. Every length and misalignment around
+// those edges must give what the loop gives, touch nothing else, and be left
+// out when the output partly overlaps an input.
+
+namespace {
+
+template <class T>
+wfgen::rt::View<const T, 1> cview1(const T* p, std::int64_t n) { return {p, {n}, {1}}; }
+template <class T>
+wfgen::rt::View<T, 1> view1(T* p, std::int64_t n) { return {p, {n}, {1}}; }
+
+// out = a + b through the typed rank-1 add kernel, streamed, against the sum
+// computed here (T's own wrap-around for u8), with guard elements around.
+template <class T, class Add>
+std::int64_t streamed_add_mismatches(Add add, std::int64_t n, std::int64_t offset) {
+  const std::int64_t pad = 16;
+  std::vector<T> a(static_cast<std::size_t>(n + 2 * pad)), b(a.size()), out(a.size(), T(77));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<T>(static_cast<int>(i * 7 % 251) - 100);
+    b[i] = static_cast<T>(static_cast<int>(i * 13 % 241) - 50);
+  }
+  // Inputs and output at different misalignments from each other.
+  const T* pa = a.data() + pad + (offset + 1) % 4;
+  const T* pb = b.data() + pad;
+  T* po = out.data() + pad + offset;
+  add(cview1(pa, n), cview1(pb, n), view1(po, n));
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(out.size()); ++i) {
+    const std::int64_t k = i - (pad + offset);
+    const T want = k >= 0 && k < n ? static_cast<T>(pa[k] + pb[k]) : T(77);
+    bad += out[static_cast<std::size_t>(i)] != want;
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("streamed outputs: element-wise kernels write what plain stores write", "[kernels][streaming]") {
+  const StreamingStores stores(0);  // stream every contiguous output
+  for (std::int64_t n : {0, 1, 3, 15, 16, 17, 63, 64, 65, 100, 255, 256, 257, 1000, 4099}) {
+    for (std::int64_t offset : {0, 1, 2, 3, 5, 13}) {
+      INFO("n " << n << ", output offset " << offset << " elements");
+      CHECK(streamed_add_mismatches<float>(wfgen_kernels::add_f32_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<double>(wfgen_kernels::add_f64_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<std::int32_t>(wfgen_kernels::add_i32_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<std::int64_t>(wfgen_kernels::add_i64_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<std::uint8_t>(wfgen_kernels::add_u8_r1, n, offset) == 0);
+    }
+  }
+  SECTION("on two threads, in chunks of the kernel's grain") {
+    const int saved = wfgen::rt::num_threads();
+    wfgen::rt::set_num_threads(2);
+    const std::int64_t mismatches = streamed_add_mismatches<float>(wfgen_kernels::add_f32_r1, 300001, 3);
+    wfgen::rt::set_num_threads(saved);
+    CHECK(mismatches == 0);
+  }
+  SECTION("exactly in place: out is a") {
+    std::vector<float> a(1000), b(1000), want(1000);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = static_cast<float>(i) * 0.5f;
+      b[i] = 3.0f - static_cast<float>(i);
+      want[i] = a[i] + b[i];
+    }
+    wfgen_kernels::add_f32_r1(cview1(a.data(), 1000), cview1(b.data(), 1000), view1(a.data(), 1000));
+    CHECK(a == want);
+  }
+  SECTION("an output one element past its input is not streamed: the loop's order shows") {
+    // out[i] = a[i] + b[i] with out = a + 1: the loop reads each a[i] after
+    // the previous iteration wrote it (a running sum); blocks computed
+    // before they are stored would read the old values.
+    std::vector<float> a(601, 1.0f), b(600, 1.0f), want(601, 1.0f);
+    for (std::size_t i = 0; i < 600; ++i) want[i + 1] = want[i] + b[i];
+    wfgen_kernels::add_f32_r1(cview1(a.data(), 600), cview1(b.data(), 600), view1(a.data() + 1, 600));
+    CHECK(a == want);
+  }
+}
+
+TEST_CASE("the streaming-store threshold is validated", "[kernels][streaming]") {
+  const StreamingStores stores(-1);
+  CHECK(wfgen::rt::streaming_store_bytes() == -1);
+  CHECK_THROWS_AS(wfgen::rt::set_streaming_store_bytes(-2), wfgen::rt::Error);
+  CHECK(wfgen::rt::streaming_store_bytes() == -1);
+  CHECK(wfgen::rt::streams_output<float>(std::int64_t{1} << 40) == false);
+  wfgen::rt::set_streaming_store_bytes(1024);
+  CHECK(wfgen::rt::streams_output<float>(255) == false);
+  CHECK(wfgen::rt::streams_output<float>(256) == true);
+  CHECK(wfgen::rt::streams_output<double>(128) == true);
 }

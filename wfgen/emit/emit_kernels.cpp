@@ -109,12 +109,24 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   w.line("const wfgen::rt::LoopNest<" + num(p.rank) + ", " + num(static_cast<std::int64_t>(p.tensors.size())) + "> wf_nest(" +
          o.cpp + ".shape, " + strides_list(p) + ", " + num(static_cast<std::int64_t>(out)) + ");");
   w.line("const bool wf_contiguous = wf_nest.inner_contiguous();");
+  // A large contiguous output is written past the caches (rt::stream_store),
+  // unless it partly overlaps an input: the streamed blocks are computed
+  // before they are stored, which only an exact in-place call tolerates.
+  w.line("const bool wf_stream = wf_contiguous && wfgen::rt::streams_output<" + elem(p.dtype) + ">(wf_nest.total());");
   w.open("wf_nest.run(" + num(p.impl->parallel_grain) +
          ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
   row_pointers(w, p);
-  w.open("if (wf_contiguous)");
-  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
-         expr::to_cpp(*p.body, context(p, "wf_i", false)) + ";");
+  const std::string value = expr::to_cpp(*p.body, context(p, "wf_i", false));
+  std::string apart = "wf_stream";
+  for (std::size_t k = 0; k < p.tensors.size(); ++k) {
+    if (k == out) continue;
+    const std::string in = "wf_" + p.tensors[k].cpp, dst = "wf_" + o.cpp;
+    apart += " && (" + in + " == " + dst + " || wfgen::rt::disjoint(" + dst + ", wf_n, " + in + ", wf_n))";
+  }
+  w.open("if (" + apart + ")");
+  w.line("wfgen::rt::stream_store(wf_" + o.cpp + ", wf_n, [&](std::int64_t wf_i) { return " + elem(p.dtype) + "(" + value + "); });");
+  w.otherwise("wf_contiguous");
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " + value + ";");
   w.otherwise();
   w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i * wf_step[" +
          num(static_cast<std::int64_t>(out)) + "]] = " + expr::to_cpp(*p.body, context(p, "", true)) + ";");
@@ -337,7 +349,15 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     unit += (unit.empty() ? "" : " && ") + std::string("wf_s") + num(static_cast<std::int64_t>(k)) + " == 1";
   }
   w.line("const bool wf_unit = " + (unit.empty() ? std::string("true") : unit) + ";");
+  // A large output is written past the caches (rt::stream_store), from a
+  // row of scratch on the stack when the output row would cache an element.
+  const bool may_stream = !f.out_per_row;
+  constexpr std::int64_t kScratch = 4096;
+  if (may_stream)
+    w.line("const bool wf_stream = wf_unit && wfgen::rt::streams_output<" + t + ">(wf_nest.total() * wf_len)" +
+           (cache >= 0 ? " && wf_len <= " + num(kScratch) : std::string()) + ";");
   w.open("wf_nest.run(16384 / (wf_len > 0 ? wf_len : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  if (may_stream && cache >= 0) w.line("alignas(64) " + t + " wf_scratch[" + num(kScratch) + "];");
   w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
   for (std::size_t k = 0; k < n; ++k) {
     const auto& tp = p.tensors[k];
@@ -351,10 +371,25 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     std::string acc;            // the reduced value an epilogue reads as `acc`
     std::string col = "wf_c";   // the column being read
     const std::string out_row = "wf_" + p.tensors[out].cpp;
+    // Where the cached element is stored: the output row, or the scratch
+    // row when the output is streamed.
+    const std::string cache_row = may_stream ? "wf_cache" : out_row;
+    const bool streaming = unit_stride && may_stream;
+    if (streaming) {
+      // The streamed stores compute a block before storing it: only an
+      // output row apart from every input row gives the same result.
+      std::string apart = "wf_stream";
+      if (!caching) {  // (the caching path checked this already)
+        for (std::size_t k = 0; k < out; ++k)
+          apart += " && wfgen::rt::disjoint(" + out_row + ", wf_len, wf_" + p.tensors[k].cpp + ", " + (f.row_input[k] ? "1" : "wf_len") + ")";
+      }
+      w.line("const bool wf_stream_row = " + apart + ";");
+      if (caching) w.line(t + "* const wf_cache = wf_stream_row ? wf_scratch : " + out_row + ";");
+    }
     ctx.name = [&](const std::string& name) -> std::string {
       if (name == "acc") return acc;
       if (name == "n") return "wf_len";
-      if (name == "cached") return out_row + "[" + col + "]";
+      if (name == "cached") return (streaming ? cache_row : out_row) + "[" + col + "]";
       if (name.rfind("row", 0) == 0 || name.rfind("inv", 0) == 0) return "wf_" + name;
       for (std::size_t k = 0; k < out; ++k) {
         if (p.tensors[k].name != name) continue;
@@ -399,7 +434,8 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       // (a plain map, which vectorises at the machine's full width), then
       // the reduction reads it back from there.
       if (caching && static_cast<int>(k) == cache) {
-        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_row + "[wf_c] = " + expr::to_cpp(element, ctx) + ";");
+        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + (streaming ? cache_row : out_row) + "[wf_c] = " +
+               expr::to_cpp(element, ctx) + ";");
         element = kernel_name("cached", expr::Type::Float, p.dtype);
       }
       std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
@@ -484,8 +520,14 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       w.line(out_row + "[0] = " + expr::to_cpp(f.out, ctx) + ";");
     } else {
       const expr::Expr value = loop_expr(caching ? cached_out : f.out);
+      if (streaming) {
+        w.open("if (wf_stream_row)");
+        w.line("wfgen::rt::stream_store(" + out_row + ", wf_len, [&](std::int64_t wf_c) { return " + t + "(" + expr::to_cpp(value, ctx) + "); });");
+        w.otherwise();
+      }
       w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_row +
              (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(out)) + "]") + " = " + expr::to_cpp(value, ctx) + ";");
+      if (streaming) w.close();
     }
   };
   std::string contiguous = "wf_unit";

@@ -25,6 +25,10 @@
 #include "wfgen/runtime.hpp"
 #include "wfgen/runtime_types.hpp"
 
+#if defined(__SSE2__)
+#include <immintrin.h>  // stream_store's non-temporal stores
+#endif
+
 namespace wfgen::rt {
 
 template <int R, int N>
@@ -177,6 +181,52 @@ template <class T, class U>
 bool disjoint(const T* a, std::int64_t na, const U* b, std::int64_t nb) {
   const auto a0 = reinterpret_cast<std::uintptr_t>(a), b0 = reinterpret_cast<std::uintptr_t>(b);
   return a0 + static_cast<std::uintptr_t>(na) * sizeof(T) <= b0 || b0 + static_cast<std::uintptr_t>(nb) * sizeof(U) <= a0;
+}
+
+// Whether an element-wise kernel writes its output of `elements` elements of
+// T with streaming stores (set_streaming_store_bytes).
+template <class T>
+bool streams_output(std::int64_t elements) noexcept {
+  const std::int64_t limit = streaming_store_bytes();
+  return limit >= 0 && elements >= limit / static_cast<std::int64_t>(sizeof(T));
+}
+
+// dst[i] = value(i) for i in [0, n), with non-temporal stores where the
+// target has them (x86-64). The values of each 256-byte block are computed
+// into an L1-resident buffer first, by a loop the compiler vectorises like
+// the plain one, then streamed out whole lines at a time; the few elements
+// before the first 64-byte boundary and after the last full block are
+// stored plainly. The fence makes the streamed data visible to other
+// threads in order, as a plain store would be, before the kernel returns.
+template <class T, class F>
+void stream_store(T* dst, std::int64_t n, F&& value) {
+#if defined(__SSE2__)
+  constexpr std::int64_t kLine = 64, kBlock = 256 / static_cast<std::int64_t>(sizeof(T));
+  std::int64_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(dst + i) % kLine != 0; ++i) dst[i] = value(i);
+  if (reinterpret_cast<std::uintptr_t>(dst + i) % kLine == 0) {
+    alignas(kLine) T block[kBlock];
+    for (; i + kBlock <= n; i += kBlock) {
+      for (std::int64_t l = 0; l < kBlock; ++l) block[l] = value(i + l);
+      auto* to = reinterpret_cast<char*>(dst + i);
+      const auto* from = reinterpret_cast<const char*>(block);
+#if defined(__AVX512F__)
+      for (int b = 0; b < 256; b += 64)
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(to + b), _mm512_load_si512(reinterpret_cast<const void*>(from + b)));
+#elif defined(__AVX__)
+      for (int b = 0; b < 256; b += 32)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(to + b), _mm256_load_si256(reinterpret_cast<const __m256i*>(from + b)));
+#else
+      for (int b = 0; b < 256; b += 16)
+        _mm_stream_si128(reinterpret_cast<__m128i*>(to + b), _mm_load_si128(reinterpret_cast<const __m128i*>(from + b)));
+#endif
+    }
+    _mm_sfence();
+  }
+  for (; i < n; ++i) dst[i] = value(i);
+#else
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = value(i);
+#endif
 }
 
 // Identity of reductions: the value an empty reduction starts from.

@@ -490,6 +490,16 @@ class Arena {
 void set_num_threads(int n);
 int num_threads();
 
+// Element-wise kernels write a contiguous output of at least this many bytes
+// with non-temporal (streaming) stores: they skip the caches and the read of
+// each line before it is written, so an output far larger than the caches
+// costs one memory transfer per byte instead of two, while a smaller one,
+// likely read again soon, stays cached. The default is 16 MiB, or
+// WFGEN_STREAMING_STORE_BYTES if it holds an integer >= -1; 0 streams every
+// contiguous output, -1 none. Results are the same either way.
+void set_streaming_store_bytes(std::int64_t bytes);
+std::int64_t streaming_store_bytes() noexcept;
+
 namespace detail {
 using RangeFn = void (*)(void* ctx, std::int64_t lo, std::int64_t hi);
 // True on pool workers and on a thread that is inside parallel_for.
