@@ -22,6 +22,9 @@
 // Work: 8 bytes per element for softmax and layernorm (read X, write Y: the
 // least traffic a row kernel needs; gamma and beta are 8 KB), 12 for the
 // triads as STREAM counts, so the ratio to a triad is the ratio of bandwidths.
+// softmax_32x1024 and layernorm_32x1024 are the same kernels on data that
+// stays in the L2 cache: their time per element is the arithmetic's floor,
+// and "vs softmax_32x1024/wfgen_vm" rows compare the large workload with it.
 // Two threads: wfgen with set_num_threads(2); the hand loops and triads split
 // the rows (elements) in two with bench::Split when the matrix has at least
 // 65536 elements (the grain of wfgen's element-wise kernels) and run on the
@@ -233,11 +236,27 @@ void layernorm_workload(Report& report, std::int64_t rows, std::int64_t cols, co
 
 }  // namespace
 
+// The same rows, 32 of them: 128 KiB in and out, which stay in the L2
+// cache between calls. Per element, the time there is what the kernel costs
+// when memory is not the limit: the ratio of the large workload to it tells
+// whether the large one waits on memory (ratio well above 1) or on its own
+// arithmetic (ratio near 1), which no store or prefetch strategy changes.
+void in_cache_ratios(Report& report, const std::string& large, const std::string& small, const std::vector<int>& threads) {
+  for (int t : threads)
+    for (const char* impl : {"wfgen_vm", "hand_fastmath"}) report.ratio({large, impl, t, small, impl, t});
+}
+
 void run_softmax(Report& report, const std::vector<int>& threads) {
   softmax_workload(report, 4096, 1024, threads);
+  softmax_workload(report, 32, 1024, threads);
+  in_cache_ratios(report, "softmax_4096x1024", "softmax_32x1024", threads);
   softmax_workload(report, 64, 10, threads);
 }
 
-void run_layernorm(Report& report, const std::vector<int>& threads) { layernorm_workload(report, 4096, 1024, threads); }
+void run_layernorm(Report& report, const std::vector<int>& threads) {
+  layernorm_workload(report, 4096, 1024, threads);
+  layernorm_workload(report, 32, 1024, threads);
+  in_cache_ratios(report, "layernorm_4096x1024", "layernorm_32x1024", threads);
+}
 
 }  // namespace bench
