@@ -231,7 +231,7 @@ namespace {
 
 std::atomic<std::int64_t>& streaming_setting() {
   static std::atomic<std::int64_t> bytes{[] {
-    std::int64_t v = std::int64_t{16} << 20;
+    std::int64_t v = std::int64_t{32} << 20;  // runtime.hpp says why
     if (const char* env = std::getenv("WFGEN_STREAMING_STORE_BYTES")) {
       std::int64_t parsed = 0;
       const char* end = env + std::strlen(env);

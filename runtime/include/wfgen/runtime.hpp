@@ -494,7 +494,9 @@ int num_threads();
 // with non-temporal (streaming) stores: they skip the caches and the read of
 // each line before it is written, so an output far larger than the caches
 // costs one memory transfer per byte instead of two, while a smaller one,
-// likely read again soon, stays cached. The default is 16 MiB, or
+// likely read again soon, stays cached. The default is 32 MiB, the size of
+// a large last-level cache (an output that fits it, read by the next
+// instruction, is faster cached; measured in bench/), or
 // WFGEN_STREAMING_STORE_BYTES if it holds an integer >= -1; 0 streams every
 // contiguous output, -1 none. Results are the same either way.
 void set_streaming_store_bytes(std::int64_t bytes);
