@@ -1129,4 +1129,8 @@ TEST_CASE("the streaming-store threshold is validated", "[kernels][streaming]") 
   CHECK(wfgen::rt::streams_output<float>(255) == false);
   CHECK(wfgen::rt::streams_output<float>(256) == true);
   CHECK(wfgen::rt::streams_output<double>(128) == true);
+  wfgen::rt::set_streaming_store_bytes(0);  // still never less than one 256-byte block
+  CHECK(wfgen::rt::streams_output<float>(63) == false);
+  CHECK(wfgen::rt::streams_output<float>(64) == true);
+  CHECK(wfgen::rt::streams_output<std::uint8_t>(256) == true);
 }

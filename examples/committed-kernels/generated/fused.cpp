@@ -20,14 +20,27 @@ void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::Vi
   // out = sigmoid(in0 + in1)
   const wfgen::rt::LoopNest<2, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2);
   const bool wf_contiguous = wf_nest.inner_contiguous();
-  const bool wf_stream = wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total());
+  if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
+    wfgen::rt::out_of_line([&] {
+      wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
+        (void)wf_step;  // contiguous: every step is 1
+        const float* wf_in0 = in0.data + wf_off[0];
+        const float* wf_in1 = in1.data + wf_off[1];
+        float* wf_out = out.data + wf_off[2];
+        if ((wf_in0 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in0, wf_n)) && (wf_in1 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in1, wf_n))) {
+          wfgen::rt::stream_store(wf_out, wf_n, [&](std::int64_t wf_i) { return float(wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i])); });
+        } else {
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i]);
+        }
+      });
+    });
+    return;
+  }
   wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
     const float* wf_in0 = in0.data + wf_off[0];
     const float* wf_in1 = in1.data + wf_off[1];
     float* wf_out = out.data + wf_off[2];
-    if (wf_stream && (wf_in0 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in0, wf_n)) && (wf_in1 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in1, wf_n))) {
-      wfgen::rt::stream_store(wf_out, wf_n, [&](std::int64_t wf_i) { return float(wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i])); });
-    } else if (wf_contiguous) {
+    if (wf_contiguous) {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i]);
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
@@ -46,14 +59,27 @@ void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<
   // out = tanh(in0 + in1)
   const wfgen::rt::LoopNest<2, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2);
   const bool wf_contiguous = wf_nest.inner_contiguous();
-  const bool wf_stream = wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total());
+  if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
+    wfgen::rt::out_of_line([&] {
+      wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
+        (void)wf_step;  // contiguous: every step is 1
+        const float* wf_in0 = in0.data + wf_off[0];
+        const float* wf_in1 = in1.data + wf_off[1];
+        float* wf_out = out.data + wf_off[2];
+        if ((wf_in0 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in0, wf_n)) && (wf_in1 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in1, wf_n))) {
+          wfgen::rt::stream_store(wf_out, wf_n, [&](std::int64_t wf_i) { return float(std::tanh(wf_in0[wf_i] + wf_in1[wf_i])); });
+        } else {
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i] + wf_in1[wf_i]);
+        }
+      });
+    });
+    return;
+  }
   wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
     const float* wf_in0 = in0.data + wf_off[0];
     const float* wf_in1 = in1.data + wf_off[1];
     float* wf_out = out.data + wf_off[2];
-    if (wf_stream && (wf_in0 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in0, wf_n)) && (wf_in1 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in1, wf_n))) {
-      wfgen::rt::stream_store(wf_out, wf_n, [&](std::int64_t wf_i) { return float(std::tanh(wf_in0[wf_i] + wf_in1[wf_i])); });
-    } else if (wf_contiguous) {
+    if (wf_contiguous) {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i] + wf_in1[wf_i]);
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = std::tanh(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);

@@ -185,8 +185,11 @@ bool disjoint(const T* a, std::int64_t na, const U* b, std::int64_t nb) {
 
 // Whether an element-wise kernel writes its output of `elements` elements of
 // T with streaming stores (set_streaming_store_bytes).
+// (Outputs smaller than one 256-byte block never stream: the size test
+// comes first, so a kernel on a few elements does not pay for the call.)
 template <class T>
 bool streams_output(std::int64_t elements) noexcept {
+  if (elements < 256 / static_cast<std::int64_t>(sizeof(T))) return false;
   const std::int64_t limit = streaming_store_bytes();
   return limit >= 0 && elements >= limit / static_cast<std::int64_t>(sizeof(T));
 }
@@ -227,6 +230,21 @@ void stream_store(T* dst, std::int64_t n, F&& value) {
 #else
   for (std::int64_t i = 0; i < n; ++i) dst[i] = value(i);
 #endif
+}
+
+// Calls f() from a function of its own that is never inlined: a kernel's
+// streamed path goes through it, so that its loops stay out of the code of
+// the kernel's common path (inlined there, they stopped the compiler from
+// inlining that path's rows: +6 ns per call of a 16-element add; out of
+// line, +3 ns, see docs/performance.md).
+#if defined(__GNUC__)
+#define WFGEN_NOINLINE __attribute__((noinline))
+#else
+#define WFGEN_NOINLINE
+#endif
+template <class F>
+WFGEN_NOINLINE void out_of_line(F&& f) {
+  f();
 }
 
 // Identity of reductions: the value an empty reduction starts from.
