@@ -12,6 +12,7 @@ void run_gemm(Report& report, const std::vector<int>& threads);         // gemm.
 void run_generator(Report& report);                                     // generator.cpp
 void run_mlp(Report& report, const std::vector<int>& threads);          // mlp.cpp
 void run_softmax(Report& report, const std::vector<int>& threads);      // rows.cpp
+void run_softmax_small(Report& report, const std::vector<int>& threads);  // rows.cpp: softmax_64x10 alone
 void run_layernorm(Report& report, const std::vector<int>& threads);    // rows.cpp
 void run_call(Report& report, const std::vector<int>& threads);         // call.cpp
 

@@ -22,9 +22,10 @@ perf record -q -o "$work/perf.data" "$bench_build/wfgen_bench" --only "$sections
 echo "## Symbols (share of all samples)"
 perf report -i "$work/perf.data" --no-children --sort symbol 2>/dev/null | grep -v '^#' | grep '%' | head -n 15 | cut -c1-140 || true
 for kernel in "$@"; do
-  # The kernel's loop body: the lambda the LoopNest runs, or the function itself.
-  symbol="$(perf report -i "$work/perf.data" --no-children --sort symbol 2>/dev/null | grep -o "[a-z_]*::${kernel}_[a-z0-9_]*(.*" |
-    sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//; s/[[:space:]]*$//' | head -n 1 || true)"  # (head closes the pipe early)
+  # The hottest symbol that holds the kernel's loops: the kernel, the lambda
+  # its LoopNest runs, or the LoopNest::chunk that lambda was inlined into.
+  symbol="$(perf report -i "$work/perf.data" --no-children --sort symbol 2>/dev/null | grep -F "::${kernel}_" |
+    sed -E 's/^.*\[\.\] //; s/[[:space:]]+-[[:space:]]+-[[:space:]]*$//; s/[[:space:]]*$//' | head -n 1 || true)"  # (head closes the pipe early)
   echo
   echo "## $kernel: share of its samples per innermost loop"
   if [ -z "$symbol" ]; then echo "(no samples)"; continue; fi
