@@ -24,10 +24,10 @@ CodeWriter& CodeWriter::close(std::string_view tail) {
   return line("}" + std::string(tail));
 }
 
-CodeWriter& CodeWriter::otherwise(std::string_view condition) {
+CodeWriter& CodeWriter::otherwise() {
   WFGEN_ASSERT(depth_ > 0, "otherwise() outside a scope");
   --depth_;
-  line(condition.empty() ? std::string("} else {") : "} else if (" + std::string(condition) + ") {");
+  line("} else {");
   ++depth_;
   return *this;
 }

@@ -14,9 +14,8 @@ class CodeWriter {
   CodeWriter& open(std::string_view head);
   // Closes a scope: dedents and writes `}` followed by `tail` (e.g. ");").
   CodeWriter& close(std::string_view tail = {});
-  // Between the branches of an if: `} else {` at the scope's level, or
-  // `} else if (condition) {`.
-  CodeWriter& otherwise(std::string_view condition = {});
+  // Between the branches of an if: `} else {` at the scope's level.
+  CodeWriter& otherwise();
   // A `// comment` line per line of text.
   CodeWriter& comment(std::string_view text);
   // Raw text, indented line by line (for templates).

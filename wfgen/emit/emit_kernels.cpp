@@ -387,10 +387,10 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     std::string acc;            // the reduced value an epilogue reads as `acc`
     std::string col = "wf_c";   // the column being read
     const std::string out_row = "wf_" + p.tensors[out].cpp;
-    // Where the cached element is stored: the output row, or the scratch
-    // row when the output is streamed.
-    const std::string cache_row = may_stream ? "wf_cache" : out_row;
     const bool streaming = unit_stride && may_stream;
+    // Where the cached element is stored: the output row, or (wf_cache) the
+    // scratch row when the output is streamed.
+    const std::string cache_row = streaming ? "wf_cache" : out_row;
     if (streaming) {
       // The streamed stores compute a block before storing it: only an
       // output row apart from every input row gives the same result.
@@ -405,7 +405,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     ctx.name = [&](const std::string& name) -> std::string {
       if (name == "acc") return acc;
       if (name == "n") return "wf_len";
-      if (name == "cached") return (streaming ? cache_row : out_row) + "[" + col + "]";
+      if (name == "cached") return cache_row + "[" + col + "]";
       if (name.rfind("row", 0) == 0 || name.rfind("inv", 0) == 0) return "wf_" + name;
       for (std::size_t k = 0; k < out; ++k) {
         if (p.tensors[k].name != name) continue;
@@ -450,7 +450,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       // (a plain map, which vectorises at the machine's full width), then
       // the reduction reads it back from there.
       if (caching && static_cast<int>(k) == cache) {
-        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + (streaming ? cache_row : out_row) + "[wf_c] = " +
+        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + cache_row + "[wf_c] = " +
                expr::to_cpp(element, ctx) + ";");
         element = kernel_name("cached", expr::Type::Float, p.dtype);
       }
