@@ -17,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,13 +37,20 @@ constexpr auto kSpinTime = std::chrono::microseconds(50);
 // few enough that claiming them costs nothing next to the work.
 constexpr std::int64_t kChunksPerThread = 4;
 
+// The integer an environment variable holds, whole, if it holds one and it
+// lies in [lo, hi].
+std::optional<std::int64_t> env_integer(const char* name, std::int64_t lo, std::int64_t hi) {
+  const char* env = std::getenv(name);
+  if (env == nullptr) return std::nullopt;
+  std::int64_t v = 0;
+  const char* end = env + std::strlen(env);
+  const auto res = std::from_chars(env, end, v);
+  if (res.ec != std::errc() || res.ptr != end || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
 int default_num_threads() {
-  if (const char* env = std::getenv("WFGEN_NUM_THREADS")) {
-    int n = 0;
-    const char* end = env + std::strlen(env);
-    const auto res = std::from_chars(env, end, n);
-    if (res.ec == std::errc() && res.ptr == end && n >= 1 && n <= kMaxThreads) return n;
-  }
+  if (const auto n = env_integer("WFGEN_NUM_THREADS", 1, kMaxThreads)) return static_cast<int>(*n);
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
 }
@@ -230,15 +239,9 @@ int num_threads() { return thread_setting().load(std::memory_order_relaxed); }
 namespace {
 
 std::atomic<std::int64_t>& streaming_setting() {
-  static std::atomic<std::int64_t> bytes{[] {
-    std::int64_t v = std::int64_t{32} << 20;  // runtime.hpp says why
-    if (const char* env = std::getenv("WFGEN_STREAMING_STORE_BYTES")) {
-      std::int64_t parsed = 0;
-      const char* end = env + std::strlen(env);
-      if (auto [p, ec] = std::from_chars(env, end, parsed); ec == std::errc() && p == end && parsed >= -1) v = parsed;
-    }
-    return v;
-  }()};
+  // 32 MiB by default: runtime.hpp says why.
+  static std::atomic<std::int64_t> bytes{
+      env_integer("WFGEN_STREAMING_STORE_BYTES", -1, std::numeric_limits<std::int64_t>::max()).value_or(std::int64_t{32} << 20)};
   return bytes;
 }
 

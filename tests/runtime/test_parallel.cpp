@@ -207,3 +207,13 @@ TEST_CASE("the default thread count comes from WFGEN_NUM_THREADS", "[parallel][e
   if (env && std::string(env) == "3") expected = 3;
   CHECK(rt::num_threads() == expected);
 }
+
+// Also run by CTest with WFGEN_STREAMING_STORE_BYTES set to "4096", "-1" and
+// "-2" (out of range, so ignored) (see CMakeLists.txt), each in a fresh process.
+TEST_CASE("the default streaming-store threshold comes from WFGEN_STREAMING_STORE_BYTES", "[parallel][env]") {
+  const char* env = std::getenv("WFGEN_STREAMING_STORE_BYTES");
+  std::int64_t expected = std::int64_t{32} << 20;
+  if (env && std::string(env) == "4096") expected = 4096;
+  if (env && std::string(env) == "-1") expected = -1;
+  CHECK(rt::streaming_store_bytes() == expected);
+}
