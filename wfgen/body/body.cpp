@@ -17,14 +17,14 @@ namespace {
 
 // --- lexer -----------------------------------------------------------------------
 
-enum class Tok { Int, Float, Name, Op, Newline, Indent, Dedent, End };
+enum class Tok { Int, Float, Name, Op, String, Newline, Indent, Dedent, End };
 
 struct Token {
   Tok kind = Tok::End;
   std::size_t offset = 0;
   std::size_t length = 0;
   int line = 1;
-  std::string_view text;     // Int, Float, Name, Op
+  std::string_view text;     // Int, Float, Name, Op; String: the characters between the quotes
   std::uint64_t ivalue = 0;  // Int; 2^63 is kept for `-9223372036854775808`
   double fvalue = 0;         // Float
 
@@ -48,14 +48,14 @@ bool is_keyword(std::string_view w) {
 // Python statements that bodies do not have, with what to do instead.
 const char* unsupported_statement(std::string_view w) {
   static constexpr std::string_view kOthers =
-      "statements are not supported (a body has assignments, 'return', 'if'/'elif'/'else', "
+      "statements are not supported (a body has assignments, 'return', 'assert', 'if'/'elif'/'else', "
       "'for NAME in range(...)' and 'pass')";
   if (w == "while") return "'while' loops are not supported: loops are unrolled while tracing; use 'for i in range(n)'";
   if (w == "break" || w == "continue") return "is not supported: loops over range(...) are unrolled while tracing and always run to the end";
   if (w == "def" || w == "class" || w == "lambda") return "is not supported: define another model in the spec and call it by name";
   if (w == "import" || w == "from") return "is not supported: the nodes and models of the spec are called by name";
   static constexpr std::string_view kRest[] = {"try",    "with",   "raise", "del",   "global",
-                                               "nonlocal", "assert", "yield", "async", "await"};
+                                               "nonlocal", "yield", "async", "await"};
   if (std::find(std::begin(kRest), std::end(kRest), w) != std::end(kRest)) return kOthers.data();
   return nullptr;
 }
@@ -150,6 +150,16 @@ class Lexer {
     t.length = 1;
     t.line = out_.empty() ? line_ : out_.back().line;
     out_.push_back(t);
+  }
+
+  // True after the ',' of a line that starts with 'assert' (outside brackets).
+  bool message_position() const {
+    if (!statements_ || !brackets_.empty() || out_.empty()) return false;
+    if (out_.back().kind != Tok::Op || out_.back().text != ",") return false;
+    std::size_t first = out_.size();
+    while (first > 0 && out_[first - 1].kind != Tok::Newline) --first;
+    while (first < out_.size() && !out_[first].real()) ++first;
+    return first < out_.size() && out_[first].kind == Tok::Name && out_[first].text == "assert";
   }
 
   // True when the previous token ends a value, so that a following '.' is an
@@ -326,8 +336,23 @@ class Lexer {
       case '"': case '\'': {
         std::size_t j = i_ + 1;
         while (j < s_.size() && s_[j] != c && s_[j] != '\n') ++j;
-        const std::size_t len = j < s_.size() && s_[j] == c ? j + 1 - start : j - start;
-        throw ParseError("strings are not supported in model bodies", start, len);
+        const bool closed = j < s_.size() && s_[j] == c;
+        const std::size_t len = closed ? j + 1 - start : j - start;
+        // The one place a string may stand: the message of an assert,
+        // `assert cond, "message"`, after the comma at the bracket level 0.
+        if (!message_position()) throw ParseError("strings are not supported in model bodies", start, len);
+        if (!closed) {
+          throw ParseError(std::string("unterminated string: no closing ") + c + " before the end of the line", start, len);
+        }
+        Token t;
+        t.kind = Tok::String;
+        t.offset = start;
+        t.length = len;
+        t.line = line_;
+        t.text = s_.substr(start + 1, len - 2);
+        out_.push_back(t);
+        i_ = start + len;
+        return;
       }
       case ';':
         throw ParseError("';' is not supported; put each statement on its own line", start, 1);
@@ -417,6 +442,7 @@ class Parser {
     const Token& t = skip_structural(tok);  // INDENT/DEDENT: name the line's first token
     if (t.kind == Tok::Newline) return "the end of the line";
     if (t.kind == Tok::End) return expression_ ? "the end of the expression" : "the end of the body";
+    if (t.kind == Tok::String) return "a string";
     return "'" + quote(t.text, 30) + "'";
   }
   const Token& skip_structural(const Token& tok) const {
@@ -879,6 +905,19 @@ class Parser {
         s->results = std::move(r.e->operands);
       } else {
         s->results.push_back(std::move(r.e));
+      }
+    } else if (is_word(t, "assert") && !is_op(peek(1), "=") && !is_op(peek(1), ",") && !is_op(peek(1), ".") &&
+               !is_op(peek(1), "[")) {
+      next();
+      s = start_statement(Stmt::Kind::Assert, t);
+      if (!starts_expression(peek())) expected("a condition after 'assert'", peek());
+      s->value = expr().e;
+      if (is_op(peek(), ",")) {
+        next();
+        if (peek().kind != Tok::String) expected("a message (a string literal) after ',' in 'assert'", peek());
+        s->message = std::string(peek().text);
+        s->message_offset = peek().offset;
+        next();
       }
     } else if (is_word(t, "if") || is_word(t, "for") || is_word(t, "elif") || is_word(t, "else")) {
       fail(t, "'" + std::string(t.text) + "' must start a new line");

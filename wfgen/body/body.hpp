@@ -16,6 +16,8 @@
 //   NAME = expr               assignment
 //   NAME, NAME = expr         unpacking of several results
 //   return expr[, expr...]    the model's outputs
+//   assert expr[, "message"]  a precondition, checked while tracing (or at run
+//                             time when it depends on a run-time dim)
 //   if expr: / elif expr: / else:   on constructor arguments, at trace time
 //   for NAME in range(expr[, expr]):  unrolled at trace time
 //   pass
@@ -23,8 +25,9 @@
 // (== != < <= > >=), + -, * / @ %, unary -, `**`, postfix calls
 // `f(a, b, key=v)`, attributes `x.T`, method calls `x.reshape(2, -1)`,
 // subscripts/slices `x[0]`, `x[:, 1:3]`, `x[::2]`, tuples `(a, b)` and lists
-// `[1, 2]`, literals: integers, floats, true/false (also True/False), strings
-// are not allowed. Names: letters, digits, '_' (not '-': it is minus here).
+// `[1, 2]`, literals: integers, floats, true/false (also True/False); a
+// string literal is allowed only as the message of an `assert`. Names:
+// letters, digits, '_' (not '-': it is minus here).
 //
 // A minus sign directly before a number literal is folded into it: `-1` is
 // an Int with ivalue -1 (its range covers the '-'), not a Unary. `-x`,
@@ -104,15 +107,17 @@ struct Stmt;
 using Block = std::vector<std::unique_ptr<Stmt>>;
 
 struct Stmt {
-  enum class Kind { Assign, Return, If, For, Pass };
+  enum class Kind { Assign, Return, If, For, Pass, Assert };
   Kind kind = Kind::Pass;
   std::vector<std::string> targets;   // Assign: one or more names; For: the loop variable
   std::vector<std::size_t> target_offsets;
-  ExprPtr value;                      // Assign: the value; If: condition; For: range end
+  ExprPtr value;                      // Assign: the value; If, Assert: condition; For: range end
   ExprPtr range_start;                // For: range(start, end) start, else null
   std::vector<ExprPtr> results;       // Return
   Block body;                         // If: then; For: loop body
   Block orelse;                       // If: else (an elif is an If inside orelse)
+  std::string message;                // Assert: the message (empty: none given)
+  std::size_t message_offset = 0;     // Assert: of the message's opening quote
   std::size_t offset = 0;             // of the statement's first token
   std::size_t length = 0;             // of its first line
   int line = 0;                       // 1-based line within the body text

@@ -730,6 +730,27 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   for (std::size_t s = 0; s < g.symbols.size(); ++s) {
     c.line("const wfgen::rt::Size " + cpp_identifier(g.symbols[s]) + " = wf_binder.value(" + num(static_cast<std::int64_t>(s)) + ");");
   }
+  for (const auto& a : g.assertions) {
+    // An assert of the body on run-time dims: its message with the dims' values.
+    c.comment(a.source + "  (" + a.loc.str() + ")");
+    std::string cond, values;
+    std::vector<std::string> names;
+    for (const auto& k : a.all) {
+      cond += (cond.empty() ? "" : " && ") + std::string("(") + dim_cpp(k.lhs) + " " + k.op + " " + dim_cpp(k.rhs) + ")";
+      for (const auto& d : {k.lhs, k.rhs})
+        for (const auto& n : d.symbols())
+          if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+    for (const auto& n : names) {
+      values += std::string(values.empty() ? " + \" (\"" : " + \", \"") + " + " + literal(n + " = ") + " + std::to_string(static_cast<std::int64_t>(" +
+                cpp_identifier(n) + "))";
+    }
+    if (!values.empty()) values += " + \")\"";
+    c.open("if (!(" + cond + "))");
+    c.line("return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, std::string(" +
+           literal(a.loc.str() + ": " + a.message) + ")" + values + ");");
+    c.close();
+  }
   c.comment("Arena: " + num(static_cast<std::int64_t>(plan.slots.size())) + " slots, each as large as the largest tensor it holds.");
   c.line("wfgen::rt::ArenaPlan wf_plan;");
   for (std::size_t s = 0; s < plan.slots.size(); ++s) {

@@ -99,6 +99,21 @@ struct Value {
   bool contiguous = true;  // the value's layout is row-major contiguous
 };
 
+// An assert of a body whose condition depends on run-time dims
+// (`assert X.size(0) % 2 == 0, "..."`): every comparison must hold, checked
+// by the generated model when its inputs are bound.
+struct SizeCheck {
+  Dim lhs;
+  std::string op;  // == != < <= > >=
+  Dim rhs;
+};
+struct Assertion {
+  std::vector<SizeCheck> all;
+  std::string message;
+  SourceLoc loc;       // the assert statement
+  std::string source;  // its text, as the parser understood it
+};
+
 struct Graph {
   std::string model;
   std::vector<Value> values;
@@ -109,6 +124,7 @@ struct Graph {
   // asked for (Kind::Grad, in that order), one seed per output.
   std::vector<int> grads, seeds;
   bool has_backward = false;
+  std::vector<Assertion> assertions;  // checked at run time, in body order
 
   const Value& operator[](int id) const { return values[static_cast<std::size_t>(id)]; }
   Value& operator[](int id) { return values[static_cast<std::size_t>(id)]; }

@@ -1,6 +1,7 @@
 #include "wfgen/trace/trace.hpp"
 
 #include "wfgen/trace/builder.hpp"
+#include "wfgen/trace/tvalue.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -23,36 +24,19 @@ using graph::Kind;
 using graph::Shape;
 using graph::Value;
 using graph::ViewKind;
+using detail::Declared;
+using detail::kind_word;
+using detail::Returned;
+using detail::SizeCompare;
+using detail::TValue;
 
-// A value while tracing: a tensor (graph value id) or a plain value.
-struct TValue {
-  enum class Kind { None, Tensor, Int, Float, Bool, List };
-  Kind kind = Kind::None;
-  int id = -1;
-  std::int64_t i = 0;
-  double f = 0;
-  std::vector<TValue> items;
-
-  static TValue tensor(int id) { return {Kind::Tensor, id, 0, 0, {}}; }
-  static TValue of_int(std::int64_t v) { return {Kind::Int, -1, v, 0, {}}; }
-  static TValue of_float(double v) { return {Kind::Float, -1, 0, v, {}}; }
-  static TValue of_bool(bool v) { return {Kind::Bool, -1, v ? 1 : 0, 0, {}}; }
-  static TValue list(std::vector<TValue> v) { return {Kind::List, -1, 0, 0, std::move(v)}; }
-  bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
-  double number() const { return kind == Kind::Float ? f : static_cast<double>(i); }
+// A check `wfgen check` cannot decide: it needs a value the model's own
+// where line and arguments do not give (an argument without a default).
+struct Undecided {
+  SourceLoc loc;
+  int length = 1;
+  std::string message;
 };
-
-const char* kind_word(TValue::Kind k) {
-  switch (k) {
-    case TValue::Kind::None: return "nothing";
-    case TValue::Kind::Tensor: return "a tensor";
-    case TValue::Kind::Int: return "an integer";
-    case TValue::Kind::Float: return "a float";
-    case TValue::Kind::Bool: return "a bool";
-    case TValue::Kind::List: return "a list";
-  }
-  return "?";
-}
 
 // One model being traced: its spec, the body text, the variables.
 struct Frame {
@@ -62,26 +46,18 @@ struct Frame {
   const body::Program* program = nullptr;
 };
 
-// Raised to unwind a `return` out of nested blocks.
-struct Returned {
-  std::vector<TValue> values;
-  SourceLoc loc;  // the return statement
-  int length = 1;
-};
-
-// What a model's where line is checked with: its arguments and the shapes of
-// the tensors passed in (taken before the body can rebind their names).
-struct Declared {
-  shape::Args args;
-  std::vector<Shape> inputs;
-};
-
 constexpr int kMaxModelDepth = 32;
 constexpr std::int64_t kMaxLoopIterations = 100000;
 
 class Tracer {
  public:
   Tracer(const spec::Spec& spec, const spec::Build& build) : spec_(spec), build_(build) {}
+  // `wfgen check` of a model by itself (symbolic): arguments without a value
+  // and the where line's symbols stay symbolic, `~` is `tilde_rank` dims.
+  Tracer(const spec::Spec& spec, const spec::Build& build, int tilde_rank)
+      : spec_(spec), build_(build), symbolic_(true), tilde_rank_(tilde_rank) {}
+
+  const std::vector<Diagnostic>& warnings() const { return warnings_; }
   // Continues a traced graph (the autodiff appends its pullback this way).
   Tracer(const spec::Spec& spec, const spec::Build& build, Graph g) : spec_(spec), build_(build), g_(std::move(g)) {}
 
@@ -176,6 +152,10 @@ class Tracer {
       Shape shape;
       for (const auto& s : a.dims) {
         if (s.kind == subscript::Subscript::Kind::Batch) {
+          if (symbolic_) {
+            for (int k = 1; k <= tilde_rank_; ++k) shape.push_back(Dim::symbol("~" + std::to_string(k)));
+            continue;
+          }
           fail(model->where_text->at(s.offset), "the inputs of a built model need a known rank; replace '~' in " + a.str() +
                                                     " by named dims such as 'batch'");
         }
@@ -184,7 +164,9 @@ class Tracer {
           continue;
         }
         auto it = frame.env.find(s.name);
-        if (it != frame.env.end()) {
+        if (it != frame.env.end() && it->second.kind == TValue::Kind::Sym) {
+          shape.push_back(it->second.dim);
+        } else if (it != frame.env.end()) {
           if (it->second.kind != TValue::Kind::Int) {
             fail(model->where_text->at(s.offset), "'" + s.name + "' is " + kind_word(it->second.kind) + ", not a size");
           }
@@ -201,7 +183,13 @@ class Tracer {
       g_.inputs.push_back(id);
       frame.env[*a.name] = TValue::tensor(id);
     }
-    std::vector<TValue> results = trace_model(frame, *model);
+    std::vector<TValue> results;
+    try {
+      results = trace_model(frame, *model);
+    } catch (const UserError& e) {
+      throw UserError(user_first(e.diagnostics()));
+    }
+    warn_unused_outputs();
     for (std::size_t k = 0; k < results.size(); ++k) {
       if (results[k].kind != TValue::Kind::Tensor) {
         fail(model->call.loc, "model '" + model->name + "' returns " + kind_word(results[k].kind) +
@@ -259,6 +247,202 @@ class Tracer {
     fail(at(e.offset), std::move(message), std::move(detail), static_cast<int>(std::max<std::size_t>(1, e.length)));
   }
 
+  // A value needed while tracing that is not known: an error of the build
+  // (a run-time size), or what `wfgen check` reports as not decidable.
+  [[noreturn]] void not_known(const body::Expr& e, const TValue& v, const std::string& what) {
+    std::string why;
+    if (v.kind == TValue::Kind::Unknown) why = "the argument '" + v.what + "', which has no value here";
+    else if (v.kind == TValue::Kind::Sym) why = "the size " + v.dim.str() + ", known only at run time";
+    else why = "sizes known only at run time";
+    if (symbolic_) {
+      throw Undecided{at(e.offset), static_cast<int>(std::max<std::size_t>(1, e.length)), what + " depends on " + why};
+    }
+    fail_at(e, what + " depends on " + why + ", but it is needed while tracing");
+  }
+
+  // Arithmetic and comparisons of sizes of which one is known only at run
+  // time: a size, or (comparisons) a condition an assert checks at run time.
+  TValue size_binary(const body::Expr& e, const TValue& l, const TValue& r) {
+    for (const TValue* v : {&l, &r}) {
+      if (v->kind == TValue::Kind::Sym || v->kind == TValue::Kind::Int) continue;
+      if (v->is_symbolic()) not_known(e, *v, "'" + e.str() + "'");
+      fail_at(e, "'" + e.op + "' between " + kind_word(l.kind) + " and " + kind_word(r.kind) + " is not defined");
+    }
+    const Dim a = l.kind == TValue::Kind::Sym ? l.dim : Dim(l.i), b = r.kind == TValue::Kind::Sym ? r.dim : Dim(r.i);
+    const std::string& op = e.op;
+    try {
+      if (op == "+" || op == "-" || op == "*") return TValue::size(Dim::binary(op[0], a, b));
+      if (op == "%") return TValue::size(Dim::binary('-', a, Dim::binary('*', Dim::binary('/', a, b), b)));
+    } catch (const std::exception& err) {
+      fail_at(e, std::string("in ") + e.str() + ": " + err.what());
+    }
+    if (op == "==" || op == "!=" || op == "<" || op == "<=" || op == ">" || op == ">=") {
+      TValue c;
+      c.kind = TValue::Kind::Cond;
+      c.conds.push_back({a, op, b});
+      return c;
+    }
+    not_known(e, l.kind == TValue::Kind::Sym ? l : r, "'" + e.str() + "'");
+  }
+
+  static std::string number_str(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+  }
+
+  // A warning `-Wname` at an expression of the body being traced (once per place).
+  void warn(const body::Expr& e, std::string message, const std::string& name) {
+    Diagnostic d;
+    d.severity = Diagnostic::Severity::Warning;
+    d.loc = at(e.offset);
+    d.length = static_cast<int>(std::max<std::size_t>(1, e.length));
+    d.message = std::move(message) + " [-W" + name + "]";
+    d.source_line = spec_.line_at(d.loc);
+    for (const auto& w : warnings_)
+      if (w.loc.str() == d.loc.str() && w.message == d.message) return;
+    warnings_.push_back(std::move(d));
+  }
+
+  // The values of the names and sizes an assert's condition reads, for its
+  // message: "d_model = 32, heads = 3".
+  std::string condition_values(Frame& frame, const body::Expr& e) {
+    std::vector<std::string> seen;
+    std::string out;
+    std::function<void(const body::Expr&)> walk = [&](const body::Expr& x) {
+      using K = body::Expr::Kind;
+      bool show = x.kind == K::Name || (x.kind == K::Attribute && x.name == "ndim") ||
+                  (x.kind == K::Call && x.operands[0]->kind == K::Attribute && x.operands[0]->name == "size");
+      if (show) {
+        const std::string text = x.str();
+        if (std::find(seen.begin(), seen.end(), text) != seen.end()) return;
+        seen.push_back(text);
+        TValue v;
+        try {
+          v = eval(frame, x);
+        } catch (const UserError&) {
+          return;
+        }
+        std::string shown;
+        if (v.kind == TValue::Kind::Int) shown = std::to_string(v.i);
+        else if (v.kind == TValue::Kind::Float) shown = number_str(v.f);
+        else if (v.kind == TValue::Kind::Bool) shown = v.i ? "true" : "false";
+        else if (v.kind == TValue::Kind::Sym) shown = v.dim.str();
+        if (!shown.empty() && shown != text) out += (out.empty() ? "" : ", ") + text + " = " + shown;
+        return;
+      }
+      for (const auto& o : x.operands) walk(*o);
+      for (const auto& a : x.args) walk(*a.value);
+    };
+    walk(e);
+    return out;
+  }
+
+  // assert COND, "message": checked now when COND is known while tracing; a
+  // condition on run-time sizes becomes a check of the generated model
+  // (Graph::assertions), made when its inputs are bound.
+  void run_assert(Frame& frame, const body::Stmt& s) {
+    in_assert_ = true;
+    TValue c;
+    try {
+      c = eval(frame, *s.value);
+    } catch (...) {
+      in_assert_ = false;
+      throw;
+    }
+    in_assert_ = false;
+    const std::string base = s.message.empty() ? "assertion '" + s.value->str() + "' failed" : s.message;
+    if (c.kind == TValue::Kind::Tensor) {
+      fail_at(*s.value, "an assert is checked while tracing, so its condition cannot depend on a tensor's data");
+    }
+    if (c.kind == TValue::Kind::Unknown || (symbolic_ && c.kind == TValue::Kind::Cond)) {
+      std::string why = c.kind == TValue::Kind::Unknown ? "the argument '" + c.what + "'" : "sizes not known here";
+      throw Undecided{at(s.offset), static_cast<int>(std::max<std::size_t>(1, s.length)),
+                      "'assert " + quote(s.value->str(), 60) + "' depends on " + why + "; a build checks it"};
+    }
+    if (c.kind == TValue::Kind::Cond) {
+      graph::Assertion a;
+      for (const auto& k : c.conds) a.all.push_back({k.lhs, k.op, k.rhs});
+      a.message = base;
+      a.loc = at(s.offset);
+      a.source = line_text(s);
+      g_.assertions.push_back(std::move(a));
+      return;
+    }
+    if (!c.is_number()) fail_at(*s.value, "an assert's condition must be a bool, but this is " + std::string(kind_word(c.kind)));
+    if (c.number() != 0) return;
+    const std::string values = condition_values(frame, *s.value);
+    Diagnostic d;
+    d.loc = at(s.offset);
+    d.length = static_cast<int>(std::max<std::size_t>(1, s.length));
+    d.message = base + (values.empty() ? "" : " (" + values + ")");
+    d.source_line = spec_.line_at(d.loc);
+    throw UserError(std::move(d));
+  }
+
+  static bool in_stdlib(const SourceLoc& loc) { return loc.file.rfind("<stdlib>/", 0) == 0; }
+
+  // An error inside a model of the standard library, reached through calls
+  // (notes "in this call of model ..."), is reported at the innermost call
+  // in a file of the user's: the error there, the calls from it inwards as
+  // notes, and last the line of the standard library it failed at.
+  static std::vector<Diagnostic> user_first(std::vector<Diagnostic> ds) {
+    if (ds.empty() || !in_stdlib(ds[0].loc)) return ds;
+    std::size_t chain_end = 1;
+    while (chain_end < ds.size() && ds[chain_end].message.rfind("in this call of model", 0) == 0) ++chain_end;
+    std::size_t user = 0;
+    for (std::size_t k = 1; k < chain_end; ++k)
+      if (!in_stdlib(ds[k].loc)) user = k;
+    if (user == 0) return ds;
+    Diagnostic failed = ds[0];
+    Diagnostic primary = ds[user];
+    primary.severity = Diagnostic::Severity::Error;
+    primary.message = failed.message;
+    primary.detail.clear();
+    failed.severity = Diagnostic::Severity::Note;
+    const std::string& inner = ds[chain_end - 1].message;  // "in this call of model 'NAME'"
+    failed.message = "it fails here, in model " + inner.substr(inner.find('\'')) + " of the standard library";
+    std::vector<Diagnostic> out{primary};
+    for (std::size_t k = 1; k < chain_end; ++k)
+      if (k != user) out.push_back(ds[k]);
+    out.push_back(failed);
+    for (std::size_t k = chain_end; k < ds.size(); ++k) out.push_back(ds[k]);
+    return out;
+  }
+
+  // -Wunused-output: a result of a model called with several results that
+  // nothing the build returns reads.
+  void warn_unused_outputs() {
+    if (symbolic_ || model_calls_.empty()) return;
+    std::vector<bool> live(g_.values.size(), false);
+    std::vector<int> work(g_.outputs.begin(), g_.outputs.end());
+    while (!work.empty()) {
+      int id = work.back();
+      work.pop_back();
+      if (id < 0 || live[static_cast<std::size_t>(id)]) continue;
+      live[static_cast<std::size_t>(id)] = true;
+      const Value& v = g_[id];
+      for (int o : v.operands) work.push_back(o);
+      if (v.base >= 0) work.push_back(v.base);
+      if (v.init_from >= 0) work.push_back(v.init_from);
+    }
+    for (const auto& c : model_calls_) {
+      for (std::size_t k = 0; k < c.results.size(); ++k) {
+        if (c.results[k] < 0 || live[static_cast<std::size_t>(c.results[k])]) continue;
+        Diagnostic d;
+        d.severity = Diagnostic::Severity::Warning;
+        d.loc = c.loc;
+        d.length = c.length;
+        d.message = "output " + std::to_string(k + 1) + (c.names[k].empty() ? "" : " (" + c.names[k] + ")") + " of model '" +
+                    c.model + "' is never used by build '" + build_.name + "' [-Wunused-output]";
+        d.source_line = spec_.line_at(d.loc);
+        bool dup = false;
+        for (const auto& w : warnings_) dup = dup || (w.loc.str() == d.loc.str() && w.message == d.message);
+        if (!dup) warnings_.push_back(std::move(d));
+      }
+    }
+  }
+
   std::string current_source() const { return stmt_ ? line_text(*stmt_) : std::string(); }
 
   // The statement as the parser understood it (comments dropped, spacing
@@ -282,6 +466,7 @@ class Tracer {
         out = "for " + s.targets[0] + " in range(" + (s.range_start ? s.range_start->str() + ", " : "") + s.value->str() + "):";
         break;
       case body::Stmt::Kind::Pass: out = "pass"; break;
+      case body::Stmt::Kind::Assert: out = "assert " + s.value->str(); break;
     }
     return out;
   }
@@ -354,13 +539,16 @@ class Tracer {
       for (const auto& [name, value] : given)
         if (name == a.name) v = &value;
       if (v) {
-        if (!to_arg(*v, a.type)) {
+        const bool symbolic = v->kind == TValue::Kind::Unknown || (v->kind == TValue::Kind::Sym && a.type == spec::ArgType::Int);
+        if (!symbolic && !to_arg(*v, a.type)) {
           fail(loc, "argument '" + a.name + "' of model '" + m.name + "' is " + spec::arg_type_name(a.type) + ", but got " +
                         kind_word(v->kind));
         }
         frame.env[a.name] = *v;
       } else if (a.default_value) {
         frame.env[a.name] = from_arg(*a.default_value);
+      } else if (symbolic_ && &m == spec_.find_model(build_.model)) {
+        frame.env[a.name] = a.type == spec::ArgType::Int ? TValue::size(Dim::symbol(a.name)) : TValue::unknown(a.name);
       } else {
         fail(loc, "model '" + m.name + "' needs its argument '" + a.name + "'");
       }
@@ -369,13 +557,23 @@ class Tracer {
 
   // --- models -------------------------------------------------------------------
 
-  std::vector<TValue> trace_model(Frame& frame, const spec::Model& m, const std::optional<SourceLoc>& call_site = std::nullopt) {
+  // Traces a model's body. `check_inputs` (a call from another model) checks
+  // the tensors passed against the where line; it runs after the body's
+  // leading asserts, so that a model's stated preconditions speak first.
+  std::vector<TValue> trace_model(Frame& frame, const spec::Model& m, const std::function<void()>& check_inputs = {}) {
     if (++depth_ > kMaxModelDepth) fail(m.loc, "models call each other more than " + std::to_string(kMaxModelDepth) + " deep");
     std::string saved_scope = scope_;
     const spec::Text* saved_text = text_;
     const body::Stmt* saved_stmt = stmt_;
     scope_ = frame.scope;
     text_ = &m.call;
+    // The leading asserts (preconditions) see the arguments, the inputs and
+    // the where line's symbols; the parameters are made after them.
+    bind_where_symbols(frame, m);
+    const body::Program& program = parsed(m);
+    std::size_t first = 0;
+    for (; first < program.statements.size() && program.statements[first]->kind == body::Stmt::Kind::Assert; ++first)
+      run_stmt(frame, *program.statements[first]);
     // Parameters of this instance.
     for (const auto& p : m.params) {
       Shape shape;
@@ -390,11 +588,18 @@ class Tracer {
       frame.env[p.name] = TValue::tensor(id);
     }
     const std::optional<Declared> decl = declared(frame, m);
-    const body::Program& program = parsed(m);
     std::vector<TValue> results;
     std::optional<Returned> ret;
+    if (check_inputs) {
+      text_ = saved_text;
+      stmt_ = saved_stmt;
+      scope_ = saved_scope;
+      check_inputs();
+      scope_ = frame.scope;
+      text_ = &m.call;
+    }
     try {
-      run_block(frame, program.statements);
+      for (std::size_t k = first; k < program.statements.size(); ++k) run_stmt(frame, *program.statements[k]);
     } catch (Returned& r) {
       results = r.values;
       ret = std::move(r);
@@ -403,8 +608,35 @@ class Tracer {
     text_ = saved_text;
     stmt_ = saved_stmt;
     --depth_;
-    if (decl) check_outputs(m, *decl, results, ret, call_site);
+    if (decl) {
+      std::vector<Shape> shapes;
+      for (const auto& r : results) shapes.push_back(r.kind == TValue::Kind::Tensor ? val(r.id).shape : Shape{});
+      detail::check_outputs(spec_, m, *decl, results, shapes, ret);
+    }
     return results;
+  }
+
+  // The symbols of a model's where line that its inputs bind (`n` of
+  // X[batch n]) are names of the body too, unless an argument, parameter or
+  // input has that name: a size known while tracing is an integer, a
+  // run-time one a size that only asserts can use (checked at run time).
+  void bind_where_symbols(Frame& frame, const spec::Model& m) {
+    if (!m.where) return;
+    for (const auto& in : m.where->inputs) {
+      auto it = in.name ? frame.env.find(*in.name) : frame.env.end();
+      if (it == frame.env.end() || it->second.kind != TValue::Kind::Tensor) continue;
+      const Shape s = val(it->second.id).shape;
+      const auto& dims = in.dims;
+      std::size_t batch = dims.size();
+      for (std::size_t i = 0; i < dims.size(); ++i)
+        if (dims[i].kind == subscript::Subscript::Kind::Batch) batch = i;
+      if (batch == dims.size() ? s.size() != dims.size() : s.size() + 1 < dims.size()) continue;  // the where check reports it
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        if (dims[i].kind != subscript::Subscript::Kind::Symbol || frame.env.count(dims[i].name)) continue;
+        const std::size_t axis = i < batch ? i : s.size() - (dims.size() - i);
+        frame.env[dims[i].name] = TValue::size(s[axis]);
+      }
+    }
   }
 
   const body::Program& parsed(const spec::Model& m) {
@@ -429,6 +661,8 @@ class Tracer {
     text_ = &text;
     TValue v = eval(frame, *e);
     text_ = saved;
+    if (v.kind == TValue::Kind::Sym) return v.dim;
+    if (v.kind == TValue::Kind::Unknown) not_known(*e, v, "the shape of parameter '" + p.name + "'");
     if (v.kind != TValue::Kind::Int || v.i < 0) {
       fail(text.loc, "the shape of parameter '" + p.name + "' needs sizes >= 0, but " + quote(text.value) + " is " +
                          (v.kind == TValue::Kind::Int ? std::to_string(v.i) : std::string(kind_word(v.kind))));
@@ -460,6 +694,7 @@ class Tracer {
       if (it == frame.env.end()) continue;
       const TValue& v = it->second;
       if (v.kind == TValue::Kind::Int) d.args[a.name] = shape::Value::scalar(Dim(v.i));
+      if (v.kind == TValue::Kind::Sym) d.args[a.name] = shape::Value::scalar(v.dim);
       if (v.kind == TValue::Kind::List && a.type == spec::ArgType::Ints) {
         Shape dims;
         for (const auto& x : v.items) dims.push_back(Dim(x.i));
@@ -472,164 +707,6 @@ class Tracer {
       d.inputs.push_back(val(it->second.id).shape);
     }
     return d;
-  }
-
-  // True when the dims can differ: different sizes, or symbolic expressions
-  // that give different sizes for some values of their run-time symbols.
-  // `expected` is "?" (any) where the where line leaves an output dim to the
-  // body (conv2d's h_out).
-  static bool dims_differ(const Dim& expected, const Dim& got) {
-    if (!expected.is_known() && (expected.str() == "?" || expected.str() == "~")) return false;
-    if (expected == got) return false;
-    if (expected.is_known() && got.is_known()) return true;
-    std::vector<std::string> names = expected.symbols();
-    for (const auto& n : got.symbols())
-      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-    // Three sets of distinct values; an expression that divides by zero or
-    // overflows for one set is judged by the others.
-    for (std::int64_t base : {2, 17, 101}) {
-      auto lookup = [&](const std::string& name) -> std::optional<Dim> {
-        auto k = static_cast<std::int64_t>(std::find(names.begin(), names.end(), name) - names.begin());
-        return Dim(base + k * (base % 7 + 3));
-      };
-      try {
-        Dim a = expected.substitute(lookup), b = got.substitute(lookup);
-        if (a.is_known() && b.is_known() && a.value() != b.value()) return true;
-      } catch (const std::exception&) {
-        continue;
-      }
-    }
-    return false;
-  }
-
-  // The subscript of `arg` that axis `axis` of a predicted shape of `rank`
-  // dims comes from: "n", "~" or "" (an integer).
-  static std::string subscript_at(const subscript::Argument& arg, std::size_t axis, std::size_t rank) {
-    const auto& dims = arg.dims;
-    std::size_t batch = dims.size();
-    for (std::size_t i = 0; i < dims.size(); ++i)
-      if (dims[i].kind == subscript::Subscript::Kind::Batch) batch = i;
-    const subscript::Subscript* s = nullptr;
-    if (batch == dims.size()) {
-      if (rank == dims.size()) s = &dims[axis];
-    } else if (axis < batch) {
-      s = &dims[axis];
-    } else if (rank + 1 >= dims.size() && axis + (dims.size() - batch - 1) >= rank) {
-      s = &dims[dims.size() - (rank - axis)];
-    } else {
-      return "~";
-    }
-    if (!s || s->kind == subscript::Subscript::Kind::Integer) return "";
-    return s->kind == subscript::Subscript::Kind::Batch ? "~" : s->name;
-  }
-
-  static std::string ordinal(std::size_t n) {
-    const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
-    return std::to_string(n) + suffix;
-  }
-
-  // The tensors a model's body returned against the outputs of its where
-  // line: their count, and the rank and every dim of each, with symbols
-  // bound by the inputs (and arguments) as the where line binds them. A
-  // Shape-Error report at the return statement, with notes at the where
-  // line's output and, for a model called by another, at the call.
-  void check_outputs(const spec::Model& m, const Declared& in, const std::vector<TValue>& results,
-                     const std::optional<Returned>& ret, const std::optional<SourceLoc>& call_site) {
-    const subscript::Declaration& decl = *m.where;
-    const shape::CheckResult predicted = shape::check(decl, in.args, in.inputs);
-    std::vector<Shape> returned;
-    for (const auto& r : results) returned.push_back(r.kind == TValue::Kind::Tensor ? val(r.id).shape : Shape{Dim::symbol("?")});
-    std::vector<shape::Report> reports;
-    std::string message;
-    std::size_t culprit = 0;  // the output the notes point at
-    auto declared_str = [&](std::size_t k) {
-      return decl.outputs[k].str() + " = " + shape::shape_str(predicted.outputs[k].shape);
-    };
-    if (results.size() != decl.outputs.size()) {
-      std::string outs;
-      for (const auto& o : decl.outputs) outs += (outs.empty() ? "" : " ") + o.str();
-      message = "model '" + m.name + "' returns " + std::to_string(results.size()) + " result" + (results.size() == 1 ? "" : "s") +
-                ", but its where line declares " + std::to_string(decl.outputs.size()) + " output" +
-                (decl.outputs.size() == 1 ? "" : "s") + ": " + outs;
-      reports.push_back({"", "Couldn't step forward: the model declares " + std::to_string(decl.outputs.size()) + " output" +
-                                 (decl.outputs.size() == 1 ? "" : "s") + " (" + outs + "), but its body returns " +
-                                 std::to_string(results.size()) + ": " + shape::shapes_str(returned) + ".",
-                         std::nullopt, 1});
-    } else {
-      for (std::size_t k = 0; k < results.size(); ++k) {
-        const subscript::Argument& arg = decl.outputs[k];
-        const Shape& want = predicted.outputs[k].shape;
-        const std::string label = "the " + ordinal(k + 1) + " output " + arg.str();
-        const std::string name = arg.name ? *arg.name : arg.str();
-        std::string first;
-        if (results[k].kind != TValue::Kind::Tensor) {
-          first = "model '" + m.name + "' returns " + kind_word(results[k].kind) + " as its output " + name +
-                  ", but its where line declares the tensor " + arg.str();
-          reports.push_back({name, "Couldn't identify " + label + ": the body returns " + kind_word(results[k].kind) +
-                                       ", not a tensor.",
-                             arg.offset, arg.length});
-        } else if (want.size() != returned[k].size()) {
-          first = "model '" + m.name + "' returns " + name + " with shape " + shape::shape_str(returned[k]) +
-                  ", but its where line declares " + declared_str(k);
-          reports.push_back({name, "Couldn't identify the rank of " + label + ": it needs " + std::to_string(want.size()) +
-                                       " dim" + (want.size() == 1 ? "" : "s") + ", but got " +
-                                       std::to_string(returned[k].size()) + ".\n Expected " + declared_str(k) +
-                                       ", but got: " + shape::shape_str(returned[k]),
-                             arg.offset, arg.length});
-        } else {
-          for (std::size_t axis = 0; axis < want.size(); ++axis) {
-            if (!dims_differ(want[axis], returned[k][axis])) continue;
-            if (first.empty()) {
-              first = "model '" + m.name + "' returns " + name + " with shape " + shape::shape_str(returned[k]) +
-                      ", but its where line declares " + declared_str(k);
-            }
-            std::string sub = subscript_at(arg, axis, want.size());
-            std::string what = sub.empty() ? "axis " + std::to_string(axis) : sub;
-            reports.push_back({sub, "Couldn't identify " + what + " of " + label + ": " + what + " is determined as " +
-                                        (want[axis].is_known() ? "" : "the run-time dim ") + want[axis].str() + "\n but got: " + returned[k][axis].str() + " at axis " +
-                                        std::to_string(axis) + ".\n Expected " + declared_str(k) + ", but got: " +
-                                        shape::shape_str(returned[k]),
-                               arg.offset, arg.length});
-          }
-        }
-        if (message.empty() && !first.empty()) {
-          message = first;
-          culprit = k;
-        }
-      }
-    }
-    if (reports.empty()) return;
-    shape::CheckResult r;
-    r.outputs = predicted.outputs;
-    r.reports = std::move(reports);
-    shape::CheckOptions o;
-    o.operation = m.name;
-    o.kind = "Model";
-    o.returned = returned;
-    Diagnostic d;
-    d.loc = ret ? ret->loc : m.where_text->loc;
-    d.length = ret ? ret->length : 1;
-    d.message = message;
-    d.source_line = spec_.line_at(d.loc);
-    d.detail = shape::render_report(decl, in.inputs, r, o);
-    std::vector<Diagnostic> all{d};
-    Diagnostic where;
-    where.severity = Diagnostic::Severity::Note;
-    const subscript::Argument& out = decl.outputs[std::min(culprit, decl.outputs.size() - 1)];
-    where.loc = m.where_text->at(out.offset);
-    where.length = static_cast<int>(std::max<std::size_t>(1, out.length));
-    where.message = "the where line of model '" + m.name + "' declares " + out.str() + " here";
-    where.source_line = spec_.line_at(where.loc);
-    all.push_back(std::move(where));
-    if (call_site) {
-      Diagnostic call;
-      call.severity = Diagnostic::Severity::Note;
-      call.loc = *call_site;
-      call.message = "in this call of model '" + m.name + "'";
-      call.source_line = spec_.line_at(call.loc);
-      all.push_back(std::move(call));
-    }
-    throw UserError(std::move(all));
   }
 
   // --- statements ---------------------------------------------------------------
@@ -666,8 +743,10 @@ class Tracer {
         }
         throw r;
       }
+      case body::Stmt::Kind::Assert: run_assert(frame, s); return;
       case body::Stmt::Kind::If: {
         TValue c = eval(frame, *s.value);
+        if (c.is_symbolic()) not_known(*s.value, c, "the condition of 'if'");
         if (c.kind == TValue::Kind::Tensor) {
           fail_at(*s.value, "an if condition is evaluated while tracing, so it cannot depend on a tensor; use select() for "
                             "element-wise choices");
@@ -697,6 +776,7 @@ class Tracer {
 
   std::int64_t int_of(Frame& frame, const body::Expr& e, const std::string& what) {
     TValue v = eval(frame, e);
+    if (v.is_symbolic()) not_known(e, v, "the " + what);
     if (v.kind != TValue::Kind::Int) fail_at(e, what + " must be an integer, but this is " + std::string(kind_word(v.kind)));
     return v.i;
   }
@@ -724,6 +804,8 @@ class Tracer {
       }
       case K::Unary: {
         TValue v = eval(frame, *e.operands[0]);
+        if (v.is_symbolic() && !(e.op == "-" && v.kind == TValue::Kind::Sym)) not_known(e, v, "'" + e.str() + "'");
+        if (v.kind == TValue::Kind::Sym) return TValue::size(Dim::binary('-', Dim(0), v.dim));
         if (e.op == "not") {
           if (!v.is_number()) fail_at(e, "'not' needs a bool, but got " + std::string(kind_word(v.kind)));
           return TValue::of_bool(v.number() == 0);
@@ -748,6 +830,10 @@ class Tracer {
         if (e.name == "shape") {
           std::vector<TValue> dims;
           for (const auto& d : v.shape) {
+            if (!d.is_known() && (symbolic_ || in_assert_)) {
+              dims.push_back(TValue::size(d));
+              continue;
+            }
             if (!d.is_known()) fail_at(e, "x.shape has the run-time dim '" + d.str() + "', which is not known while tracing");
             dims.push_back(TValue::of_int(d.value()));
           }
@@ -767,17 +853,35 @@ class Tracer {
     const std::string& op = e.op;
     if (op == "and" || op == "or") {
       TValue l = eval(frame, *e.operands[0]);
+      if (op == "and" && (l.kind == TValue::Kind::Cond || (l.is_number() && l.number() != 0))) {
+        // A conjunction of comparisons of run-time sizes stays a condition (an assert checked at run time).
+        TValue r = eval(frame, *e.operands[1]);
+        if (r.kind == TValue::Kind::Cond || l.kind == TValue::Kind::Cond) {
+          if (r.is_number() && r.number() == 0) return TValue::of_bool(false);
+          if (r.is_symbolic() && r.kind != TValue::Kind::Cond) not_known(*e.operands[1], r, "'" + e.str() + "'");
+          if (!r.is_number() && r.kind != TValue::Kind::Cond) fail_at(*e.operands[1], "'and' needs bools, but got " + std::string(kind_word(r.kind)));
+          TValue c = l.kind == TValue::Kind::Cond ? l : r;
+          if (l.kind == TValue::Kind::Cond && r.kind == TValue::Kind::Cond) c.conds.insert(c.conds.end(), r.conds.begin(), r.conds.end());
+          return c;
+        }
+        if (r.is_symbolic()) not_known(*e.operands[1], r, "'" + e.str() + "'");
+        if (!r.is_number()) fail_at(*e.operands[1], "'" + op + "' needs bools, but got " + std::string(kind_word(r.kind)));
+        return TValue::of_bool(r.number() != 0);
+      }
+      if (l.is_symbolic()) not_known(*e.operands[0], l, "'" + e.str() + "'");
       if (!l.is_number()) fail_at(*e.operands[0], "'" + op + "' needs bools, but got " + std::string(kind_word(l.kind)));
       bool lv = l.number() != 0;
       if (op == "and" && !lv) return TValue::of_bool(false);
       if (op == "or" && lv) return TValue::of_bool(true);
       TValue r = eval(frame, *e.operands[1]);
+      if (r.is_symbolic()) not_known(*e.operands[1], r, "'" + e.str() + "'");
       if (!r.is_number()) fail_at(*e.operands[1], "'" + op + "' needs bools, but got " + std::string(kind_word(r.kind)));
       return TValue::of_bool(r.number() != 0);
     }
     TValue l = eval(frame, *e.operands[0]);
     TValue r = eval(frame, *e.operands[1]);
     bool lt = l.kind == TValue::Kind::Tensor, rt_ = r.kind == TValue::Kind::Tensor;
+    if (!lt && !rt_ && (l.is_symbolic() || r.is_symbolic())) return size_binary(e, l, r);
     if (!lt && !rt_) return constant_binary(e, l, r);
     static const std::map<std::string, std::string> nodes = {{"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"},
                                                              {"**", "pow"}, {"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
@@ -791,6 +895,7 @@ class Tracer {
     // A tensor and a number: the scalar variants.
     int t = lt ? l.id : r.id;
     const TValue& num = lt ? r : l;
+    if (num.is_symbolic()) not_known(e, num, "'" + e.str() + "'");
     if (!num.is_number()) fail_at(e, "cannot combine a tensor with " + std::string(kind_word(num.kind)));
     double x = num.number();
     if (op == "+") return call_node_simple(e, "add_scalar", {t}, {spec::ArgValue(x)});
@@ -913,6 +1018,11 @@ class Tracer {
     Shape out;
     int infer = -1;
     for (std::size_t k = 0; k < dims.size(); ++k) {
+      if (dims[k].kind == TValue::Kind::Sym) {
+        out.push_back(dims[k].dim);
+        continue;
+      }
+      if (dims[k].is_symbolic()) not_known(e, dims[k], "this reshape");
       if (dims[k].kind != TValue::Kind::Int) fail_at(e, "reshape takes integers, but got " + std::string(kind_word(dims[k].kind)));
       if (dims[k].i == -1) {
         if (infer >= 0) fail_at(e, "reshape takes at most one -1");
@@ -1008,6 +1118,7 @@ class Tracer {
         if (name == a.name) given = &v;
       std::optional<spec::ArgValue> value;
       if (given) {
+        if (given->is_symbolic()) not_known(e, *given, "argument '" + a.name + "' of node '" + node.name + "'");
         value = to_arg(*given, a.type);
         if (!value) {
           fail_at(e, "argument '" + a.name + "' of node '" + node.name + "' is " + spec::arg_type_name(a.type) + ", but got " +
@@ -1050,7 +1161,7 @@ class Tracer {
     int rank = static_cast<int>(out_shape.size());
     // Device: the first in the build's priority order with an implementation.
     const spec::Impl* impl = choose_impl(node, rank, args, e);
-    if (impl->kind == spec::BodyKind::Build && impl->build == build_.name) {
+    if (impl && impl->kind == spec::BodyKind::Build && impl->build == build_.name) {
       fail_at(e, "build '" + build_.name + "' calls itself as a node; a build cannot be part of its own model");
     }
     Value v = fresh(Kind::Call, out_shape, at(e.offset), current_source());
@@ -1097,6 +1208,11 @@ class Tracer {
 
   const spec::Impl* choose_impl(const spec::Node& node, int rank, const std::vector<spec::ArgValue>& args,
                                 const body::Expr& e) {
+    if (symbolic_) {
+      // `wfgen check` of a model by itself: no build, so no device order; any implementation will do.
+      auto impls = spec_.impls_of(node.name);
+      return impls.empty() ? nullptr : impls.front();
+    }
     std::string tried;
     for (const auto& device : build_.devices) {
       for (const spec::Impl* impl : spec_.impls_of(node.name)) {
@@ -1188,6 +1304,7 @@ class Tracer {
       const TValue& a = kw.at("axis");
       std::vector<TValue> items = a.kind == TValue::Kind::List ? a.items : std::vector<TValue>{a};
       for (const auto& it : items) {
+        if (it.is_symbolic()) not_known(e, it, "the axis of " + op);
         if (it.kind != TValue::Kind::Int) fail_at(e, "axis must be an integer or a list of integers");
         std::int64_t ax = it.i < 0 ? it.i + rank : it.i;
         if (ax < 0 || ax >= rank) fail_at(e, "axis " + std::to_string(it.i) + " is out of range for rank " + std::to_string(rank));
@@ -1271,9 +1388,16 @@ class Tracer {
     }
     if (name == "int") {
       // int(x): a number of the arguments truncated towards zero, as in Python (int(d_model / heads)).
+      if (pos.size() == 1 && pos[0].is_symbolic()) not_known(e, pos[0], "'" + e.str() + "'");
       if (pos.size() != 1 || !kw.empty() || !pos[0].is_number()) fail_at(e, "int(x) takes one number");
       double x = pos[0].number();
       if (!std::isfinite(x) || std::fabs(x) >= 9.2e18) fail_at(e, "int(x) of a value out of range");
+      if (x != std::trunc(x)) {
+        warn(e, "int(" + e.args[0].value->str() + ") truncates " + number_str(x) + " to " +
+                    std::to_string(static_cast<std::int64_t>(x)) + (stack_.empty() ? "" : " in model '" + stack_.back()->name + "'") +
+                    "; the division is not exact",
+             "truncation");
+      }
       return TValue::of_int(static_cast<std::int64_t>(x));
     }
     std::vector<std::string> names;
@@ -1296,6 +1420,7 @@ class Tracer {
     int rank = static_cast<int>(s.size());
     std::vector<TValue> flat = args.size() == 1 && args[0].kind == TValue::Kind::List ? args[0].items : args;
     auto axis_of = [&](const TValue& v, int limit) {
+      if (v.is_symbolic()) not_known(e, v, "the axis of '" + name + "'");
       if (v.kind != TValue::Kind::Int) fail_at(e, "'" + name + "' takes integer axes");
       std::int64_t a = v.i < 0 ? v.i + limit : v.i;
       if (a < 0 || a >= limit) fail_at(e, "axis " + std::to_string(v.i) + " is out of range for rank " + std::to_string(rank));
@@ -1305,6 +1430,7 @@ class Tracer {
     if (name == "size") {
       if (flat.size() != 1) fail_at(e, "size takes one axis: x.size(k)");
       const Dim& d = s[static_cast<std::size_t>(axis_of(flat[0], rank))];
+      if (!d.is_known() && (symbolic_ || in_assert_)) return TValue::size(d);
       if (!d.is_known()) fail_at(e, "axis " + std::to_string(flat[0].i) + " has the run-time size '" + d.str() + "', which is not known while tracing");
       return TValue::of_int(d.value());
     }
@@ -1353,6 +1479,11 @@ class Tracer {
     if (name == "broadcast_to") {
       Shape to;
       for (const auto& v : flat) {
+        if (v.kind == TValue::Kind::Sym) {
+          to.push_back(v.dim);
+          continue;
+        }
+        if (v.is_symbolic()) not_known(e, v, "broadcast_to");
         if (v.kind != TValue::Kind::Int) fail_at(e, "broadcast_to takes sizes");
         to.push_back(Dim(v.i));
       }
@@ -1368,6 +1499,7 @@ class Tracer {
     if (obj.kind == TValue::Kind::List) {
       if (e.items.size() != 1 || e.items[0].is_slice) fail_at(e, "lists are indexed with one integer");
       TValue i = eval(frame, *e.items[0].index);
+      if (i.is_symbolic()) not_known(e, i, "a list index");
       if (i.kind != TValue::Kind::Int) fail_at(e, "a list index must be an integer");
       std::int64_t n = static_cast<std::int64_t>(obj.items.size());
       std::int64_t k = i.i < 0 ? i.i + n : i.i;
@@ -1394,11 +1526,16 @@ class Tracer {
       auto int_or = [&](const body::ExprPtr& p, std::int64_t fallback) -> std::optional<std::int64_t> {
         if (!p) return fallback;
         TValue v = eval(frame, *p);
+        if (v.is_symbolic()) not_known(*p, v, "a slice bound");
         if (v.kind != TValue::Kind::Int) fail_at(*p, "slice bounds must be integers");
         return v.i;
       };
       if (!size.is_known()) {
         // Run-time dims can only be taken whole.
+        if ((!it.is_slice || it.start || it.stop || it.step) && symbolic_) {
+          throw Undecided{at(e.offset), static_cast<int>(std::max<std::size_t>(1, e.length)),
+                          "'" + quote(e.str(), 60) + "' slices axis " + std::to_string(k) + " of unknown size " + size.str()};
+        }
         if (!it.is_slice || it.start || it.stop || it.step) fail_at(e, "axis " + std::to_string(k) + " has the run-time size " + size.str() + " and can only be taken whole (:)");
         starts.push_back(Dim(0));
         stops.push_back(size);
@@ -1487,12 +1624,15 @@ class Tracer {
       args.push_back(kv);
     }
     bind_args(frame, m, args, at(e.offset));
-    // The callee's where line, when it has one, checks the tensors passed.
-    if (m.where) {
+    // The callee's where line, when it has one, checks the tensors passed
+    // (after the callee's leading asserts, its stated preconditions).
+    auto check_inputs = [&] {
+      if (!m.where) return;
       shape::Args sa;
       for (const auto& a : m.args) {
         const TValue& v = frame.env[a.name];
         if (v.kind == TValue::Kind::Int) sa[a.name] = shape::Value::scalar(Dim(v.i));
+        if (v.kind == TValue::Kind::Sym) sa[a.name] = shape::Value::scalar(v.dim);
       }
       std::vector<Shape> shapes;
       for (const auto& in : m.inputs) shapes.push_back(val(frame.env[in].id).shape);
@@ -1504,14 +1644,50 @@ class Tracer {
         o.operation = m.name;
         fail_at(e, "shape error in a call of model '" + m.name + "'", shape::render_report(d, shapes, r, o));
       }
-    }
+    };
+    const SourceLoc site = at(e.offset);
+    const int site_length = static_cast<int>(std::max<std::size_t>(1, e.length));
     stack_.push_back(&m);
-    std::vector<TValue> results = trace_model(frame, m, at(e.offset));
+    std::vector<TValue> results;
+    try {
+      results = trace_model(frame, m, check_inputs);
+    } catch (const UserError& err) {
+      // The chain of calls, outermost first: each caller adds its call
+      // right after the error, before the notes of the calls inside it.
+      std::vector<Diagnostic> ds = err.diagnostics();
+      if (ds.empty() || ds[0].loc.str() != site.str()) {
+        Diagnostic call;
+        call.severity = Diagnostic::Severity::Note;
+        call.loc = site;
+        call.length = site_length;
+        call.message = "in this call of model '" + m.name + "'";
+        call.source_line = spec_.line_at(call.loc);
+        ds.insert(ds.begin() + (ds.empty() ? 0 : 1), std::move(call));
+      }
+      throw UserError(std::move(ds));
+    }
     stack_.pop_back();
     if (results.empty()) fail_at(e, "model '" + m.name + "' returns nothing");
+    if (results.size() > 1 && !in_stdlib(site)) {
+      ModelCall c{site, site_length, m.name, {}, {}};
+      for (std::size_t k = 0; k < results.size(); ++k) {
+        c.results.push_back(results[k].kind == TValue::Kind::Tensor ? results[k].id : -1);
+        c.names.push_back(m.where && k < m.where->outputs.size() && m.where->outputs[k].name ? *m.where->outputs[k].name : "");
+      }
+      model_calls_.push_back(std::move(c));
+    }
     if (results.size() == 1) return results[0];
     return TValue::list(std::move(results));
   }
+
+  // A call of a model with several results (for -Wunused-output).
+  struct ModelCall {
+    SourceLoc loc;
+    int length = 1;
+    std::string model;
+    std::vector<int> results;  // graph values; -1: not a tensor
+    std::vector<std::string> names;
+  };
 
   const spec::Spec& spec_;
   const spec::Build& build_;
@@ -1523,6 +1699,11 @@ class Tracer {
   std::map<const spec::Model*, body::Program> programs_;
   std::map<std::string, int> instances_;
   std::vector<const spec::Model*> stack_;
+  bool symbolic_ = false;  // `wfgen check` of a model by itself
+  int tilde_rank_ = 1;     // symbolic_: the dims a `~` of an input stands for
+  bool in_assert_ = false; // evaluating an assert's condition: run-time sizes are values
+  std::vector<Diagnostic> warnings_;
+  std::vector<ModelCall> model_calls_;
   // Autodiff attribution.
   bool attributing_ = false;
   bool attr_pullback_ = true;
@@ -1534,7 +1715,50 @@ class Tracer {
 
 }  // namespace
 
-graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build) { return Tracer(spec, build).run(); }
+graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build, std::vector<Diagnostic>* warnings) {
+  Tracer t(spec, build);
+  graph::Graph g = t.run();
+  if (warnings) warnings->insert(warnings->end(), t.warnings().begin(), t.warnings().end());
+  return g;
+}
+
+std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& model) {
+  if (!model.where) return {};
+  spec::Build b;
+  b.name = model.name;
+  b.model = model.name;
+  b.devices = {};
+  bool tilde = false;
+  for (const auto& in : model.where->inputs)
+    for (const auto& d : in.dims) tilde = tilde || d.kind == subscript::Subscript::Kind::Batch;
+  std::optional<UserError> first;
+  for (int rank : tilde ? std::vector<int>{1, 0, 2} : std::vector<int>{1}) {
+    try {
+      Tracer(spec, b, rank).run();
+      return {};
+    } catch (const Undecided& u) {
+      Diagnostic d;
+      d.severity = Diagnostic::Severity::Note;
+      d.loc = u.loc;
+      d.length = u.length;
+      d.message = "model '" + model.name + "' is checked up to here: " + u.message;
+      d.source_line = spec.line_at(d.loc);
+      return {d};
+    } catch (const UserError& e) {
+      // A value without a value reaching a check that does not expect one: not decidable either.
+      const std::string what = e.what();
+      if (what.find("known only at run time") != std::string::npos || what.find("an argument without a value") != std::string::npos) {
+        Diagnostic d = e.diagnostics().front();
+        d.severity = Diagnostic::Severity::Note;
+        d.message = "model '" + model.name + "' is checked up to here: " + d.message;
+        d.detail.clear();
+        return {d};
+      }
+      if (!first) first = e;
+    }
+  }
+  throw *first;
+}
 
 namespace detail {
 

@@ -14,8 +14,21 @@
 namespace wfgen::trace {
 
 // Traces `build` (its model with the build's arguments, dtype and devices).
-// Throws UserError.
-graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build);
+// Throws UserError. Warnings found while tracing (-Wtruncation,
+// -Wunused-output) are appended to `warnings` when it is given.
+//
+// An `assert` of a body is checked here when its condition is known while
+// tracing (a failure is an error at the assert, or, inside a model of the
+// standard library, at the user's call, with the chain of calls as notes);
+// one on run-time dims becomes a Graph::assertions entry.
+graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build, std::vector<Diagnostic>* warnings = nullptr);
+
+// `wfgen check` of one model by itself, as no build would: its arguments
+// without a default and the symbols of its where line stay symbolic, `~` is
+// tried as one, none and two dims. Throws UserError for what is wrong
+// whatever the values; returns notes for what cannot be decided without them
+// (the first statement that needs a value the model does not give).
+std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& model);
 
 // Autodiff (cl-waffe2's compile-forward-and-backward, at build time): appends
 // the pullback of a traced graph. Each call is differentiated with its node's

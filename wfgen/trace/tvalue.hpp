@@ -1,0 +1,83 @@
+// Internal to wfgen/trace: a value while tracing, and the checks of a
+// model's results that run outside the tracer (outputs.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wfgen/graph/graph.hpp"
+#include "wfgen/spec/spec.hpp"
+
+namespace wfgen::trace::detail {
+
+// One comparison of sizes: `lhs op rhs` with op one of == != < <= > >=.
+struct SizeCompare {
+  shape::Dim lhs;
+  std::string op;
+  shape::Dim rhs;
+};
+
+// A value while tracing: a tensor (graph value id), a plain value, or a
+// size that is only known at run time (Sym: a where symbol bound by a
+// run-time dim, x.size(k) of one inside an assert; or, while `wfgen check`
+// traces a model no build uses, an int argument without a value). Cond is
+// a conjunction of comparisons of such sizes (an assert checked at run
+// time); Unknown is an argument of another type without a value (`what`
+// names it): anything that needs its value cannot be decided.
+struct TValue {
+  enum class Kind { None, Tensor, Int, Float, Bool, List, Sym, Cond, Unknown };
+  Kind kind = Kind::None;
+  int id = -1;
+  std::int64_t i = 0;
+  double f = 0;
+  std::vector<TValue> items;
+  shape::Dim dim;
+  std::vector<SizeCompare> conds;
+  std::string what;
+
+  static TValue tensor(int id) { TValue v; v.kind = Kind::Tensor; v.id = id; return v; }
+  static TValue of_int(std::int64_t x) { TValue v; v.kind = Kind::Int; v.i = x; return v; }
+  static TValue of_float(double x) { TValue v; v.kind = Kind::Float; v.f = x; return v; }
+  static TValue of_bool(bool x) { TValue v; v.kind = Kind::Bool; v.i = x ? 1 : 0; return v; }
+  static TValue list(std::vector<TValue> items) { TValue v; v.kind = Kind::List; v.items = std::move(items); return v; }
+  // A size: an Int when it is known, else a Sym.
+  static TValue size(const shape::Dim& d) {
+    if (d.is_known()) return of_int(d.value());
+    TValue v;
+    v.kind = Kind::Sym;
+    v.dim = d;
+    return v;
+  }
+  static TValue unknown(std::string what) { TValue v; v.kind = Kind::Unknown; v.what = std::move(what); return v; }
+  bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
+  bool is_symbolic() const { return kind == Kind::Sym || kind == Kind::Cond || kind == Kind::Unknown; }
+  double number() const { return kind == Kind::Float ? f : static_cast<double>(i); }
+};
+
+const char* kind_word(TValue::Kind k);
+
+// What a model's where line is checked with: its arguments and the shapes of
+// the tensors passed in (taken before the body can rebind their names).
+struct Declared {
+  shape::Args args;
+  std::vector<shape::Shape> inputs;
+};
+
+// What a model's body returned: a tensor's shape, or the kind of a value
+// that is not a tensor.
+struct Returned {
+  std::vector<TValue> values;
+  std::vector<shape::Shape> shapes;  // of the tensors (empty for the others)
+  SourceLoc loc;                     // the return statement
+  int length = 1;
+};
+
+// The tensors a model's body returned against the outputs of its where
+// line (count, rank and every dim): throws UserError, a Shape-Error report
+// at the return statement with a note at the where line's output.
+void check_outputs(const spec::Spec& spec, const spec::Model& m, const Declared& in, const std::vector<TValue>& results,
+                   const std::vector<shape::Shape>& shapes, const std::optional<Returned>& ret);
+
+}  // namespace wfgen::trace::detail
