@@ -27,11 +27,12 @@ function(_wfgen_run out_var)
 endfunction()
 
 function(wfgen_add_library target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "COMMITTED;NO_FUSE" "NAMESPACE;OUTPUT_DIR"
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "COMMITTED;NO_FUSE;WARNINGS_AS_ERRORS" "NAMESPACE;OUTPUT_DIR"
                         "SPECS;BUILDS;NODES;DTYPES;RANKS;DEVICES")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "wfgen_add_library(${target}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS} "
-                        "(expected SPECS, BUILDS, NODES, DTYPES, RANKS, DEVICES, NAMESPACE, OUTPUT_DIR, COMMITTED, NO_FUSE)")
+                        "(expected SPECS, BUILDS, NODES, DTYPES, RANKS, DEVICES, NAMESPACE, OUTPUT_DIR, COMMITTED, NO_FUSE, "
+                        "WARNINGS_AS_ERRORS)")
   endif()
   if(NOT ARG_SPECS)
     message(FATAL_ERROR "wfgen_add_library(${target}): SPECS is required (the spec files to generate from)")
@@ -94,6 +95,12 @@ function(wfgen_add_library target)
   if(ARG_NO_FUSE)
     list(APPEND gen_args --no-fuse)
   endif()
+  # Warnings (unused parameters, truncations, ...; docs/diagnostics.md) fail
+  # the generation step, not the configure step that lists the outputs.
+  set(werror_args "")
+  if(ARG_WARNINGS_AS_ERRORS)
+    set(werror_args --warnings-as-errors)
+  endif()
 
   # The tool: an imported executable (installed package, or a host build
   # when cross-compiling) can run at configure time; the in-tree target of
@@ -134,7 +141,7 @@ function(wfgen_add_library target)
   else()
     set(stamp "${outdir}/.wfgen-outputs")
     set(depfile "${CMAKE_CURRENT_BINARY_DIR}/${target}.wfgen.d")
-    set(gen_command COMMAND ${tool} ${gen_args} -o "${outdir}" --depfile "${depfile}" --quiet)
+    set(gen_command COMMAND ${tool} ${gen_args} ${werror_args} -o "${outdir}" --depfile "${depfile}" --quiet)
     if(NOT aliased)
       # Which files `wfgen gen` writes, known at configure time. Configure
       # reruns when a spec changes, since that may change the list.
@@ -213,12 +220,12 @@ function(wfgen_add_library target)
       # Regenerate the committed files on request, and check them for drift
       # (ctest): --check compares in memory and prints a diff.
       add_custom_target(${target}_regenerate
-        COMMAND ${tool} ${gen_args} -o "${outdir_arg}"
+        COMMAND ${tool} ${gen_args} ${werror_args} -o "${outdir_arg}"
         WORKING_DIRECTORY "${workdir}"
         COMMENT "wfgen: regenerating the committed sources of ${target} in ${outdir}"
         VERBATIM)
       add_test(NAME ${target}_check_drift
-               COMMAND ${tool} ${gen_args} -o "${outdir_arg}" --check
+               COMMAND ${tool} ${gen_args} ${werror_args} -o "${outdir_arg}" --check
                WORKING_DIRECTORY "${workdir}")
     else()
       message(STATUS "wfgen_add_library(${target}): the wfgen tool is not available, so no ${target}_check_drift test")

@@ -646,3 +646,25 @@ TEST_CASE("random valid expressions round-trip through str()", "[body][fuzz]") {
   }
   CHECK(ok > 2500);
 }
+
+TEST_CASE("assert: a condition and an optional string message; elsewhere 'assert' is a name", "[body][assert]") {
+  const std::string text = "assert d % h == 0, \"d must be divisible by h\"\nassert n > 0 and m < 2\nassert = 3\nreturn x\n";
+  Program p = parse(text);
+  REQUIRE(p.statements.size() == 4);
+  const Stmt& a = *p.statements[0];
+  CHECK(a.kind == Stmt::Kind::Assert);
+  CHECK(a.value->str() == "d % h == 0");
+  CHECK(a.message == "d must be divisible by h");
+  CHECK(text.substr(a.message_offset, 1) == "\"");
+  CHECK(a.line == 1);
+  CHECK(a.length == text.find('\n'));
+  const Stmt& b = *p.statements[1];
+  CHECK(b.kind == Stmt::Kind::Assert);
+  CHECK(b.message.empty());
+  CHECK(b.value->str() == "n > 0 and m < 2");
+  CHECK(p.statements[2]->kind == Stmt::Kind::Assign);
+  CHECK(p.statements[2]->targets[0] == "assert");
+  // Single quotes too; a '#' inside the message is not a comment.
+  Program q = parse("assert k >= 1, 'k # must be positive'  # a comment\n");
+  CHECK(q.statements[0]->message == "k # must be positive");
+}

@@ -278,3 +278,40 @@ TEST_CASE("bad files made at test time: empty, blank, UTF-16, 100 MB, a folder, 
   }
   fs::remove_all(dir);
 }
+
+// --- models no build uses: `wfgen check` checks them too ----------------------------
+//
+// Each file of tests/spec/check/ has models but no build. `# expect:` lines
+// are the errors `wfgen check` must report (exit 2), `# note:` lines the
+// notes for what it cannot decide without the models' arguments (exit 0
+// when there is no error). spec::load accepts every one of them.
+TEST_CASE("wfgen check checks the bodies of models no build uses", "[spec][check]") {
+  fs::path dir = fs::path(WFGEN_TEST_DATA) / "spec" / "check";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".yaml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 8);
+  for (const auto& path : files) {
+    SECTION(path.filename().string()) {
+      const std::string text = read_file(path);
+      const std::vector<std::string> lines = split_lines(text);
+      std::vector<Expect> errors = expectations(text);
+      std::vector<std::string> notes;
+      static const std::regex note_re(R"(^# note: (\d+):(\d+): (.*)$)");
+      for (const auto& l : lines) {
+        std::smatch m;
+        if (std::regex_match(l, m, note_re)) notes.push_back(path.string() + ":" + std::string(m[1]) + ":" + std::string(m[2]) + ": note: " + std::string(m[3]));
+      }
+      REQUIRE((!errors.empty() || !notes.empty()));
+      CHECK_NOTHROW(wfgen::spec::load({path}));
+      std::ostringstream out, err;
+      int rc = wfgen::cli::check({{path}}, {out, err, false});
+      INFO("stderr:\n" << err.str());
+      CHECK(rc == (errors.empty() ? wfgen::cli::kOk : wfgen::cli::kBadInput));
+      for (const auto& e : errors) check_rendered(err.str(), path.string(), lines, e);
+      if (!errors.empty()) CHECK(err.str().find(std::to_string(errors.size()) + " error") != std::string::npos);
+      for (const auto& n : notes) CHECK(err.str().find(n + "\n") != std::string::npos);
+    }
+  }
+}

@@ -47,6 +47,41 @@ std::string json_string(const std::string& s) {
 
 namespace {
 
+bool same_place(const Diagnostic& a, const Diagnostic& b) {
+  return a.loc.file == b.loc.file && a.loc.line == b.loc.line && a.loc.col == b.loc.col && a.message == b.message;
+}
+
+}  // namespace
+
+std::size_t print_warnings(std::vector<Diagnostic> ws, bool as_errors, Streams io) {
+  std::stable_sort(ws.begin(), ws.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.loc.file, a.loc.line, a.loc.col, a.message) < std::tie(b.loc.file, b.loc.line, b.loc.col, b.message);
+  });
+  ws.erase(std::unique(ws.begin(), ws.end(), same_place), ws.end());
+  for (auto d : ws) {
+    if (as_errors) {
+      d.severity = Diagnostic::Severity::Error;
+      auto at = d.message.rfind(" [-W");
+      if (at != std::string::npos) d.message.insert(at + 2, "Werror,-");
+    }
+    io.err << render(d, io.color);
+  }
+  return ws.size();
+}
+
+namespace {
+
+// The warnings of the user's models (not those of the standard library).
+std::vector<Diagnostic> model_warnings(const spec::Spec& s) {
+  std::vector<Diagnostic> out;
+  for (const auto& m : s.models) {
+    if (m.from_stdlib) continue;
+    auto w = trace::lint_model(s, m);
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
 int report_user_error(const UserError& e, Streams io) {
   io.err << e.render(io.color);
   std::size_t n = 0;  // notes are not errors
@@ -164,6 +199,7 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
       passes::MemoryPlan plan;
       std::vector<lower::KernelRequest> needed;
       std::vector<emit::OutputFile> files;
+      std::vector<Diagnostic> warnings;
     };
     std::vector<BuildResult> results(chosen.size());
     // Fused kernels, shared by the builds (equal bodies generated once); they
@@ -174,7 +210,7 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
       parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
         const spec::Build& b = *chosen[i];
         BuildResult& r = results[i];
-        r.graph = trace::trace_build(s, b);
+        r.graph = trace::trace_build(s, b, &r.warnings);
         passes::PipelineOptions po;
         po.dump_after = o.dump_after;
         po.time_passes = o.time_passes;
@@ -201,6 +237,15 @@ int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& sp
       model_files.insert(model_files.end(), r.files.begin(), r.files.end());
     }
     if (error) std::rethrow_exception(error);
+    {
+      std::vector<Diagnostic> warnings = model_warnings(s);
+      for (auto& r : results) warnings.insert(warnings.end(), r.warnings.begin(), r.warnings.end());
+      const std::size_t n = print_warnings(diagnostics_as_given(warnings, specs, o.specs), o.warnings_as_errors, io);
+      if (n && o.warnings_as_errors) {
+        io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
+        return kBadInput;
+      }
+    }
     if (!o.stdlib && o.nodes.empty()) {
       // The user's own impls, every dtype and rank, plus what the builds call.
       sel.exact_only = true;
@@ -369,6 +414,40 @@ int check(const CheckOptions& options, Streams io) {
   try {
     spec::Spec s = spec::load(options.specs);
     passes::validate_paths(s);
+    // The models and builds again with the standard library, which they may call.
+    spec::Spec full = spec::load_with_stdlib(options.specs);
+    passes::validate_paths(full);
+    // Every model of the user's by itself, also those no build uses: names and
+    // calls resolved, then traced symbolically over its own where line.
+    std::vector<Diagnostic> errors, notes, warnings = model_warnings(full);
+    std::set<std::string> failed;
+    for (const auto& m : full.models) {
+      if (m.from_stdlib) continue;
+      try {
+        trace::resolve_model(full, m);
+        std::vector<Diagnostic> n = trace::check_model(full, m);
+        notes.insert(notes.end(), n.begin(), n.end());
+      } catch (const UserError& e) {
+        errors.insert(errors.end(), e.diagnostics().begin(), e.diagnostics().end());
+        failed.insert(m.name);
+      }
+    }
+    // Every build, traced as `wfgen gen` traces it (not again for a model found wrong above).
+    for (const auto& b : full.builds) {
+      if (failed.count(b.model)) continue;
+      try {
+        trace::trace_build(full, b, &warnings);
+      } catch (const UserError& e) {
+        errors.insert(errors.end(), e.diagnostics().begin(), e.diagnostics().end());
+      }
+    }
+    const std::size_t n_warnings = print_warnings(warnings, options.warnings_as_errors, io);
+    if (!errors.empty()) return report_user_error(UserError(errors), io);
+    if (n_warnings && options.warnings_as_errors) {
+      io.err << n_warnings << " error" << (n_warnings == 1 ? "" : "s") << " generated.\n";
+      return kBadInput;
+    }
+    for (const auto& d : notes) io.err << render(d, io.color);
     for (const auto& n : s.nodes) {
       io.out << "node " << n.name << ": " << n.where.str() << "  (" << n.loc.str() << ")\n";
     }
@@ -379,7 +458,7 @@ int check(const CheckOptions& options, Streams io) {
     auto count = [](std::size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
     io.out << "ok: " << count(s.files.size(), "file") << ", " << count(s.nodes.size(), "node") << ", "
            << count(s.impls.size(), "impl") << ", " << count(s.models.size(), "model") << ", " << count(s.builds.size(), "build")
-           << "\n";
+           << (warnings.empty() ? "" : ", " + count(n_warnings, "warning")) << "\n";
     return kOk;
   } catch (const UserError& e) {
     return report_user_error(e, io);

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "wfgen/support/diagnostics.hpp"
+
 namespace wfgen::cli {
 
 enum ExitCode { kOk = 0, kFailed = 1, kBadInput = 2, kInternal = 3 };
@@ -28,6 +30,7 @@ struct Streams {
 
 struct CheckOptions {
   std::vector<std::filesystem::path> specs;
+  bool warnings_as_errors = false;  // a warning fails the check (exit 2)
 };
 int check(const CheckOptions& options, Streams io);
 
@@ -55,6 +58,7 @@ struct GenOptions {
   bool check = false;               // compare with the output directory, write nothing
   std::filesystem::path depfile;    // also write a Makefile-style depfile here
   bool no_fuse = false;             // no paths, no automatic fusion (as `fuse: false` on every build)
+  bool warnings_as_errors = false;  // a warning is an error: nothing is written, exit 2
   int jobs = 1;                     // threads for the builds and kernel files (the output does not depend on it)
   // Only kernels of these dtypes / ranks / devices among the impls selected
   // (the kernels a build calls are always generated). Empty: all.
@@ -93,6 +97,11 @@ struct ExplainOptions {
 // Prints each rewrite the paths and automatic fusion made in a build (which
 // path or group, where), then the disassembly without and with them.
 int explain(const ExplainOptions& options, Streams io);
+
+// The warnings of the user's models (lint, see trace.hpp) and of traced
+// builds, sorted by place, each once. With `as_errors` they are printed as
+// errors ("[-Werror,-Wname]"). Returns how many there were.
+std::size_t print_warnings(std::vector<Diagnostic> warnings, bool as_errors, Streams io);
 
 // Escapes a string for a JSON document.
 std::string json_string(const std::string& s);

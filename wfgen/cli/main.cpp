@@ -26,8 +26,9 @@ int main(int argc, char** argv) {
              "2 bad input or usage, 3 internal error. See docs/cli.md.");
 
   cli::CheckOptions check_opts;
-  auto* check = app.add_subcommand("check", "Load and validate spec files, parse every Subscript DSL line, print one line per node");
+  auto* check = app.add_subcommand("check", "Load and validate spec files, check every model (also those no build uses) and build, print one line per node");
   check->add_option("specs", check_opts.specs, "Spec files (YAML)")->required()->check(CLI::ExistingFile);
+  check->add_flag("--warnings-as-errors", check_opts.warnings_as_errors, "Treat every warning as an error (exit 2)");
   check->footer("Exit status: 0 every spec is valid, 2 bad input (each error at file:line:col) or usage, 3 internal error.");
 
   cli::ShapeOptions shape_opts;
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   gen->add_option("--rank", gen_opts.ranks, "Generate the selected impls' kernels of this rank only (repeatable; builds still get theirs)")
       ->check(CLI::Range(1, 8));
   gen->add_option("--device", gen_opts.devices, "Generate the selected impls' kernels of this device only (repeatable; builds still get theirs)");
+  gen->add_flag("--warnings-as-errors", gen_opts.warnings_as_errors, "Treat every warning as an error: write nothing, exit 2");
   gen->add_flag("--no-fuse", gen_opts.no_fuse, "Apply no paths and no automatic fusion (every build as with `fuse: false`)");
   gen->add_option("-j,--jobs", gen_opts.jobs, "Threads generating the builds and kernel files (default 1); the output is the same for any N")
       ->check(CLI::PositiveNumber);

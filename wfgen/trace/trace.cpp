@@ -189,7 +189,6 @@ class Tracer {
     } catch (const UserError& e) {
       throw UserError(user_first(e.diagnostics()));
     }
-    warn_unused_outputs();
     for (std::size_t k = 0; k < results.size(); ++k) {
       if (results[k].kind != TValue::Kind::Tensor) {
         fail(model->call.loc, "model '" + model->name + "' returns " + kind_word(results[k].kind) +
@@ -199,6 +198,7 @@ class Tracer {
       std::string name = k < decl.outputs.size() && decl.outputs[k].name ? *decl.outputs[k].name : "out" + std::to_string(k);
       g_.output_names.push_back(name);
     }
+    warn_unused_outputs();
     return std::move(g_);
   }
 
@@ -252,6 +252,7 @@ class Tracer {
   [[noreturn]] void not_known(const body::Expr& e, const TValue& v, const std::string& what) {
     std::string why;
     if (v.kind == TValue::Kind::Unknown) why = "the argument '" + v.what + "', which has no value here";
+    else if (v.kind == TValue::Kind::Sym && symbolic_) why = "'" + v.dim.str() + "', which has no value when the model is checked by itself";
     else if (v.kind == TValue::Kind::Sym) why = "the size " + v.dim.str() + ", known only at run time";
     else why = "sizes known only at run time";
     if (symbolic_) {
@@ -867,6 +868,10 @@ class Tracer {
         if (r.is_symbolic()) not_known(*e.operands[1], r, "'" + e.str() + "'");
         if (!r.is_number()) fail_at(*e.operands[1], "'" + op + "' needs bools, but got " + std::string(kind_word(r.kind)));
         return TValue::of_bool(r.number() != 0);
+      }
+      if ((l.kind == TValue::Kind::Cond || l.kind == TValue::Kind::Sym) && in_assert_ && !symbolic_) {
+        fail_at(e, "an assert on sizes known only at run time takes comparisons joined by 'and'; '" + op +
+                       "' needs sizes known while tracing");
       }
       if (l.is_symbolic()) not_known(*e.operands[0], l, "'" + e.str() + "'");
       if (!l.is_number()) fail_at(*e.operands[0], "'" + op + "' needs bools, but got " + std::string(kind_word(l.kind)));

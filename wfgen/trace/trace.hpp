@@ -30,6 +30,18 @@ graph::Graph trace_build(const spec::Spec& spec, const spec::Build& build, std::
 // (the first statement that needs a value the model does not give).
 std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& model);
 
+// lint.cpp: a model's text alone, without tracing it.
+// resolve_model: its body parses, every name it reads is bound somewhere
+// (an argument, parameter, input, where symbol, assignment or loop), every
+// callee is a node, model, built-in or method, and every keyword argument
+// is one the callee takes. Throws UserError with every problem found.
+void resolve_model(const spec::Spec& spec, const spec::Model& model);
+// lint_model: the warnings of a model, each message ending in its name:
+// -Wunused-parameter, -Wunused-argument, -Wunused-input, -Wunused-symbol
+// (a where symbol the inputs bind that nothing else uses), -Wunused-value
+// (a name assigned and never read; names starting with '_' are exempt).
+std::vector<Diagnostic> lint_model(const spec::Spec& spec, const spec::Model& model);
+
 // Autodiff (cl-waffe2's compile-forward-and-backward, at build time): appends
 // the pullback of a traced graph. Each call is differentiated with its node's
 // `backward:` expressions (or its implementation's), traced like a body;
