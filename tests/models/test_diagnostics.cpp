@@ -94,7 +94,7 @@ TEST_CASE("each warning has its name, its place and a test; --warnings-as-errors
       for (std::size_t k = 0; k < errors.size(); ++k) {
         std::string want = expected[k];
         want.replace(want.find(": warning: "), 11, ": error: ");
-        want.insert(want.rfind(" [-W") + 2, "Werror,-");
+        want.insert(want.rfind(" [-W") + 3, "Werror,-");
         CHECK(errors[k] == want);
       }
       CHECK(err2.str().find(std::to_string(expected.size()) + " error") != std::string::npos);
@@ -132,6 +132,10 @@ TEST_CASE("no warning on the examples, the test models and the standard library"
     for (const auto& n : notes) CHECK(n.severity == wfgen::Diagnostic::Severity::Note);
   }
   CHECK(models >= 11);
+  for (const auto& n : s.nodes) {
+    INFO(n.name);
+    CHECK(wfgen::trace::lint_node(s, n).empty());
+  }
 }
 
 TEST_CASE("an assert on a run-time dim is checked when the inputs are bound", "[assert]") {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <ostream>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <sstream>
@@ -62,7 +63,7 @@ std::size_t print_warnings(std::vector<Diagnostic> ws, bool as_errors, Streams i
     if (as_errors) {
       d.severity = Diagnostic::Severity::Error;
       auto at = d.message.rfind(" [-W");
-      if (at != std::string::npos) d.message.insert(at + 2, "Werror,-");
+      if (at != std::string::npos) d.message.insert(at + 3, "Werror,-");
     }
     io.err << render(d, io.color);
   }
@@ -71,9 +72,14 @@ std::size_t print_warnings(std::vector<Diagnostic> ws, bool as_errors, Streams i
 
 namespace {
 
-// The warnings of the user's models (not those of the standard library).
+// The warnings of the user's nodes and models (not those of the standard library).
 std::vector<Diagnostic> model_warnings(const spec::Spec& s) {
   std::vector<Diagnostic> out;
+  for (const auto& n : s.nodes) {
+    if (n.from_stdlib || n.fused) continue;
+    auto w = trace::lint_node(s, n);
+    out.insert(out.end(), w.begin(), w.end());
+  }
   for (const auto& m : s.models) {
     if (m.from_stdlib) continue;
     auto w = trace::lint_model(s, m);
@@ -412,11 +418,36 @@ int explain(const ExplainOptions& o, Streams io) {
 
 int check(const CheckOptions& options, Streams io) {
   try {
-    spec::Spec s = spec::load(options.specs);
-    passes::validate_paths(s);
-    // The models and builds again with the standard library, which they may call.
-    spec::Spec full = spec::load_with_stdlib(options.specs);
+    // The specs with the standard library, which their models and builds may
+    // call; a spec of nodes only that clashes with it is checked by itself.
+    // An error of the specs by themselves is reported as such.
+    std::optional<spec::Spec> plain;
+    std::optional<UserError> plain_error;
+    try {
+      plain = spec::load(options.specs);
+    } catch (const UserError& e) {
+      plain_error = e;
+    }
+    spec::Spec full;
+    try {
+      full = spec::load_with_stdlib(options.specs);
+    } catch (const UserError& e) {
+      if (plain_error) throw *plain_error;
+      if (!plain->models.empty() || !plain->builds.empty()) throw;
+      full = *plain;
+    }
     passes::validate_paths(full);
+    const std::vector<std::string> stdlib = spec::stdlib_files();
+    spec::Spec s;  // the user's part, for the listing
+    for (const auto& f : full.files)
+      if (std::find(stdlib.begin(), stdlib.end(), f) == stdlib.end()) s.files.push_back(f);
+    for (const auto& n : full.nodes)
+      if (!n.from_stdlib) s.nodes.push_back(n);
+    for (const auto& i : full.impls)
+      if (!i.from_stdlib) s.impls.push_back(i);
+    for (const auto& m : full.models)
+      if (!m.from_stdlib) s.models.push_back(m);
+    s.builds = full.builds;
     // Every model of the user's by itself, also those no build uses: names and
     // calls resolved, then traced symbolically over its own where line.
     std::vector<Diagnostic> errors, notes, warnings = model_warnings(full);

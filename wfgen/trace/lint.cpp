@@ -118,6 +118,25 @@ std::map<std::string, Bound> input_symbols(const spec::Model& m) {
   return out;
 }
 
+// The bindings of a where line (`where k = c * h`) whose symbol no subscript
+// and no other binding uses.
+std::vector<const subscript::Binding*> unused_bindings(const subscript::Declaration& decl) {
+  std::map<std::string, int> uses;
+  for (const auto* args : {&decl.inputs, &decl.outputs})
+    for (const auto& a : *args)
+      for (const auto& d : a.dims)
+        if (d.kind == subscript::Subscript::Kind::Symbol) ++uses[d.name];
+  std::function<void(const subscript::Expr&)> walk = [&](const subscript::Expr& e) {
+    if (e.kind == subscript::Expr::Kind::Symbol) ++uses[e.name];
+    for (const auto& i : e.items) walk(i);
+  };
+  for (const auto& w : decl.where) walk(w.value);
+  std::vector<const subscript::Binding*> out;
+  for (const auto& w : decl.where)
+    if (!uses.count(w.symbol)) out.push_back(&w);
+  return out;
+}
+
 // How often each symbol occurs in the where line (subscripts and bindings).
 std::map<std::string, int> symbol_uses(const subscript::Declaration& decl) {
   std::map<std::string, int> out;
@@ -239,6 +258,18 @@ void resolve_model(const spec::Spec& spec, const spec::Model& m) {
   }
 }
 
+std::vector<Diagnostic> lint_node(const spec::Spec& spec, const spec::Node& n) {
+  std::vector<Diagnostic> out;
+  for (const auto* w : unused_bindings(n.where)) {
+    bool is_arg = false;
+    for (const auto& a : n.args) is_arg = is_arg || a.name == w->symbol;
+    if (is_arg) continue;
+    out.push_back(at(spec, Diagnostic::Severity::Warning, n.where_text.at(w->offset), w->symbol.size(),
+                     "the where line of node '" + n.name + "' binds '" + w->symbol + "', but no dim uses it [-Wunused-symbol]"));
+  }
+  return out;
+}
+
 std::vector<Diagnostic> lint_model(const spec::Spec& spec, const spec::Model& m) {
   std::vector<Diagnostic> out;
   Body b;
@@ -271,13 +302,12 @@ std::vector<Diagnostic> lint_model(const spec::Spec& spec, const spec::Model& m)
              "unused-input");
       }
     }
-    for (const auto& [name, bound] : input_symbols(m)) {
-      if (uses[name] != 1 || reads.count(name) || elsewhere.count(name)) continue;
-      bool is_arg = false;
-      for (const auto& a : m.args) is_arg = is_arg || a.name == name;
-      if (is_arg) continue;
-      warn(m.where_text->at(bound.sub->offset), name.size(),
-           "the where line of model '" + m.name + "' binds '" + name + "' in " + bound.arg->str() + ", but nothing uses it",
+  }
+  if (m.where && m.where_text) {
+    for (const auto& w : unused_bindings(*m.where)) {
+      if (reads.count(w->symbol)) continue;
+      warn(m.where_text->at(w->offset), w->symbol.size(),
+           "the where line of model '" + m.name + "' binds '" + w->symbol + "', but no dim uses it",
            "unused-symbol");
     }
   }

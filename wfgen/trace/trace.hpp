@@ -38,9 +38,11 @@ std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& m
 void resolve_model(const spec::Spec& spec, const spec::Model& model);
 // lint_model: the warnings of a model, each message ending in its name:
 // -Wunused-parameter, -Wunused-argument, -Wunused-input, -Wunused-symbol
-// (a where symbol the inputs bind that nothing else uses), -Wunused-value
+// (a binding `where k = ...` of the where line that no dim uses), -Wunused-value
 // (a name assigned and never read; names starting with '_' are exempt).
 std::vector<Diagnostic> lint_model(const spec::Spec& spec, const spec::Model& model);
+// lint_node: -Wunused-symbol of a node's where line.
+std::vector<Diagnostic> lint_node(const spec::Spec& spec, const spec::Node& node);
 
 // Autodiff (cl-waffe2's compile-forward-and-backward, at build time): appends
 // the pullback of a traced graph. Each call is differentiated with its node's
