@@ -185,3 +185,23 @@ TEST_CASE("a failing precondition inside the standard library names the user's l
   CHECK(!fs::exists(o.output));
   fs::remove_all(o.output.parent_path());
 }
+
+TEST_CASE("a Shape-Error report from inside a standard model names the user's line first, then the stdlib line", "[assert]") {
+  const fs::path spec = fs::path(WFGEN_TEST_DATA) / "bad" / "stdlib_shape_error.yaml";
+  std::ostringstream out, err;
+  wfgen::cli::GenOptions o;
+  o.specs = {spec};
+  o.output = scratch("stdlib_shape") / "out";
+  CHECK(wfgen::cli::gen(o, {out, err, false}) == wfgen::cli::kBadInput);
+  const std::string e = err.str();
+  INFO(e);
+  CHECK(e.rfind(spec.string() + ":14:14: error: shape error in a call of node 'gelu'\n", 0) == 0);
+  const auto note = e.find("<stdlib>/models.yaml:");
+  const auto report = e.find("[wfgen] Shape-Error");
+  REQUIRE(note != std::string::npos);
+  REQUIRE(report != std::string::npos);
+  CHECK(note < report);
+  CHECK(e.find(": note: it fails here, in model 'transformer_block' of the standard library") != std::string::npos);
+  CHECK(e.find("1 error generated") != std::string::npos);
+  fs::remove_all(o.output.parent_path());
+}

@@ -352,7 +352,8 @@ class Tracer {
       throw;
     }
     in_assert_ = false;
-    const std::string base = s.message.empty() ? "assertion '" + s.value->str() + "' failed" : s.message;
+    // The message as written, printable ASCII only (quote() escapes the rest).
+    const std::string base = s.message.empty() ? "assertion '" + quote(s.value->str(), 200) + "' failed" : quote(s.message, 300);
     if (c.kind == TValue::Kind::Tensor) {
       fail_at(*s.value, "an assert is checked while tracing, so its condition cannot depend on a tensor's data");
     }
