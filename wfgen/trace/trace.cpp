@@ -29,6 +29,14 @@ using detail::kind_word;
 using detail::Returned;
 using detail::SizeCompare;
 using detail::TValue;
+using detail::broadcast_shape;
+using detail::from_arg;
+using detail::in_stdlib;
+using detail::join;
+using detail::ModelCall;
+using detail::number_str;
+using detail::to_arg;
+using detail::user_first;
 
 // A check `wfgen check` cannot decide: it needs a value the model's own
 // where line and arguments do not give (an argument without a default).
@@ -286,12 +294,6 @@ class Tracer {
     not_known(e, l.kind == TValue::Kind::Sym ? l : r, "'" + e.str() + "'");
   }
 
-  static std::string number_str(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", x);
-    return buf;
-  }
-
   // A warning `-Wname` at an expression of the body being traced (once per place).
   void warn(const body::Expr& e, std::string message, const std::string& name) {
     Diagnostic d;
@@ -305,38 +307,14 @@ class Tracer {
     warnings_.push_back(std::move(d));
   }
 
-  // The values of the names and sizes an assert's condition reads, for its
-  // message: "d_model = 32, heads = 3".
   std::string condition_values(Frame& frame, const body::Expr& e) {
-    std::vector<std::string> seen;
-    std::string out;
-    std::function<void(const body::Expr&)> walk = [&](const body::Expr& x) {
-      using K = body::Expr::Kind;
-      bool show = x.kind == K::Name || (x.kind == K::Attribute && x.name == "ndim") ||
-                  (x.kind == K::Call && x.operands[0]->kind == K::Attribute && x.operands[0]->name == "size");
-      if (show) {
-        const std::string text = x.str();
-        if (std::find(seen.begin(), seen.end(), text) != seen.end()) return;
-        seen.push_back(text);
-        TValue v;
-        try {
-          v = eval(frame, x);
-        } catch (const UserError&) {
-          return;
-        }
-        std::string shown;
-        if (v.kind == TValue::Kind::Int) shown = std::to_string(v.i);
-        else if (v.kind == TValue::Kind::Float) shown = number_str(v.f);
-        else if (v.kind == TValue::Kind::Bool) shown = v.i ? "true" : "false";
-        else if (v.kind == TValue::Kind::Sym) shown = v.dim.str();
-        if (!shown.empty() && shown != text) out += (out.empty() ? "" : ", ") + text + " = " + shown;
-        return;
+    return detail::condition_values(e, [&](const body::Expr& x) -> std::optional<TValue> {
+      try {
+        return eval(frame, x);
+      } catch (const UserError&) {
+        return std::nullopt;
       }
-      for (const auto& o : x.operands) walk(*o);
-      for (const auto& a : x.args) walk(*a.value);
-    };
-    walk(e);
-    return out;
+    });
   }
 
   // assert COND, "message": checked now when COND is known while tracing; a
@@ -367,7 +345,7 @@ class Tracer {
       for (const auto& k : c.conds) a.all.push_back({k.lhs, k.op, k.rhs});
       a.message = base;
       a.loc = at(s.offset);
-      a.source = line_text(s);
+      a.source = detail::statement_text(s);
       g_.assertions.push_back(std::move(a));
       return;
     }
@@ -382,96 +360,14 @@ class Tracer {
     throw UserError(std::move(d));
   }
 
-  static bool in_stdlib(const SourceLoc& loc) { return loc.file.rfind("<stdlib>/", 0) == 0; }
-
-  // An error inside a model of the standard library, reached through calls
-  // (notes "in this call of model ..."), is reported at the innermost call
-  // in a file of the user's: the error there, the calls from it inwards as
-  // notes, and last the line of the standard library it failed at.
-  static std::vector<Diagnostic> user_first(std::vector<Diagnostic> ds) {
-    if (ds.empty() || !in_stdlib(ds[0].loc)) return ds;
-    std::size_t chain_end = 1;
-    while (chain_end < ds.size() && ds[chain_end].message.rfind("in this call of model", 0) == 0) ++chain_end;
-    std::size_t user = 0;
-    for (std::size_t k = 1; k < chain_end; ++k)
-      if (!in_stdlib(ds[k].loc)) user = k;
-    if (user == 0) return ds;
-    Diagnostic failed = ds[0];
-    Diagnostic primary = ds[user];
-    primary.severity = Diagnostic::Severity::Error;
-    primary.message = failed.message;
-    primary.detail.clear();
-    failed.severity = Diagnostic::Severity::Note;
-    const std::string& inner = ds[chain_end - 1].message;  // "in this call of model 'NAME'"
-    failed.message = "it fails here, in model " + inner.substr(inner.find('\'')) + " of the standard library";
-    std::vector<Diagnostic> out{primary};
-    for (std::size_t k = 1; k < chain_end; ++k)
-      if (k != user) out.push_back(ds[k]);
-    out.push_back(failed);
-    for (std::size_t k = chain_end; k < ds.size(); ++k) out.push_back(ds[k]);
-    return out;
-  }
-
-  // -Wunused-output: a result of a model called with several results that
-  // nothing the build returns reads.
+  // -Wunused-output, once the build's outputs are known.
   void warn_unused_outputs() {
-    if (symbolic_ || model_calls_.empty()) return;
-    std::vector<bool> live(g_.values.size(), false);
-    std::vector<int> work(g_.outputs.begin(), g_.outputs.end());
-    while (!work.empty()) {
-      int id = work.back();
-      work.pop_back();
-      if (id < 0 || live[static_cast<std::size_t>(id)]) continue;
-      live[static_cast<std::size_t>(id)] = true;
-      const Value& v = g_[id];
-      for (int o : v.operands) work.push_back(o);
-      if (v.base >= 0) work.push_back(v.base);
-      if (v.init_from >= 0) work.push_back(v.init_from);
-    }
-    for (const auto& c : model_calls_) {
-      for (std::size_t k = 0; k < c.results.size(); ++k) {
-        if (c.results[k] < 0 || live[static_cast<std::size_t>(c.results[k])]) continue;
-        Diagnostic d;
-        d.severity = Diagnostic::Severity::Warning;
-        d.loc = c.loc;
-        d.length = c.length;
-        d.message = "output " + std::to_string(k + 1) + (c.names[k].empty() ? "" : " (" + c.names[k] + ")") + " of model '" +
-                    c.model + "' is never used by build '" + build_.name + "' [-Wunused-output]";
-        d.source_line = spec_.line_at(d.loc);
-        bool dup = false;
-        for (const auto& w : warnings_) dup = dup || (w.loc.str() == d.loc.str() && w.message == d.message);
-        if (!dup) warnings_.push_back(std::move(d));
-      }
-    }
+    if (symbolic_) return;
+    for (auto& d : detail::unused_outputs(spec_, g_, model_calls_, build_.name)) warnings_.push_back(std::move(d));
   }
 
-  std::string current_source() const { return stmt_ ? line_text(*stmt_) : std::string(); }
 
-  // The statement as the parser understood it (comments dropped, spacing
-  // normalised): this text reaches generated comments, so it is never the
-  // raw spec line.
-  std::string line_text(const body::Stmt& s) const {
-    std::string out;
-    auto join_exprs = [](const std::vector<body::ExprPtr>& v) {
-      std::string r;
-      for (const auto& e : v) r += (r.empty() ? "" : ", ") + e->str();
-      return r;
-    };
-    switch (s.kind) {
-      case body::Stmt::Kind::Assign:
-        for (const auto& t : s.targets) out += (out.empty() ? "" : ", ") + t;
-        out += " = " + s.value->str();
-        break;
-      case body::Stmt::Kind::Return: out = "return " + join_exprs(s.results); break;
-      case body::Stmt::Kind::If: out = "if " + s.value->str() + ":"; break;
-      case body::Stmt::Kind::For:
-        out = "for " + s.targets[0] + " in range(" + (s.range_start ? s.range_start->str() + ", " : "") + s.value->str() + "):";
-        break;
-      case body::Stmt::Kind::Pass: out = "pass"; break;
-      case body::Stmt::Kind::Assert: out = "assert " + s.value->str(); break;
-    }
-    return out;
-  }
+  std::string current_source() const { return stmt_ ? detail::statement_text(*stmt_) : std::string(); }
 
   // --- arguments ----------------------------------------------------------------
 
@@ -479,59 +375,6 @@ class Tracer {
     std::vector<std::pair<std::string, TValue>> out;
     for (const auto& [name, v] : build_.args) out.emplace_back(name, from_arg(v));
     return out;
-  }
-
-  static TValue from_arg(const spec::ArgValue& v) {
-    return std::visit(
-        [](const auto& x) -> TValue {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, bool>) return TValue::of_bool(x);
-          else if constexpr (std::is_same_v<T, std::int64_t>) return TValue::of_int(x);
-          else if constexpr (std::is_same_v<T, double>) return TValue::of_float(x);
-          else {
-            std::vector<TValue> items;
-            for (auto e : x) {
-              if constexpr (std::is_same_v<std::decay_t<decltype(e)>, double>) items.push_back(TValue::of_float(e));
-              else items.push_back(TValue::of_int(e));
-            }
-            return TValue::list(std::move(items));
-          }
-        },
-        v);
-  }
-
-  // Converts a traced value to a constructor argument of `type`; nullopt if it does not fit.
-  static std::optional<spec::ArgValue> to_arg(const TValue& v, spec::ArgType type) {
-    switch (type) {
-      case spec::ArgType::Int:
-        if (v.kind == TValue::Kind::Int) return spec::ArgValue(v.i);
-        return std::nullopt;
-      case spec::ArgType::Float:
-        if (v.kind == TValue::Kind::Int || v.kind == TValue::Kind::Float) return spec::ArgValue(v.number());
-        return std::nullopt;
-      case spec::ArgType::Bool:
-        if (v.kind == TValue::Kind::Bool) return spec::ArgValue(v.i != 0);
-        return std::nullopt;
-      case spec::ArgType::Ints: {
-        if (v.kind != TValue::Kind::List) return std::nullopt;
-        std::vector<std::int64_t> out;
-        for (const auto& e : v.items) {
-          if (e.kind != TValue::Kind::Int) return std::nullopt;
-          out.push_back(e.i);
-        }
-        return spec::ArgValue(out);
-      }
-      case spec::ArgType::Floats: {
-        if (v.kind != TValue::Kind::List) return std::nullopt;
-        std::vector<double> out;
-        for (const auto& e : v.items) {
-          if (!e.is_number()) return std::nullopt;
-          out.push_back(e.number());
-        }
-        return spec::ArgValue(out);
-      }
-    }
-    return std::nullopt;
   }
 
   // Binds a model's constructor arguments (given values, then defaults).
@@ -618,28 +461,7 @@ class Tracer {
     return results;
   }
 
-  // The symbols of a model's where line that its inputs bind (`n` of
-  // X[batch n]) are names of the body too, unless an argument, parameter or
-  // input has that name: a size known while tracing is an integer, a
-  // run-time one a size that only asserts can use (checked at run time).
-  void bind_where_symbols(Frame& frame, const spec::Model& m) {
-    if (!m.where) return;
-    for (const auto& in : m.where->inputs) {
-      auto it = in.name ? frame.env.find(*in.name) : frame.env.end();
-      if (it == frame.env.end() || it->second.kind != TValue::Kind::Tensor) continue;
-      const Shape s = val(it->second.id).shape;
-      const auto& dims = in.dims;
-      std::size_t batch = dims.size();
-      for (std::size_t i = 0; i < dims.size(); ++i)
-        if (dims[i].kind == subscript::Subscript::Kind::Batch) batch = i;
-      if (batch == dims.size() ? s.size() != dims.size() : s.size() + 1 < dims.size()) continue;  // the where check reports it
-      for (std::size_t i = 0; i < dims.size(); ++i) {
-        if (dims[i].kind != subscript::Subscript::Kind::Symbol || frame.env.count(dims[i].name)) continue;
-        const std::size_t axis = i < batch ? i : s.size() - (dims.size() - i);
-        frame.env[dims[i].name] = TValue::size(s[axis]);
-      }
-    }
-  }
+  void bind_where_symbols(Frame& frame, const spec::Model& m) { detail::bind_where_symbols(frame.env, g_, m); }
 
   const body::Program& parsed(const spec::Model& m) {
     auto it = programs_.find(&m);
@@ -688,28 +510,7 @@ class Tracer {
 
   // --- a model's results against its where line ----------------------------------
 
-  std::optional<Declared> declared(const Frame& frame, const spec::Model& m) const {
-    if (!m.where || m.where->outputs.empty()) return std::nullopt;
-    Declared d;
-    for (const auto& a : m.args) {
-      auto it = frame.env.find(a.name);
-      if (it == frame.env.end()) continue;
-      const TValue& v = it->second;
-      if (v.kind == TValue::Kind::Int) d.args[a.name] = shape::Value::scalar(Dim(v.i));
-      if (v.kind == TValue::Kind::Sym) d.args[a.name] = shape::Value::scalar(v.dim);
-      if (v.kind == TValue::Kind::List && a.type == spec::ArgType::Ints) {
-        Shape dims;
-        for (const auto& x : v.items) dims.push_back(Dim(x.i));
-        d.args[a.name] = shape::Value::list(dims);
-      }
-    }
-    for (const auto& in : m.where->inputs) {
-      auto it = in.name ? frame.env.find(*in.name) : frame.env.end();
-      if (it == frame.env.end() || it->second.kind != TValue::Kind::Tensor) return std::nullopt;
-      d.inputs.push_back(val(it->second.id).shape);
-    }
-    return d;
-  }
+  std::optional<Declared> declared(const Frame& frame, const spec::Model& m) const { return detail::declared(frame.env, g_, m); }
 
   // --- statements ---------------------------------------------------------------
 
@@ -1008,16 +809,6 @@ class Tracer {
 
   int copy(int base, const body::Expr& e) { return call_node_simple(e, "copy", {base}, {}).id; }
 
-  static std::int64_t numel_known(const Shape& s, bool& known) {
-    std::int64_t n = 1;
-    known = true;
-    for (const auto& d : s) {
-      if (!d.is_known()) known = false;
-      else n *= d.value();
-    }
-    return n;
-  }
-
   // reshape(x, 2, -1) / x.reshape([2, -1]): one -1 is inferred.
   int reshape_to(int base, const std::vector<TValue>& dims, const body::Expr& e) {
     const Shape& s = val(base).shape;
@@ -1244,29 +1035,6 @@ class Tracer {
     for (const auto& d : build_.devices) devices += (devices.empty() ? "" : ", ") + d;
     fail_at(e, "no implementation of node '" + node.name + "' for " + rt::dtype_name(build_.dtype) + " rank " +
                    std::to_string(rank) + " on the devices [" + devices + "]" + (tried.empty() ? "" : " (" + tried + ")"));
-  }
-
-  static std::string join(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-    return out;
-  }
-
-  // Numpy broadcasting of two shapes; nullopt when they do not broadcast.
-  static std::optional<Shape> broadcast_shape(const Shape& a, const Shape& b) {
-    std::size_t n = std::max(a.size(), b.size());
-    Shape out(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      const Dim* x = k + a.size() >= n ? &a[k + a.size() - n] : nullptr;
-      const Dim* y = k + b.size() >= n ? &b[k + b.size() - n] : nullptr;
-      if (!x) out[k] = *y;
-      else if (!y) out[k] = *x;
-      else if (*x == *y) out[k] = *x;
-      else if (x->is_known() && x->value() == 1) out[k] = *y;
-      else if (y->is_known() && y->value() == 1) out[k] = *x;
-      else return std::nullopt;
-    }
-    return out;
   }
 
   TValue broadcast_binary(const body::Expr& e, const std::string& node, int a, int b) {
@@ -1686,14 +1454,6 @@ class Tracer {
     return TValue::list(std::move(results));
   }
 
-  // A call of a model with several results (for -Wunused-output).
-  struct ModelCall {
-    SourceLoc loc;
-    int length = 1;
-    std::string model;
-    std::vector<int> results;  // graph values; -1: not a tensor
-    std::vector<std::string> names;
-  };
 
   const spec::Spec& spec_;
   const spec::Build& build_;

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "wfgen/body/body.hpp"
 #include "wfgen/graph/graph.hpp"
 #include "wfgen/spec/spec.hpp"
 
@@ -79,5 +82,50 @@ struct Returned {
 // at the return statement with a note at the where line's output.
 void check_outputs(const spec::Spec& spec, const spec::Model& m, const Declared& in, const std::vector<TValue>& results,
                    const std::vector<shape::Shape>& shapes, const std::optional<Returned>& ret);
+
+// values.cpp
+TValue from_arg(const spec::ArgValue& v);
+// A traced value as a constructor argument of `type`; nullopt if it does not fit.
+std::optional<spec::ArgValue> to_arg(const TValue& v, spec::ArgType type);
+// Numpy broadcasting of two shapes; nullopt when they do not broadcast.
+std::optional<shape::Shape> broadcast_shape(const shape::Shape& a, const shape::Shape& b);
+std::string join(const std::vector<std::string>& v);  // "a, b, c"
+std::string number_str(double x);                    // %g
+// The statement as the parser understood it (comments dropped, spacing
+// normalised): this text reaches generated comments, so it is never the raw
+// spec line.
+std::string statement_text(const body::Stmt& s);
+
+// checks.cpp
+bool in_stdlib(const SourceLoc& loc);  // a place in the embedded standard library
+// An error inside a model of the standard library, reached through calls
+// (notes "in this call of model ..."), is reported at the innermost call in
+// a file of the user's: the error there, the calls from it inwards as
+// notes, and last the line of the standard library it failed at.
+std::vector<Diagnostic> user_first(std::vector<Diagnostic> ds);
+
+// A call of a model with several results (for -Wunused-output).
+struct ModelCall {
+  SourceLoc loc;
+  int length = 1;
+  std::string model;
+  std::vector<int> results;  // graph values; -1: not a tensor
+  std::vector<std::string> names;
+};
+// The symbols of a model's where line that its inputs bind (`n` of
+// X[batch n]) become names of the body, unless an argument, parameter or
+// input has that name: a size known while tracing is an integer, a run-time
+// one a Sym that only asserts can use (checked at run time).
+void bind_where_symbols(std::map<std::string, TValue>& env, const graph::Graph& g, const spec::Model& m);
+// The arguments and input shapes a model's where line is checked with, or
+// nullopt when it declares no outputs (or an input is not a tensor).
+std::optional<Declared> declared(const std::map<std::string, TValue>& env, const graph::Graph& g, const spec::Model& m);
+// The values of the names and sizes an assert's condition reads, for its
+// message: "d_model = 32, heads = 3" (value_of: nullopt when it has none).
+std::string condition_values(const body::Expr& e, const std::function<std::optional<TValue>(const body::Expr&)>& value_of);
+
+// -Wunused-output: the results of such calls that nothing build `build` returns reads.
+std::vector<Diagnostic> unused_outputs(const spec::Spec& spec, const graph::Graph& g, const std::vector<ModelCall>& calls,
+                                       const std::string& build);
 
 }  // namespace wfgen::trace::detail

@@ -1,8 +1,10 @@
-// The tensors a model's body returns against the outputs of its where line
-// (issue 13): count, rank and every dim, with the symbols the inputs and
-// arguments bind. Split out of trace.cpp; the tracer calls check_outputs()
-// after each model it traces.
+// Checks of what the tracer (trace.cpp) found: the tensors a model's body
+// returns against the outputs of its where line (count, rank and every dim,
+// with the symbols the inputs and arguments bind), the place an error inside
+// the standard library is reported at, and the results of models nothing reads.
 #include <algorithm>
+#include <functional>
+#include <map>
 
 #include "wfgen/shape/shape.hpp"
 #include "wfgen/trace/tvalue.hpp"
@@ -182,5 +184,139 @@ void check_outputs(const spec::Spec& spec, const spec::Model& m, const Declared&
   throw UserError(std::move(all));
 }
 
+
+bool in_stdlib(const SourceLoc& loc) { return loc.file.rfind("<stdlib>/", 0) == 0; }
+
+// An error inside a model of the standard library, reached through calls
+// (notes "in this call of model ..."), is reported at the innermost call
+// in a file of the user's: the error there, the calls from it inwards as
+// notes, and last the line of the standard library it failed at.
+std::vector<Diagnostic> user_first(std::vector<Diagnostic> ds) {
+  if (ds.empty() || !in_stdlib(ds[0].loc)) return ds;
+  std::size_t chain_end = 1;
+  while (chain_end < ds.size() && ds[chain_end].message.rfind("in this call of model", 0) == 0) ++chain_end;
+  std::size_t user = 0;
+  for (std::size_t k = 1; k < chain_end; ++k)
+    if (!in_stdlib(ds[k].loc)) user = k;
+  if (user == 0) return ds;
+  Diagnostic failed = ds[0];
+  Diagnostic primary = ds[user];
+  primary.severity = Diagnostic::Severity::Error;
+  primary.message = failed.message;
+  primary.detail.clear();
+  failed.severity = Diagnostic::Severity::Note;
+  const std::string& inner = ds[chain_end - 1].message;  // "in this call of model 'NAME'"
+  failed.message = "it fails here, in model " + inner.substr(inner.find('\'')) + " of the standard library";
+  std::vector<Diagnostic> out{primary};
+  for (std::size_t k = 1; k < chain_end; ++k)
+    if (k != user) out.push_back(ds[k]);
+  out.push_back(failed);
+  for (std::size_t k = chain_end; k < ds.size(); ++k) out.push_back(ds[k]);
+  return out;
+}
+
+std::vector<Diagnostic> unused_outputs(const spec::Spec& spec, const graph::Graph& g, const std::vector<ModelCall>& calls,
+                                       const std::string& build) {
+  std::vector<Diagnostic> out;
+  if (calls.empty()) return out;
+  std::vector<bool> live(g.values.size(), false);
+  std::vector<int> work(g.outputs.begin(), g.outputs.end());
+  while (!work.empty()) {
+    int id = work.back();
+    work.pop_back();
+    if (id < 0 || live[static_cast<std::size_t>(id)]) continue;
+    live[static_cast<std::size_t>(id)] = true;
+    const graph::Value& v = g[id];
+    for (int o : v.operands) work.push_back(o);
+    if (v.base >= 0) work.push_back(v.base);
+    if (v.init_from >= 0) work.push_back(v.init_from);
+  }
+  for (const auto& c : calls) {
+    for (std::size_t k = 0; k < c.results.size(); ++k) {
+      if (c.results[k] < 0 || live[static_cast<std::size_t>(c.results[k])]) continue;
+      Diagnostic d;
+      d.severity = Diagnostic::Severity::Warning;
+      d.loc = c.loc;
+      d.length = c.length;
+      d.message = "output " + std::to_string(k + 1) + (c.names[k].empty() ? "" : " (" + c.names[k] + ")") + " of model '" +
+                  c.model + "' is never used by build '" + build + "' [-Wunused-output]";
+      d.source_line = spec.line_at(d.loc);
+      bool dup = false;
+      for (const auto& w : out) dup = dup || (w.loc.str() == d.loc.str() && w.message == d.message);
+      if (!dup) out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+void bind_where_symbols(std::map<std::string, TValue>& env, const graph::Graph& g, const spec::Model& m) {
+  if (!m.where) return;
+  for (const auto& in : m.where->inputs) {
+    auto it = in.name ? env.find(*in.name) : env.end();
+    if (it == env.end() || it->second.kind != TValue::Kind::Tensor) continue;
+    const Shape s = g[it->second.id].shape;
+    const auto& dims = in.dims;
+    std::size_t batch = dims.size();
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (dims[i].kind == subscript::Subscript::Kind::Batch) batch = i;
+    if (batch == dims.size() ? s.size() != dims.size() : s.size() + 1 < dims.size()) continue;  // the where check reports it
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i].kind != subscript::Subscript::Kind::Symbol || env.count(dims[i].name)) continue;
+      const std::size_t axis = i < batch ? i : s.size() - (dims.size() - i);
+      env[dims[i].name] = TValue::size(s[axis]);
+    }
+  }
+}
+
+std::optional<Declared> declared(const std::map<std::string, TValue>& env, const graph::Graph& g, const spec::Model& m) {
+  if (!m.where || m.where->outputs.empty()) return std::nullopt;
+  Declared d;
+  for (const auto& a : m.args) {
+    auto it = env.find(a.name);
+    if (it == env.end()) continue;
+    const TValue& v = it->second;
+    if (v.kind == TValue::Kind::Int) d.args[a.name] = shape::Value::scalar(Dim(v.i));
+    if (v.kind == TValue::Kind::Sym) d.args[a.name] = shape::Value::scalar(v.dim);
+    if (v.kind == TValue::Kind::List && a.type == spec::ArgType::Ints) {
+      Shape dims;
+      for (const auto& x : v.items) dims.push_back(Dim(x.i));
+      d.args[a.name] = shape::Value::list(dims);
+    }
+  }
+  for (const auto& in : m.where->inputs) {
+    auto it = in.name ? env.find(*in.name) : env.end();
+    if (it == env.end() || it->second.kind != TValue::Kind::Tensor) return std::nullopt;
+    d.inputs.push_back(g[it->second.id].shape);
+  }
+  return d;
+}
+
+std::string condition_values(const body::Expr& e, const std::function<std::optional<TValue>(const body::Expr&)>& value_of) {
+  std::vector<std::string> seen;
+  std::string out;
+  std::function<void(const body::Expr&)> walk = [&](const body::Expr& x) {
+    using K = body::Expr::Kind;
+    bool show = x.kind == K::Name || (x.kind == K::Attribute && x.name == "ndim") ||
+                (x.kind == K::Call && x.operands[0]->kind == K::Attribute && x.operands[0]->name == "size");
+    if (show) {
+      const std::string text = x.str();
+      if (std::find(seen.begin(), seen.end(), text) != seen.end()) return;
+      seen.push_back(text);
+      const std::optional<TValue> v = value_of(x);
+      if (!v) return;
+      std::string shown;
+      if (v->kind == TValue::Kind::Int) shown = std::to_string(v->i);
+      else if (v->kind == TValue::Kind::Float) shown = number_str(v->f);
+      else if (v->kind == TValue::Kind::Bool) shown = v->i ? "true" : "false";
+      else if (v->kind == TValue::Kind::Sym) shown = v->dim.str();
+      if (!shown.empty() && shown != text) out += (out.empty() ? "" : ", ") + text + " = " + shown;
+      return;
+    }
+    for (const auto& o : x.operands) walk(*o);
+    for (const auto& a : x.args) walk(*a.value);
+  };
+  walk(e);
+  return out;
+}
 
 }  // namespace wfgen::trace::detail
