@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   gen->add_flag("--stdlib", gen_opts.stdlib, "Also generate every kernel of the standard library");
   gen->add_option("--node", gen_opts.nodes, "Generate only the kernels of this node (repeatable)");
   gen->add_option("--namespace", gen_opts.ns, "C++ namespace of the generated code")->check([](const std::string& ns) {
-    return subscript::is_symbol(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
+    return subscript::is_name(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
   });
   gen->add_option("--build", gen_opts.builds, "Generate only this build (repeatable)");
   gen->add_option("--dump-after", gen_opts.dump_after, "Print the graph after this pass (trace, dead-code, plan-memory)");
