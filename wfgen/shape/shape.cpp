@@ -643,7 +643,8 @@ class Checker {
             report(Category::Batch, "~",
                    "Couldn't identify ~: Inconsistent use of batch: ~ is read over the rank " +
                        std::to_string(longest_rank_) + " of the longest input, but " + input_label(index) + " has rank " +
-                       std::to_string(whole.size()) + ".\n Expected ~ = " + shape_str(batch_value()) + ", but got: " +
+                       std::to_string(whole.size()) +
+                       ".\n When ~ reaches an output, cl-waffe2 compares it only between inputs as long as the longest one; got: " +
                        shape_str(whole),
                    sub.offset, sub.length);
             reported_length = true;
