@@ -431,7 +431,7 @@ class Parser {
 
   static bool is_function(std::string_view name) {
     return name == "floor" || name == "car" || name == "first" || name == "second" || name == "third" ||
-           name == "nth" || name == "if";
+           name == "nth" || name == "if" || name == "shape" || name == "conv-out-size" || name == "pool-out-size";
   }
 
   // Lisp helpers seen in cl-waffe2 where forms: `(floor x)`, `(floor a b)`,
@@ -469,8 +469,37 @@ class Parser {
       }
       return ix;
     };
+    auto integer_expr = [&](std::int64_t v) {
+      Expr i;
+      i.kind = Expr::Kind::Integer;
+      i.value = v;
+      i.offset = fn.offset;
+      i.length = fn.text.size();
+      return i;
+    };
     Expr e;
-    if (fn.text == "floor") {
+    if (fn.text == "conv-out-size") {
+      // cl-waffe2's nn/pool.lisp: (floor (+ 1 (/ (+ in (* 2 padding)
+      // (* (- dilation) (- kernel-size 1)) -1) stride))), with `/` flooring.
+      arity(5);
+      Expr in = std::move(args[0]), pad = std::move(args[1]), dil = std::move(args[2]), k = std::move(args[3]),
+           stride = std::move(args[4]);
+      Expr span = make_binary('*', std::move(dil), make_binary('-', std::move(k), integer_expr(1)));
+      Expr num = make_binary('-', make_binary('-', make_binary('+', std::move(in), make_binary('*', integer_expr(2), std::move(pad))),
+                                              std::move(span)),
+                             integer_expr(1));
+      e = make_binary('+', make_binary('/', std::move(num), std::move(stride)), integer_expr(1));
+    } else if (fn.text == "pool-out-size") {
+      // nn/pool.lisp: (floor (+ 1 (/ (+ in (* 2 padding) (- kernel-size)) stride))).
+      arity(4);
+      Expr in = std::move(args[0]), pad = std::move(args[1]), k = std::move(args[2]), stride = std::move(args[3]);
+      Expr num = make_binary('-', make_binary('+', std::move(in), make_binary('*', integer_expr(2), std::move(pad))), std::move(k));
+      e = make_binary('+', make_binary('/', std::move(num), std::move(stride)), integer_expr(1));
+    } else if (fn.text == "shape") {
+      // (shape a) of a constructor argument that is a tensor's shape: the list itself.
+      arity(1);
+      e = std::move(args[0]);
+    } else if (fn.text == "floor") {
       if (args.size() == 2) {
         e = make_binary('/', std::move(args[0]), std::move(args[1]));
       } else {

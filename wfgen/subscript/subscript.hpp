@@ -10,7 +10,9 @@
 //   expr        := infix integer arithmetic over integers, symbols, lists
 //                  `(10 10 10)`, parentheses and prefix forms `(+ a b)`,
 //                  `(floor a b)`, `(car l)`/`(first l)`, `(second l)`,
-//                  `(third l)`, `(nth k l)`, `(if (numberp x) a b)`;
+//                  `(third l)`, `(nth k l)`, `(if (numberp x) a b)`,
+//                  cl-waffe2's `(conv-out-size in pad dil k stride)`,
+//                  `(pool-out-size in pad k stride)` and `(shape a)`;
 //                  `/` is floor division; `x[k]` indexes a list;
 //                  `;` starts a comment
 //
