@@ -473,12 +473,12 @@ int check(const CheckOptions& options, Streams io) {
       }
     }
     const std::size_t n_warnings = print_warnings(warnings, options.warnings_as_errors, io);
+    for (const auto& d : notes) io.err << render(d, io.color);  // what could not be decided
     if (!errors.empty()) return report_user_error(UserError(errors), io);
     if (n_warnings && options.warnings_as_errors) {
       io.err << n_warnings << " error" << (n_warnings == 1 ? "" : "s") << " generated.\n";
       return kBadInput;
     }
-    for (const auto& d : notes) io.err << render(d, io.color);
     for (const auto& n : s.nodes) {
       io.out << "node " << n.name << ": " << n.where.str() << "  (" << n.loc.str() << ")\n";
     }

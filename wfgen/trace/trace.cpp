@@ -66,6 +66,8 @@ class Tracer {
       : spec_(spec), build_(build), symbolic_(true), tilde_rank_(tilde_rank) {}
 
   const std::vector<Diagnostic>& warnings() const { return warnings_; }
+  // symbolic: the asserts that could not be decided (each a note).
+  const std::vector<Diagnostic>& notes() const { return notes_; }
   // Continues a traced graph (the autodiff appends its pullback this way).
   Tracer(const spec::Spec& spec, const spec::Build& build, Graph g) : spec_(spec), build_(build), g_(std::move(g)) {}
 
@@ -336,9 +338,17 @@ class Tracer {
       fail_at(*s.value, "an assert is checked while tracing, so its condition cannot depend on a tensor's data");
     }
     if (c.kind == TValue::Kind::Unknown || (symbolic_ && c.kind == TValue::Kind::Cond)) {
-      std::string why = c.kind == TValue::Kind::Unknown ? "the argument '" + c.what + "'" : "sizes not known here";
-      throw Undecided{at(s.offset), static_cast<int>(std::max<std::size_t>(1, s.length)),
-                      "'assert " + quote(s.value->str(), 60) + "' depends on " + why + "; a build checks it"};
+      // `wfgen check` of a model by itself: a note, and the rest of the body is checked.
+      Diagnostic d;
+      d.severity = Diagnostic::Severity::Note;
+      d.loc = at(s.offset);
+      d.length = static_cast<int>(std::max<std::size_t>(1, s.length));
+      d.message = "'assert " + quote(s.value->str(), 60) + "' depends on " +
+                  (c.kind == TValue::Kind::Unknown ? "the argument '" + c.what + "'" : std::string("arguments or sizes")) +
+                  " without a value here; each build checks it";
+      d.source_line = spec_.line_at(d.loc);
+      notes_.push_back(std::move(d));
+      return;
     }
     if (c.kind == TValue::Kind::Cond) {
       graph::Assertion a;
@@ -1469,6 +1479,7 @@ class Tracer {
   int tilde_rank_ = 1;     // symbolic_: the dims a `~` of an input stands for
   bool in_assert_ = false; // evaluating an assert's condition: run-time sizes are values
   std::vector<Diagnostic> warnings_;
+  std::vector<Diagnostic> notes_;
   std::vector<ModelCall> model_calls_;
   // Autodiff attribution.
   bool attributing_ = false;
@@ -1499,9 +1510,10 @@ std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& m
     for (const auto& d : in.dims) tilde = tilde || d.kind == subscript::Subscript::Kind::Batch;
   std::optional<UserError> first;
   for (int rank : tilde ? std::vector<int>{1, 0, 2} : std::vector<int>{1}) {
+    Tracer t(spec, b, rank);
     try {
-      Tracer(spec, b, rank).run();
-      return {};
+      t.run();
+      return t.notes();
     } catch (const Undecided& u) {
       Diagnostic d;
       d.severity = Diagnostic::Severity::Note;
@@ -1509,7 +1521,9 @@ std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& m
       d.length = u.length;
       d.message = "model '" + model.name + "' is checked up to here: " + u.message;
       d.source_line = spec.line_at(d.loc);
-      return {d};
+      std::vector<Diagnostic> notes = t.notes();
+      notes.push_back(std::move(d));
+      return notes;
     } catch (const UserError& e) {
       // A value without a value reaching a check that does not expect one: not decidable either.
       const std::string what = e.what();
@@ -1518,9 +1532,15 @@ std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& m
         d.severity = Diagnostic::Severity::Note;
         d.message = "model '" + model.name + "' is checked up to here: " + d.message;
         d.detail.clear();
-        return {d};
+        std::vector<Diagnostic> notes = t.notes();
+        notes.push_back(std::move(d));
+        return notes;
       }
-      if (!first) first = e;
+      if (!first) {
+        std::vector<Diagnostic> ds = e.diagnostics();
+        ds.insert(ds.end(), t.notes().begin(), t.notes().end());
+        first = UserError(std::move(ds));
+      }
     }
   }
   throw *first;
