@@ -451,11 +451,14 @@ int check(const CheckOptions& options, Streams io) {
     // Every model of the user's by itself, also those no build uses: names and
     // calls resolved, then traced symbolically over its own where line.
     std::vector<Diagnostic> errors, notes, warnings = model_warnings(full);
-    std::set<std::string> failed;
+    std::set<std::string> failed, built;
+    for (const auto& b : full.builds) built.insert(b.model);
     for (const auto& m : full.models) {
       if (m.from_stdlib) continue;
       try {
         trace::resolve_model(full, m);
+        // A model a build uses is traced below with the build's values.
+        if (built.count(m.name)) continue;
         std::vector<Diagnostic> n = trace::check_model(full, m);
         notes.insert(notes.end(), n.begin(), n.end());
       } catch (const UserError& e) {

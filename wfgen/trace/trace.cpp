@@ -4,6 +4,7 @@
 #include "wfgen/trace/tvalue.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -338,7 +339,9 @@ class Tracer {
       fail_at(*s.value, "an assert is checked while tracing, so its condition cannot depend on a tensor's data");
     }
     if (c.kind == TValue::Kind::Unknown || (symbolic_ && c.kind == TValue::Kind::Cond)) {
-      // `wfgen check` of a model by itself: a note, and the rest of the body is checked.
+      // `wfgen check` of a model by itself: a note (for the model checked, not
+      // the models it calls), and the rest of the body is checked.
+      if (stack_.size() > 1) return;
       Diagnostic d;
       d.severity = Diagnostic::Severity::Note;
       d.loc = at(s.offset);
@@ -1525,12 +1528,27 @@ std::vector<Diagnostic> check_model(const spec::Spec& spec, const spec::Model& m
       notes.push_back(std::move(d));
       return notes;
     } catch (const UserError& e) {
-      // A value without a value reaching a check that does not expect one: not decidable either.
+      // A value without a value reaching a check that does not expect one, or
+      // an error that names an argument without a value (`(2 3 4)` and `(d)`
+      // do not broadcast unless d is 4 or 1): not decidable either.
       const std::string what = e.what();
-      if (what.find("known only at run time") != std::string::npos || what.find("an argument without a value") != std::string::npos) {
+      bool names_argument = false;
+      std::string argument;
+      for (const auto& a : model.args) {
+        if (a.default_value || names_argument) continue;
+        for (std::size_t at = what.find(a.name); at != std::string::npos && !names_argument; at = what.find(a.name, at + 1)) {
+          auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+          names_argument = (at == 0 || !ident(what[at - 1])) && (at + a.name.size() >= what.size() || !ident(what[at + a.name.size()]));
+        }
+        if (names_argument) argument = a.name;
+      }
+      if (names_argument || what.find("known only at run time") != std::string::npos ||
+          what.find("an argument without a value") != std::string::npos) {
         Diagnostic d = e.diagnostics().front();
         d.severity = Diagnostic::Severity::Note;
-        d.message = "model '" + model.name + "' is checked up to here: " + d.message;
+        d.message = names_argument ? "model '" + model.name + "' is checked up to here; without a value of '" + argument +
+                                         "' this cannot be decided: " + d.message
+                                   : "model '" + model.name + "' is checked up to here: " + d.message;
         d.detail.clear();
         std::vector<Diagnostic> notes = t.notes();
         notes.push_back(std::move(d));
