@@ -198,7 +198,19 @@ class Tracer {
     try {
       results = trace_model(frame, *model);
     } catch (const UserError& e) {
-      throw UserError(user_first(e.diagnostics()));
+      std::vector<Diagnostic> ds = user_first(e.diagnostics());
+      if (!ds.empty() && in_stdlib(ds[0].loc) && !in_stdlib(build_.loc) && build_.loc.known()) {
+        // A build of a standard model itself: the build's entry is the user's line.
+        Diagnostic primary = ds[0];
+        primary.loc = build_.loc;
+        primary.length = 1;
+        primary.detail.clear();
+        primary.source_line = spec_.line_at(primary.loc);
+        ds[0].severity = Diagnostic::Severity::Note;
+        ds[0].message = "it fails here, in model '" + model->name + "' of the standard library";
+        ds.insert(ds.begin(), std::move(primary));
+      }
+      throw UserError(std::move(ds));
     }
     for (std::size_t k = 0; k < results.size(); ++k) {
       if (results[k].kind != TValue::Kind::Tensor) {
