@@ -24,7 +24,8 @@ int import_onnx(const ImportOptions& o, Streams io) {
     }
   }
   onnx_import::Options opts;
-  opts.name = o.name;
+  opts.name = o.name.empty() ? fs::path(o.output).stem().string() : o.name;
+  opts.freeze_dir = o.freeze_dir.string();
   for (const auto& d : o.dims) {
     auto eq = d.find('=');
     std::int64_t v = -1;

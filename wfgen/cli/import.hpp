@@ -14,8 +14,9 @@ struct ImportOptions {
   std::filesystem::path model;   // the .onnx file
   std::filesystem::path output;  // the spec to write
   std::filesystem::path params;  // the parameter file; default: the spec's name with .wfparams
-  std::string name;              // model and build name; default: from the file name
+  std::string name;              // model and build name; default: the spec's file name without extension
   std::vector<std::string> dims;  // NAME=SIZE for dim_params
+  std::filesystem::path freeze_dir;  // sample inputs (input_<k>.pb) for inputs needed as constants
   bool quiet = false;
   bool list_operators = false;  // print the graph's operator types, write nothing
 };

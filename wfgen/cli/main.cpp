@@ -76,8 +76,11 @@ int main(int argc, char** argv) {
   import->add_option("-o,--output", import_opts.output, "The spec to write (YAML)");
   import->add_flag("--list-operators", import_opts.list_operators, "Print the operator types of the graph and write nothing");
   import->add_option("--params", import_opts.params, "The parameter file to write (default: the spec's name with .wfparams)");
-  import->add_option("--name", import_opts.name, "The model and build name (default: from the file name)");
+  import->add_option("--name", import_opts.name, "The model and build name (default: the spec's file name, without .yaml)");
   import->add_option("--dim", import_opts.dims, "Fix a dynamic dim: NAME=SIZE (repeatable)");
+  import->add_option("--freeze-inputs", import_opts.freeze_dir,
+                     "A folder of sample inputs (input_<k>.pb, ONNX's test layout): inputs that must be constants (int64 shapes, axes, "
+                     "Clip bounds) or are not FLOAT take these values")->check(CLI::ExistingDirectory);
   import->footer("Exit status: 0 success, 2 an operator or attribute wfgen cannot import (nothing written) or bad usage.");
 #endif
 

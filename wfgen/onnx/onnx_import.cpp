@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -40,7 +41,9 @@ const std::set<std::string>& reserved_names() {
   return names;
 }
 
-std::string format_float(double v) {
+// The shortest text that reads back as the same float: ONNX's attributes and
+// tensors are f32, so 0.35f prints as 0.35, not 0.3499999940395355.
+std::string format_float(float v) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   std::string s(buf, end);
@@ -66,8 +69,16 @@ class Importer {
     std::string name = options_.name;
     if (name.empty()) name = fs::path(path_).stem().string();
     name = identifier(name, "model");
+    std::set<std::string> constant_uses = inputs_needed_as_constants();
+    int position = 0;
     for (const auto& vi : g.input()) {
       if (initializers_.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
+      const int k = position++;
+      bool not_float = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT;
+      if (!options_.freeze_dir.empty() && (not_float || constant_uses.count(vi.name()))) {
+        freeze(vi, k);
+        continue;
+      }
       read_input(vi);
     }
     for (const auto& node : g.node()) import_node(node);
@@ -98,13 +109,46 @@ class Importer {
     std::string s;
     for (char c : onnx_name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
     while (s.find("__") != std::string::npos) s.replace(s.find("__"), 2, "_");
-    if (s.empty() || s == "_") s = fallback;
-    if (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '_') s = "v" + std::string(s[0] == '_' ? "" : "_") + s;
+    while (!s.empty() && s.front() == '_') s.erase(s.begin());  // `/fc/Gemm` -> fc_Gemm
+    while (!s.empty() && s.back() == '_') s.pop_back();
+    if (s.empty()) s = fallback;
+    if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
     if (s.rfind("wf_", 0) == 0 || reserved_names().count(s)) s = "v_" + s;
     std::string base = s;
     for (int k = 1; used_.count(s); ++k) s = base + "_" + std::to_string(k);
     used_.insert(s);
     return s;
+  }
+
+  // Inputs of the graph that nodes read where a constant is needed.
+  std::set<std::string> inputs_needed_as_constants() const {
+    std::set<std::string> out;
+    for (const auto& n : model_.graph().node()) {
+      std::vector<int> at;
+      const std::string& op = n.op_type();
+      if (op == "Reshape") at = {1};
+      if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && opset_ >= 13) at = {1};
+      if (op == "Clip" && opset_ >= 11) at = {1, 2};
+      if (op == "Dropout") at = {1, 2};
+      for (int k : at)
+        if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
+    }
+    return out;
+  }
+
+  void freeze(const onnx::ValueInfoProto& vi, int position) {
+    fs::path file = fs::path(options_.freeze_dir) / ("input_" + std::to_string(position) + ".pb");
+    std::ifstream in(file, std::ios::binary);
+    auto t = std::make_unique<onnx::TensorProto>();
+    if (!in || !t->ParseFromIstream(&in)) {
+      fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + file.string() +
+           " is not a readable ONNX TensorProto");
+    }
+    t->set_name(vi.name());
+    initializers_[vi.name()] = t.get();
+    frozen_.push_back(std::move(t));
+    frozen_positions_.push_back(position);
+    renamed_.push_back("input '" + vi.name() + "' (input " + std::to_string(position) + ") frozen from " + file.string());
   }
 
   // --- values ------------------------------------------------------------------
@@ -356,10 +400,23 @@ class Importer {
     return out;
   }
 
-  // `size(v, k)` in the body: the number when known, else v.size(k).
-  static std::string size_expr(const Value& v, std::int64_t k) {
-    if (v.dims && (*v.dims)[static_cast<std::size_t>(k)]) return std::to_string(*(*v.dims)[static_cast<std::size_t>(k)]);
-    return v.body + ".size(" + std::to_string(k) + ")";
+  // The arguments of `.reshape(...)` for `dims`: the known sizes, and -1 for
+  // the one the tracer infers (a run-time dim); two unknown dims cannot be said.
+  std::string reshape_args(const onnx::NodeProto& node, const Dims& dims) const {
+    std::string out;
+    int unknown = 0;
+    for (const auto& d : dims) {
+      out += (out.empty() ? "" : ", ") + (d ? std::to_string(*d) : "-1");
+      unknown += !d;
+    }
+    if (unknown > 1) unsupported(node, "a result with more than one run-time dim");
+    return out;
+  }
+
+  static std::optional<std::int64_t> product(const Dims& d, std::size_t from, std::size_t to) {
+    std::optional<std::int64_t> p = 1;
+    for (std::size_t k = from; k < to; ++k) p = (p && d[k]) ? std::optional<std::int64_t>(*p * *d[k]) : std::nullopt;
+    return p;
   }
 
   std::string binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op) {
@@ -443,7 +500,7 @@ class Importer {
         if (op == "Max" || op == "Min") expr = std::string(op == "Max" ? "maximum(" : "minimum(") + expr + ", " + v.body + ")";
         else expr = expr + " + " + v.body;
       }
-      if (op == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0 / node.input_size());
+      if (op == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
       if (node.input_size() == 1) expr += " * 1.0";
       define(node, 0, expr, dims);
       return;
@@ -472,7 +529,7 @@ class Importer {
       Dims d{(*a.dims)[ta ? 1 : 0], (*b.dims)[tb ? 0 : 1]};
       if (node.input_size() > 2 && !node.input(2).empty() && beta != 0.0f) {
         Value c = operand(node, 2);
-        std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stod(c.body)) : c.body + " * " + format_float(beta));
+        std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stof(c.body)) : c.body + " * " + format_float(beta));
         expr += " + " + cterm;
       }
       define(node, 0, expr, d);
@@ -490,11 +547,10 @@ class Importer {
       }
       // Before opset 13 the input is seen as a matrix: the dims before axis
       // by the dims from axis on, normalised over each row.
-      std::string rows = "1";
-      for (std::int64_t k = 0; k < axis; ++k) rows += " * " + size_expr(x, k);
-      std::string back;
-      for (std::int64_t k = 0; k < rank; ++k) back += (k ? ", " : "") + size_expr(x, k);
-      define(node, 0, fn + "(" + x.body + ".reshape(" + rows + ", -1), axis=-1).reshape(" + back + ")", x.dims);
+      const Dims& d = *x.dims;
+      Dims matrix{product(d, 0, static_cast<std::size_t>(axis)), product(d, static_cast<std::size_t>(axis), d.size())};
+      define(node, 0, fn + "(" + x.body + ".reshape(" + reshape_args(node, matrix) + "), axis=-1).reshape(" +
+                          reshape_args(node, d) + ")", x.dims);
       return;
     }
     if (op == "Transpose") {
@@ -538,7 +594,7 @@ class Importer {
     const std::string& op = node.op_type();
     Value x = operand(node, 0);
     std::int64_t rank = rank_of(node, x);
-    std::vector<std::string> target;
+    const Dims& in = *x.dims;
     Dims d;
     if (op == "Reshape") {
       only_attributes(node, {"allowzero"});
@@ -547,73 +603,52 @@ class Importer {
       for (std::size_t k = 0; k < shape.size(); ++k) {
         if (shape[k] == 0 && !allowzero) {
           if (static_cast<std::int64_t>(k) >= rank) unsupported(node, "shape copies axis " + std::to_string(k) + " of a rank " + std::to_string(rank) + " input");
-          target.push_back(size_expr(x, static_cast<std::int64_t>(k)));
-          d.push_back((*x.dims)[k]);
+          d.push_back(in[k]);
         } else if (shape[k] < -1) {
           unsupported(node, "shape holds " + std::to_string(shape[k]));
         } else {
-          target.push_back(std::to_string(shape[k]));
           d.push_back(shape[k] == -1 ? std::nullopt : std::optional<std::int64_t>(shape[k]));
         }
       }
     } else if (op == "Flatten") {
       only_attributes(node, {"axis"});
-      std::int64_t axis = axis_in(node, attr_int(node, "axis", 1), rank, true);
-      std::string rows = "1";
-      std::optional<std::int64_t> r = 1;
-      for (std::int64_t k = 0; k < axis; ++k) {
-        rows += " * " + size_expr(x, k);
-        auto v = (*x.dims)[static_cast<std::size_t>(k)];
-        r = (r && v) ? std::optional<std::int64_t>(*r * *v) : std::nullopt;
-      }
-      std::string cols = "1";
-      std::optional<std::int64_t> c = 1;
-      for (std::int64_t k = axis; k < rank; ++k) {
-        cols += " * " + size_expr(x, k);
-        auto v = (*x.dims)[static_cast<std::size_t>(k)];
-        c = (c && v) ? std::optional<std::int64_t>(*c * *v) : std::nullopt;
-      }
-      target = {rows, cols};
-      d = {r, c};
+      // Flatten's axis is in [-rank, rank]: a negative one counts from rank.
+      std::int64_t a = attr_int(node, "axis", 1);
+      if (a < -rank || a > rank) unsupported(node, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+      std::size_t axis = static_cast<std::size_t>(a < 0 ? a + rank : a);
+      d = {product(in, 0, axis), product(in, axis, in.size())};
     } else {
       only_attributes(node, {"axes"});
       std::vector<std::int64_t> axes = opset_ >= 13 ? int_constant(node, 1, "axes") : attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
       if (op == "Squeeze") {
         std::set<std::int64_t> drop;
-        for (auto a : axes) drop.insert(axis_in(node, a, rank));
+        for (auto a : axes) {
+          std::int64_t k = axis_in(node, a, rank);
+          if (in[static_cast<std::size_t>(k)] && *in[static_cast<std::size_t>(k)] != 1) {
+            unsupported(node, "axis " + std::to_string(a) + " has size " + std::to_string(*in[static_cast<std::size_t>(k)]) + ", not 1");
+          }
+          drop.insert(k);
+        }
         if (axes.empty()) {
           for (std::int64_t k = 0; k < rank; ++k) {
-            auto v = (*x.dims)[static_cast<std::size_t>(k)];
+            auto v = in[static_cast<std::size_t>(k)];
             if (!v) unsupported(node, "squeezing every size-1 axis of an input with run-time dims");
             if (*v == 1) drop.insert(k);
           }
         }
-        for (std::int64_t k = 0; k < rank; ++k) {
-          if (drop.count(k)) continue;
-          target.push_back(size_expr(x, k));
-          d.push_back((*x.dims)[static_cast<std::size_t>(k)]);
-        }
+        for (std::int64_t k = 0; k < rank; ++k)
+          if (!drop.count(k)) d.push_back(in[static_cast<std::size_t>(k)]);
       } else {
         std::int64_t out_rank = rank + static_cast<std::int64_t>(axes.size());
         std::set<std::int64_t> add;
         for (auto a : axes) add.insert(axis_in(node, a, out_rank));
-        std::int64_t src = 0;
-        for (std::int64_t k = 0; k < out_rank; ++k) {
-          if (add.count(k)) {
-            target.push_back("1");
-            d.push_back(1);
-          } else {
-            target.push_back(size_expr(x, src));
-            d.push_back((*x.dims)[static_cast<std::size_t>(src++)]);
-          }
-        }
+        if (add.size() != axes.size()) unsupported(node, "axes repeat an axis");
+        std::size_t src = 0;
+        for (std::int64_t k = 0; k < out_rank; ++k) d.push_back(add.count(k) ? std::optional<std::int64_t>(1) : in[src++]);
       }
     }
-    std::string args;
-    for (const auto& t : target) args += (args.empty() ? "" : ", ") + t;
-    // A reshape is a view of its input; `* 1.0` would copy. The graph keeps
-    // views as they are, so the value is the view.
-    define(node, 0, target.empty() ? x.body + ".reshape()" : x.body + ".reshape(" + args + ")", d);
+    // A reshape is a view of its input, as in the body language.
+    define(node, 0, x.body + ".reshape(" + reshape_args(node, d) + ")", d);
   }
 
   void import_reduce(const onnx::NodeProto& node) {
@@ -648,7 +683,7 @@ class Importer {
   void import_clip(const onnx::NodeProto& node) {
     only_attributes(node, {"min", "max"});
     Value x = operand(node, 0);
-    std::optional<double> lo, hi;
+    std::optional<float> lo, hi;
     if (opset_ < 11) {
       if (attr(node, "min")) lo = attr_float(node, "min", 0.0f);
       if (attr(node, "max")) hi = attr_float(node, "max", 0.0f);
@@ -657,7 +692,7 @@ class Importer {
         if (k >= node.input_size() || node.input(k).empty()) continue;
         Value v = operand(node, k);
         if (!v.literal) unsupported(node, "a bound that is not a constant scalar");
-        (k == 1 ? lo : hi) = std::stod(v.body);
+        (k == 1 ? lo : hi) = std::stof(v.body);
       }
     }
     // max(x, lo) = lo + relu(x - lo); min(x, hi) = x - relu(x - hi).
@@ -673,6 +708,7 @@ class Importer {
   Imported finish(const std::string& name) {
     Imported out;
     out.opset = opset_;
+    out.frozen_inputs = frozen_positions_;
     std::ostringstream y;
     const auto& g = model_.graph();
     y << "# Imported by `wfgen import` from " << fs::path(path_).filename().string() << " (ONNX IR " << model_.ir_version()
@@ -741,6 +777,8 @@ class Importer {
   onnx::ModelProto model_;
   int opset_ = 0;
   std::map<std::string, const onnx::TensorProto*> initializers_;
+  std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
+  std::vector<int> frozen_positions_;
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> dim_symbols_;
   std::set<std::string> used_;

@@ -26,6 +26,11 @@ struct Options {
   std::string name;                          // model and build name; "" derives it from the file name
   std::map<std::string, std::int64_t> dims;  // --dim batch=4: fixes a dim_param
   std::string params_file;                   // the parameter file the spec names (its path as written)
+  // A folder of sample inputs in ONNX's test layout (input_<k>.pb, k the
+  // position among the graph's inputs): graph inputs wfgen cannot take at
+  // run time (not FLOAT, or read where a constant is needed: Reshape's shape,
+  // axes, Clip's bounds) are frozen to these values. Empty: such inputs are errors.
+  std::string freeze_dir;
 };
 
 struct Imported {
@@ -33,6 +38,7 @@ struct Imported {
   std::vector<std::string> param_names;   // the initializers kept as parameters, in the file's order
   std::vector<rt::Tensor> params;
   int opset = 0;                          // of the default ("ai.onnx") domain
+  std::vector<int> frozen_inputs;         // positions of the graph inputs frozen from freeze_dir
 };
 
 // Reads `path` (an ONNX ModelProto). Throws UserError.
