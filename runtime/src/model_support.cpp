@@ -407,6 +407,62 @@ Status try_copy_out(const TensorRef& ref, Tensor& out) {
   return {};
 }
 
+// --- integer inputs ------------------------------------------------------------------
+
+Status load_indices(const char* name, const Tensor& in, Tensor& out) {
+  if (in.dtype() != DType::i32 && in.dtype() != DType::i64 && in.dtype() != DType::u8) {
+    return Status(ErrorCode::DTypeMismatch, std::string("the input ") + name + " has dtype " + dtype_name(in.dtype()) +
+                                                ", but the model takes integer indices (i32, i64 or u8).");
+  }
+  if (out.dtype() != DType::f32 && out.dtype() != DType::f64) {
+    return Status(ErrorCode::DTypeMismatch, std::string("load_indices: the values of ") + name + " must be f32 or f64, not " +
+                                                dtype_name(out.dtype()));
+  }
+  if (in.shape() != out.shape() || !out.is_contiguous()) {
+    return Status(ErrorCode::ShapeMismatch, std::string("load_indices: the values of ") + name + " have shape " +
+                                                shape_to_string(out.shape()) + ", the input " + shape_to_string(in.shape()));
+  }
+  const std::int64_t exact = out.dtype() == DType::f32 ? (std::int64_t{1} << 24) : (std::int64_t{1} << 53);
+  const int r = in.rank();
+  const Shape shape = in.shape(), strides = in.strides();
+  const std::int64_t n = in.numel();
+  Status bad;
+  visit_dtype(in.dtype(), [&](auto in_tag) {
+    using I = typename decltype(in_tag)::type;
+    if constexpr (std::is_integral_v<I>) {
+      const I* src = in.data<I>();
+      visit_dtype(out.dtype(), [&](auto out_tag) {
+        using F = typename decltype(out_tag)::type;
+        if constexpr (std::is_floating_point_v<F>) {
+          F* dst = out.data<F>();
+          std::int64_t index[kMaxRank] = {}, at = 0;
+          for (std::int64_t k = 0; k < n; ++k) {
+            const auto v = static_cast<std::int64_t>(src[at]);
+            if (v < 0 || v > exact) {
+              std::string where = "(";
+              for (int d = 0; d < r; ++d) where += (d ? " " : "") + std::to_string(index[d]);
+              bad = Status(ErrorCode::InvalidArgument,
+                           std::string("the input ") + name + " holds " + std::to_string(v) + " at " + where + "), but an index must be " +
+                               (v < 0 ? std::string("0 or more") : "at most " + std::to_string(exact) + " (" + dtype_name(out.dtype()) +
+                                                                     " holds larger integers inexactly)") + ".");
+              return;
+            }
+            dst[k] = static_cast<F>(v);
+            // Next element in row-major order: the last axis fastest.
+            for (int d = r - 1; d >= 0; --d) {
+              at += strides[static_cast<std::size_t>(d)];
+              if (++index[d] < shape[static_cast<std::size_t>(d)]) break;
+              at -= index[d] * strides[static_cast<std::size_t>(d)];
+              index[d] = 0;
+            }
+          }
+        }
+      });
+    }
+  });
+  return bad;
+}
+
 // --- caller-owned outputs --------------------------------------------------------------
 
 namespace {

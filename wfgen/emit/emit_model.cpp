@@ -331,7 +331,10 @@ std::string disassemble(const Graph& g) {
         std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
         std::string name = prefix + names[static_cast<std::size_t>(id)];
         if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
-        args += (args.empty() ? "" : " ") + name + "{" + rt::dtype_c_name(v.dtype) + ", " + shape::shape_str(v.shape) + "}";
+        // An integer input is read as the build's dtype, converted before the pass.
+        const std::string dtype = std::string(rt::dtype_c_name(v.dtype)) +
+                                  (v.caller_dtype ? std::string(" from ") + rt::dtype_c_name(*v.caller_dtype) : "");
+        args += (args.empty() ? "" : " ") + name + "{" + dtype + ", " + shape::shape_str(v.shape) + "}";
       }
       scalars += in.scalars.size();
       out += line + outs + " <= op(" + args + ")>\n";
@@ -378,6 +381,23 @@ std::string training_declarations(const spec::Build& build) {
       "  wfgen::rt::Status try_zero_grad();\n";
   if (build.optimizer) out += "  wfgen::rt::Status try_step();\n";
   return out;
+}
+
+// The inputs the caller passes as integers (a build's input_dtypes), in
+// input order: the model holds each as the build's dtype.
+std::vector<int> index_inputs(const Graph& g) {
+  std::vector<int> out;
+  for (int id : g.inputs)
+    if (g[id].caller_dtype) out.push_back(id);
+  return out;
+}
+
+std::string index_members(const Graph& g) {
+  if (index_inputs(g).empty()) return "";
+  return "  // The integer inputs (input_dtypes) as the build's dtype, converted and\n"
+         "  // checked value by value before every forward pass (load_indices_()).\n"
+         "  std::vector<wfgen::rt::Tensor> index_values_;\n"
+         "  wfgen::rt::Status load_indices_();\n";
 }
 
 std::string training_members(const spec::Build& build) {
@@ -570,6 +590,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
                                                         ? "Outputs are copied out of the model's memory (the pullback reads the values the\n  // forward pass computed, which a caller's tensor would expose)."
                                                         : "A contiguous output tensor that shares no memory with an input, a parameter or\n  // another output is written by the kernel that computes it (no copy); any other\n  // is copied into after the whole forward pass, so forward_into(X, X) is X = f(X)."},
                                       {"training_api", g.has_backward ? training_declarations(build) : ""},
+                                      {"index_members", index_members(g)},
                                       {"training_members", g.has_backward ? training_members(build) : ""}});
 
   // --- source -------------------------------------------------------------------------
@@ -688,6 +709,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   }
   c.line("inputs_.resize(" + num(static_cast<std::int64_t>(g.inputs.size())) + ");");
   c.line("bound_inputs_.resize(" + num(static_cast<std::int64_t>(g.inputs.size())) + ");");
+  if (!index_inputs(g).empty()) c.line("index_values_.resize(" + num(static_cast<std::int64_t>(index_inputs(g).size())) + ");");
   c.line("bound_outputs_.resize(" + num(static_cast<std::int64_t>(g.outputs.size())) + ");");
   c.line("direct_outputs_.resize(" + num(static_cast<std::int64_t>(g.outputs.size())) + ");");
   c.line("table_.resize(" + num(static_cast<std::int64_t>(g.values.size())) + ");");
@@ -734,7 +756,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
       dims += d.is_known() ? "{nullptr, " + num(d.value()) + "}" : "{" + literal(d.str()) + ", 0}";
     }
     c.line("if (wfgen::rt::Status wf_s = wf_binder.check(" + literal(v.name) + ", inputs_[" + num(static_cast<std::int64_t>(k)) + "], " +
-           dtype_cpp(v.dtype) + ", {" + dims + "}); !wf_s.ok()) return wf_s;");
+           dtype_cpp(v.caller_dtype.value_or(v.dtype)) + ", {" + dims + "}); !wf_s.ok()) return wf_s;");
   }
   if (!g.symbols.empty()) c.comment("Run-time dims: checked arithmetic (an overflow is reported by the arena plan, never wrapped).");
   for (std::size_t s = 0; s < g.symbols.size(); ++s) {
@@ -789,7 +811,17 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     switch (v.kind) {
       case Kind::Input: {
         auto it = std::find(g.inputs.begin(), g.inputs.end(), v.id);
-        c.line(lhs + "inputs_[" + num(it - g.inputs.begin()) + "].ref();  // " + v.name);
+        const std::string k = num(it - g.inputs.begin());
+        if (v.caller_dtype) {
+          const std::vector<int> idx = index_inputs(g);
+          const std::string j = num(std::find(idx.begin(), idx.end(), v.id) - idx.begin());
+          c.comment(v.name + " (" + rt::dtype_name(*v.caller_dtype) + " indices) as " + rt::dtype_name(v.dtype) + ", filled by load_indices_()");
+          c.line("if (wfgen::rt::Status wf_s = wfgen::rt::Tensor::try_empty(" + dtype_cpp(v.dtype) + ", inputs_[" + k +
+                 "].shape(), index_values_[" + j + "]); !wf_s.ok()) return wf_s;");
+          c.line(lhs + "index_values_[" + j + "].ref();  // " + v.name);
+          break;
+        }
+        c.line(lhs + "inputs_[" + k + "].ref();  // " + v.name);
         break;
       }
       case Kind::Param: {
@@ -894,9 +926,28 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line();
 
   // run / forward
+  const bool has_indices = !index_inputs(g).empty();
+  if (has_indices) {
+    const std::vector<int> idx = index_inputs(g);
+    c.open("wfgen::rt::Status " + cls + "::load_indices_()");
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      auto it = std::find(g.inputs.begin(), g.inputs.end(), idx[j]);
+      c.line("if (wfgen::rt::Status wf_s = wfgen::rt::load_indices(" + literal(g[idx[j]].name) + ", inputs_[" +
+             num(it - g.inputs.begin()) + "], index_values_[" + num(static_cast<std::int64_t>(j)) + "]); !wf_s.ok()) return wf_s;");
+    }
+    c.line("return {};");
+    c.close();
+    c.line();
+  }
+  // Before each forward pass: the integer inputs' values, as the build's dtype.
+  auto load_indices = [&](bool throwing) {
+    if (!has_indices) return;
+    c.line(std::string("if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) ") + (throwing ? "wfgen::rt::fail(wf_s);" : "return wf_s;"));
+  };
   c.open("std::vector<wfgen::rt::Tensor> " + cls + "::run()");
   c.comment("A binding of forward_into() that writes into the caller's tensors is not for run().");
   c.line("if (inputs_changed_() || direct_) bind_();");
+  load_indices(true);
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
   c.line("std::vector<wfgen::rt::Tensor> wf_out;");
@@ -916,6 +967,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.open("if (inputs_changed_() || direct_ || !checked_)");
   c.line("if (wfgen::rt::Status wf_s = try_bind_(true, nullptr); !wf_s.ok()) return wf_s;");
   c.close();
+  load_indices(false);
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
   c.line("return outputs_(outputs);");
@@ -951,6 +1003,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.open("if (wf_rebind)");
   c.line("if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;");
   c.close();
+  load_indices(false);
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
   for (std::size_t k = 0; k < g.outputs.size(); ++k) {
@@ -1052,7 +1105,10 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   {
     std::string text = "<Compiled: " + cls + " (" + model.name + ")>\n";
     text += "  where: " + where + "\n  inputs:\n";
-    for (int i : g.inputs) text += "    " + g[i].name + " " + rt::dtype_c_name(g[i].dtype) + " " + shape::shape_str(g[i].shape) + "\n";
+    for (int i : g.inputs) {
+      text += "    " + g[i].name + " " + rt::dtype_c_name(g[i].caller_dtype.value_or(g[i].dtype)) + " " + shape::shape_str(g[i].shape) +
+              (g[i].caller_dtype ? std::string(" (indices, held as ") + rt::dtype_c_name(g[i].dtype) + ")" : "") + "\n";
+    }
     text += "  outputs:\n";
     for (std::size_t k = 0; k < g.outputs.size(); ++k) {
       const Value& o = g[g.outputs[k]];

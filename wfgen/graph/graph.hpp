@@ -97,6 +97,13 @@ struct Value {
   std::string param_path;  // "Linear_1.W"
 
   bool contiguous = true;  // the value's layout is row-major contiguous
+
+  // Indices: an input the caller passes with an integer dtype (a build's
+  // input_dtypes; `caller_dtype` on the input itself), or a view or copy of
+  // one. The model holds them as `dtype` (converted value by value at each
+  // forward, checked); only index inputs of nodes (Node::indices) read them.
+  bool holds_indices = false;
+  std::optional<rt::DType> caller_dtype;  // Input: the dtype forward() takes
 };
 
 // An assert of a body whose condition depends on run-time dims

@@ -90,6 +90,16 @@ const Build* Spec::find_build(std::string_view name) const {
   return nullptr;
 }
 
+bool Node::takes_indices(std::string_view input) const {
+  return std::find(indices.begin(), indices.end(), input) != indices.end();
+}
+
+std::optional<rt::DType> Build::input_dtype(std::string_view input) const {
+  for (const auto& [name, dt] : input_dtypes)
+    if (name == input) return dt;
+  return std::nullopt;
+}
+
 std::string Spec::line_at(const SourceLoc& loc) const {
   auto it = texts.find(loc.file);
   return it == texts.end() ? std::string() : line_of(it->second, loc.line);
@@ -382,6 +392,20 @@ class Reader {
         node.extends_locs.push_back(detail::loc_of(src_, e.Mark()));
       }
     }
+    for (const auto& x : n["indices"]) {
+      const bool input = std::any_of(node.where.inputs.begin(), node.where.inputs.end(),
+                                     [&](const subscript::Argument& a) { return a.name && *a.name == x.Scalar(); });
+      if (!input) {
+        std::vector<std::string> inputs;
+        for (const auto& a : node.where.inputs)
+          if (a.name) inputs.push_back(*a.name);
+        error(x, "'" + quote(x.Scalar()) + "' in the indices of " + owner + " is not an input of the node" +
+                     did_you_mean(x.Scalar(), inputs) + " (inputs: " + join(inputs) + ")");
+        continue;
+      }
+      node.indices.push_back(x.Scalar());
+      node.indices_locs.push_back(detail::loc_of(src_, x.Mark()));
+    }
     // Every output symbol must be determined: by an input, a where binding
     // or a constructor argument (cl-waffe2 reports the rest at run time;
     // wfgen knows the arguments, so it reports them here).
@@ -599,6 +623,13 @@ class Reader {
     }
     if (n["backward"]) b.backward = n["backward"].as<bool>();
     if (n["fuse"]) b.fuse = n["fuse"].as<bool>();
+    for (const auto& kv : n["input_dtypes"]) {
+      rt::DType dt = rt::DType::i64;  // the schema allows i32, i64 and u8
+      for (int k = 0; k < rt::kDTypeCount; ++k)
+        if (kv.second.Scalar() == rt::dtype_name(static_cast<rt::DType>(k))) dt = static_cast<rt::DType>(k);
+      b.input_dtypes.emplace_back(kv.first.Scalar(), dt);
+      b.input_dtype_locs[kv.first.Scalar()] = detail::loc_of(src_, kv.first.Mark());
+    }
     for (const auto& x : n["grad_inputs"]) {
       b.grad_inputs.push_back(x.Scalar());
       b.grad_input_locs.push_back(detail::loc_of(src_, x.Mark()));
@@ -942,6 +973,18 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
                      ", which needs 'backward: true' (there is no pullback without it)");
     }
     if (m) {
+      for (const auto& [name, dt] : b.input_dtypes) {
+        const SourceLoc& at = b.input_dtype_locs.at(name);
+        if (std::find(m->inputs.begin(), m->inputs.end(), name) == m->inputs.end()) {
+          add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
+                      did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
+              static_cast<int>(name.size()));
+        } else if (std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
+          add(at, "build '" + b.name + "' asks for the gradient of '" + quote(name) + "', an input of integer dtype " +
+                      rt::dtype_name(dt) + " (indices have no gradient); remove it from grad_inputs",
+              static_cast<int>(name.size()));
+        }
+      }
       for (std::size_t k = 0; k < b.grad_inputs.size(); ++k) {
         if (std::find(m->inputs.begin(), m->inputs.end(), b.grad_inputs[k]) == m->inputs.end()) {
           add(b.grad_input_locs[k], "build '" + b.name + "' asks for the gradient of '" + quote(b.grad_inputs[k]) +

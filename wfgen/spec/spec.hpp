@@ -60,6 +60,11 @@ struct Node {
   bool out_scalar = false;
   std::vector<std::string> extends;
   std::vector<SourceLoc> extends_locs;  // parallel to extends
+  // Inputs that take indices (`indices:`): the only ones an integer build
+  // input (Build::input_dtypes) may be passed to.
+  std::vector<std::string> indices;
+  std::vector<SourceLoc> indices_locs;  // parallel to indices
+  bool takes_indices(std::string_view input) const;
   std::string doc;
   bool from_stdlib = false;
   bool fused = false;  // made by wfgen's fusion pass from several calls, not from a spec
@@ -174,6 +179,11 @@ struct Build {
   std::uint64_t seed = 0;
   // Autodiff (cl-waffe2's compile-forward-and-backward).
   bool backward = false;
+  // Inputs the caller passes with an integer dtype (`input_dtypes:`), in
+  // spec order: converted to `dtype` by the model, value by value, checked.
+  std::vector<std::pair<std::string, rt::DType>> input_dtypes;
+  std::map<std::string, SourceLoc> input_dtype_locs;
+  std::optional<rt::DType> input_dtype(std::string_view input) const;
   std::vector<std::string> grad_inputs;  // inputs that get a gradient too
   std::vector<SourceLoc> grad_input_locs;
   std::optional<Optimizer> optimizer;

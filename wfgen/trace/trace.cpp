@@ -190,6 +190,10 @@ class Tracer {
       check_size(shape, model->where_text->loc, "input '" + *a.name + "' of model '" + model->name + "'");
       Value v = fresh(Kind::Input, shape, model->loc, "");
       v.name = *a.name;
+      if (std::optional<rt::DType> dt = build_.input_dtype(*a.name)) {
+        v.caller_dtype = *dt;
+        v.holds_indices = true;
+      }
       int id = add(std::move(v));
       g_.inputs.push_back(id);
       frame.env[*a.name] = TValue::tensor(id);
@@ -796,6 +800,7 @@ class Tracer {
     v.view = kind;
     v.base = base;
     v.contiguous = false;
+    v.holds_indices = val(base).holds_indices;
     return add(std::move(v));
   }
 
@@ -832,7 +837,13 @@ class Tracer {
     return view(base, ViewKind::Broadcast, to, e);
   }
 
-  int copy(int base, const body::Expr& e) { return call_node_simple(e, "copy", {base}, {}).id; }
+  // A contiguous copy (before a reshape); a copy of indices is indices.
+  int copy(int base, const body::Expr& e) {
+    const bool indices = val(base).holds_indices;
+    int id = call_node_simple(e, "copy", {base}, {}, /*copies_indices=*/indices).id;
+    g_[id].holds_indices = indices;
+    return id;
+  }
 
   // reshape(x, 2, -1) / x.reshape([2, -1]): one -1 is inferred.
   int reshape_to(int base, const std::vector<TValue>& dims, const body::Expr& e) {
@@ -892,16 +903,42 @@ class Tracer {
   // Calls a node with tensors (the in-place outputs are allocated) and
   // constructor arguments in order.
   TValue call_node_simple(const body::Expr& e, const std::string& node, const std::vector<int>& tensors,
-                          const std::vector<spec::ArgValue>& args) {
+                          const std::vector<spec::ArgValue>& args, bool copies_indices = false) {
     const spec::Node* n = spec_.find_node(node);
     if (!n) fail_at(e, "the standard node '" + node + "' is not available (was it overridden or removed?)");
     std::vector<std::pair<std::string, TValue>> named;
     for (std::size_t k = 0; k < args.size() && k < n->args.size(); ++k) named.emplace_back(n->args[k].name, from_arg(args[k]));
-    return call_node(e, *n, tensors, named);
+    return call_node(e, *n, tensors, named, copies_indices);
+  }
+
+  // Indices reach only the index inputs of nodes (gather's and one_hot's
+  // IDX): anywhere else an id would be used as a number.
+  void check_indices(const body::Expr& e, const spec::Node& node, const std::vector<int>& tensors,
+                     const std::vector<bool>& allocated, bool passes_all) {
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < node.where.inputs.size(); ++k) {
+      if (allocated[k] && !passes_all) continue;
+      const int id = tensors[next++];
+      if (!val(id).holds_indices) continue;
+      const std::string input = node.where.inputs[k].name.value_or("input " + std::to_string(k + 1));
+      int root = id;
+      while (val(root).kind == Kind::View || (val(root).kind == Kind::Call && val(root).node && val(root).node->name == "copy"))
+        root = val(root).kind == Kind::View ? val(root).base : val(root).operands.front();
+      const Value& in = val(root);
+      const std::string what = "'" + in.name + "' holds indices (build '" + build_.name + "' passes it as " +
+                               rt::dtype_name(in.caller_dtype.value_or(rt::DType::i64)) + ")";
+      if (!node.takes_indices(input)) {
+        std::string takers;
+        for (const auto& n : spec_.nodes)
+          for (const auto& i : n.indices) takers += (takers.empty() ? "" : ", ") + n.name + "'s " + i;
+        fail_at(e, what + ", but node '" + node.name + "' reads its input '" + input + "' as " +
+                       rt::dtype_name(build_.dtype) + " values; indices go only to index inputs (" + takers + ")");
+      }
+    }
   }
 
   TValue call_node(const body::Expr& e, const spec::Node& node, std::vector<int> tensors,
-                   const std::vector<std::pair<std::string, TValue>>& named) {
+                   const std::vector<std::pair<std::string, TValue>>& named, bool copies_indices = false) {
     const auto& decl = node.where;
     if (decl.outputs.size() != 1) {
       fail_at(e, "node '" + node.name + "' has " + std::to_string(decl.outputs.size()) +
@@ -923,6 +960,7 @@ class Tracer {
       fail_at(e, "node '" + node.name + "' takes " + std::to_string(decl.inputs.size() - n_alloc) + " tensor" +
                      (decl.inputs.size() - n_alloc == 1 ? "" : "s") + " (" + names + "), but got " + std::to_string(tensors.size()));
     }
+    if (!copies_indices) check_indices(e, node, tensors, allocated, passes_all);
     // Constructor arguments.
     std::vector<spec::ArgValue> args;
     shape::Args shape_args;

@@ -193,6 +193,14 @@ void copy_elements(const TensorRef& dst, const TensorRef& src) noexcept;
 
 // --- inputs -----------------------------------------------------------------------
 
+// Converts the integer input `name` (token ids, class labels: a build's
+// input_dtypes) into `out`, a contiguous f32 or f64 tensor of its shape,
+// value by value, before a forward pass. InvalidArgument naming the input and
+// the element when a value is negative or too large for `out`'s dtype to
+// hold exactly (2^24 for f32, 2^53 for f64). A value past the end of the
+// table it indexes is not an error here: gather and one_hot give zeros there.
+Status load_indices(const char* name, const Tensor& in, Tensor& out);
+
 // One dim of a model input as declared: a number, or a run-time symbol.
 struct InputDim {
   const char* symbol;   // null: `size` is the declared size
