@@ -26,7 +26,7 @@
 
 #include "attention.hpp"
 #include "causal_attention.hpp"
-#include "cnn.hpp"
+#include "conv_pool.hpp"
 #include "embedding.hpp"
 #include "linalg.hpp"
 #include "linalg_cpu.hpp"
@@ -158,7 +158,7 @@ TEST_CASE("standard models: softmax, log_softmax, layernorm, linear, mse, cross_
   check_gradients<gc::std_models>("std_models");
 }
 TEST_CASE("a transformer block: attention heads, layernorm, gelu, residuals") { check_gradients<gc::attention>("attention"); }
-TEST_CASE("convolutions and max pooling: im2col, col2im, padding, stride") { check_gradients<gc::cnn>("cnn"); }
+TEST_CASE("convolutions and max pooling: im2col, col2im, padding, stride") { check_gradients<gc::conv_pool>("conv_pool"); }
 TEST_CASE("embeddings: gather's backward adds repeated rows (scatter_add)") { check_gradients<gc::embedding>("embedding"); }
 TEST_CASE("a causal transformer block: masked scores in every head") { check_gradients<gc::causal_attention>("causal_attention"); }
 
