@@ -4,6 +4,7 @@
 // naive loops written here; its disassembly must have fewer instructions.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -363,4 +364,67 @@ TEST_CASE("fused row kernels give the same results with their outputs streamed")
   Tensor streamed = f.forward(x)[0];
   streaming.reset();
   same(streamed, u.forward(x)[0], 1e-5, "layernorm, streamed vs unfused");
+}
+
+TEST_CASE("rows shorter than two sets of lanes run a tile of rows at a time, one row per lane") {
+  // The tile path takes 16 rows (f32; 8 for f64) of fewer than 64 columns
+  // (32 for f64) at a time; the rows left over, and rows of 64 columns or
+  // more, take the row path. Every row count around the tile and every
+  // column count around a vector and the limit, against naive loops.
+  for (std::int64_t cols : {1, 2, 7, 10, 15, 16, 17, 31, 32, 33, 63, 64}) {
+    for (std::int64_t rows : {1, 15, 16, 17, 40, 64}) {
+      INFO(rows << " rows of " << cols);
+      Tensor x = random(DType::f32, {rows, cols}, static_cast<std::uint64_t>(100 + rows * 97 + cols));
+      const std::vector<double> ref = softmax_ref(x, rows, cols, cols, 1);
+      fz::softmax_rows_f f;
+      same_as(f.forward(x)[0], ref, 1e-6, "softmax");
+      fz::log_softmax_rows_f l;
+      std::vector<double> logs = ref;
+      for (auto& v : logs) v = std::log(v);
+      same_as(l.forward(x)[0], logs, 1e-5, "log_softmax");
+      fz::softmax_gated_f g;
+      std::vector<double> gated = ref;
+      for (std::size_t i = 0; i < gated.size(); ++i) gated[i] *= at(x, static_cast<std::int64_t>(i));
+      same_as(g.forward(x)[0], gated, 1e-6, "X * softmax(X)");
+      fz::rms_f r;
+      std::vector<double> rms(static_cast<std::size_t>(rows));
+      for (std::int64_t i = 0; i < rows; ++i) {
+        double s = 0;
+        for (std::int64_t c = 0; c < cols; ++c) s += at(x, i * cols + c) * at(x, i * cols + c);
+        rms[static_cast<std::size_t>(i)] = std::sqrt(s / static_cast<double>(cols) + 1e-6);
+      }
+      same_as(r.forward(x)[0], rms, 1e-6, "one value per row (rms)");
+      fz::softmax_rows_f64 d;
+      Tensor x64 = random(DType::f64, {rows, cols}, static_cast<std::uint64_t>(7 + rows * 31 + cols));
+      same_as(d.forward(x64)[0], softmax_ref(x64, rows, cols, cols, 1), 1e-13, "f64 softmax");
+      // The kernel in place (its output over its input) and over rows that
+      // are not packed (a row stride larger than the row).
+      Tensor y = x.clone();
+      fz::fused_softmax_f32_r2({y.data<float>(), {rows, cols}, {cols, 1}}, {y.data<float>(), {rows, cols}, {cols, 1}});
+      same_as(y, ref, 1e-6, "softmax in place");
+      Tensor wide = Tensor::zeros(DType::f32, {rows, cols + 3});
+      fz::fused_softmax_f32_r2({x.data<float>(), {rows, cols}, {cols, 1}}, {wide.data<float>(), {rows, cols}, {cols + 3, 1}});
+      same_as(wide.slice(1, 0, cols).contiguous(), ref, 1e-6, "softmax into rows with a gap");
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t c = cols; c < cols + 3; ++c) REQUIRE(wide.at<float>({i, c}) == 0.0f);
+    }
+  }
+  // A NaN in a row makes that row's max, and so its whole softmax, NaN; the
+  // other rows of the tile are untouched by it.
+  Tensor x = random(DType::f32, {16, 10}, 77);
+  x.data<float>()[3 * 10 + 4] = std::numeric_limits<float>::quiet_NaN();
+  fz::softmax_rows_f f;
+  Tensor y = f.forward(x)[0];
+  const std::vector<double> ref = softmax_ref(x, 16, 10, 10, 1);
+  for (std::int64_t i = 0; i < 16 * 10; ++i) {
+    if (i / 10 == 3) CHECK(std::isnan(at(y, i)));
+    else CHECK(std::fabs(at(y, i) - ref[static_cast<std::size_t>(i)]) <= 1e-6);
+  }
+  // Layernorm over rows of 16 in a rank-3 tensor: tiles across the batch dims' rows.
+  fz::layernorm3_f ln;
+  fz::layernorm3_nofuse lu;
+  for (std::int64_t b : {1, 3, 5}) {
+    Tensor x3 = random(DType::f32, {b, 7, 16}, static_cast<std::uint64_t>(200 + b));
+    same(ln.forward(x3)[0], lu.forward(x3)[0], 1e-5, "layernorm, fused (tiles) vs unfused");
+  }
 }
