@@ -372,6 +372,16 @@ struct GemmTile {
   static constexpr int MR = 6;
   static constexpr int NR = 64 / static_cast<int>(sizeof(T)) >= 16 ? 16 : 64 / static_cast<int>(sizeof(T));
   static constexpr std::int64_t KC = 256, MC = 96, NC = 2048;
+  // The target's vector registers: a tile row is NR / VL of them.
+#if defined(__AVX512F__)
+  static constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
+  static constexpr int kVectorBytes = 32;
+#else
+  static constexpr int kVectorBytes = 16;
+#endif
+  static constexpr int VL = kVectorBytes / static_cast<int>(sizeof(T)) < NR ? kVectorBytes / static_cast<int>(sizeof(T)) : NR;
+  static constexpr int NV = NR / VL;
 };
 
 // The MR x NR tile at c (mr x nr of it inside C): acc = A panel * B panel,
@@ -380,49 +390,73 @@ struct GemmTile {
 template <class T>
 inline void gemm_micro(std::int64_t kc, const T* ap, const T* bp, T* c, std::int64_t rsc, std::int64_t csc,
                        int mr, int nr, bool accumulate, bool last, const GemmEpilogue<T>& ep, const T* bias) {
-  constexpr int MR = GemmTile<T>::MR, NR = GemmTile<T>::NR;
-  // One row of the MR x NR tile is one vector (GCC/Clang vector extensions,
-  // std-only C++ otherwise): the MR accumulators stay in registers and each
-  // step is MR broadcast-multiply-adds, which the compiler turns into FMAs
-  // of the target's widest vectors. Plain loops here were vectorised across
-  // the rows and spilled the tile to the stack.
-  typedef T Row __attribute__((vector_size(NR * sizeof(T))));
-  Row acc[MR] = {};
+  using Tile = GemmTile<T>;
+  constexpr int MR = Tile::MR, NR = Tile::NR, VL = Tile::VL, NV = Tile::NV;
+  // A tile row is NV vectors of the target's width (GCC/Clang vector
+  // extensions): the MR x NV accumulators stay in registers (12 of the 16
+  // ymm registers on AVX2, 6 zmm on AVX-512) and each step is MR x NV
+  // broadcast-multiply-adds, which the compiler turns into FMAs. Plain loops
+  // here were vectorised across the rows and spilled the tile to the stack,
+  // and so was a 64-byte vector type on a target without 64-byte registers.
+  // Vectors move between memory and the tile only whole (memcpy): writing
+  // single lanes of `acc` would keep the tile in memory.
+  typedef T Vec __attribute__((vector_size(VL * sizeof(T))));
+  Vec acc[MR][NV] = {};
   for (std::int64_t k = 0; k < kc; ++k) {
-    Row b;
-    std::memcpy(&b, bp + k * NR, sizeof b);
+    Vec b[NV];
+#pragma GCC unroll 8
+    for (int q = 0; q < NV; ++q) std::memcpy(&b[q], bp + k * NR + q * VL, sizeof(Vec));
     const T* a = ap + k * MR;
-    for (int r = 0; r < MR; ++r) acc[r] += a[r] * b;
-  }
-  if (!last || !ep.any()) {
-    for (int r = 0; r < mr; ++r) {
-      T* crow = c + r * rsc;
-      if (accumulate) {
-        for (int j = 0; j < nr; ++j) crow[j * csc] += acc[r][j];
-      } else {
-        for (int j = 0; j < nr; ++j) crow[j * csc] = acc[r][j];
-      }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const T ar = a[r];
+#pragma GCC unroll 8
+      for (int q = 0; q < NV; ++q) acc[r][q] += ar * b[q];
     }
-    return;
   }
-  // The epilogue on the registers: C's earlier partial sums first, then the
-  // bias (one vector for every row) and relu.
-  if (accumulate) {
-    for (int r = 0; r < mr; ++r)
-      for (int j = 0; j < nr; ++j) acc[r][j] += c[r * rsc + j * csc];
+  // The epilogue on the registers (when `last`): C's earlier partial sums
+  // first, then the bias (the same vectors for every row) and relu.
+  const bool epilogue = last && ep.any();
+  const bool full = nr == NR && csc == 1;
+  Vec bv[NV] = {};
+  if (epilogue && bias != nullptr) {
+    if (nr == NR && ep.bias_stride == 1) {
+      std::memcpy(bv, bias, sizeof bv);
+    } else {
+      T lanes[NR] = {};
+      for (int j = 0; j < nr; ++j) lanes[j] = bias[j * ep.bias_stride];
+      std::memcpy(bv, lanes, sizeof bv);
+    }
   }
-  if (bias != nullptr) {
-    Row bv = {};
-    for (int j = 0; j < nr; ++j) bv[j] = bias[j * ep.bias_stride];
-    for (int r = 0; r < MR; ++r) acc[r] += bv;
-  }
-  if (ep.relu) {
-    const Row zero = {};
-    for (int r = 0; r < MR; ++r) acc[r] = acc[r] > zero ? acc[r] : zero;
-  }
+  const Vec zero = {};
   for (int r = 0; r < mr; ++r) {
     T* crow = c + r * rsc;
-    for (int j = 0; j < nr; ++j) crow[j * csc] = acc[r][j];
+    Vec v[NV];
+#pragma GCC unroll 8
+    for (int q = 0; q < NV; ++q) v[q] = acc[r][q];
+    if (accumulate) {
+      Vec cv[NV];
+      if (full) {
+        std::memcpy(cv, crow, sizeof cv);
+      } else {
+        T lanes[NR] = {};
+        for (int j = 0; j < nr; ++j) lanes[j] = crow[j * csc];
+        std::memcpy(cv, lanes, sizeof cv);
+      }
+      for (int q = 0; q < NV; ++q) v[q] += cv[q];
+    }
+    if (epilogue) {
+      for (int q = 0; q < NV; ++q) v[q] += bv[q];
+      if (ep.relu)
+        for (int q = 0; q < NV; ++q) v[q] = v[q] > zero ? v[q] : zero;
+    }
+    if (full) {
+      std::memcpy(crow, v, sizeof v);
+    } else {
+      T lanes[NR];
+      std::memcpy(lanes, v, sizeof v);
+      for (int j = 0; j < nr; ++j) crow[j * csc] = lanes[j];
+    }
   }
 }
 
@@ -509,11 +543,14 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64
   const std::int64_t threads = num_threads();
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (threads > 1 && work >= static_cast<double>(detail::kGemmParallelWork) && !detail::in_parallel_region()) {
-    // Blocks of C along its larger dim, in whole micro-tiles, one or more per thread.
+    // Blocks of C along its larger dim, in whole micro-tiles, a few per
+    // thread: the pool hands them out as threads come, so a thread that
+    // starts late (its core busy) takes fewer. Each block packs its own
+    // panels of the other operand (a few per cent more packing).
     const bool by_rows = M >= N;
     const std::int64_t dim = by_rows ? M : N, unit = by_rows ? Tile::MR : Tile::NR;
     const std::int64_t units = (dim + unit - 1) / unit;
-    const std::int64_t parts = std::min<std::int64_t>(threads, units);
+    const std::int64_t parts = std::min<std::int64_t>(threads * 3, units);
     if (parts > 1) {
       parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t p = lo; p < hi; ++p) {
