@@ -498,12 +498,15 @@ void gemm_block(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std:
             for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k * csa];
           }
         }
-        for (std::int64_t pm = 0; pm < mpanels; ++pm) {
-          const std::int64_t i0 = ic + pm * MR;
-          const int mr = static_cast<int>(std::min<std::int64_t>(MR, M - i0));
-          for (std::int64_t pn = 0; pn < npanels; ++pn) {
-            const std::int64_t j0 = jc + pn * NR;
-            const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
+        // B's panel (kc x NR) stays in L1 while the block of A (in L2)
+        // passes under it, as in GotoBLAS; A's micro-panel in the outer loop
+        // streamed all of B's block (up to kc x NC) from L3 per panel of A.
+        for (std::int64_t pn = 0; pn < npanels; ++pn) {
+          const std::int64_t j0 = jc + pn * NR;
+          const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
+          for (std::int64_t pm = 0; pm < mpanels; ++pm) {
+            const std::int64_t i0 = ic + pm * MR;
+            const int mr = static_cast<int>(std::min<std::int64_t>(MR, M - i0));
             detail::gemm_micro<T>(kc, apack.data() + pm * kc * MR, bpack.data() + pn * kc * NR,
                                   C + i0 * rsc + j0 * csc, rsc, csc, mr, nr, accumulate || pc > 0, last, ep,
                                   ep.bias != nullptr ? ep.bias + j0 * ep.bias_stride : nullptr);
