@@ -114,6 +114,17 @@ constexpr T sign(T x) {
 
 // --- floating point -------------------------------------------------------------
 
+// c ? a : b for floats as a bit mask: no branch and no conditional
+// expression for the compiler to if-convert (see exp).
+inline float select(bool c, float a, float b) {
+  const std::uint32_t m = 0u - static_cast<std::uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(a) & m) | (std::bit_cast<std::uint32_t>(b) & ~m));
+}
+inline double select(bool c, double a, double b) {
+  const std::uint64_t m = std::uint64_t{0} - static_cast<std::uint64_t>(c);
+  return std::bit_cast<double>((std::bit_cast<std::uint64_t>(a) & m) | (std::bit_cast<std::uint64_t>(b) & ~m));
+}
+
 // exp(x) without branches or calls, so that loops over it vectorise (glibc's
 // expf is a scalar call unless -ffast-math). Cephes' method: x = k ln2 + r
 // with |r| <= ln2 / 2 (ln2 in two parts, so r is exact), exp(r) by a
@@ -123,7 +134,14 @@ constexpr T sign(T x) {
 // in the normal range (tests/runtime checks every float in [-104, 89] step
 // 2^-10 and the edges); +inf gives inf, -inf gives 0, NaN gives NaN.
 inline float exp(float x) {
-  const float xc = std::max(-104.0f, std::min(89.0f, x));  // NaN becomes 89 here and is returned as NaN below
+  // The clamps and the NaN test are bit-mask selects (rt::math::select): the
+  // comparisons run unconditionally and their results only mask bits, so the
+  // loop has no control flow. Written as ?: (or std::min/std::max), g++ 12
+  // vectorised it only with AVX-512's masked compares: on AVX2 the loop
+  // stayed scalar ("control flow in loop", -ftrapping-math). NaN becomes 89
+  // in the clamp and is returned as NaN at the end.
+  float xc = select(x < 89.0f, x, 89.0f);
+  xc = select(xc > -104.0f, xc, -104.0f);
   // k = round(x / ln2) by adding 1.5 * 2^23 (no float-to-int conversion: it
   // would stop the loop from vectorising); its low bits are k.
   const float shifted = xc * 1.44269504088896341f + 12582912.0f;
@@ -139,11 +157,12 @@ inline float exp(float x) {
   const float y = p * (r * r) + r + 1.0f;
   const std::int32_t k1 = k >> 1, k2 = k - k1;  // each in [-75, 64]
   const float out = y * std::bit_cast<float>((k1 + 127) << 23) * std::bit_cast<float>((k2 + 127) << 23);
-  return x != x ? x : out;
+  return select(x != x, x, out);
 }
 
 inline double exp(double x) {
-  const double xc = std::max(-746.0, std::min(710.0, x));
+  double xc = select(x < 710.0, x, 710.0);  // as exp(float): bit-mask selects, NaN becomes 710
+  xc = select(xc > -746.0, xc, -746.0);
   const double shifted = xc * 1.4426950408889634074 + 6755399441055744.0;  // 1.5 * 2^52
   const double kf = shifted - 6755399441055744.0;
   const std::int64_t k = std::bit_cast<std::int64_t>(shifted) - std::bit_cast<std::int64_t>(6755399441055744.0);
@@ -155,7 +174,7 @@ inline double exp(double x) {
   const double y = 1.0 + 2.0 * (px / (qx - px));
   const std::int64_t k1 = k >> 1, k2 = k - k1;  // each in [-539, 513]
   const double out = y * std::bit_cast<double>((k1 + 1023) << 52) * std::bit_cast<double>((k2 + 1023) << 52);
-  return x != x ? x : out;
+  return select(x != x, x, out);
 }
 
 template <KernelFloat T>
