@@ -8,6 +8,7 @@
 //   expect: ok               (or shape-error, parse-error, usage-error)
 //   out: A (10 2 5) inplace=0   (one per output; `-` for an unnamed output)
 //   contains: some words     (each must occur in the message)
+//   category: rank           (shape-error: the JSON "category" of the first report)
 //   column: 5                (parse-error: the 1-based column of the caret)
 //   > exact report line      (when present: the whole message, line by line)
 //
@@ -200,6 +201,7 @@ struct Case {
   std::vector<std::string> args, inputs;
   std::string expect;
   std::vector<std::string> outs, contains;
+  std::string category;
   int column = 0;
   std::vector<std::string> report;  // exact message lines
   bool has_report = false;
@@ -259,6 +261,7 @@ std::vector<Case> load_cases() {
       else if (key == "out") cur->outs.push_back(value);
       else if (key == "contains") cur->contains.push_back(value);
       else if (key == "column") cur->column = std::stoi(value);
+      else if (key == "category") cur->category = value;
       else throw std::runtime_error(path.string() + ":" + std::to_string(lineno) + ": unknown key '" + key + "'");
     }
   }
@@ -354,11 +357,33 @@ std::vector<std::string> run_case(const Case& c) {
   }
 
   if (ok->b) return problem("expected " + c.expect + ", got: " + out.str()), problems;
-  if (doc.fields.size() != 3) problem("a failure object has exactly ok, kind, message: " + out.str());
   const Json* kind = doc.get("kind");
   const Json* message = doc.get("message");
   std::string want_kind = c.expect == "shape-error" ? "shape-error" : "parse-error";
   if (!kind || kind->str != want_kind) problem("kind is " + (kind ? kind->str : "missing") + ", expected " + want_kind);
+  if (c.expect == "shape-error") {
+    // ok, kind, category, message and reports: one per numbered report, each
+    // with its category, symbol and text; the first one's category on top.
+    const Json* category = doc.get("category");
+    const Json* reports = doc.get("reports");
+    if (doc.fields.size() != 5 || !category || !reports || reports->kind != Json::Kind::Array || reports->items.empty()) {
+      problem("a shape-error object has exactly ok, kind, category, message, reports: " + out.str());
+    } else {
+      const Json* first = reports->items.front().get("category");
+      if (!first || first->str != category->str) problem("category differs from the first report's: " + out.str());
+      for (const auto& rep : reports->items) {
+        const Json* text = rep.get("text");
+        if (rep.fields.size() != 3 || !text || (message && message->str.find(text->str) == std::string::npos)) {
+          problem("a report has category, symbol and a text that the message holds: " + out.str());
+        }
+      }
+      if (!c.category.empty() && category->str != c.category) {
+        problem("category is " + category->str + ", expected " + c.category);
+      }
+    }
+  } else if (doc.fields.size() != 3) {
+    problem("a failure object has exactly ok, kind, message: " + out.str());
+  }
   std::string msg = message ? message->str : "";
   if (msg.find("internal error") != std::string::npos) problem("internal error: " + msg);
   for (const auto& word : c.contains) {

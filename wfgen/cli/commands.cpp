@@ -439,7 +439,20 @@ int shape(const ShapeOptions& o, Streams io) {
   }
   shape::CheckResult r = shape::check(decl, args, inputs);
   if (!r.ok()) {
-    return shape_fail(o, io, kFailed, "shape-error", shape::render_report(decl, inputs, r));
+    std::string message = shape::render_report(decl, inputs, r);
+    if (!o.json) return shape_fail(o, io, kFailed, "shape-error", message);
+    // The category of the first report (what cl-waffe2 would say it is about),
+    // then every report with its own.
+    io.out << "{\"ok\": false, \"kind\": \"shape-error\", \"category\": "
+           << json_string(shape::category_name(r.reports.front().category)) << ", \"message\": " << json_string(message)
+           << ", \"reports\": [";
+    for (std::size_t i = 0; i < r.reports.size(); ++i) {
+      const auto& rep = r.reports[i];
+      io.out << (i ? ", " : "") << "{\"category\": " << json_string(shape::category_name(rep.category))
+             << ", \"symbol\": " << json_string(rep.symbol) << ", \"text\": " << json_string(rep.text) << "}";
+    }
+    io.out << "]}\n";
+    return kFailed;
   }
   if (o.json) {
     io.out << "{\"ok\": true, \"outputs\": [";

@@ -5,6 +5,9 @@
 #include <iostream>
 
 #include "wfgen/cli/commands.hpp"
+#ifdef WFGEN_WITH_ONNX
+#include "wfgen/cli/import.hpp"
+#endif
 #include "wfgen/subscript/subscript.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
   gen->add_flag("--stdlib", gen_opts.stdlib, "Also generate every kernel of the standard library");
   gen->add_option("--node", gen_opts.nodes, "Generate only the kernels of this node (repeatable)");
   gen->add_option("--namespace", gen_opts.ns, "C++ namespace of the generated code")->check([](const std::string& ns) {
-    return subscript::is_symbol(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
+    return subscript::is_name(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
   });
   gen->add_option("--build", gen_opts.builds, "Generate only this build (repeatable)");
   gen->add_option("--dump-after", gen_opts.dump_after, "Print the graph after this pass (trace, dead-code, plan-memory)");
@@ -63,6 +66,21 @@ int main(int argc, char** argv) {
   gen->add_option("-j,--jobs", gen_opts.jobs, "Threads generating the builds and kernel files (default 1); the output is the same for any N")
       ->check(CLI::PositiveNumber);
   gen->footer("Exit status: 0 success, 1 --check found differences, 2 bad input or usage, 3 internal error.");
+
+#ifdef WFGEN_WITH_ONNX
+  cli::ImportOptions import_opts;
+  auto* import = app.add_subcommand("import", "Import an ONNX model: write a spec (one model and its build) and a parameter file of its initializers");
+  import->add_option("model", import_opts.model, "The .onnx file")->required()->check(CLI::ExistingFile);
+  import->add_option("-o,--output", import_opts.output, "The spec to write (YAML)");
+  import->add_flag("--list-operators", import_opts.list_operators, "Print the operator types of the graph and write nothing");
+  import->add_option("--params", import_opts.params, "The parameter file to write (default: the spec's name with .wfparams)");
+  import->add_option("--name", import_opts.name, "The model and build name (default: the spec's file name, without .yaml)");
+  import->add_option("--dim", import_opts.dims, "Fix a dynamic dim: NAME=SIZE (repeatable)");
+  import->add_option("--freeze-inputs", import_opts.freeze_dir,
+                     "A folder of sample inputs (input_<k>.pb, ONNX's test layout): inputs that must be constants (int64 shapes, axes, "
+                     "Clip bounds) or are not FLOAT take these values")->check(CLI::ExistingDirectory);
+  import->footer("Exit status: 0 success, 2 an operator or attribute wfgen cannot import (nothing written) or bad usage.");
+#endif
 
   cli::InitOptions init_opts;
   auto* init = app.add_subcommand("init", "Write a minimal working project (model.yaml, CMakeLists.txt, main.cpp) into a directory");
@@ -101,6 +119,16 @@ int main(int argc, char** argv) {
       gen_opts.quiet = quiet;
       return cli::gen(gen_opts, io);
     }
+#ifdef WFGEN_WITH_ONNX
+    if (*import) {
+      import_opts.quiet = quiet;
+      if (import_opts.output.empty() && !import_opts.list_operators) {
+        std::cerr << "error: import: -o,--output is required\n";
+        return cli::kBadInput;
+      }
+      return cli::import_onnx(import_opts, io);
+    }
+#endif
     if (*init) {
       init_opts.quiet = quiet;
       return cli::init(init_opts, io);

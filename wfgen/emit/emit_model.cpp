@@ -590,21 +590,26 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line();
   for (const auto& l : list_consts) c.line(l);
   if (!list_consts.empty()) c.line();
-  c.comment("Operands of each instruction, in kernel-parameter order.");
-  c.open("const std::int32_t kOperands[] =");
-  for (const auto& in : insts) {
-    std::string ops;
-    for (int o : in.operands) ops += num(o) + ", ";
-    c.line(ops + "// " + in.kernel);
+  // A model without instructions (its outputs are views of its inputs) has
+  // no operand arrays: C++ has no arrays of zero elements.
+  const bool no_instructions = insts.empty();
+  if (!no_instructions) {
+    c.comment("Operands of each instruction, in kernel-parameter order.");
+    c.open("const std::int32_t kOperands[] =");
+    for (const auto& in : insts) {
+      std::string ops;
+      for (int o : in.operands) ops += num(o) + ", ";
+      c.line(ops + "// " + in.kernel);
+    }
+    c.close(";");
+    c.open("const wfgen::rt::OperandSpec kOperandSpecs[] =");
+    for (const auto& in : insts) {
+      std::string ops;
+      for (const auto& s : in.specs) ops += s + ", ";
+      c.line(ops);
+    }
+    c.close(";");
   }
-  c.close(";");
-  c.open("const wfgen::rt::OperandSpec kOperandSpecs[] =");
-  for (const auto& in : insts) {
-    std::string ops;
-    for (const auto& s : in.specs) ops += s + ", ";
-    c.line(ops);
-  }
-  c.close(";");
   bool any_scalar = false;
   for (const auto& in : insts) any_scalar = any_scalar || !in.scalars.empty();
   c.open("const wfgen::rt::ScalarArg kScalars[] =");
@@ -624,6 +629,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     for (const auto& in : insts) count += in.backward == pullback ? 1 : 0;
     if (pullback) any_backward = count > 0;
     if (pullback && count == 0) break;
+    if (count == 0) continue;
     c.comment(pullback ? "[Pullback]: the backward pass, derived by wfgen from the nodes' backward expressions."
                        : "[Forward]: one kernel call per line, commented with the body line it implements.");
     c.open(std::string("const wfgen::rt::Instruction ") + (pullback ? "kBackward" : "kForward") + "[] =");
@@ -639,8 +645,12 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     c.close(";");
     c.line();
   }
-  c.line("const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, " +
-         num(first_scalar) + "), kForward, " + (any_backward ? "kBackward" : "{}") + ", kOperandSpecs};");
+  if (no_instructions) {
+    c.line("const wfgen::rt::Program kProgram{kTensors, {}, {}, {}, {}, {}};");
+  } else {
+    c.line("const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, " +
+           num(first_scalar) + "), kForward, " + (any_backward ? "kBackward" : "{}") + ", kOperandSpecs};");
+  }
   c.line("const std::vector<std::string> kInputNames = {" + [&] {
     std::string s;
     for (int i : g.inputs) s += (s.empty() ? "" : ", ") + literal(g[i].name);

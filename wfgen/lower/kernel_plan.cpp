@@ -206,6 +206,15 @@ class Planner {
         error(diag_in(node.where_text, a.offset, name.size(), "pointer name " + problem));
         return false;
       }
+      // Mangling is deterministic but not one-to-one (`a+b` and `a_plus_b`).
+      for (const auto& t : p.tensors) {
+        if (t.cpp == cpp_identifier(name)) {
+          error(diag_in(node.where_text, a.offset, name.size(),
+                        "pointer names '" + t.name + "' and '" + name + "' would both be the C++ name " + t.cpp +
+                            "; rename one"));
+          return false;
+        }
+      }
       index[name] = p.tensors.size();
       p.tensors.push_back({name, cpp_identifier(name), rank, written, a.str()});
       return true;

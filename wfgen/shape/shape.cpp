@@ -1,5 +1,6 @@
 #include "wfgen/shape/shape.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <set>
@@ -204,6 +205,9 @@ class Checker {
 
   CheckResult run() {
     for (const auto& [name, value] : args_) table_[name] = {value, "constructor argument"};
+    for (const auto& in : inputs_) longest_rank_ = std::max(longest_rank_, in.size());
+    // ~ that no input uses covers no dims (cl-waffe2 binds it to an empty list).
+    if (!decl_.uses_batch_in_inputs()) table_["~"] = {Value::list({}), "no input uses ~"};
     std::vector<const Binding*> deferred;
     for (const auto& b : decl_.where) {
       if (!bind_where(b)) deferred.push_back(&b);
@@ -229,7 +233,7 @@ class Checker {
       result_.unified[name] = r;
     }
     if (overflow_) {
-      report("", "Couldn't predict the shapes: " + *overflow_ + " while substituting symbolic dims.");
+      report(Category::Where, "", "Couldn't predict the shapes: " + *overflow_ + " while substituting symbolic dims.");
     }
     return std::move(result_);
   }
@@ -320,9 +324,9 @@ class Checker {
 
   // --- reports ---------------------------------------------------------------
 
-  void report(std::string symbol, std::string text, std::optional<std::size_t> offset = std::nullopt,
-              std::size_t length = 1) {
-    result_.reports.push_back({std::move(symbol), std::move(text), offset, length});
+  void report(Category category, std::string symbol, std::string text,
+              std::optional<std::size_t> offset = std::nullopt, std::size_t length = 1) {
+    result_.reports.push_back({std::move(symbol), std::move(text), offset, length, category});
   }
 
   // --- where bindings --------------------------------------------------------
@@ -411,7 +415,7 @@ class Checker {
     } catch (const EvalError& err) {
       failed_.insert(b.symbol);
       broken_.insert(b.symbol);
-      report(b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() + " failed:\n " +
+      report(Category::Where, b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() + " failed:\n " +
                            err.message + ".",
              err.offset, err.length);
       return true;
@@ -424,7 +428,7 @@ class Checker {
       return true;
     }
     if (!same_value(it->second.value, *v)) {
-      report(b.symbol, "Couldn't identify " + b.symbol + ": " + b.symbol + " is determined as " +
+      report(Category::Where, b.symbol, "Couldn't identify " + b.symbol + ": " + b.symbol + " is determined as " +
                            it->second.value.str() + " (" + it->second.origin + ")\n but got: " + v->str() + " (" +
                            origin + ").",
              b.offset, b.length);
@@ -453,10 +457,23 @@ class Checker {
     }
     std::string list;
     for (std::size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
-    report(b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() +
+    report(Category::Undetermined, b.symbol, "Couldn't identify " + b.symbol + ": where " + b.symbol + " = " + b.value.str() +
                          " uses " + list + ", which " + (missing.size() == 1 ? "is" : "are") +
-                         " never determined\n (neither a constructor argument, a where binding nor a subscript of an input).",
+                         " never determined\n (neither a constructor argument, a where binding nor a subscript of an input)." +
+                         glued_operator_hint(missing),
            b.offset, b.length);
+  }
+
+  // Symbols are Lisp symbols: `i*2` is one name, not i * 2. Say so when a
+  // missing name looks like arithmetic.
+  static std::string glued_operator_hint(const std::vector<std::string>& missing) {
+    for (const auto& m : missing) {
+      std::size_t at = m.find_first_of("+*/", 1);
+      if (at == std::string::npos) continue;
+      return "\n Note: '" + m + "' is one symbol (names may contain + * / .); write '" + m.substr(0, at) + " " + m[at] +
+             " " + m.substr(at + 1) + "' for arithmetic.";
+    }
+    return "";
   }
 
   void collect_missing(const Expr& e, std::vector<std::string>& out) const {
@@ -472,12 +489,14 @@ class Checker {
   // --- inputs ----------------------------------------------------------------
 
   bool check_count() {
-    if (inputs_.size() == decl_.inputs.size()) return true;
+    std::size_t want = decl_.inputs.size(), got = inputs_.size();
+    if (got == want) return true;
     std::string names;
-    for (std::size_t i = 0; i < decl_.inputs.size(); ++i) names += (i ? " " : "") + decl_.inputs[i].str();
-    report("", "Couldn't step forward: the operation takes " + std::to_string(decl_.inputs.size()) + " input" +
-                   (decl_.inputs.size() == 1 ? "" : "s") + (names.empty() ? "" : " (" + names + ")") + ", but got " +
-                   std::to_string(inputs_.size()) + ": " + shapes_str(inputs_) + ".");
+    for (std::size_t i = 0; i < want; ++i) names += (i ? " " : "") + decl_.inputs[i].str();
+    report(Category::Arguments, "",
+           std::string("Couldn't step forward: Received too ") + (got < want ? "few" : "many") +
+               " arguments: expected " + std::to_string(want) + (names.empty() ? "" : " (" + names + ")") +
+               ", but got " + std::to_string(got) + ": " + shapes_str(inputs_) + ".");
     return false;
   }
 
@@ -513,6 +532,7 @@ class Checker {
     return "the " + ordinal(i + 1) + " input " + decl_.inputs[i].str();
   }
 
+  // The rank rules of cl-waffe2's first pass, then the subscripts.
   void match_input(std::size_t index) {
     const Argument& arg = decl_.inputs[index];
     const Shape& got = inputs_[index];
@@ -524,18 +544,35 @@ class Checker {
       else ++fixed;
     }
     bool has_batch = batch_at < slots.size();
+    // Every input that uses ~ has the rank of the first one that does.
+    bool same_rank = true;
+    if (has_batch) {
+      if (!batch_input_) {
+        batch_input_ = index;
+      } else if (inputs_[*batch_input_].size() != got.size()) {
+        same_rank = false;
+        std::size_t want = inputs_[*batch_input_].size();
+        report(Category::Rank, arg.name.value_or(arg.str()),
+               "Couldn't identify the rank of " + input_label(index) + ": The Rank is too " +
+                   (got.size() < want ? "low" : "high") + ": the given rank " + std::to_string(got.size()) +
+                   " does not match the rank " + std::to_string(want) + " of " + input_label(*batch_input_) +
+                   ".\n Every input that uses ~ must have the same rank; got: " + shape_str(got),
+               arg.offset, arg.length);
+      }
+    }
     if ((has_batch && got.size() < fixed) || (!has_batch && got.size() != fixed)) {
       std::string expected = has_batch ? "at least " + std::to_string(fixed) : std::to_string(fixed);
-      report(arg.name.value_or(arg.str()),
-             "Couldn't identify the rank of " + input_label(index) + ": it needs " + expected + " dim" +
-                 (fixed == 1 && !has_batch ? "" : "s") + ", but got " + std::to_string(got.size()) + ".\n Expected " +
-                 arg.str() + ", but got: " + shape_str(got),
+      report(Category::Rank, arg.name.value_or(arg.str()),
+             "Couldn't identify the rank of " + input_label(index) + ": The Rank is too " +
+                 (got.size() < fixed ? "low" : "high") + ": the given rank " + std::to_string(got.size()) +
+                 " does not match the declared " + arg.str() + ", which needs " + expected + " dim" +
+                 (fixed == 1 && !has_batch ? "" : "s") + ".\n Expected " + arg.str() + ", but got: " + shape_str(got),
              arg.offset, arg.length);
       return;
     }
     std::size_t batch_len = has_batch ? got.size() - fixed : 0;
     std::size_t first_report = result_.reports.size();
-    match_slots(index, slots, batch_len);
+    match_slots(index, slots, batch_len, same_rank);
     // "Expected A[~ j k] = (4 6)" is filled in once the whole input is read,
     // so symbols this input determines after the failing axis are known.
     std::string expected = shape_str(predict(arg));
@@ -547,15 +584,14 @@ class Checker {
 
   static inline const std::string kExpected = "\x01expected\x01";
 
-  void match_slots(std::size_t index, const std::vector<Slot>& slots, std::size_t batch_len) {
+  void match_slots(std::size_t index, const std::vector<Slot>& slots, std::size_t batch_len, bool same_rank) {
     const Argument& arg = decl_.inputs[index];
     const Shape& got = inputs_[index];
     std::size_t pos = 0;
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const Slot& slot = slots[i];
       if (slot.kind == Slot::Kind::Batch) {
-        Shape part(got.begin() + static_cast<std::ptrdiff_t>(pos), got.begin() + static_cast<std::ptrdiff_t>(pos + batch_len));
-        match_batch(index, *slot.sub, part, got);
+        if (same_rank) match_batch(index, *slot.sub, pos, batch_len);
         pos += batch_len;
         continue;
       }
@@ -564,7 +600,7 @@ class Checker {
         if (!unify(slot.fixed, g)) {
           std::string what = slot.label.empty() ? "axis " + std::to_string(pos) : slot.label;
           std::string expected = slot.label.empty() ? shown(slot.fixed) : table_.at(slot.label).value.str();
-          report(slot.label.empty() ? std::to_string(pos) : slot.label,
+          report(Category::Mismatch, slot.label.empty() ? std::to_string(pos) : slot.label,
                  "Couldn't identify " + what + " of " + input_label(index) + ": " + what + " is determined as " +
                      expected + "\n but got: " + resolve(g).str() + " at axis " + std::to_string(pos) + ".\n Expected " +
                      arg.str() + " = " + kExpected + ", but got: " + shape_str(got) +
@@ -577,7 +613,7 @@ class Checker {
         if (it == table_.end()) {
           table_[name] = {Value::scalar(g), input_label(index)};
         } else if (!unify(it->second.value.dims.front(), g)) {
-          report(name, "Couldn't identify " + name + ": " + name + " is determined as " +
+          report(Category::Mismatch, name, "Couldn't identify " + name + ": " + name + " is determined as " +
                            shown(it->second.value.dims.front()) + " (" + it->second.origin + ")\n but got: " +
                            resolve(g).str() + " at axis " + std::to_string(pos) + " of " + input_label(index) +
                            ".\n Expected " + arg.str() + " = " + kExpected + ", but got: " + shape_str(got) +
@@ -589,32 +625,53 @@ class Checker {
     }
   }
 
-  void match_batch(std::size_t index, const Subscript& sub, const Shape& part, const Shape& whole) {
-    auto it = table_.find("~");
-    if (it == table_.end()) {
-      table_["~"] = {Value::list(part), input_label(index)};
-      return;
-    }
-    const Shape& expected = it->second.value.dims;
-    if (expected.size() != part.size()) {
-      report("~", "Couldn't identify ~: ~ is determined as " + std::to_string(expected.size()) + " dim" +
-                      (expected.size() == 1 ? "" : "s") + " " + shape_str(resolved(expected)) + " (" + it->second.origin +
-                      ")\n but got: " + std::to_string(part.size()) + " dim" + (part.size() == 1 ? "" : "s") + " " +
-                      shape_str(part) + " in " + input_label(index) + ".\n ~ must cover the same number of dims in every input that uses it; got: " +
-                      shape_str(whole),
-             sub.offset, sub.length);
-      return;
-    }
-    // The contents of ~ must agree only where ~ reaches an output.
-    if (!decl_.uses_batch_in_outputs()) return;
-    for (std::size_t k = 0; k < part.size(); ++k) {
-      if (!unify(expected[k], part[k])) {
-        report("~", "Couldn't identify ~: ~ is determined as " + shown(expected[k]) + " \n but got: " +
-                        resolve(part[k]).str() + ".\n Expected ~ = " + shape_str(resolved(expected)) + ", but got: " +
-                        shape_str(part) + conflict_note(expected[k], part[k]),
-               sub.offset, sub.length);
+  // `~` of one input: the axes [start, start + length) of its shape. As in
+  // cl-waffe2, ~ is kept axis by axis, counted from the left over the rank of
+  // the longest input: at each axis, the first input that covers it gives the
+  // value, and the inputs after it are compared with it, but only when ~
+  // appears in an output (otherwise its values never reach a shape).
+  void match_batch(std::size_t index, const Subscript& sub, std::size_t start, std::size_t length) {
+    const Shape& whole = inputs_[index];
+    if (batch_axes_.size() < longest_rank_) batch_axes_.resize(longest_rank_);
+    const bool compare = decl_.uses_batch_in_outputs();
+    bool reported_length = false;
+    for (std::size_t k = start; k < start + length; ++k) {
+      auto& axis = batch_axes_[k];
+      if (axis && compare) {
+        if (whole.size() != longest_rank_) {
+          if (!reported_length) {
+            report(Category::Batch, "~",
+                   "Couldn't identify ~: Inconsistent use of batch: ~ is read over the rank " +
+                       std::to_string(longest_rank_) + " of the longest input, but " + input_label(index) + " has rank " +
+                       std::to_string(whole.size()) +
+                       ".\n When ~ reaches an output, cl-waffe2 compares it only between inputs as long as the longest one; got: " +
+                       shape_str(whole),
+                   sub.offset, sub.length);
+            reported_length = true;
+          }
+        } else if (!unify(axis->dim, whole[k])) {
+          Shape part(whole.begin() + static_cast<std::ptrdiff_t>(start),
+                     whole.begin() + static_cast<std::ptrdiff_t>(start + length));
+          report(Category::Batch, "~",
+                 "Couldn't identify ~: ~ is determined as " + shown(axis->dim) + " \n but got: " +
+                     resolve(whole[k]).str() + ".\n Expected ~ = " + shape_str(batch_value()) + ", but got: " +
+                     shape_str(part) + conflict_note(axis->dim, whole[k]) + "\n Inconsistent use of batch: " +
+                     input_label(axis->input) + " made axis " + std::to_string(k) + " of ~ " + shown(axis->dim) +
+                     ", and " + input_label(index) + " makes it " + resolve(whole[k]).str() + ".",
+                 sub.offset, sub.length);
+        }
       }
+      if (!axis) axis = BatchAxis{whole[k], index};
     }
+    table_["~"] = {Value::list(batch_value()), input_label(*batch_input_)};
+  }
+
+  // The value of ~ so far: its determined axes, in order.
+  Shape batch_value() const {
+    Shape out;
+    for (const auto& a : batch_axes_)
+      if (a) out.push_back(resolve(a->dim));
+    return out;
   }
 
   Shape resolved(const Shape& s) const {
@@ -654,7 +711,7 @@ class Checker {
       if (inputs_read) {
         for (const auto& s : a.dims) {
           if (s.kind == Subscript::Kind::Symbol && !table_.count(s.name) && !failed_.count(s.name)) {
-            report(s.name, "Couldn't identify " + s.name + ": " + s.name + " appears in the output " + a.str() +
+            report(Category::Undetermined, s.name, "Couldn't identify " + s.name + ": " + s.name + " appears in the output " + a.str() +
                                " but is never determined.\n Bind it with a constructor argument or 'where " + s.name +
                                " = ...', or use it in an input.",
                    s.offset, s.length);
@@ -662,7 +719,7 @@ class Checker {
         }
         for (const auto& d : out.shape) {
           if (d.is_known() && d.value() < 0) {
-            report("", "Couldn't predict the output " + a.str() + ": its shape " + shape_str(out.shape) +
+            report(Category::Where, "", "Couldn't predict the output " + a.str() + ": its shape " + shape_str(out.shape) +
                            " has a negative size (sizes are >= 0).",
                    a.offset, a.length);
             break;
@@ -678,6 +735,14 @@ class Checker {
   const std::vector<Shape>& inputs_;
   std::map<std::string, Entry> table_;
   std::map<std::string, Dim> subst_;
+  // ~ axis by axis (see match_batch), and the first input that uses ~.
+  struct BatchAxis {
+    Dim dim;
+    std::size_t input;
+  };
+  std::vector<std::optional<BatchAxis>> batch_axes_;
+  std::optional<std::size_t> batch_input_;
+  std::size_t longest_rank_ = 0;
   std::set<std::string> failed_;  // where bindings that failed: not reported again as undetermined
   std::set<std::string> broken_;  // where bindings that failed to evaluate, and those needing them
   mutable std::optional<std::string> overflow_;
@@ -686,8 +751,41 @@ class Checker {
 
 }  // namespace
 
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::Arguments: return "arguments";
+    case Category::Rank: return "rank";
+    case Category::Batch: return "batch";
+    case Category::Mismatch: return "mismatch";
+    case Category::Undetermined: return "undetermined";
+    case Category::Where: return "where";
+  }
+  return "mismatch";
+}
+
+namespace {
+
+// The declaration with every `~` removed: cl-waffe2's second ("fixed") pass.
+subscript::Declaration without_batch(subscript::Declaration d) {
+  for (auto* side : {&d.inputs, &d.outputs}) {
+    for (auto& a : *side) {
+      std::erase_if(a.dims, [](const Subscript& s) { return s.kind == Subscript::Kind::Batch; });
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
 CheckResult check(const subscript::Declaration& decl, const Args& args, const std::vector<Shape>& inputs) {
-  return Checker(decl, args, inputs).run();
+  CheckResult first = Checker(decl, args, inputs).run();
+  if (first.ok() || (!decl.uses_batch_in_inputs() && !decl.uses_batch_in_outputs())) return first;
+  // cl-waffe2 tries again without `~` (node.lisp: "If any errors occured, try
+  // again with removing ~ from subscripts"), which accepts inputs where `~`
+  // covers no dims, and reports the first pass's errors when that fails too.
+  subscript::Declaration fixed = without_batch(decl);
+  CheckResult second = Checker(fixed, args, inputs).run();
+  return second.ok() ? second : first;
 }
 
 std::string render_report(const subscript::Declaration& decl, const std::vector<Shape>& inputs,

@@ -1,15 +1,24 @@
 // Offline shape checking with the Subscript DSL.
 //
-// check() runs cl-waffe2's determine rules on a parsed declaration:
+// check() runs cl-waffe2's determine rules on a parsed declaration, in
+// cl-waffe2's two passes (vm/nodes/node.lisp, `forward :around`): the
+// declaration as written first; when that reports errors and the declaration
+// uses `~`, again with every `~` removed ("fixed"). The second pass's shapes
+// are the answer when it succeeds; otherwise the first pass's reports are.
+// Within a pass:
 //  1. constructor arguments are bound first (`C_in = in-channels` style
 //     bindings and symbols that are arguments themselves);
 //  2. `where` bindings are evaluated in order; one that needs a symbol known
 //     only from the inputs waits until the inputs are read;
 //  3. each input is matched against its subscripts: `~` takes the leading
 //     (or the remaining) dims, symbols are determined by the first value they
-//     meet and checked against every later one;
+//     meet and checked against every later one. Every input that uses `~`
+//     must have the rank of the first one that does (cl-waffe2 compares the
+//     ranks, not the number of dims `~` covers); the dims `~` covers are
+//     compared axis by axis only when `~` appears in an output, and `~` is
+//     then, at each axis, the first value an input gave it;
 //  4. the outputs are predicted from the table; a symbol never determined is
-//     an error.
+//     an error; `~` that no input uses covers no dims.
 // The first binding of a symbol wins; a different later value is reported,
 // and checking goes on, so later reports are "calculated ignoring the first
 // errors" as cl-waffe2 prints them.
@@ -81,6 +90,19 @@ struct Value {
 // Constructor arguments, by name.
 using Args = std::map<std::string, Value>;
 
+// What a report is about, in the words of cl-waffe2's reports, so a user can
+// look it up in cl-waffe2's documentation.
+enum class Category {
+  Arguments,     // "Received too few/many arguments": the number of inputs
+  Rank,          // "The Rank is too low/high": an input's number of dims
+  Batch,         // "Inconsistent use of batch": `~` differs between inputs
+  Mismatch,      // a symbol or fixed size determined as one value, given another
+  Undetermined,  // an output symbol no input, argument or binding determines
+  Where,         // a `where` binding that cannot be evaluated or disagrees
+};
+// "arguments", "rank", "batch", "mismatch", "undetermined", "where".
+const char* category_name(Category c);
+
 // One numbered entry of a Shape-Error report.
 struct Report {
   std::string symbol;  // the symbol it is about ("~", "i"), or "" for counts
@@ -88,6 +110,7 @@ struct Report {
   // Where in the DSL text it points (the subscript or binding), if anywhere.
   std::optional<std::size_t> offset;
   std::size_t length = 1;
+  Category category = Category::Mismatch;
 };
 
 struct Output {

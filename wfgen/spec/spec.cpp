@@ -274,7 +274,7 @@ class Reader {
       Arg a;
       a.name = kv.first.Scalar();
       a.loc = detail::loc_of(src_, kv.first.Mark());
-      if (!subscript::is_symbol(a.name)) {
+      if (!subscript::is_name(a.name)) {
         error(kv.first, "invalid " + std::string(kind) + " name '" + quote(a.name) + "' of " + owner +
                             ": expected letters, digits, '_' and '-', starting with a letter or '_'");
         continue;
@@ -302,6 +302,21 @@ class Reader {
     return out;
   }
 
+  // `~` in the outputs only always covers no dims (cl-waffe2 binds it to an
+  // empty list): in a node or model it can only be a mistake.
+  template <typename Text>
+  bool check_batch_has_input(const subscript::Declaration& d, const Text& text, const std::string& owner) {
+    const subscript::Subscript* s = subscript::batch_only_in_outputs(d);
+    if (!s) return true;
+    std::string arg;
+    for (const auto& a : d.outputs)
+      if (s >= a.dims.data() && s < a.dims.data() + a.dims.size()) arg = a.str();
+    error_at(text.at(s->offset), "in the where of " + owner + ": '~' appears in the output " + arg +
+                                     " but in no input, so it always covers no dims (as in cl-waffe2); remove it or add '~' to an input",
+             1);
+    return false;
+  }
+
   std::optional<Node> read_node(const YAML::Node& n) {
     Node node;
     node.name = n["name"].Scalar();
@@ -319,6 +334,7 @@ class Reader {
                static_cast<int>(e.length()));
       return std::nullopt;
     }
+    if (!check_batch_has_input(node.where, node.where_text, owner)) return std::nullopt;
     if (n["save_for_backward"]) {
       for (const auto& f : n["save_for_backward"]) node.save_for_backward.push_back(f.as<bool>());
       if (node.save_for_backward.size() != node.where.inputs.size()) {
@@ -415,7 +431,7 @@ class Reader {
         Param p;
         p.name = kv.first.Scalar();
         p.loc = detail::loc_of(src_, kv.first.Mark());
-        if (!subscript::is_symbol(p.name) || p.name.find('-') != std::string::npos) {
+        if (!subscript::is_name(p.name) || p.name.find('-') != std::string::npos) {
           error(kv.first, "invalid parameter name '" + quote(p.name) + "' of " + owner +
                               ": expected letters, digits and '_', starting with a letter or '_'");
           continue;
@@ -449,6 +465,7 @@ class Reader {
                  static_cast<int>(e.length()));
         return std::nullopt;
       }
+      if (!check_batch_has_input(*m.where, *m.where_text, owner)) return std::nullopt;
       for (std::size_t i = 0; i < m.where->inputs.size(); ++i) {
         const auto& a = m.where->inputs[i];
         if (!a.name) {

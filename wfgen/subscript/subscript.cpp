@@ -15,8 +15,17 @@ struct Token {
   std::size_t offset;
 };
 
+// A symbol is a Lisp symbol, as in cl-waffe2: a letter or '_' first, then
+// letters, digits and `_ - + * / .` (`batch-size`, `hidden_t+1`, `X.grad`).
+// An operator character is part of a symbol when it is glued to it, so infix
+// arithmetic needs spaces (`a - 1`, `h * 2`), as Lisp's reader would.
 bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '+' || c == '*' || c == '/' ||
+         c == '.';
+}
+// Characters a symbol may contain but not end with: `a- 1` is `a - 1`.
+bool operator_char(char c) { return c == '-' || c == '+' || c == '*' || c == '/' || c == '.'; }
 
 std::string describe(const Token& t) {
   switch (t.kind) {
@@ -43,8 +52,8 @@ std::vector<Token> lex(std::string_view s) {
     std::size_t start = i;
     if (ident_start(c)) {
       while (i < s.size() && ident_char(s[i])) ++i;
-      // A trailing '-' belongs to the next token: `a- 1` is `a - 1`.
-      while (i > start + 1 && s[i - 1] == '-') --i;
+      // A trailing operator belongs to the next token: `a- 1` is `a - 1`.
+      while (i > start + 1 && operator_char(s[i - 1])) --i;
       out.push_back({Tok::Ident, s.substr(start, i - start), start});
       continue;
     }
@@ -422,7 +431,7 @@ class Parser {
 
   static bool is_function(std::string_view name) {
     return name == "floor" || name == "car" || name == "first" || name == "second" || name == "third" ||
-           name == "nth" || name == "if";
+           name == "nth" || name == "if" || name == "shape" || name == "conv-out-size" || name == "pool-out-size";
   }
 
   // Lisp helpers seen in cl-waffe2 where forms: `(floor x)`, `(floor a b)`,
@@ -460,8 +469,37 @@ class Parser {
       }
       return ix;
     };
+    auto integer_expr = [&](std::int64_t v) {
+      Expr i;
+      i.kind = Expr::Kind::Integer;
+      i.value = v;
+      i.offset = fn.offset;
+      i.length = fn.text.size();
+      return i;
+    };
     Expr e;
-    if (fn.text == "floor") {
+    if (fn.text == "conv-out-size") {
+      // cl-waffe2's nn/pool.lisp: (floor (+ 1 (/ (+ in (* 2 padding)
+      // (* (- dilation) (- kernel-size 1)) -1) stride))), with `/` flooring.
+      arity(5);
+      Expr in = std::move(args[0]), pad = std::move(args[1]), dil = std::move(args[2]), k = std::move(args[3]),
+           stride = std::move(args[4]);
+      Expr span = make_binary('*', std::move(dil), make_binary('-', std::move(k), integer_expr(1)));
+      Expr num = make_binary('-', make_binary('-', make_binary('+', std::move(in), make_binary('*', integer_expr(2), std::move(pad))),
+                                              std::move(span)),
+                             integer_expr(1));
+      e = make_binary('+', make_binary('/', std::move(num), std::move(stride)), integer_expr(1));
+    } else if (fn.text == "pool-out-size") {
+      // nn/pool.lisp: (floor (+ 1 (/ (+ in (* 2 padding) (- kernel-size)) stride))).
+      arity(4);
+      Expr in = std::move(args[0]), pad = std::move(args[1]), k = std::move(args[2]), stride = std::move(args[3]);
+      Expr num = make_binary('-', make_binary('+', std::move(in), make_binary('*', integer_expr(2), std::move(pad))), std::move(k));
+      e = make_binary('+', make_binary('/', std::move(num), std::move(stride)), integer_expr(1));
+    } else if (fn.text == "shape") {
+      // (shape a) of a constructor argument that is a tensor's shape: the list itself.
+      arity(1);
+      e = std::move(args[0]);
+    } else if (fn.text == "floor") {
       if (args.size() == 2) {
         e = make_binary('/', std::move(args[0]), std::move(args[1]));
       } else {
@@ -532,17 +570,8 @@ class Parser {
     };
     once(d.inputs);
     once(d.outputs);
-    if (!d.uses_batch_in_inputs()) {
-      for (const auto& a : d.outputs) {
-        for (const auto& s : a.dims) {
-          if (s.kind == Subscript::Kind::Batch) {
-            throw ParseError("'~' appears in the output " + a.str() +
-                                 " but in no input, so it can never be determined; add '~' to an input",
-                             s.offset, 1);
-          }
-        }
-      }
-    }
+    // `~` in the outputs only is not an error: cl-waffe2's checker binds it
+    // to no dims (shape.lisp, create-subscript-p), whatever its documentation says.
   }
 
   std::string_view text_;
@@ -645,8 +674,23 @@ std::string Declaration::str() const {
 
 Declaration parse(std::string_view text) { return Parser(text).declaration(); }
 
-bool is_symbol(std::string_view name) {
+const Subscript* batch_only_in_outputs(const Declaration& d) {
+  if (d.uses_batch_in_inputs()) return nullptr;
+  for (const auto& a : d.outputs)
+    for (const auto& s : a.dims)
+      if (s.kind == Subscript::Kind::Batch) return &s;
+  return nullptr;
+}
+
+bool is_name(std::string_view name) {
   if (name.empty() || !ident_start(name.front()) || name.back() == '-') return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+bool is_symbol(std::string_view name) {
+  if (name.empty() || !ident_start(name.front()) || operator_char(name.back())) return false;
   for (char c : name)
     if (!ident_char(c)) return false;
   return true;

@@ -10,15 +10,21 @@
 //   expr        := infix integer arithmetic over integers, symbols, lists
 //                  `(10 10 10)`, parentheses and prefix forms `(+ a b)`,
 //                  `(floor a b)`, `(car l)`/`(first l)`, `(second l)`,
-//                  `(third l)`, `(nth k l)`, `(if (numberp x) a b)`;
+//                  `(third l)`, `(nth k l)`, `(if (numberp x) a b)`,
+//                  cl-waffe2's `(conv-out-size in pad dil k stride)`,
+//                  `(pool-out-size in pad k stride)` and `(shape a)`;
 //                  `/` is floor division; `x[k]` indexes a list;
 //                  `;` starts a comment
 //
-// Symbols may contain `-` (`in-features`, `k-h`), so a binary minus needs a
-// space before it (`a - 1`); `a-1` is one symbol.
+// Symbols and pointer names are Lisp symbols, as in cl-waffe2: they may
+// contain `-`, `_`, `+`, `*`, `/`, `.` and digits after the first character
+// (`batch-size`, `hidden_t+1`, `X.grad`), so infix arithmetic needs spaces
+// (`a - 1`, `h * 2`); `a-1` is one symbol. Generated C++ mangles such names
+// (wfgen::cpp_identifier) and keeps the original in comments and messages.
 //
 // parse() checks everything that can be known from the text alone: `~` at
-// most once per argument, `~` in the outputs only when some input has it.
+// most once per argument. `~` in the outputs only is allowed: it binds no
+// dims, as cl-waffe2's checker does.
 #pragma once
 
 #include <cstdint>
@@ -107,8 +113,17 @@ struct Declaration {
 // Parses one line of Subscript DSL. Throws ParseError.
 Declaration parse(std::string_view text);
 
+// The first `~` of an output when no input has one, or null. Such a `~`
+// always covers no dims; `wfgen shape` accepts it as cl-waffe2 does, while a
+// spec's node or model is told to drop it (its kernels could never use it).
+const Subscript* batch_only_in_outputs(const Declaration& d);
+
 // True for names a symbol or pointer may have: a letter or `_` first, then
-// letters, digits, `_` and `-` (not last).
+// letters, digits and `_ - + * / .` (an operator character not last).
 bool is_symbol(std::string_view name);
+
+// The narrower names of spec arguments and parameters, which C++ code and
+// element-wise expressions refer to: letters, digits, `_` and `-` (not last).
+bool is_name(std::string_view name);
 
 }  // namespace wfgen::subscript

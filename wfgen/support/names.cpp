@@ -47,8 +47,22 @@ std::string cpp_name_problem(std::string_view name) {
 }
 
 std::string cpp_identifier(std::string_view name) {
-  std::string out(name);
-  std::replace(out.begin(), out.end(), '-', '_');
+  // '-' is the common case (`batch-size`) and stays one '_' (generated code
+  // from before the other characters were allowed is unchanged). The others
+  // are spelled out between underscores, never doubling one: `hidden_t+1` ->
+  // `hidden_t_plus_1`, `X.grad` -> `X_dot_grad`.
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    const char* word = c == '+' ? "plus" : c == '*' ? "star" : c == '/' ? "slash" : c == '.' ? "dot" : nullptr;
+    if (!word) {
+      out += c == '-' ? '_' : c;
+      continue;
+    }
+    if (!out.empty() && out.back() != '_') out += '_';
+    out += word;
+    if (i + 1 < name.size() && name[i + 1] != '_' && name[i + 1] != '-') out += '_';
+  }
   return out;
 }
 

@@ -17,7 +17,9 @@ bool is_reserved_identifier(std::string_view name);
 // a pattern cannot say.
 std::string cpp_name_problem(std::string_view name);
 
-// A DSL symbol or spec name as a C++ identifier: '-' becomes '_'.
+// A DSL symbol or spec name as a C++ identifier, deterministically: '-'
+// becomes '_', and `+ * / .` become `_plus_`, `_star_`, `_slash_`, `_dot_`
+// (one '_' between words: `hidden_t+1` -> `hidden_t_plus_1`).
 std::string cpp_identifier(std::string_view name);
 
 // A node name as it appears in generated function names: lowercase ("MatMul" -> "matmul").

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""ONNX's backend node tests through wfgen: import, generate, compile, run, compare.
+
+Each test of Debian's libonnx-testdata (data/node/<test>/model.onnx with
+test_data_set_*/input_*.pb and output_*.pb) is imported with `wfgen import`,
+generated with `wfgen gen`, compiled with a driver this script writes, run on
+every data set, and compared with the expected outputs with ONNX's tolerance
+(|got - want| <= atol + rtol |want|, rtol 1e-3, atol 1e-7; NaN equals NaN).
+Many tests share one generated folder and one executable, so the whole suite
+takes minutes.
+
+Every test ends as one of:
+  pass         every output of every data set within tolerance
+  fail         generated and run, but an output differs (a wfgen bug to fix)
+  error        imported, but `wfgen gen`, the compiler or the run failed
+  unsupported  `wfgen import` refused it (an operator, attribute or dtype),
+               with its message
+
+Usage:
+  tests/onnx/conformance.py --wfgen build/wfgen/wfgen --build build [--sample N | --tests a,b]
+                            [--markdown docs/onnx-conformance.md] [--work DIR] [--expect-pass N]
+"""
+import argparse
+import concurrent.futures
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+DATA = "/usr/share/libonnx-testdata/data/node"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+DRIVER_HEAD = r'''// Written by tests/onnx/conformance.py: runs imported ONNX node tests.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "wfgen/model_support.hpp"
+#include "wfgen/runtime.hpp"
+'''
+
+DRIVER_BODY = r'''
+namespace {
+
+namespace fs = std::filesystem;
+using wfgen::rt::Tensor;
+
+std::string shape_text(const wfgen::rt::Shape& s);
+
+bool read_proto(const std::string& path, onnx::TensorProto& t) {
+  std::ifstream in(path, std::ios::binary);
+  return in && t.ParseFromIstream(&in);
+}
+
+std::vector<float> floats(const onnx::TensorProto& t) {
+  std::vector<float> out;
+  if (t.float_data_size() > 0) {
+    out.assign(t.float_data().begin(), t.float_data().end());
+  } else {
+    out.resize(t.raw_data().size() / 4);
+    std::memcpy(out.data(), t.raw_data().data(), out.size() * 4);
+  }
+  return out;
+}
+
+bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
+  if (t.data_type() != onnx::TensorProto::FLOAT) {
+    why = "an input is not FLOAT";
+    return false;
+  }
+  wfgen::rt::Shape shape(t.dims().begin(), t.dims().end());
+  out = Tensor::empty(wfgen::rt::DType::f32, shape);
+  std::vector<float> v = floats(t);
+  if (static_cast<std::int64_t>(v.size()) != out.numel()) {
+    why = "an input holds the wrong number of values";
+    return false;
+  }
+  std::memcpy(out.data<float>(), v.data(), v.size() * 4);
+  return true;
+}
+
+// ONNX's np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7).
+bool close(const Tensor& got, const onnx::TensorProto& want, std::string& why) {
+  wfgen::rt::Shape shape(want.dims().begin(), want.dims().end());
+  if (got.shape() != shape) {
+    why = "shape " + shape_text(got.shape()) + ", expected " + shape_text(shape);
+    return false;
+  }
+  std::vector<float> w = floats(want);
+  Tensor c = got.contiguous();
+  const float* g = c.data<float>();
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    double a = g[i], b = w[i];
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (std::isinf(a) || std::isinf(b)) {
+      if (a == b) continue;
+    } else if (std::fabs(a - b) <= 1e-7 + 1e-3 * std::fabs(b)) {
+      continue;
+    }
+    why = "element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(b);
+    return false;
+  }
+  return true;
+}
+
+std::string shape_text(const wfgen::rt::Shape& s) {
+  std::string out = "(";
+  for (std::size_t k = 0; k < s.size(); ++k) out += (k ? " " : "") + std::to_string(s[k]);
+  return out + ")";
+}
+
+std::vector<std::string> sorted_glob(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && e.path().extension() == ".pb") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  return out;
+}
+
+using Runner = wfgen::rt::Status (*)(const std::vector<Tensor>&, std::vector<Tensor>&);
+struct Case {
+  const char* name;
+  Runner run;
+};
+
+void run_case(const Case& c) {
+  fs::path dir = fs::path(DATA_DIR) / c.name;
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) {
+    std::printf("error %s: no test_data_set_*\n", c.name);
+    return;
+  }
+  for (const auto& set : sets) {
+    std::vector<Tensor> inputs;
+    std::string why;
+    for (const auto& p : sorted_glob(set, "input_")) {
+      onnx::TensorProto t;
+      Tensor x;
+      if (!read_proto(p, t) || !to_tensor(t, x, why)) {
+        std::printf("error %s: %s: %s\n", c.name, p.c_str(), why.empty() ? "does not parse" : why.c_str());
+        return;
+      }
+      inputs.push_back(std::move(x));
+    }
+    std::vector<Tensor> outputs;
+    wfgen::rt::Status st = c.run(inputs, outputs);
+    if (!st.ok()) {
+      std::string m = st.message();
+      std::replace(m.begin(), m.end(), '\n', ' ');
+      std::printf("error %s: the generated model failed: %s\n", c.name, m.c_str());
+      return;
+    }
+    std::vector<std::string> wants = sorted_glob(set, "output_");
+    if (wants.size() != outputs.size()) {
+      std::printf("fail %s: %zu outputs, expected %zu\n", c.name, outputs.size(), wants.size());
+      return;
+    }
+    for (std::size_t k = 0; k < wants.size(); ++k) {
+      onnx::TensorProto t;
+      if (!read_proto(wants[k], t)) {
+        std::printf("error %s: %s does not parse\n", c.name, wants[k].c_str());
+        return;
+      }
+      if (!close(outputs[k], t, why)) {
+        std::printf("fail %s: %s, output %zu: %s\n", c.name, set.filename().c_str(), k, why.c_str());
+        return;
+      }
+    }
+  }
+  std::printf("pass %s\n", c.name);
+}
+'''
+
+DRIVER_MAIN = r'''
+}  // namespace
+
+int main() {
+  for (const auto& c : kCases) run_case(c);
+  return 0;
+}
+'''
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def first_line(text):
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line
+    return ""
+
+
+def import_test(wfgen, work, name):
+    """Imports one test; returns (spec path or None, message, number of inputs, has params)."""
+    model = os.path.join(DATA, name, "model.onnx")
+    spec = os.path.join(work, "specs", name + ".yaml")
+    params = os.path.join(work, "specs", name + ".wfparams")
+    # Inputs the model needs as constants (shapes, axes, Clip's bounds) or
+    # that are not FLOAT are frozen to the first data set's values.
+    sample = os.path.join(DATA, name, "test_data_set_0")
+    r = run([wfgen, "-q", "import", model, "-o", spec, "--params", params, "--name", name, "--freeze-inputs", sample])
+    if r.returncode != 0:
+        msg = first_line(r.stderr)
+        msg = msg.replace(model + ": error: ", "")
+        return None, msg, [], False
+    text = open(spec).read()
+    where = re.search(r'where: "(.*) ->', text)
+    n_inputs = len(re.findall(r"[\w.]+\[", where.group(1))) if where else 0
+    frozen = sorted(int(k) for k in re.findall(r"^# input '.*' \(input (\d+)\) frozen from", text, re.M))
+    used, k = [], 0
+    while len(used) < n_inputs:
+        if k not in frozen:
+            used.append(k)
+        k += 1
+    return spec, "", used, os.path.exists(params)
+
+
+def operators(wfgen, name):
+    r = run([wfgen, "import", os.path.join(DATA, name, "model.onnx"), "--list-operators"])
+    return r.stdout.split() if r.returncode == 0 else []
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--wfgen", required=True)
+    ap.add_argument("--build", required=True, help="wfgen's build folder (for the runtime library)")
+    ap.add_argument("--sample", type=int, default=0, help="every k-th test of the sorted list, k chosen for N tests")
+    ap.add_argument("--tests", default="", help="comma-separated test names")
+    ap.add_argument("--markdown", default="", help="write the conformance table here")
+    ap.add_argument("--work", default="")
+    ap.add_argument("--batch", type=int, default=80)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--expect-pass", type=int, default=-1, help="exit 1 unless at least this many pass")
+    args = ap.parse_args()
+
+    wfgen = os.path.abspath(args.wfgen)
+    names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(DATA, "test_*")))
+    if args.tests:
+        names = [n for n in args.tests.split(",") if n]
+    elif args.sample:
+        step = max(1, len(names) // args.sample)
+        names = names[::step][: args.sample]
+    work = args.work or tempfile.mkdtemp(prefix="wfgen-onnx-")
+    os.makedirs(os.path.join(work, "specs"), exist_ok=True)
+    runtime = glob.glob(os.path.join(args.build, "runtime", "libwfgen_runtime.a"))
+    if not runtime:
+        sys.exit("conformance: no runtime/libwfgen_runtime.a in " + args.build)
+
+    result = {}  # name -> (status, message)
+    imported = []  # (name, spec, positions of the data set's inputs it takes, has_params)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for name, (spec, msg, n_in, has_params) in zip(names, pool.map(lambda n: import_test(wfgen, work, n), names)):
+            if spec is None:
+                result[name] = ("unsupported", msg)
+            else:
+                imported.append((name, spec, n_in, has_params))
+
+    # A spec that `wfgen gen` rejects alone would fail its whole batch.
+    def gen_alone(item):
+        name, spec = item[0], item[1]
+        out = os.path.join(work, "alone", name)
+        r = run([wfgen, "-q", "gen", spec, "-o", out, "--namespace", "onnx_conf"])
+        shutil.rmtree(out, ignore_errors=True)
+        return r
+    good = []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for item, r in zip(imported, pool.map(gen_alone, imported)):
+            if r.returncode != 0:
+                result[item[0]] = ("error", "wfgen gen: " + first_line(r.stderr))
+            else:
+                good.append(item)
+
+    cxx = os.environ.get("CXX", "c++")
+    launcher = [shutil.which("ccache")] if shutil.which("ccache") else []
+    flags = ["-std=c++20", "-O0", "-w", "-DONNX_NAMESPACE=onnx", "-DONNX_ML=1",
+             "-I" + os.path.join(ROOT, "runtime", "include"), "-DDATA_DIR=\"" + DATA + "\""]
+    for b in range(0, len(good), args.batch):
+        batch = good[b : b + args.batch]
+        gen = os.path.join(work, "gen%d" % (b // args.batch))
+        shutil.rmtree(gen, ignore_errors=True)
+        r = run([wfgen, "-q", "gen"] + [s for _, s, _, _ in batch] + ["-o", gen, "--namespace", "onnx_conf"])
+        if r.returncode != 0:
+            for name, *_ in batch:
+                result[name] = ("error", "wfgen gen (batch): " + first_line(r.stderr))
+            continue
+        driver = os.path.join(gen, "conformance_driver.cpp")
+        runners = []
+        for name, spec, used, has_params in batch:
+            n_in = max(used) + 1 if used else 0
+            ins = ", ".join("in[%d]" % k for k in used)
+            load = ""
+            if has_params:
+                load = ('  if (wfgen::rt::Status s = m.try_load_parameters("%s"); !s.ok()) return s;\n'
+                        % os.path.join(work, "specs", name + ".wfparams"))
+            runners.append(
+                "wfgen::rt::Status run_%s(const std::vector<Tensor>& in, std::vector<Tensor>& out) {\n"
+                "  if (in.size() < %d) return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, "
+                "\"expected %d inputs\");\n"
+                "  onnx_conf::%s m;\n%s  return m.try_forward(out%s);\n}\n"
+                % (name, n_in, n_in, name, load, (", " + ins) if ins else ""))
+        table = "const Case kCases[] = {\n" + "".join('    {"%s", run_%s},\n' % (n, n) for n, *_ in batch) + "};\n"
+        with open(driver, "w") as f:
+            f.write(DRIVER_HEAD)
+            for name, *_ in batch:
+                f.write('#include "%s.hpp"\n' % name)
+            f.write(DRIVER_BODY + "\n" + "".join(runners) + table + DRIVER_MAIN)
+        sources = sorted(glob.glob(os.path.join(gen, "*.cpp")))
+        objects = []
+
+        def compile_one(src):
+            obj = src[:-4] + ".o"
+            return obj, run(launcher + [cxx] + flags + ["-I" + gen, "-c", src, "-o", obj])
+        failed = None
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for obj, rr in pool.map(compile_one, sources):
+                objects.append(obj)
+                if rr.returncode != 0 and failed is None:
+                    failed = (obj, rr.stderr)
+        exe = os.path.join(gen, "conformance")
+        if failed is None:
+            rr = run([cxx] + objects + [runtime[0], "-lonnx_proto", "-lprotobuf", "-lpthread", "-o", exe])
+            if rr.returncode != 0:
+                failed = (exe, rr.stderr)
+        if failed is not None:
+            for name, *_ in batch:
+                result[name] = ("error", "compiling %s: %s" % (os.path.basename(failed[0]), first_line(failed[1])))
+            continue
+        rr = run([exe], timeout=600)
+        seen = set()
+        for line in rr.stdout.splitlines():
+            m = re.match(r"(pass|fail|error) (\w+)(?:: (.*))?$", line)
+            if m:
+                result[m.group(2)] = (m.group(1), m.group(3) or "")
+                seen.add(m.group(2))
+        for name, *_ in batch:
+            if name not in seen:
+                result[name] = ("error", "the driver stopped (exit %d) before this test: %s" % (rr.returncode, first_line(rr.stderr)))
+
+    counts = {k: 0 for k in ("pass", "fail", "error", "unsupported")}
+    for status, _ in result.values():
+        counts[status] += 1
+    total = len(result)
+    print("onnx conformance: %d tests: %d pass, %d fail, %d error, %d unsupported"
+          % (total, counts["pass"], counts["fail"], counts["error"], counts["unsupported"]))
+    for name in sorted(result):
+        status, msg = result[name]
+        if status in ("fail", "error"):
+            print("  %s %s: %s" % (status, name, msg))
+
+    if args.markdown:
+        write_markdown(args.markdown, wfgen, result, counts, total)
+    if counts["fail"]:
+        print("conformance: FAILED: %d wrong answers" % counts["fail"], file=sys.stderr)
+        return 1
+    if args.expect_pass >= 0 and counts["pass"] < args.expect_pass:
+        print("conformance: FAILED: %d pass, expected at least %d" % (counts["pass"], args.expect_pass), file=sys.stderr)
+        return 1
+    return 0
+
+
+def write_markdown(path, wfgen, result, counts, total):
+    ops_of = {name: operators(wfgen, name) for name in result}
+    known = set(op for ops in ops_of.values() for op in ops)
+
+    def main_op(name):
+        compact = name[len("test_"):].replace("_", "").lower()
+        best = ""
+        for op in known:
+            if compact.startswith(op.lower()) and len(op) > len(best):
+                best = op
+        return best or (ops_of[name][0] if ops_of[name] else "?")
+    per_op = {}
+    for name, (status, msg) in result.items():
+        per_op.setdefault(main_op(name), []).append((name, status, msg))
+    with open(path, "w") as f:
+        f.write("# ONNX conformance\n\n")
+        f.write("ONNX's backend node tests (Debian's `libonnx-testdata`, %s) through `wfgen import`, "
+                "`wfgen gen`, the C++ compiler and a run on every data set, compared with ONNX's tolerance "
+                "(rtol 1e-3, atol 1e-7). Written by `tests/onnx/conformance.py` (README: the full run).\n\n" % DATA)
+        f.write("**%d tests: %d pass, %d fail, %d error, %d unsupported.**\n\n"
+                % (total, counts["pass"], counts["fail"], counts["error"], counts["unsupported"]))
+        f.write("*fail* is a wrong answer (a bug to fix first); *error*: imported but not generated, compiled or run; "
+                "*unsupported*: `wfgen import` refused the model, with the reason below.\n\n")
+        f.write("| operator | tests | pass | fail | error | unsupported |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+        for op in sorted(per_op):
+            rows = per_op[op]
+            c = {s: sum(1 for _, st, _ in rows if st == s) for s in ("pass", "fail", "error", "unsupported")}
+            f.write("| %s | %d | %d | %d | %d | %d |\n" % (op, len(rows), c["pass"], c["fail"], c["error"], c["unsupported"]))
+        f.write("\n## Every test\n\n| test | result | reason |\n| --- | --- | --- |\n")
+        for name in sorted(result):
+            status, msg = result[name]
+            f.write("| %s | %s | %s |\n" % (name, status, msg.replace("|", "\\|")))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+// `wfgen import` on ONNX's own backend test models (Debian's libonnx-testdata):
+// the spec it writes, and its errors, each naming the operator, the opset and
+// the file, with nothing written. The numbers of imported models are checked
+// by tests/onnx/conformance.py (ctest onnx.conformance_sample).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "wfgen/cli/import.hpp"
+#include "wfgen/model_support.hpp"
+#include "wfgen/onnx/onnx_import.hpp"
+#include "wfgen/support/diagnostics.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kData = "/usr/share/libonnx-testdata/data/node/";
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+Run import(const std::string& test, const fs::path& spec, std::vector<std::string> dims = {}, std::string freeze = "") {
+  wfgen::cli::ImportOptions o;
+  o.freeze_dir = freeze;
+  o.model = kData + test + "/model.onnx";
+  o.output = spec;
+  o.dims = std::move(dims);
+  std::ostringstream out, err;
+  int code = wfgen::cli::import_onnx(o, {out, err, false});
+  return {code, out.str(), err.str()};
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("wfgen-onnx-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("an imported Gemm is a readable spec: the where line, the body statement and the build") {
+  fs::path dir = scratch("gemm");
+  Run r = import("test_gemm_all_attributes", dir / "gemm.yaml");
+  REQUIRE(r.code == 0);
+  std::string spec = read(dir / "gemm.yaml");
+  CHECK(spec.find("# Imported by `wfgen import` from model.onnx (ONNX IR") != std::string::npos);
+  CHECK(spec.find("where: \"a[4 3] b[5 4] c[1 5] -> y[3 5]\"") != std::string::npos);
+  // transA, transB, alpha = 0.25, beta = 0.35
+  CHECK(spec.find("y = (a.T @ b.T) * 0.25 + c * 0.35  # Gemm") != std::string::npos);
+  CHECK(spec.find("builds:\n  - {name: gemm, model: gemm, dtype: f32, devices: [cpu]}") != std::string::npos);
+}
+
+// A model written here with the protobuf classes, as an exporter would: a
+// Gemm whose weights are float initializers, a Reshape whose shape is an
+// int64 initializer, and ONNX names that are not body names.
+fs::path write_linear_model(const fs::path& dir) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.set_producer_name("wfgen-test");
+  auto* opset = m.add_opset_import();
+  opset->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("linear");
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<std::int64_t> dims, const char* param = nullptr) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+    if (param) t->mutable_shape()->mutable_dim(0)->set_dim_param(param);
+  };
+  value(g->add_input(), "input.1", {0, 3}, "batch");
+  value(g->add_output(), "19", {0, 2, 1}, "batch");
+  auto* w = g->add_initializer();
+  w->set_name("fc.weight");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(2);
+  w->add_dims(3);
+  for (float v : {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}) w->add_float_data(v);
+  auto* b = g->add_initializer();
+  b->set_name("fc.bias");
+  b->set_data_type(onnx::TensorProto::FLOAT);
+  b->add_dims(2);
+  for (float v : {0.5f, -0.5f}) b->add_float_data(v);
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(3);
+  for (std::int64_t v : {0, 2, 1}) shape->add_int64_data(v);
+  auto* gemm = g->add_node();
+  gemm->set_op_type("Gemm");
+  gemm->set_name("/fc/Gemm");
+  gemm->add_input("input.1");
+  gemm->add_input("fc.weight");
+  gemm->add_input("fc.bias");
+  gemm->add_output("/fc/Gemm_output_0");
+  auto* tb = gemm->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  auto* reshape = g->add_node();
+  reshape->set_op_type("Reshape");
+  reshape->add_input("/fc/Gemm_output_0");
+  reshape->add_input("shape");
+  reshape->add_output("19");
+  fs::path file = dir / "linear.onnx";
+  std::ofstream out(file, std::ios::binary);
+  m.SerializeToOstream(&out);
+  return file;
+}
+
+TEST_CASE("initializers become parameters in a parameter file; names that are not body names are mangled") {
+  fs::path dir = scratch("params");
+  wfgen::cli::ImportOptions o;
+  o.model = write_linear_model(dir);
+  o.output = dir / "fc_net.yaml";
+  std::ostringstream out, err;
+  REQUIRE(wfgen::cli::import_onnx(o, {out, err, false}) == 0);
+  std::string spec = read(dir / "fc_net.yaml");
+  CHECK(spec.find("# input input_1 is ONNX 'input.1'") != std::string::npos);
+  CHECK(spec.find("models:\n  - name: fc_net\n") != std::string::npos);
+  CHECK(spec.find("fc_weight: {shape: [2, 3], init: zeros}  # ONNX initializer 'fc.weight'") != std::string::npos);
+  CHECK(spec.find("where: \"input_1[batch 3] -> v_19[batch 2 1]\"") != std::string::npos);
+  CHECK(spec.find("fc_Gemm_output_0 = input_1 @ fc_weight.T + fc_bias  # Gemm '/fc/Gemm', ONNX value '/fc/Gemm_output_0'") !=
+        std::string::npos);
+  // Reshape's 0 copies the run-time dim.
+  CHECK(spec.find("v_19 = fc_Gemm_output_0.reshape(-1, 2, 1)  # Reshape, ONNX value '19'") != std::string::npos);
+  // The parameter file holds the initializers, by their body names.
+  std::vector<std::string> names = {"fc_weight", "fc_bias"};
+  std::vector<wfgen::rt::Tensor> tensors = {wfgen::rt::Tensor::zeros(wfgen::rt::DType::f32, {2, 3}),
+                                            wfgen::rt::Tensor::zeros(wfgen::rt::DType::f32, {2})};
+  wfgen::rt::load_parameters((dir / "fc_net.wfparams").string(), names, tensors);
+  CHECK(tensors[0].at<float>({1, 2}) == 6.f);
+  CHECK(tensors[1].at<float>({1}) == -0.5f);
+}
+
+TEST_CASE("inputs needed as constants are frozen from a sample data set") {
+  fs::path dir = scratch("freeze");
+  wfgen::cli::ImportOptions o;
+  o.model = kData + "test_reshape_reduced_dims/model.onnx";
+  o.output = dir / "r.yaml";
+  std::ostringstream out, err;
+  // Without sample inputs, the int64 shape input is an error.
+  CHECK(wfgen::cli::import_onnx(o, {out, err, false}) == 2);
+  CHECK_THAT(err.str(), Catch::Contains("input 'shape' has element type INT64"));
+  o.freeze_dir = kData + "test_reshape_reduced_dims/test_data_set_0";
+  REQUIRE(wfgen::cli::import_onnx(o, {out, err, false}) == 0);
+  std::string spec = read(dir / "r.yaml");
+  CHECK(spec.find("# input 'shape' (input 1) frozen from") != std::string::npos);
+  CHECK(spec.find("reshaped = data.reshape(2, 12)  # Reshape") != std::string::npos);
+}
+
+TEST_CASE("opset semantics: Softmax before opset 13 normalises over the flattened trailing dims") {
+  fs::path dir = scratch("softmax11");
+  // The backend tests are opset 13; operators_of still reads any model.
+  auto ops = wfgen::onnx_import::operators_of(kData + "test_softmax_axis_1_expanded/model.onnx");
+  CHECK(std::find(ops.begin(), ops.end(), "ReduceMax") != ops.end());
+  Run r = import("test_softmax_axis_1", dir / "s.yaml");
+  REQUIRE(r.code == 0);
+  CHECK(read(dir / "s.yaml").find("y = softmax(x, axis=1)  # Softmax") != std::string::npos);
+}
+
+TEST_CASE("what wfgen cannot import is an error naming the operator, the opset and the file; nothing is written") {
+  fs::path dir = scratch("errors");
+  // An operator the stdlib cannot express.
+  Run r = import("test_bitshift_left_uint8", dir / "a.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("model.onnx: error: input 'x' has element type UINT8; wfgen's ONNX import supports FLOAT (f32) inputs and outputs"));
+  r = import("test_det_2d", dir / "b.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("test_det_2d/model.onnx: error: cannot import operator Det of opset"));
+  CHECK_THAT(r.err, Catch::Contains("the operator is not supported (supported: Abs, Add,"));
+  // An attribute value: Dropout in training mode (its inputs frozen from the sample data set).
+  r = import("test_training_dropout", dir / "c.yaml", {}, kData + "test_training_dropout/test_data_set_0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator Dropout of opset"));
+  CHECK_THAT(r.err, Catch::Contains("training_mode must be a constant false"));
+  CHECK(fs::is_empty(dir));
+}
+
+TEST_CASE("bad usage and bad files are errors, not crashes") {
+  fs::path dir = scratch("usage");
+  Run r = import("test_relu", dir / "a.yaml", {"batch"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--dim expects NAME=SIZE with a size >= 0, but got 'batch'"));
+  r = import("test_relu", dir / "a.yaml", {"batch=-3"});
+  CHECK(r.code == 2);
+  std::ofstream(dir / "not.onnx") << "this is not a protobuf";
+  wfgen::cli::ImportOptions o;
+  o.model = dir / "not.onnx";
+  o.output = dir / "x.yaml";
+  std::ostringstream out, err;
+  CHECK(wfgen::cli::import_onnx(o, {out, err, false}) == 2);
+  CHECK_THAT(err.str(), Catch::Contains("is not an ONNX model (the protobuf ModelProto does not parse)"));
+  CHECK_FALSE(fs::exists(dir / "x.yaml"));
+}

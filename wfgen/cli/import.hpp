@@ -1,0 +1,26 @@
+// `wfgen import`, in its own library: it links the ONNX protobuf classes
+// (Debian's libonnx-dev), which the rest of wfgen does not need.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "wfgen/cli/commands.hpp"
+
+namespace wfgen::cli {
+
+struct ImportOptions {
+  std::filesystem::path model;   // the .onnx file
+  std::filesystem::path output;  // the spec to write
+  std::filesystem::path params;  // the parameter file; default: the spec's name with .wfparams
+  std::string name;              // model and build name; default: the spec's file name without extension
+  std::vector<std::string> dims;  // NAME=SIZE for dim_params
+  std::filesystem::path freeze_dir;  // sample inputs (input_<k>.pb) for inputs needed as constants
+  bool quiet = false;
+  bool list_operators = false;  // print the graph's operator types, write nothing
+};
+// Writes the spec and the parameter file, or nothing on an error (exit 2).
+int import_onnx(const ImportOptions& options, Streams io);
+
+}  // namespace wfgen::cli

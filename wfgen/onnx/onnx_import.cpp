@@ -1,0 +1,819 @@
+#include "wfgen/onnx/onnx_import.hpp"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "wfgen/support/diagnostics.hpp"
+
+namespace wfgen::onnx_import {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A dim of a value while importing: known, or unknown (symbolic at run time).
+using Dims = std::vector<std::optional<std::int64_t>>;
+
+// What the body knows of an ONNX value.
+struct Value {
+  std::string body;  // the body expression naming it (a variable, or a literal for scalar constants)
+  bool literal = false;
+  std::optional<Dims> dims;  // nullopt: rank unknown
+};
+
+// Python-like names the body language reserves or the stdlib defines.
+const std::set<std::string>& reserved_names() {
+  static const std::set<std::string> names = {
+      "and", "or", "not", "if", "elif", "else", "for", "in", "range", "return", "pass", "true", "false", "True",
+      "False", "None", "int", "float", "sum", "mean", "max", "min", "argmax", "argmin", "reshape", "view", "permute",
+      "transpose", "unsqueeze", "squeeze", "broadcast_to", "softmax", "log_softmax", "layernorm", "linear", "relu"};
+  return names;
+}
+
+// The shortest text that reads back as the same float: ONNX's attributes and
+// tensors are f32, so 0.35f prints as 0.35, not 0.3499999940395355.
+std::string format_float(float v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, end);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+class Importer {
+ public:
+  Importer(std::string path, Options options) : path_(std::move(path)), options_(std::move(options)) {}
+
+  Imported run() {
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) fail("cannot read " + path_);
+    if (!model_.ParseFromIstream(&in)) fail(path_ + " is not an ONNX model (the protobuf ModelProto does not parse)");
+    for (const auto& op : model_.opset_import()) {
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
+    }
+    if (opset_ == 0) fail(path_ + " imports no opset of the default domain (ai.onnx)");
+    if (opset_ < 7) fail(path_ + " uses opset " + std::to_string(opset_) + "; wfgen imports opsets 7 and newer");
+    const auto& g = model_.graph();
+    for (const auto& init : g.initializer()) initializers_[init.name()] = &init;
+    std::string name = options_.name;
+    if (name.empty()) name = fs::path(path_).stem().string();
+    name = identifier(name, "model");
+    std::set<std::string> constant_uses = inputs_needed_as_constants();
+    int position = 0;
+    for (const auto& vi : g.input()) {
+      if (initializers_.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
+      const int k = position++;
+      bool not_float = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT;
+      if (!options_.freeze_dir.empty() && (not_float || constant_uses.count(vi.name()))) {
+        freeze(vi, k);
+        continue;
+      }
+      read_input(vi);
+    }
+    for (const auto& node : g.node()) import_node(node);
+    for (const auto& vi : g.output()) read_output(vi);
+    return finish(name);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    Diagnostic d;
+    d.loc.file = path_;
+    d.message = message;
+    throw UserError(d);
+  }
+
+  [[noreturn]] void unsupported(const onnx::NodeProto& node, const std::string& what) const {
+    fail("cannot import " + describe(node) + ": " + what);
+  }
+
+  std::string describe(const onnx::NodeProto& node) const {
+    std::string s = "operator " + node.op_type();
+    if (!node.name().empty()) s += " (node '" + node.name() + "')";
+    return s + " of opset " + std::to_string(opset_);
+  }
+
+  // A body name for an ONNX name: letters, digits and '_', unique.
+  std::string identifier(const std::string& onnx_name, const std::string& fallback) {
+    std::string s;
+    for (char c : onnx_name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+    while (s.find("__") != std::string::npos) s.replace(s.find("__"), 2, "_");
+    while (!s.empty() && s.front() == '_') s.erase(s.begin());  // `/fc/Gemm` -> fc_Gemm
+    while (!s.empty() && s.back() == '_') s.pop_back();
+    if (s.empty()) s = fallback;
+    if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
+    if (s.rfind("wf_", 0) == 0 || reserved_names().count(s)) s = "v_" + s;
+    std::string base = s;
+    for (int k = 1; used_.count(s); ++k) s = base + "_" + std::to_string(k);
+    used_.insert(s);
+    return s;
+  }
+
+  // Inputs of the graph that nodes read where a constant is needed.
+  std::set<std::string> inputs_needed_as_constants() const {
+    std::set<std::string> out;
+    for (const auto& n : model_.graph().node()) {
+      std::vector<int> at;
+      const std::string& op = n.op_type();
+      if (op == "Reshape") at = {1};
+      if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && opset_ >= 13) at = {1};
+      if (op == "Clip" && opset_ >= 11) at = {1, 2};
+      if (op == "Dropout") at = {1, 2};
+      for (int k : at)
+        if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
+    }
+    return out;
+  }
+
+  void freeze(const onnx::ValueInfoProto& vi, int position) {
+    fs::path file = fs::path(options_.freeze_dir) / ("input_" + std::to_string(position) + ".pb");
+    std::ifstream in(file, std::ios::binary);
+    auto t = std::make_unique<onnx::TensorProto>();
+    if (!in || !t->ParseFromIstream(&in)) {
+      fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + file.string() +
+           " is not a readable ONNX TensorProto");
+    }
+    t->set_name(vi.name());
+    initializers_[vi.name()] = t.get();
+    frozen_.push_back(std::move(t));
+    frozen_positions_.push_back(position);
+    renamed_.push_back("input '" + vi.name() + "' (input " + std::to_string(position) + ") frozen from " + file.string());
+  }
+
+  // --- values ------------------------------------------------------------------
+
+  Dims dims_of(const onnx::ValueInfoProto& vi, std::vector<std::string>* symbols) {
+    Dims out;
+    const auto& shape = vi.type().tensor_type().shape();
+    for (int k = 0; k < shape.dim_size(); ++k) {
+      const auto& d = shape.dim(k);
+      if (d.has_dim_value()) {
+        out.push_back(d.dim_value());
+        if (symbols) symbols->push_back(std::to_string(d.dim_value()));
+        continue;
+      }
+      std::string param = d.has_dim_param() ? d.dim_param() : "";
+      auto fixed = options_.dims.find(param);
+      if (!param.empty() && fixed != options_.dims.end()) {
+        out.push_back(fixed->second);
+        if (symbols) symbols->push_back(std::to_string(fixed->second));
+        continue;
+      }
+      out.push_back(std::nullopt);
+      if (symbols) symbols->push_back(dim_symbol(param.empty() ? vi.name() + "_d" + std::to_string(k) : param));
+    }
+    return out;
+  }
+
+  // A run-time dim's name in the where line (a DSL symbol).
+  std::string dim_symbol(const std::string& param) {
+    auto it = dim_symbols_.find(param);
+    if (it != dim_symbols_.end()) return it->second;
+    std::string s;
+    for (char c : param) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+    if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) s = "d_" + s;
+    dim_symbols_[param] = s;
+    return s;
+  }
+
+  void check_float(const onnx::ValueInfoProto& vi, const char* what) const {
+    if (!vi.type().has_tensor_type()) fail(std::string(what) + " '" + vi.name() + "' is not a tensor; wfgen imports tensors only");
+    int t = vi.type().tensor_type().elem_type();
+    if (t != onnx::TensorProto::FLOAT) {
+      fail(std::string(what) + " '" + vi.name() + "' has element type " + onnx::TensorProto::DataType_Name(t) +
+           "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs");
+    }
+  }
+
+  void read_input(const onnx::ValueInfoProto& vi) {
+    check_float(vi, "input");
+    std::vector<std::string> symbols;
+    Dims d = dims_of(vi, &symbols);
+    std::string body = identifier(vi.name(), "input");
+    values_[vi.name()] = {body, false, d};
+    std::string sub;
+    for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
+    inputs_.push_back(body + "[" + sub + "]");
+    if (body != vi.name()) renamed_.push_back("input " + body + " is ONNX '" + vi.name() + "'");
+  }
+
+  void read_output(const onnx::ValueInfoProto& vi) {
+    check_float(vi, "output");
+    auto it = values_.find(vi.name());
+    if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
+    std::vector<std::string> symbols;
+    dims_of(vi, &symbols);
+    std::string body = it->second.body;
+    if (it->second.literal || is_input(body)) {
+      // A graph output must be a fresh value of the body.
+      std::string copy = identifier(vi.name() + "_out", "output");
+      line(copy + " = " + body + (it->second.literal ? "" : " * 1.0"), "output " + vi.name());
+      body = copy;
+    }
+    std::string sub;
+    for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
+    if (vi.type().tensor_type().has_shape()) {
+      outputs_.push_back(body + "[" + sub + "]");
+    } else {
+      // No shape in the graph: the result's rank, with symbols the body binds.
+      std::string subs;
+      std::size_t rank = it->second.dims ? it->second.dims->size() : 0;
+      for (std::size_t k = 0; k < rank; ++k) subs += (k ? " " : "") + body + "_d" + std::to_string(k);
+      outputs_.push_back(body + "[" + subs + "]");
+    }
+    returned_.push_back(body);
+  }
+
+  bool is_input(const std::string& body) const {
+    for (const auto& in : inputs_)
+      if (in.rfind(body + "[", 0) == 0) return true;
+    return false;
+  }
+
+  const onnx::TensorProto* constant(const std::string& name) const {
+    auto it = initializers_.find(name);
+    return it == initializers_.end() ? nullptr : it->second;
+  }
+
+  static std::vector<std::int64_t> ints_of(const onnx::TensorProto& t) {
+    std::vector<std::int64_t> out;
+    if (t.data_type() == onnx::TensorProto::INT64) {
+      if (t.int64_data_size() > 0) {
+        out.assign(t.int64_data().begin(), t.int64_data().end());
+      } else {
+        out.resize(t.raw_data().size() / 8);
+        std::memcpy(out.data(), t.raw_data().data(), out.size() * 8);
+      }
+    } else if (t.data_type() == onnx::TensorProto::INT32) {
+      if (t.int32_data_size() > 0) {
+        out.assign(t.int32_data().begin(), t.int32_data().end());
+      } else {
+        std::vector<std::int32_t> v(t.raw_data().size() / 4);
+        std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
+        out.assign(v.begin(), v.end());
+      }
+    }
+    return out;
+  }
+
+  static std::vector<float> floats_of(const onnx::TensorProto& t) {
+    std::vector<float> out;
+    if (t.float_data_size() > 0) {
+      out.assign(t.float_data().begin(), t.float_data().end());
+    } else {
+      out.resize(t.raw_data().size() / 4);
+      std::memcpy(out.data(), t.raw_data().data(), out.size() * 4);
+    }
+    return out;
+  }
+
+  static std::int64_t element_count(const onnx::TensorProto& t) {
+    std::int64_t n = 1;
+    for (auto d : t.dims()) n *= d;
+    return n;
+  }
+
+  // The body value of an input of `node`: a value computed before, a graph
+  // input, or a float initializer (a number when it holds one element and has
+  // rank 0, else a parameter).
+  Value operand(const onnx::NodeProto& node, int k) {
+    if (k >= node.input_size() || node.input(k).empty()) unsupported(node, "input " + std::to_string(k) + " is missing");
+    const std::string& name = node.input(k);
+    auto it = values_.find(name);
+    if (it != values_.end()) return it->second;
+    const onnx::TensorProto* t = constant(name);
+    if (!t) unsupported(node, "its input '" + name + "' is computed by no earlier node");
+    if (t->data_type() != onnx::TensorProto::FLOAT) {
+      unsupported(node, "its input '" + name + "' is a " + onnx::TensorProto::DataType_Name(t->data_type()) +
+                            " initializer used as a tensor; wfgen's ONNX import supports FLOAT tensors");
+    }
+    std::vector<float> data = floats_of(*t);
+    if (static_cast<std::int64_t>(data.size()) != element_count(*t)) {
+      unsupported(node, "its initializer '" + name + "' holds " + std::to_string(data.size()) + " values for its shape");
+    }
+    if (t->dims_size() == 0 && data.size() == 1) {
+      if (!std::isfinite(data[0])) unsupported(node, "the constant '" + name + "' is not finite");
+      Value v{format_float(data[0]), true, Dims{}};
+      values_[name] = v;
+      return v;
+    }
+    std::string body = identifier(name, "param");
+    Dims d;
+    for (auto x : t->dims()) d.push_back(x);
+    params_.push_back({body, t});
+    values_[name] = {body, false, d};
+    return values_[name];
+  }
+
+  // An int64 constant input (Reshape's shape, axes): folded into the body.
+  std::vector<std::int64_t> int_constant(const onnx::NodeProto& node, int k, const char* what) {
+    if (k >= node.input_size() || node.input(k).empty()) return {};
+    const onnx::TensorProto* t = constant(node.input(k));
+    if (!t || (t->data_type() != onnx::TensorProto::INT64 && t->data_type() != onnx::TensorProto::INT32)) {
+      unsupported(node, std::string(what) + " '" + node.input(k) +
+                            "' is not a constant integer initializer; wfgen needs it known when importing");
+    }
+    return ints_of(*t);
+  }
+
+  // --- attributes ----------------------------------------------------------------
+
+  const onnx::AttributeProto* attr(const onnx::NodeProto& node, const std::string& name) const {
+    for (const auto& a : node.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  std::int64_t attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t dflt) const {
+    const auto* a = attr(node, name);
+    return a ? a->i() : dflt;
+  }
+  float attr_float(const onnx::NodeProto& node, const std::string& name, float dflt) const {
+    const auto* a = attr(node, name);
+    return a ? a->f() : dflt;
+  }
+  std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node, const std::string& name) const {
+    const auto* a = attr(node, name);
+    if (!a) return std::nullopt;
+    return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+  }
+  void only_attributes(const onnx::NodeProto& node, std::initializer_list<const char*> known) const {
+    for (const auto& a : node.attribute()) {
+      bool ok = false;
+      for (const char* k : known) ok = ok || a.name() == k;
+      if (!ok) unsupported(node, "its attribute '" + a.name() + "' is not supported");
+    }
+  }
+
+  // --- emission --------------------------------------------------------------------
+
+  void line(const std::string& statement, const std::string& comment) {
+    body_ += statement;
+    if (!comment.empty()) body_ += "  # " + comment;
+    body_ += "\n";
+  }
+
+  // Defines the node's k-th output as `expr` with `dims`.
+  void define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims) {
+    const std::string& onnx_name = node.output(k);
+    std::string body = identifier(onnx_name, "value");
+    std::string comment = node.op_type();
+    if (!node.name().empty()) comment += " '" + node.name() + "'";
+    if (body != onnx_name) comment += ", ONNX value '" + onnx_name + "'";
+    line(body + " = " + expr, comment);
+    values_[onnx_name] = {body, false, std::move(dims)};
+  }
+
+  std::int64_t rank_of(const onnx::NodeProto& node, const Value& v) const {
+    if (!v.dims) unsupported(node, "the rank of its input '" + v.body + "' is unknown");
+    return static_cast<std::int64_t>(v.dims->size());
+  }
+
+  std::int64_t axis_in(const onnx::NodeProto& node, std::int64_t axis, std::int64_t rank, bool plus_one = false) const {
+    std::int64_t n = rank + (plus_one ? 1 : 0);
+    if (axis < -n || axis >= n) unsupported(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    return axis < 0 ? axis + n : axis;
+  }
+
+  // numpy broadcasting of two shapes (unknown dims stay unknown).
+  static std::optional<Dims> broadcast(const std::optional<Dims>& a, const std::optional<Dims>& b) {
+    if (!a || !b) return std::nullopt;
+    Dims out(std::max(a->size(), b->size()));
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      auto pick = [&](const Dims& d) -> std::optional<std::int64_t> {
+        std::size_t off = out.size() - d.size();
+        return k < off ? std::optional<std::int64_t>(1) : d[k - off];
+      };
+      auto x = pick(*a), y = pick(*b);
+      out[k] = (x && *x == 1) ? y : x;
+    }
+    return out;
+  }
+
+  // The arguments of `.reshape(...)` for `dims`: the known sizes, and -1 for
+  // the one the tracer infers (a run-time dim); two unknown dims cannot be said.
+  std::string reshape_args(const onnx::NodeProto& node, const Dims& dims) const {
+    std::string out;
+    int unknown = 0;
+    for (const auto& d : dims) {
+      out += (out.empty() ? "" : ", ") + (d ? std::to_string(*d) : "-1");
+      unknown += !d;
+    }
+    if (unknown > 1) unsupported(node, "a result with more than one run-time dim");
+    return out;
+  }
+
+  static std::optional<std::int64_t> product(const Dims& d, std::size_t from, std::size_t to) {
+    std::optional<std::int64_t> p = 1;
+    for (std::size_t k = from; k < to; ++k) p = (p && d[k]) ? std::optional<std::int64_t>(*p * *d[k]) : std::nullopt;
+    return p;
+  }
+
+  std::string binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op) {
+    if (a.literal && b.literal) unsupported(node, "both operands are constants");
+    if (op == "/" && a.literal) return a.body + " * " + b.body + " ** -1.0";
+    if (op == "**" && a.literal) unsupported(node, "a constant base with a tensor exponent");
+    return a.body + " " + op + " " + b.body;
+  }
+
+  void import_node(const onnx::NodeProto& node) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      fail("cannot import operator " + node.op_type() + " of domain '" + node.domain() + "'" +
+           (node.name().empty() ? "" : " (node '" + node.name() + "')") + ": only the default ONNX domain is supported");
+    }
+    const std::string& op = node.op_type();
+    static const std::map<std::string, std::string> unary = {
+        {"Abs", "abs"},   {"Neg", "neg"},         {"Exp", "exp"},   {"Log", "log"},   {"Sqrt", "sqrt"},
+        {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Sin", "sin"},   {"Cos", "cos"},
+        {"Sign", "sign"}, {"Softplus", "softplus"}};
+    static const std::map<std::string, std::string> binary_ops = {
+        {"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}, {"Pow", "**"}};
+    if (node.output_size() < 1) unsupported(node, "it has no output");
+    auto need_outputs = [&](int n) {
+      int real = 0;
+      for (const auto& o : node.output()) real += !o.empty();
+      if (real > n) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first " + std::to_string(n));
+    };
+    if (auto u = unary.find(op); u != unary.end()) {
+      only_attributes(node, {});
+      need_outputs(1);
+      Value x = operand(node, 0);
+      if (x.literal) unsupported(node, "its operand is a constant");
+      define(node, 0, u->second + "(" + x.body + ")", x.dims);
+      return;
+    }
+    if (auto b = binary_ops.find(op); b != binary_ops.end()) {
+      only_attributes(node, {});
+      if (opset_ < 7) unsupported(node, "broadcast attributes of opsets before 7");
+      need_outputs(1);
+      Value x = operand(node, 0), y = operand(node, 1);
+      define(node, 0, binary(node, x, y, b->second), broadcast(x.dims, y.dims));
+      return;
+    }
+    if (op == "Identity" || op == "Dropout") {
+      only_attributes(node, {"ratio", "seed"});
+      need_outputs(1);
+      if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
+        const onnx::TensorProto* t = constant(node.input(2));
+        if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
+                    ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0))) {
+          unsupported(node, "training_mode must be a constant false (wfgen imports inference graphs)");
+        }
+      }
+      Value x = operand(node, 0);
+      define(node, 0, x.literal ? x.body : x.body + " * 1.0", x.dims);
+      return;
+    }
+    if (op == "Reciprocal") {
+      only_attributes(node, {});
+      Value x = operand(node, 0);
+      define(node, 0, x.body + " ** -1.0", x.dims);
+      return;
+    }
+    if (op == "LeakyRelu") {
+      only_attributes(node, {"alpha"});
+      Value x = operand(node, 0);
+      define(node, 0, "leaky_relu(" + x.body + ", negative_slope=" + format_float(attr_float(node, "alpha", 0.01f)) + ")", x.dims);
+      return;
+    }
+    if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
+      only_attributes(node, {});
+      need_outputs(1);
+      Value acc = operand(node, 0);
+      if (acc.literal) unsupported(node, "a constant operand");
+      std::string expr = acc.body;
+      std::optional<Dims> dims = acc.dims;
+      for (int k = 1; k < node.input_size(); ++k) {
+        Value v = operand(node, k);
+        if (v.literal) unsupported(node, "a constant operand");
+        dims = broadcast(dims, v.dims);
+        if (op == "Max" || op == "Min") expr = std::string(op == "Max" ? "maximum(" : "minimum(") + expr + ", " + v.body + ")";
+        else expr = expr + " + " + v.body;
+      }
+      if (op == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
+      if (node.input_size() == 1) expr += " * 1.0";
+      define(node, 0, expr, dims);
+      return;
+    }
+    if (op == "MatMul") {
+      only_attributes(node, {});
+      Value a = operand(node, 0), b = operand(node, 1);
+      std::int64_t ra = rank_of(node, a), rb = rank_of(node, b);
+      if (ra < 2 || rb < 2) unsupported(node, "1-D operands (ranks " + std::to_string(ra) + " and " + std::to_string(rb) + ")");
+      Dims d;
+      std::optional<Dims> batch = broadcast(Dims(a.dims->begin(), a.dims->end() - 2), Dims(b.dims->begin(), b.dims->end() - 2));
+      d = *batch;
+      d.push_back((*a.dims)[ra - 2]);
+      d.push_back((*b.dims)[rb - 1]);
+      define(node, 0, a.body + " @ " + b.body, d);
+      return;
+    }
+    if (op == "Gemm") {
+      only_attributes(node, {"alpha", "beta", "transA", "transB"});
+      Value a = operand(node, 0), b = operand(node, 1);
+      if (rank_of(node, a) != 2 || rank_of(node, b) != 2) unsupported(node, "operands that are not matrices");
+      bool ta = attr_int(node, "transA", 0) != 0, tb = attr_int(node, "transB", 0) != 0;
+      float alpha = attr_float(node, "alpha", 1.0f), beta = attr_float(node, "beta", 1.0f);
+      std::string expr = a.body + (ta ? ".T" : "") + " @ " + b.body + (tb ? ".T" : "");
+      if (alpha != 1.0f) expr = "(" + expr + ") * " + format_float(alpha);
+      Dims d{(*a.dims)[ta ? 1 : 0], (*b.dims)[tb ? 0 : 1]};
+      if (node.input_size() > 2 && !node.input(2).empty() && beta != 0.0f) {
+        Value c = operand(node, 2);
+        std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stof(c.body)) : c.body + " * " + format_float(beta));
+        expr += " + " + cterm;
+      }
+      define(node, 0, expr, d);
+      return;
+    }
+    if (op == "Softmax" || op == "LogSoftmax") {
+      only_attributes(node, {"axis"});
+      Value x = operand(node, 0);
+      std::int64_t rank = rank_of(node, x);
+      std::int64_t axis = axis_in(node, attr_int(node, "axis", opset_ >= 13 ? -1 : 1), rank);
+      std::string fn = op == "Softmax" ? "softmax" : "log_softmax";
+      if (opset_ >= 13 || axis == rank - 1) {
+        define(node, 0, fn + "(" + x.body + ", axis=" + std::to_string(axis) + ")", x.dims);
+        return;
+      }
+      // Before opset 13 the input is seen as a matrix: the dims before axis
+      // by the dims from axis on, normalised over each row.
+      const Dims& d = *x.dims;
+      Dims matrix{product(d, 0, static_cast<std::size_t>(axis)), product(d, static_cast<std::size_t>(axis), d.size())};
+      define(node, 0, fn + "(" + x.body + ".reshape(" + reshape_args(node, matrix) + "), axis=-1).reshape(" +
+                          reshape_args(node, d) + ")", x.dims);
+      return;
+    }
+    if (op == "Transpose") {
+      only_attributes(node, {"perm"});
+      Value x = operand(node, 0);
+      std::int64_t rank = rank_of(node, x);
+      std::vector<std::int64_t> perm = attr_ints(node, "perm").value_or(std::vector<std::int64_t>{});
+      if (perm.empty())
+        for (std::int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+      if (static_cast<std::int64_t>(perm.size()) != rank) unsupported(node, "perm has " + std::to_string(perm.size()) + " axes for rank " + std::to_string(rank));
+      std::string args;
+      Dims d;
+      for (auto p : perm) {
+        p = axis_in(node, p, rank);
+        args += (args.empty() ? "" : ", ") + std::to_string(p);
+        d.push_back((*x.dims)[static_cast<std::size_t>(p)]);
+      }
+      define(node, 0, x.body + ".permute(" + args + ") * 1.0", d);
+      return;
+    }
+    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+      import_reshape(node);
+      return;
+    }
+    if (op.rfind("Reduce", 0) == 0 && (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin")) {
+      import_reduce(node);
+      return;
+    }
+    if (op == "Clip") {
+      import_clip(node);
+      return;
+    }
+    unsupported(node, "the operator is not supported (supported: " + [] {
+      std::string s;
+      for (const auto& o : supported_operators()) s += (s.empty() ? "" : ", ") + o;
+      return s;
+    }() + ")");
+  }
+
+  void import_reshape(const onnx::NodeProto& node) {
+    const std::string& op = node.op_type();
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    const Dims& in = *x.dims;
+    Dims d;
+    if (op == "Reshape") {
+      only_attributes(node, {"allowzero"});
+      std::vector<std::int64_t> shape = int_constant(node, 1, "shape");
+      bool allowzero = attr_int(node, "allowzero", 0) != 0;
+      for (std::size_t k = 0; k < shape.size(); ++k) {
+        if (shape[k] == 0 && !allowzero) {
+          if (static_cast<std::int64_t>(k) >= rank) unsupported(node, "shape copies axis " + std::to_string(k) + " of a rank " + std::to_string(rank) + " input");
+          d.push_back(in[k]);
+        } else if (shape[k] < -1) {
+          unsupported(node, "shape holds " + std::to_string(shape[k]));
+        } else {
+          d.push_back(shape[k] == -1 ? std::nullopt : std::optional<std::int64_t>(shape[k]));
+        }
+      }
+    } else if (op == "Flatten") {
+      only_attributes(node, {"axis"});
+      // Flatten's axis is in [-rank, rank]: a negative one counts from rank.
+      std::int64_t a = attr_int(node, "axis", 1);
+      if (a < -rank || a > rank) unsupported(node, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+      std::size_t axis = static_cast<std::size_t>(a < 0 ? a + rank : a);
+      d = {product(in, 0, axis), product(in, axis, in.size())};
+    } else {
+      only_attributes(node, {"axes"});
+      std::vector<std::int64_t> axes = opset_ >= 13 ? int_constant(node, 1, "axes") : attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
+      if (op == "Squeeze") {
+        std::set<std::int64_t> drop;
+        for (auto a : axes) {
+          std::int64_t k = axis_in(node, a, rank);
+          if (in[static_cast<std::size_t>(k)] && *in[static_cast<std::size_t>(k)] != 1) {
+            unsupported(node, "axis " + std::to_string(a) + " has size " + std::to_string(*in[static_cast<std::size_t>(k)]) + ", not 1");
+          }
+          drop.insert(k);
+        }
+        if (axes.empty()) {
+          for (std::int64_t k = 0; k < rank; ++k) {
+            auto v = in[static_cast<std::size_t>(k)];
+            if (!v) unsupported(node, "squeezing every size-1 axis of an input with run-time dims");
+            if (*v == 1) drop.insert(k);
+          }
+        }
+        for (std::int64_t k = 0; k < rank; ++k)
+          if (!drop.count(k)) d.push_back(in[static_cast<std::size_t>(k)]);
+      } else {
+        std::int64_t out_rank = rank + static_cast<std::int64_t>(axes.size());
+        std::set<std::int64_t> add;
+        for (auto a : axes) add.insert(axis_in(node, a, out_rank));
+        if (add.size() != axes.size()) unsupported(node, "axes repeat an axis");
+        std::size_t src = 0;
+        for (std::int64_t k = 0; k < out_rank; ++k) d.push_back(add.count(k) ? std::optional<std::int64_t>(1) : in[src++]);
+      }
+    }
+    // A reshape is a view of its input, as in the body language.
+    define(node, 0, x.body + ".reshape(" + reshape_args(node, d) + ")", d);
+  }
+
+  void import_reduce(const onnx::NodeProto& node) {
+    only_attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    bool keep = attr_int(node, "keepdims", 1) != 0;
+    std::vector<std::int64_t> axes;
+    if (node.op_type() == "ReduceSum" && opset_ >= 13) axes = int_constant(node, 1, "axes");
+    else axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
+    if (axes.empty()) {
+      if (attr_int(node, "noop_with_empty_axes", 0) != 0) {
+        define(node, 0, x.body + " * 1.0", x.dims);
+        return;
+      }
+      for (std::int64_t k = 0; k < rank; ++k) axes.push_back(k);
+    }
+    std::set<std::int64_t, std::greater<>> sorted;
+    for (auto a : axes) sorted.insert(axis_in(node, a, rank));
+    std::string fn = node.op_type() == "ReduceSum" ? "sum" : node.op_type() == "ReduceMean" ? "mean" : node.op_type() == "ReduceMax" ? "max" : "min";
+    std::string expr = x.body;
+    Dims d = *x.dims;
+    // Highest axis first, so the lower ones keep their numbers when dropped.
+    for (auto a : sorted) {
+      expr = fn + "(" + expr + ", axis=" + std::to_string(a) + ", keepdims=" + (keep ? "true" : "false") + ")";
+      if (keep) d[static_cast<std::size_t>(a)] = 1;
+      else d.erase(d.begin() + a);
+    }
+    define(node, 0, expr, d);
+  }
+
+  void import_clip(const onnx::NodeProto& node) {
+    only_attributes(node, {"min", "max"});
+    Value x = operand(node, 0);
+    std::optional<float> lo, hi;
+    if (opset_ < 11) {
+      if (attr(node, "min")) lo = attr_float(node, "min", 0.0f);
+      if (attr(node, "max")) hi = attr_float(node, "max", 0.0f);
+    } else {
+      for (int k : {1, 2}) {
+        if (k >= node.input_size() || node.input(k).empty()) continue;
+        Value v = operand(node, k);
+        if (!v.literal) unsupported(node, "a bound that is not a constant scalar");
+        (k == 1 ? lo : hi) = std::stof(v.body);
+      }
+    }
+    // max(x, lo) = lo + relu(x - lo); min(x, hi) = x - relu(x - hi).
+    std::string expr = x.body;
+    if (hi) expr = expr + " - relu(" + expr + " - " + format_float(*hi) + ")";
+    if (lo) expr = "relu(" + expr + " - " + format_float(*lo) + ") + " + format_float(*lo);
+    if (!lo && !hi) expr += " * 1.0";
+    define(node, 0, expr, x.dims);
+  }
+
+  // --- the spec ---------------------------------------------------------------------
+
+  Imported finish(const std::string& name) {
+    Imported out;
+    out.opset = opset_;
+    out.frozen_inputs = frozen_positions_;
+    std::ostringstream y;
+    const auto& g = model_.graph();
+    y << "# Imported by `wfgen import` from " << fs::path(path_).filename().string() << " (ONNX IR " << model_.ir_version()
+      << ", opset " << opset_;
+    if (!model_.producer_name().empty()) {
+      std::string by = model_.producer_name() + " " + model_.producer_version();
+      while (!by.empty() && by.back() == ' ') by.pop_back();
+      y << ", produced by " << by;
+    }
+    y << ").\n";
+    for (const auto& r : renamed_) y << "# " << r << "\n";
+    y << "models:\n  - name: " << name << "\n";
+    if (!params_.empty()) {
+      y << "    params:\n";
+      for (const auto& [body, t] : params_) {
+        y << "      " << body << ": {shape: [";
+        for (int k = 0; k < t->dims_size(); ++k) y << (k ? ", " : "") << t->dims(k);
+        y << "], init: zeros}";
+        if (body != t->name()) y << "  # ONNX initializer '" << t->name() << "'";
+        y << "\n";
+        out.param_names.push_back(body);
+        rt::Shape shape(t->dims().begin(), t->dims().end());
+        rt::Tensor tensor = rt::Tensor::empty(rt::DType::f32, shape);
+        std::vector<float> data = floats_of(*t);
+        std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
+        out.params.push_back(std::move(tensor));
+      }
+    }
+    std::string where;
+    for (const auto& in : inputs_) where += (where.empty() ? "" : " ") + in;
+    where += " ->";
+    for (const auto& o : outputs_) where += " " + o;
+    y << "    where: \"" << where << "\"\n";
+    if (!g.doc_string().empty()) y << "    doc: " << quote_yaml(g.doc_string()) << "\n";
+    y << "    call: |\n";
+    std::istringstream lines(body_);
+    for (std::string l; std::getline(lines, l);) y << "      " << l << "\n";
+    y << "      return ";
+    for (std::size_t k = 0; k < returned_.size(); ++k) y << (k ? ", " : "") << returned_[k];
+    y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: f32, devices: [cpu]";
+    y << "}\n";
+    if (!params_.empty() && !options_.params_file.empty()) {
+      y << "# The initializers are in " << options_.params_file << ": load them with load_parameters() of the\n"
+        << "# generated class (docs/onnx.md).\n";
+    }
+    out.spec = y.str();
+    return out;
+  }
+
+  static std::string quote_yaml(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) continue;
+      out += c;
+    }
+    return out + "\"";
+  }
+
+  std::string path_;
+  Options options_;
+  onnx::ModelProto model_;
+  int opset_ = 0;
+  std::map<std::string, const onnx::TensorProto*> initializers_;
+  std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
+  std::vector<int> frozen_positions_;
+  std::map<std::string, Value> values_;
+  std::map<std::string, std::string> dim_symbols_;
+  std::set<std::string> used_;
+  std::vector<std::pair<std::string, const onnx::TensorProto*>> params_;
+  std::vector<std::string> inputs_, outputs_, returned_, renamed_;
+  std::string body_;
+};
+
+}  // namespace
+
+Imported import_file(const std::string& path, const Options& options) { return Importer(path, options).run(); }
+
+std::vector<std::string> operators_of(const std::string& path) {
+  onnx::ModelProto model;
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !model.ParseFromIstream(&in)) {
+    Diagnostic d;
+    d.loc.file = path;
+    d.message = "not an ONNX model (the protobuf ModelProto does not parse)";
+    throw UserError(d);
+  }
+  std::vector<std::string> out;
+  for (const auto& n : model.graph().node()) {
+    std::string op = (n.domain().empty() || n.domain() == "ai.onnx" ? "" : n.domain() + ".") + n.op_type();
+    if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+  }
+  return out;
+}
+
+std::vector<std::string> supported_operators() {
+  return {"Abs",  "Add",        "Clip",       "Cos",       "Div",       "Dropout",    "Exp",       "Flatten",
+          "Gemm", "Identity",   "LeakyRelu",  "Log",       "LogSoftmax", "MatMul",    "Max",       "Mean",
+          "Min",  "Mul",        "Neg",        "Pow",       "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
+          "ReduceSum", "Relu",  "Reshape",    "Sigmoid",   "Sign",      "Sin",        "Softmax",   "Softplus",
+          "Sqrt", "Squeeze",    "Sub",        "Sum",       "Tanh",      "Transpose",  "Unsqueeze"};
+}
+
+}  // namespace wfgen::onnx_import

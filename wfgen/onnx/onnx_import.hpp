@@ -1,0 +1,54 @@
+// ONNX import: an ONNX model file -> a wfgen spec (one model with one `call:`
+// body and a build) and a parameter file of its initializers.
+//
+// The importer only writes text the rest of wfgen reads like any user's spec:
+// the graph's nodes become body statements in order, named after the ONNX
+// values (mangled into body names where needed, the original kept in a
+// comment), so the usual checks, fusion, memory planning and emission apply.
+// Constant integer initializers that only give shapes or axes (Reshape's
+// shape, Unsqueeze's axes, ...) are folded into the body text.
+//
+// What the stdlib cannot express is a UserError naming the operator (or the
+// attribute value), the ONNX node's name, the opset and the .onnx file:
+// never a silently different model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "wfgen/runtime.hpp"
+
+namespace wfgen::onnx_import {
+
+struct Options {
+  std::string name;                          // model and build name; "" derives it from the file name
+  std::map<std::string, std::int64_t> dims;  // --dim batch=4: fixes a dim_param
+  std::string params_file;                   // the parameter file the spec names (its path as written)
+  // A folder of sample inputs in ONNX's test layout (input_<k>.pb, k the
+  // position among the graph's inputs): graph inputs wfgen cannot take at
+  // run time (not FLOAT, or read where a constant is needed: Reshape's shape,
+  // axes, Clip's bounds) are frozen to these values. Empty: such inputs are errors.
+  std::string freeze_dir;
+};
+
+struct Imported {
+  std::string spec;                       // the YAML text
+  std::vector<std::string> param_names;   // the initializers kept as parameters, in the file's order
+  std::vector<rt::Tensor> params;
+  int opset = 0;                          // of the default ("ai.onnx") domain
+  std::vector<int> frozen_inputs;         // positions of the graph inputs frozen from freeze_dir
+};
+
+// Reads `path` (an ONNX ModelProto). Throws UserError.
+Imported import_file(const std::string& path, const Options& options);
+
+// The operator types of a model's graph, in first-use order (a domain other
+// than the default one prefixed: "com.microsoft.Gelu"). Throws UserError.
+std::vector<std::string> operators_of(const std::string& path);
+
+// The ONNX operators (default domain) import_file maps, sorted.
+std::vector<std::string> supported_operators();
+
+}  // namespace wfgen::onnx_import
