@@ -132,7 +132,10 @@ std::vector<std::string> sorted_glob(const fs::path& dir, const std::string& pre
   return out;
 }
 
-using Runner = wfgen::rt::Status (*)(const std::vector<Tensor>&, std::vector<Tensor>&);
+// A runner takes the data set's inputs it uses; `why[k]` is non-empty when
+// input k could not be read (a runner that uses it reports that reason).
+using Runner = wfgen::rt::Status (*)(const std::vector<Tensor>& in, const std::vector<std::string>& why,
+                                     std::vector<Tensor>& out);
 struct Case {
   const char* name;
   Runner run;
@@ -149,19 +152,22 @@ void run_case(const Case& c) {
     return;
   }
   for (const auto& set : sets) {
+    // Inputs frozen into the spec by `wfgen import --freeze-inputs` may be
+    // of any dtype: only the runner knows which inputs it takes.
     std::vector<Tensor> inputs;
+    std::vector<std::string> unread;
     std::string why;
     for (const auto& p : sorted_glob(set, "input_")) {
       onnx::TensorProto t;
       Tensor x;
-      if (!read_proto(p, t) || !to_tensor(t, x, why)) {
-        std::printf("error %s: %s: %s\n", c.name, p.c_str(), why.empty() ? "does not parse" : why.c_str());
-        return;
-      }
+      why.clear();
+      if (!read_proto(p, t)) why = "does not parse";
+      else if (!to_tensor(t, x, why) && why.empty()) why = "cannot be read";
+      unread.push_back(why.empty() ? "" : p + ": " + why);
       inputs.push_back(std::move(x));
     }
     std::vector<Tensor> outputs;
-    wfgen::rt::Status st = c.run(inputs, outputs);
+    wfgen::rt::Status st = c.run(inputs, unread, outputs);
     if (!st.ok()) {
       std::string m = st.message();
       std::replace(m.begin(), m.end(), '\n', ' ');
@@ -309,16 +315,23 @@ def main():
         for name, spec, used, has_params in batch:
             n_in = max(used) + 1 if used else 0
             ins = ", ".join("in[%d]" % k for k in used)
+            check = ""
+            if used:
+                check = ("  for (int k : {%s})\n"
+                         "    if (!why[k].empty()) return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, why[k]);\n"
+                         % ", ".join(str(k) for k in used))
             load = ""
             if has_params:
                 load = ('  if (wfgen::rt::Status s = m.try_load_parameters("%s"); !s.ok()) return s;\n'
                         % os.path.join(work, "specs", name + ".wfparams"))
             runners.append(
-                "wfgen::rt::Status run_%s(const std::vector<Tensor>& in, std::vector<Tensor>& out) {\n"
+                "wfgen::rt::Status run_%s(const std::vector<Tensor>& in, const std::vector<std::string>& why,\n"
+                "                         std::vector<Tensor>& out) {\n"
                 "  if (in.size() < %d) return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, "
                 "\"expected %d inputs\");\n"
+                "%s"
                 "  onnx_conf::%s m;\n%s  return m.try_forward(out%s);\n}\n"
-                % (name, n_in, n_in, name, load, (", " + ins) if ins else ""))
+                % (name, n_in, n_in, check, name, load, (", " + ins) if ins else ""))
         table = "const Case kCases[] = {\n" + "".join('    {"%s", run_%s},\n' % (n, n) for n, *_ in batch) + "};\n"
         with open(driver, "w") as f:
             f.write(DRIVER_HEAD)

@@ -480,6 +480,42 @@ class Importer {
       define(node, 0, x.body + " ** -1.0", x.dims);
       return;
     }
+    if (auto f = activation(node); !f.empty()) {
+      need_outputs(1);
+      Value x = operand(node, 0);
+      if (x.literal) unsupported(node, "its operand is a constant");
+      define(node, 0, f, x.dims);
+      return;
+    }
+    if (op == "PRelu") {
+      only_attributes(node, {});
+      Value x = operand(node, 0), slope = operand(node, 1);
+      if (x.literal) unsupported(node, "its operand is a constant");
+      define(node, 0, "relu(" + x.body + ") - " + slope.body + " * relu(neg(" + x.body + "))", broadcast(x.dims, slope.dims));
+      return;
+    }
+    if (op == "BatchNormalization") {
+      import_batchnorm(node);
+      return;
+    }
+    if (op == "LayerNormalization") {
+      import_layernorm(node);
+      return;
+    }
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+      only_attributes(node, {});
+      Value x = operand(node, 0);
+      std::int64_t rank = rank_of(node, x);
+      if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C D...)");
+      std::string expr = x.body;
+      Dims d = *x.dims;
+      for (std::int64_t a = rank - 1; a >= 2; --a) {
+        expr = std::string(op == "GlobalAveragePool" ? "mean(" : "max(") + expr + ", axis=" + std::to_string(a) + ", keepdims=true)";
+        d[static_cast<std::size_t>(a)] = 1;
+      }
+      define(node, 0, expr, d);
+      return;
+    }
     if (op == "LeakyRelu") {
       only_attributes(node, {"alpha"});
       Value x = operand(node, 0);
@@ -575,7 +611,8 @@ class Importer {
       import_reshape(node);
       return;
     }
-    if (op.rfind("Reduce", 0) == 0 && (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin")) {
+    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" ||
+        op == "ReduceL2" || op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp") {
       import_reduce(node);
       return;
     }
@@ -588,6 +625,109 @@ class Importer {
       for (const auto& o : supported_operators()) s += (s.empty() ? "" : ", ") + o;
       return s;
     }() + ")");
+  }
+
+  // Activations written with the stdlib's element-wise nodes; "" for other ops.
+  std::string activation(const onnx::NodeProto& node) {
+    const std::string& op = node.op_type();
+    auto x = [&] { return operand(node, 0).body; };
+    // e^min(x, 0) - 1, the negative part of the exponential units.
+    auto expm1_neg = [&](const std::string& v, float scale) {
+      std::string inner = v + " - relu(" + v + ")";
+      if (scale != 1.0f) inner = "(" + inner + ") * " + format_float(1.0f / scale);
+      return "(exp(" + inner + ") - 1.0)";
+    };
+    if (op == "Elu") {
+      only_attributes(node, {"alpha"});
+      std::string v = x();
+      return "relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(attr_float(node, "alpha", 1.0f));
+    }
+    if (op == "Celu") {
+      only_attributes(node, {"alpha"});
+      std::string v = x();
+      float alpha = attr_float(node, "alpha", 1.0f);
+      if (alpha == 0.0f) unsupported(node, "alpha = 0");
+      return "relu(" + v + ") + " + expm1_neg(v, alpha) + " * " + format_float(alpha);
+    }
+    if (op == "Selu") {
+      only_attributes(node, {"alpha", "gamma"});
+      std::string v = x();
+      float alpha = attr_float(node, "alpha", 1.67326319217681884765625f), gamma = attr_float(node, "gamma", 1.05070102214813232421875f);
+      return "(relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(alpha) + ") * " + format_float(gamma);
+    }
+    if (op == "HardSigmoid" || op == "HardSwish") {
+      only_attributes(node, {"alpha", "beta"});
+      std::string v = x();
+      float alpha = op == "HardSwish" ? 1.0f / 6.0f : attr_float(node, "alpha", 0.2f);
+      float beta = op == "HardSwish" ? 0.5f : attr_float(node, "beta", 0.5f);
+      // max(0, min(1, alpha x + beta)) = relu(t - relu(t - 1)), t = alpha x + beta.
+      std::string t = "(" + v + " * " + format_float(alpha) + " + " + format_float(beta) + ")";
+      std::string hs = "relu(" + t + " - relu(" + t + " - 1.0))";
+      return op == "HardSwish" ? v + " * " + hs : hs;
+    }
+    if (op == "Softsign") {
+      only_attributes(node, {});
+      std::string v = x();
+      return v + " * (abs(" + v + ") + 1.0) ** -1.0";
+    }
+    if (op == "Sinh" || op == "Cosh") {
+      only_attributes(node, {});
+      std::string v = x();
+      return "(exp(" + v + ")" + (op == "Sinh" ? " - " : " + ") + "exp(neg(" + v + "))) * 0.5";
+    }
+    return "";
+  }
+
+  // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
+  // channel (axis 1) and broadcast over the other axes.
+  void import_batchnorm(const onnx::NodeProto& node) {
+    only_attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+    if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
+    if (opset_ < 9 && attr_int(node, "spatial", 1) != 1) unsupported(node, "spatial = 0");
+    int outputs = 0;
+    for (const auto& o : node.output()) outputs += !o.empty();
+    if (outputs > 1) unsupported(node, "the running mean and variance outputs (training)");
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank));
+    auto channel = [&](int k) {
+      Value v = operand(node, k);
+      if (v.literal || rank_of(node, v) != 1) unsupported(node, "input " + std::to_string(k) + " is not a vector of channels");
+      std::string shape = reshape_args(node, Dims{(*v.dims)[0]});
+      for (std::int64_t a = 2; a < rank; ++a) shape += ", 1";
+      return v.body + ".reshape(" + shape + ")";
+    };
+    float eps = attr_float(node, "epsilon", 1e-5f);
+    std::string expr = "(" + x.body + " - " + channel(3) + ") * (" + channel(4) + " + " + format_float(eps) + ") ** -0.5 * " +
+                       channel(1) + " + " + channel(2);
+    define(node, 0, expr, x.dims);
+  }
+
+  // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
+  // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
+  void import_layernorm(const onnx::NodeProto& node) {
+    only_attributes(node, {"axis", "epsilon", "stash_type"});
+    if (attr_int(node, "stash_type", 1) != 1) unsupported(node, "stash_type other than FLOAT");
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    std::int64_t axis = axis_in(node, attr_int(node, "axis", -1), rank);
+    auto mean_over = [&](std::string e) {
+      for (std::int64_t a = rank - 1; a >= axis; --a) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
+      return e;
+    };
+    Dims reduced = *x.dims;
+    for (std::int64_t a = axis; a < rank; ++a) reduced[static_cast<std::size_t>(a)] = 1;
+    float eps = attr_float(node, "epsilon", 1e-5f);
+    std::string base = identifier(node.output(0) + "_ln", "ln");
+    for (const char* part : {"_mean", "_d", "_inv"}) used_.insert(base + part);
+    line(base + "_mean = " + mean_over(x.body), "LayerNormalization: the mean");
+    line(base + "_d = " + x.body + " - " + base + "_mean", "");
+    line(base + "_inv = (" + mean_over(base + "_d * " + base + "_d") + " + " + format_float(eps) + ") ** -0.5", "1 / sqrt(var + epsilon)");
+    std::string y = base + "_d * " + base + "_inv * " + operand(node, 1).body;
+    if (node.input_size() > 2 && !node.input(2).empty()) y += " + " + operand(node, 2).body;
+    define(node, 0, y, x.dims);
+    if (node.output_size() > 1 && !node.output(1).empty()) define(node, 1, base + "_mean * 1.0", reduced);
+    if (node.output_size() > 2 && !node.output(2).empty()) define(node, 2, base + "_inv * 1.0", reduced);
   }
 
   void import_reshape(const onnx::NodeProto& node) {
@@ -668,8 +808,14 @@ class Importer {
     }
     std::set<std::int64_t, std::greater<>> sorted;
     for (auto a : axes) sorted.insert(axis_in(node, a, rank));
-    std::string fn = node.op_type() == "ReduceSum" ? "sum" : node.op_type() == "ReduceMean" ? "mean" : node.op_type() == "ReduceMax" ? "max" : "min";
-    std::string expr = x.body;
+    const std::string& op = node.op_type();
+    std::string fn = op == "ReduceMean" ? "mean" : op == "ReduceMax" ? "max" : op == "ReduceMin" ? "min" : "sum";
+    // ReduceL1 sums |x|, L2 and SumSquare x * x, LogSumExp e^x; L2, LogSum
+    // and LogSumExp take a function of the sum afterwards.
+    std::string expr = op == "ReduceL1" ? "abs(" + x.body + ")"
+                     : (op == "ReduceL2" || op == "ReduceSumSquare") ? x.body + " * " + x.body
+                     : op == "ReduceLogSumExp" ? "exp(" + x.body + ")"
+                     : x.body;
     Dims d = *x.dims;
     // Highest axis first, so the lower ones keep their numbers when dropped.
     for (auto a : sorted) {
@@ -677,6 +823,8 @@ class Importer {
       if (keep) d[static_cast<std::size_t>(a)] = 1;
       else d.erase(d.begin() + a);
     }
+    if (op == "ReduceL2") expr = "sqrt(" + expr + ")";
+    if (op == "ReduceLogSum" || op == "ReduceLogSumExp") expr = "log(" + expr + ")";
     define(node, 0, expr, d);
   }
 
@@ -809,11 +957,13 @@ std::vector<std::string> operators_of(const std::string& path) {
 }
 
 std::vector<std::string> supported_operators() {
-  return {"Abs",  "Add",        "Clip",       "Cos",       "Div",       "Dropout",    "Exp",       "Flatten",
-          "Gemm", "Identity",   "LeakyRelu",  "Log",       "LogSoftmax", "MatMul",    "Max",       "Mean",
-          "Min",  "Mul",        "Neg",        "Pow",       "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
-          "ReduceSum", "Relu",  "Reshape",    "Sigmoid",   "Sign",      "Sin",        "Softmax",   "Softplus",
-          "Sqrt", "Squeeze",    "Sub",        "Sum",       "Tanh",      "Transpose",  "Unsqueeze"};
+  return {"Abs", "Add", "BatchNormalization", "Celu", "Clip", "Cos", "Cosh", "Div", "Dropout", "Elu", "Exp",
+          "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
+          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Min", "Mul", "Neg",
+          "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+          "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Sigmoid", "Sign",
+          "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
+          "Unsqueeze"};
 }
 
 }  // namespace wfgen::onnx_import
