@@ -19,6 +19,8 @@
 //    wfgen_vm         the instruction sequence alone, vm().run(Section::Forward),
 //                     on the input bound by the checked forward()
 //    wfgen_nofuse_vm  the same with the model generated with --no-fuse
+//    wfgen_fastmath_vm  softmax only: the instructions of softmax_fast_model, the
+//                     same model built with `math: fast` (rt::math::fast::exp, 5 ulp)
 //    hand             a plain loop, three passes per row (bench/hand_rows.inc), -O3 -march=native
 //    hand_fastmath    the same source compiled with -ffast-math as well
 //    triad, triad_nt  STREAM triad a = b + s*c on arrays of N*C floats, plain
@@ -41,6 +43,7 @@
 #include "hand_loops.hpp"
 #include "models/layernorm32_model.hpp"
 #include "models/layernorm_model.hpp"
+#include "models/softmax_fast_model.hpp"
 #include "models/softmax_model.hpp"
 #include "models_nofuse/layernorm32_model.hpp"
 #include "models_nofuse/layernorm_model.hpp"
@@ -102,6 +105,11 @@ struct RowWorkload {
   std::function<const Tensor&()> model_out, into_out;
   std::function<void(const std::string& tag)> check_nofuse;
   std::function<void(float* out, std::int64_t lo, std::int64_t hi)> hand, hand_fast;
+  // Optional: the same model built with `math: fast` (its fused kernel calls
+  // rt::math::fast::exp): `fast_check` runs and checks its forward(),
+  // `fast_vm_call` its instructions (the row `wfgen_fastmath_vm`).
+  std::function<void(const std::string& tag)> fast_check;
+  std::function<void()> fast_vm_call;
 };
 
 void run_row_workload(Report& report, const RowWorkload& w, const std::vector<int>& threads) {
@@ -126,6 +134,8 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
     };
     if (hand::has_triad_nt())
       impls.push_back({"triad_nt", [&] { split.run(n, [&](std::int64_t lo, std::int64_t hi) { hand::triad_nt(tout.data, tb.data, tc.data, s, lo, hi); }); }});
+    const std::size_t triads_end = impls.size();
+    if (w.fast_vm_call) impls.push_back({"wfgen_fastmath_vm", w.fast_vm_call});
 
     // Check every implementation before it is timed. The *_vm rows rerun the
     // instructions of the checked forward() on the same bound input.
@@ -143,7 +153,8 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
     std::fill(out_fast.data, out_fast.data + n, -1.0f);
     impls[5].call();
     check_close("hand_fastmath " + tag, out_fast.data, w.ref, n, w.rtol, w.atol);
-    for (std::size_t k = 6; k < impls.size(); ++k) {
+    if (w.fast_check) w.fast_check(tag);
+    for (std::size_t k = 6; k < triads_end; ++k) {
       std::fill(tout.data, tout.data + n, -1.0f);
       impls[k].call();
       check_close(impls[k].name + " " + tag, tout.data, tref.data, n, 1e-5f, 1e-6f);
@@ -159,6 +170,10 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
       for (const char* base : {"hand", "hand_fastmath", "triad", "triad_nt"}) report.ratio({wl, impl, t, wl, base, t});
     report.ratio({wl, "wfgen_vm", t, wl, "wfgen_nofuse_vm", t});
     report.ratio({wl, "wfgen", t, wl, "wfgen_into", t});
+    if (w.fast_vm_call) {
+      for (const char* base : {"hand", "hand_fastmath", "triad", "triad_nt", "wfgen_vm"}) report.ratio({wl, "wfgen_fastmath_vm", t, wl, base, t});
+      if (t != 1) report.ratio({wl, "wfgen_fastmath_vm", t, wl, "wfgen_fastmath_vm", 1});
+    }
     for (const char* impl : {"hand", "hand_fastmath"})
       for (const char* base : {"triad", "triad_nt"}) report.ratio({wl, impl, t, wl, base, t});
     if (t != 1)
@@ -174,6 +189,7 @@ void softmax_workload(Report& report, std::int64_t rows, std::int64_t cols, cons
   softmax_reference(x.data, ref.data, rows, cols);
   const Tensor X = Tensor::borrow(x.data, {rows, cols});
   bench_models::softmax_model model, model_into;
+  bench_models::softmax_fast_model model_fast;
   bench_models_nofuse::softmax_model model_nofuse;
   Tensor y, y_into;
 
@@ -196,6 +212,11 @@ void softmax_workload(Report& report, std::int64_t rows, std::int64_t cols, cons
   };
   w.hand = [&](float* out, std::int64_t lo, std::int64_t hi) { hand::softmax_rows(x.data, out, cols, lo, hi); };
   w.hand_fast = [&](float* out, std::int64_t lo, std::int64_t hi) { hand_fast::softmax_rows(x.data, out, cols, lo, hi); };
+  w.fast_check = [&](const std::string& tag) {
+    const Tensor yf = model_fast.forward(X)[0];
+    check_close("wfgen (math: fast) " + tag, yf.data<float>(), ref.data, n, w.rtol, w.atol);
+  };
+  w.fast_vm_call = [&] { model_fast.vm().run(wfgen::rt::Section::Forward); };
   run_row_workload(report, w, threads);
 }
 

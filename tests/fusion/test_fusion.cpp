@@ -16,8 +16,10 @@
 #include "ew_chain_nofuse.hpp"
 #include "kernels.hpp"
 #include "layernorm3_f.hpp"
+#include "layernorm3_fast.hpp"
 #include "layernorm3_nofuse.hpp"
 #include "log_softmax_rows_f.hpp"
+#include "log_softmax_rows_fast.hpp"
 #include "log_softmax_rows_nofuse.hpp"
 #include "norm_mlp_f.hpp"
 #include "norm_mlp_nofuse.hpp"
@@ -31,6 +33,7 @@
 #include "softmax_cols_nofuse.hpp"
 #include "softmax_rows_f.hpp"
 #include "softmax_rows_f64.hpp"
+#include "softmax_rows_fast.hpp"
 #include "softmax_rows_nofuse.hpp"
 #include "softmax_gated_f.hpp"
 #include "softmax_gated_nofuse.hpp"
@@ -232,6 +235,44 @@ TEST_CASE("log_softmax and layernorm are one row kernel each") {
   CHECK(instructions(f.disassemble()) == 1);
   CHECK(f.disassemble().find("FUSED-LAYERNORM-CPU") != std::string::npos);
   CHECK(instructions(u.disassemble()) >= 8);
+}
+
+// `math: fast` (rt::math::fast::exp, within 5 ulp) against naive double
+// loops, on every path of the row kernel: rows shorter than a vector (the
+// tile of one row per lane: 64 x 10), a row of one, rows with a remainder
+// (17, 300), rows of 1024, and rows split over 2 threads.
+TEST_CASE("math: fast gives fused kernels of their own with the faster exp") {
+  struct ThreadGuard {
+    int saved = wfgen::rt::num_threads();
+    ~ThreadGuard() { wfgen::rt::set_num_threads(saved); }
+  } guard;
+  for (int threads : {1, 2}) {
+    wfgen::rt::set_num_threads(threads);
+    for (Shape s : {Shape{5, 17}, Shape{64, 10}, Shape{3, 1}, Shape{1, 300}, Shape{40, 1024}, Shape{1000, 33}}) {
+      INFO(threads << " threads, " << s[0] << " x " << s[1]);
+      fz::softmax_rows_fast f;
+      fz::log_softmax_rows_fast l;
+      Tensor x = random(DType::f32, s, 61, -20, 20);
+      std::vector<double> ref = softmax_ref(x, s[0], s[1], s[1], 1);
+      // 5 ulp in each exp and the rounding of the sum: well within 4e-6 relative.
+      same_as(f.forward(x)[0], ref, 4e-6, "fast softmax vs naive");
+      for (auto& r : ref) r = std::log(r);
+      same_as(l.forward(x)[0], ref, 4e-5, "fast log_softmax vs naive");
+    }
+  }
+  fz::softmax_rows_fast f;
+  fz::softmax_rows_f accurate;
+  const std::string fast_asm = f.disassemble();
+  CHECK(instructions(fast_asm) == 1);
+  CHECK(fast_asm.find("FUSED-SOFTMAX-FASTMATH-CPU") != std::string::npos);
+  CHECK(accurate.disassemble().find("FASTMATH") == std::string::npos);
+  // Large logits: max is still subtracted first, nothing overflows.
+  Tensor big = random(DType::f32, {4, 9}, 62, 500, 800);
+  same_as(f.forward(big)[0], softmax_ref(big, 4, 9, 9, 1), 4e-6, "large logits");
+  // A build whose fused kernels call no exp shares the accurate build's kernel.
+  fz::layernorm3_fast ln;
+  CHECK(ln.disassemble().find("FUSED-LAYERNORM-CPU") != std::string::npos);
+  CHECK(ln.disassemble().find("FASTMATH") == std::string::npos);
 }
 
 TEST_CASE("a reduction with its epilogue gives one value per row") {

@@ -76,11 +76,16 @@ std::size_t written_index(const KernelPlan& p) {
   return p.tensors.size() - 1;
 }
 
+// The helpers the kernel's expressions call: a kernel fusion made for a
+// build with `math: fast` gets rt::math::fast (its faster exp).
+std::string math_namespace(const KernelPlan& p) { return p.fast_math ? "wfgen::rt::math::fast" : "wfgen::rt::math"; }
+
 // The C++ for a name of a kernel expression: tensors are read through their
 // row pointers, scalars are parameters.
 expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_unit, bool strided) {
   expr::EmitContext ctx;
   ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
   ctx.name = [&p, index_suffix_unit, strided](const std::string& name) -> std::string {
     for (std::size_t k = 0; k < p.tensors.size(); ++k) {
       if (p.tensors[k].name == name) {
@@ -187,6 +192,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
     if (p.prologue) {
       expr::EmitContext ctx;
       ctx.dtype = p.dtype;
+      ctx.math = math_namespace(p);
       ctx.name = [&](const std::string& n) -> std::string {
         if (n == x.name) return element;
         for (const auto& s : p.scalars)
@@ -228,6 +234,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   if (p.epilogue) {
     expr::EmitContext ctx;
     ctx.dtype = p.dtype;
+    ctx.math = math_namespace(p);
     std::string reduced = "static_cast<" + t + ">(" + result + ")";
     ctx.name = [&](const std::string& n) -> std::string {
       if (n == "acc") return reduced;
@@ -383,6 +390,7 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
   }
   expr::EmitContext ctx;
   ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
   std::string acc;
   bool along_rows = false;  // the last loop of a row-major output: inputs read in place
   ctx.name = [&](const std::string& name) -> std::string {
@@ -560,6 +568,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     const bool caching = unit_stride && cache >= 0;
     expr::EmitContext ctx;
     ctx.dtype = p.dtype;
+    ctx.math = math_namespace(p);
     std::string acc;            // the reduced value an epilogue reads as `acc`
     std::string col = "wf_c";   // the column being read
     const std::string out_row = "wf_" + p.tensors[out].cpp;

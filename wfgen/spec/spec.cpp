@@ -599,6 +599,18 @@ class Reader {
     }
     if (n["backward"]) b.backward = n["backward"].as<bool>();
     if (n["fuse"]) b.fuse = n["fuse"].as<bool>();
+    if (const auto& m = n["math"]) {
+      b.math_loc = detail::loc_of(src_, m.Mark());
+      const std::string mode = m.Scalar();
+      if (mode == "fast") {
+        b.fast_math = true;
+      } else if (mode != "accurate") {
+        error(m, "the math of build '" + b.name + "' must be 'accurate' (exp within 1 ulp, the default) or 'fast' (exp within 5 ulp in the kernels fusion makes), but got '" + quote(mode) + "'");
+      }
+      if (b.fast_math && n["fuse"] && !b.fuse) {
+        error(m, "build '" + b.name + "' has 'math: fast' and 'fuse: false': the fast exp goes into the kernels fusion makes, and this build makes none");
+      }
+    }
     for (const auto& x : n["grad_inputs"]) {
       b.grad_inputs.push_back(x.Scalar());
       b.grad_input_locs.push_back(detail::loc_of(src_, x.Mark()));

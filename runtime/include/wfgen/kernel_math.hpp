@@ -131,8 +131,8 @@ inline double select(bool c, double a, double b) {
 // polynomial (float) or a Pade form (double), then times 2^k built in the
 // exponent bits, in two factors so that results near overflow and in the
 // subnormal range round once. Within 1 ulp of the correctly rounded result
-// in the normal range (tests/runtime checks every float in [-104, 89] step
-// 2^-10 and the edges); +inf gives inf, -inf gives 0, NaN gives NaN.
+// (tests/runtime/test_math.cpp: [-87, 88.5] step 2^-10, subnormals, edges);
+// +inf gives inf, -inf gives 0, NaN gives NaN.
 inline float exp(float x) {
   // The clamps and the NaN test are bit-mask selects (rt::math::select): the
   // comparisons run unconditionally and their results only mask bits, so the
@@ -181,6 +181,45 @@ template <KernelFloat T>
 inline T sigmoid(T x) {
   return T(1) / (T(1) + math::exp(-x));
 }
+
+// The faster exp a build opts into with `math: fast` (spec builds; the
+// kernels wfgen makes by fusion for that build call math::fast:: instead of
+// math::). Every other helper is math's (the using-directive); only the
+// float exp differs: a degree-5 polynomial (1 + r + r^2 q(r), q of degree 3
+// fitted at Chebyshev nodes of [-ln2/2, ln2/2]) instead of degree 7, and 2^k
+// as one factor, so there is no subnormal range. Its error, measured by
+// tests/runtime over every float in [-87, 88] step 2^-10: within 5 ulp of
+// the correctly rounded result (the accurate exp: 1 ulp). Inputs below
+// -87.3 give exp(-87.3) ~ 1.2e-38 instead of a subnormal or 0 (an absolute
+// error below 1.2e-38), inputs above 88.37 give exp(88.37) ~ 2.4e38
+// instead of larger results or inf; NaN gives NaN. Doubles keep the accurate exp.
+namespace fast {
+using namespace wfgen::rt::math;
+
+inline float exp(float x) {
+  float xc = select(x < 88.37f, x, 88.37f);  // bit-mask selects, as math::exp: loops over it vectorise on AVX2
+  xc = select(xc > -87.3f, xc, -87.3f);
+  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+  const float kf = shifted - 12582912.0f;
+  const std::int32_t k = std::bit_cast<std::int32_t>(shifted) - 0x4B400000;
+  const float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  float q = 8.3572001485e-3f;
+  q = q * r + 4.1833804078e-2f;
+  q = q * r + 1.6666630825e-1f;
+  q = q * r + 4.9999748990e-1f;
+  const float y = q * (r * r) + r + 1.0f;
+  const float out = y * std::bit_cast<float>((k + 127) << 23);  // k in [-126, 127]: 2^k is a normal float
+  return select(x != x, x, out);
+}
+
+inline double exp(double x) { return wfgen::rt::math::exp(x); }
+
+template <KernelFloat T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + fast::exp(-x));
+}
+
+}  // namespace fast
 
 template <KernelFloat T>
 inline T rsqrt(T x) {
