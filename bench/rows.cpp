@@ -20,7 +20,7 @@
 //                     on the input bound by the checked forward()
 //    wfgen_nofuse_vm  the same with the model generated with --no-fuse
 //    wfgen_fastmath_vm  softmax only: the instructions of softmax_fast_model, the
-//                     same model built with `math: fast` (rt::math::fast::exp, 5 ulp)
+//                     same model built with `math: fast` (rt::math::fast::exp, 6 ulp)
 //    hand             a plain loop, three passes per row (bench/hand_rows.inc), -O3 -march=native
 //    hand_fastmath    the same source compiled with -ffast-math as well
 //    triad, triad_nt  STREAM triad a = b + s*c on arrays of N*C floats, plain

@@ -605,7 +605,7 @@ class Reader {
       if (mode == "fast") {
         b.fast_math = true;
       } else if (mode != "accurate") {
-        error(m, "the math of build '" + b.name + "' must be 'accurate' (exp within 1 ulp, the default) or 'fast' (exp within 5 ulp in the kernels fusion makes), but got '" + quote(mode) + "'");
+        error(m, "the math of build '" + b.name + "' must be 'accurate' (exp within 1 ulp, the default) or 'fast' (exp within 6 ulp in the kernels fusion makes), but got '" + quote(mode) + "'");
       }
       if (b.fast_math && n["fuse"] && !b.fuse) {
         error(m, "build '" + b.name + "' has 'math: fast' and 'fuse: false': the fast exp goes into the kernels fusion makes, and this build makes none");

@@ -179,7 +179,7 @@ struct Build {
   std::optional<Optimizer> optimizer;
   bool fuse = true;  // paths and automatic fusion (`fuse: false` turns both off)
   // `math: fast`: the kernels wfgen makes by fusion for this build call
-  // rt::math::fast::exp (within 5 ulp, no subnormal results) instead of the
+  // rt::math::fast::exp (within 6 ulp, no subnormal results) instead of the
   // accurate exp (1 ulp). Kernels of the standard library stay accurate.
   bool fast_math = false;
   SourceLoc math_loc;
