@@ -13,6 +13,7 @@ void run_generator(Report& report);                                     // gener
 void run_mlp(Report& report, const std::vector<int>& threads);          // mlp.cpp
 void run_softmax(Report& report, const std::vector<int>& threads);      // rows.cpp
 void run_softmax_small(Report& report, const std::vector<int>& threads);  // rows.cpp: softmax_64x10 alone
+void run_layernorm_small(Report& report, const std::vector<int>& threads);  // rows.cpp: layernorm_64x32 alone
 void run_layernorm(Report& report, const std::vector<int>& threads);    // rows.cpp
 void run_call(Report& report, const std::vector<int>& threads);         // call.cpp
 

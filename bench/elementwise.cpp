@@ -5,8 +5,11 @@
 //    wfgen          relu_fma_model::forward(A, B, C): the model body
 //                   `relu(A * B + C)` of bench/specs/models.yaml over the
 //                   standard nodes, as a user calls it (input binding check,
-//                   the instruction sequence, and the copy of the output
-//                   forward() returns)
+//                   the instruction sequence; the output is a tensor the
+//                   model allocated once and hands out without a copy)
+//    wfgen_into     relu_fma_model::forward_into(Y, A, B, C) on another
+//                   model object, into a caller-owned Y (the baseline of
+//                   forward(): issue 19 wants it within 1.10 of this)
 //    wfgen_vm       the same model's instruction sequence alone,
 //                   vm().run(Section::Forward), on the inputs bound by the
 //                   forward() that was checked (no binding check, no copy)
@@ -56,15 +59,16 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
   const auto O = view<1>(out.data, shape, unit);
   const wfgen::rt::Tensor TA = wfgen::rt::Tensor::borrow(a.data, {n}), TB = wfgen::rt::Tensor::borrow(b.data, {n}),
                           TC = wfgen::rt::Tensor::borrow(c.data, {n});
-  bench_models::relu_fma_model model;
+  bench_models::relu_fma_model model, model_into;
   bench_models_nofuse::relu_fma_model model_nofuse;
-  wfgen::rt::Tensor result;
+  wfgen::rt::Tensor result, result_into;
 
   for (int t : threads) {
     wfgen::rt::set_num_threads(t);
     Split split(t);
     std::vector<Impl> impls = {
         {"wfgen", [&] { result = model.forward(TA, TB, TC)[0]; }},
+        {"wfgen_into", [&] { model_into.forward_into(result_into, TA, TB, TC); }},
         {"wfgen_vm", [&] { model.vm().run(wfgen::rt::Section::Forward); }},
         {"wfgen_nofuse_vm", [&] { model_nofuse.vm().run(wfgen::rt::Section::Forward); }},
         {"wfgen_node", [&] { bench_user::relu_fma_f32_r1(A, B, C, O); }},
@@ -83,15 +87,18 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
     impls[0].call();
     if (result.numel() != n) fail("wfgen relu_fma_model::forward " + tag + ": the output has " + std::to_string(result.numel()) + " elements");
     check_close("wfgen relu_fma_model::forward " + tag, result.data<float>(), ref.data, n, 1e-5f, 1e-6f);
+    result_into = wfgen::rt::Tensor();
+    impls[1].call();
+    check_close("wfgen relu_fma_model::forward_into " + tag, result_into.data<float>(), ref.data, n, 1e-5f, 1e-6f);
     const wfgen::rt::Tensor nofuse_out = model_nofuse.forward(TA, TB, TC)[0];
     check_close("wfgen (--no-fuse) relu_fma_model::forward " + tag, nofuse_out.data<float>(), ref.data, n, 1e-5f, 1e-6f);
     std::fill(out.data, out.data + n, -1.0f);
-    impls[3].call();
+    impls[4].call();
     check_close("wfgen relu_fma node " + tag, out.data, ref.data, n, 1e-5f, 1e-6f);
     std::fill(out_hand.data, out_hand.data + n, -1.0f);
-    impls[4].call();
+    impls[5].call();
     check_close("hand relu_fma " + tag, out_hand.data, ref.data, n, 1e-5f, 1e-6f);
-    for (std::size_t k = 5; k < impls.size(); ++k) {
+    for (std::size_t k = 6; k < impls.size(); ++k) {
       std::fill(tout.data, tout.data + n, -1.0f);
       impls[k].call();
       check_close(impls[k].name + " " + tag, tout.data, tref.data, n, 1e-5f, 1e-6f);
@@ -105,6 +112,7 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
     for (const char* impl : {"wfgen", "wfgen_vm", "wfgen_nofuse_vm", "wfgen_node"})
       for (const char* base : {"hand", "triad", "triad_nt"}) report.ratio({wl, impl, t, wl, base, t});
     report.ratio({wl, "wfgen_vm", t, wl, "wfgen_nofuse_vm", t});
+    report.ratio({wl, "wfgen", t, wl, "wfgen_into", t});
     for (const char* base : {"triad", "triad_nt"}) report.ratio({wl, "hand", t, wl, base, t});
     if (t != 1) {
       for (const char* impl : {"wfgen", "wfgen_vm", "wfgen_node", "hand"}) report.ratio({wl, impl, t, wl, impl, 1});

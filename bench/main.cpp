@@ -2,8 +2,9 @@
 //
 //   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,softmax,layernorm,call,gemm,mlp,gen] [--threads 1,2]
 //
-// --only also takes softmax_64x10 (that workload of the softmax section
-// alone, for bench/profile.sh), which a run without --only does not repeat.
+// --only also takes softmax_64x10 and layernorm_64x32 (those workloads of
+// the softmax and layernorm sections alone, for bench/profile.sh), which a
+// run without --only does not repeat.
 //
 // Environment: BENCH_PASSES (passes per implementation, default 11),
 // BENCH_COMPILE_ALL=1 (compile every generated stdlib file, not a subset).
@@ -27,9 +28,10 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-const std::vector<std::string> kSections = {"relu", "softmax", "layernorm", "call", "gemm", "mlp", "gen", "softmax_64x10"};
+const std::vector<std::string> kSections = {"relu", "softmax", "layernorm", "call", "gemm", "mlp", "gen", "softmax_64x10",
+                                             "layernorm_64x32"};
 // Sections that run only when --only names them (parts of another section).
-const std::vector<std::string> kPartSections = {"softmax_64x10"};
+const std::vector<std::string> kPartSections = {"softmax_64x10", "layernorm_64x32"};
 
 bool wanted(const std::vector<std::string>& only, const char* name) {
   if (only.empty()) return std::find(kPartSections.begin(), kPartSections.end(), name) == kPartSections.end();
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
       only = split_list(value());
       for (const std::string& o : only)
         if (std::find(kSections.begin(), kSections.end(), o) == kSections.end())
-          bench::fail("unknown section '" + o + "' in --only (expected relu, softmax, layernorm, call, gemm, mlp, gen, softmax_64x10)");
+          bench::fail("unknown section '" + o + "' in --only (expected relu, softmax, layernorm, call, gemm, mlp, gen, softmax_64x10, layernorm_64x32)");
     }
     else if (a == "--threads") {
       threads.clear();
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   section("mlp", [&] { bench::run_mlp(report, threads); });
   section("gen", [&] { bench::run_generator(report); });
   section("softmax_64x10", [&] { bench::run_softmax_small(report, threads); });
+  section("layernorm_64x32", [&] { bench::run_layernorm_small(report, threads); });
   const bench::CpuTimes cpu1 = bench::read_cpu_times();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -5,16 +5,22 @@
 //                 standard-library model `softmax` (max, subtract, exp, sum,
 //                 divide) in the build softmax_model of bench/specs/models.yaml
 //                 (N and C run-time dims).
-//  layernorm_NxC  Y = layernorm(X) over rows of 1024 features, f32: the
-//                 standard-library model `layernorm` (gamma and beta set to
-//                 random values) in the build layernorm_model (N a run-time dim).
+//  layernorm_NxC  Y = layernorm(X) over rows of 1024 features (32 in
+//                 layernorm_64x32), f32: the standard-library model
+//                 `layernorm` (gamma and beta set to random values) in the
+//                 builds layernorm_model and layernorm32_model (N a run-time dim).
 //
 // Implementations:
 //    wfgen            <build>::forward(X), as a user calls it (input binding
-//                     check, the instruction sequence, the copy of the output)
+//                     check, the instruction sequence; the output is a tensor
+//                     the model allocated once and hands out without a copy)
+//    wfgen_into       <build>::forward_into(Y, X) on another model object,
+//                     into a caller-owned Y (forward()'s baseline)
 //    wfgen_vm         the instruction sequence alone, vm().run(Section::Forward),
 //                     on the input bound by the checked forward()
 //    wfgen_nofuse_vm  the same with the model generated with --no-fuse
+//    wfgen_fastmath_vm  softmax only: the instructions of softmax_fast_model, the
+//                     same model built with `math: fast` (rt::math::fast::exp, 6 ulp)
 //    hand             a plain loop, three passes per row (bench/hand_rows.inc), -O3 -march=native
 //    hand_fastmath    the same source compiled with -ffast-math as well
 //    triad, triad_nt  STREAM triad a = b + s*c on arrays of N*C floats, plain
@@ -35,8 +41,11 @@
 
 #include "bench_main.hpp"
 #include "hand_loops.hpp"
+#include "models/layernorm32_model.hpp"
 #include "models/layernorm_model.hpp"
+#include "models/softmax_fast_model.hpp"
 #include "models/softmax_model.hpp"
+#include "models_nofuse/layernorm32_model.hpp"
 #include "models_nofuse/layernorm_model.hpp"
 #include "models_nofuse/softmax_model.hpp"
 #include "wfgen/runtime.hpp"
@@ -92,10 +101,15 @@ struct RowWorkload {
   std::int64_t rows, cols;
   const float* ref;
   float rtol, atol;
-  std::function<void()> model_call, vm_call, nofuse_vm_call;
-  std::function<const Tensor&()> model_out;
+  std::function<void()> model_call, into_call, vm_call, nofuse_vm_call;
+  std::function<const Tensor&()> model_out, into_out;
   std::function<void(const std::string& tag)> check_nofuse;
   std::function<void(float* out, std::int64_t lo, std::int64_t hi)> hand, hand_fast;
+  // Optional: the same model built with `math: fast` (its fused kernel calls
+  // rt::math::fast::exp): `fast_check` runs and checks its forward(),
+  // `fast_vm_call` its instructions (the row `wfgen_fastmath_vm`).
+  std::function<void(const std::string& tag)> fast_check;
+  std::function<void()> fast_vm_call;
 };
 
 void run_row_workload(Report& report, const RowWorkload& w, const std::vector<int>& threads) {
@@ -111,6 +125,7 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
     Split split(n >= kSplitGrain ? t : 1);
     std::vector<Impl> impls = {
         {"wfgen", w.model_call},
+        {"wfgen_into", w.into_call},
         {"wfgen_vm", w.vm_call},
         {"wfgen_nofuse_vm", w.nofuse_vm_call},
         {"hand", [&] { split.run(w.rows, [&](std::int64_t lo, std::int64_t hi) { w.hand(out_hand.data, lo, hi); }); }},
@@ -119,6 +134,8 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
     };
     if (hand::has_triad_nt())
       impls.push_back({"triad_nt", [&] { split.run(n, [&](std::int64_t lo, std::int64_t hi) { hand::triad_nt(tout.data, tb.data, tc.data, s, lo, hi); }); }});
+    const std::size_t triads_end = impls.size();
+    if (w.fast_vm_call) impls.push_back({"wfgen_fastmath_vm", w.fast_vm_call});
 
     // Check every implementation before it is timed. The *_vm rows rerun the
     // instructions of the checked forward() on the same bound input.
@@ -127,14 +144,17 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
     const Tensor& y = w.model_out();
     if (y.numel() != n) fail("wfgen " + tag + ": forward() returned " + std::to_string(y.numel()) + " elements");
     check_close("wfgen " + tag, y.data<float>(), w.ref, n, w.rtol, w.atol);
+    impls[1].call();
+    check_close("wfgen_into " + tag, w.into_out().data<float>(), w.ref, n, w.rtol, w.atol);
     w.check_nofuse(tag);
     std::fill(out_hand.data, out_hand.data + n, -1.0f);
-    impls[3].call();
+    impls[4].call();
     check_close("hand " + tag, out_hand.data, w.ref, n, w.rtol, w.atol);
     std::fill(out_fast.data, out_fast.data + n, -1.0f);
-    impls[4].call();
+    impls[5].call();
     check_close("hand_fastmath " + tag, out_fast.data, w.ref, n, w.rtol, w.atol);
-    for (std::size_t k = 5; k < impls.size(); ++k) {
+    if (w.fast_check) w.fast_check(tag);
+    for (std::size_t k = 6; k < triads_end; ++k) {
       std::fill(tout.data, tout.data + n, -1.0f);
       impls[k].call();
       check_close(impls[k].name + " " + tag, tout.data, tref.data, n, 1e-5f, 1e-6f);
@@ -149,6 +169,11 @@ void run_row_workload(Report& report, const RowWorkload& w, const std::vector<in
     for (const char* impl : {"wfgen", "wfgen_vm", "wfgen_nofuse_vm"})
       for (const char* base : {"hand", "hand_fastmath", "triad", "triad_nt"}) report.ratio({wl, impl, t, wl, base, t});
     report.ratio({wl, "wfgen_vm", t, wl, "wfgen_nofuse_vm", t});
+    report.ratio({wl, "wfgen", t, wl, "wfgen_into", t});
+    if (w.fast_vm_call) {
+      for (const char* base : {"hand", "hand_fastmath", "triad", "triad_nt", "wfgen_vm"}) report.ratio({wl, "wfgen_fastmath_vm", t, wl, base, t});
+      if (t != 1) report.ratio({wl, "wfgen_fastmath_vm", t, wl, "wfgen_fastmath_vm", 1});
+    }
     for (const char* impl : {"hand", "hand_fastmath"})
       for (const char* base : {"triad", "triad_nt"}) report.ratio({wl, impl, t, wl, base, t});
     if (t != 1)
@@ -163,9 +188,10 @@ void softmax_workload(Report& report, std::int64_t rows, std::int64_t cols, cons
   fill_random(x.data, n, 21, -4, 4);
   softmax_reference(x.data, ref.data, rows, cols);
   const Tensor X = Tensor::borrow(x.data, {rows, cols});
-  bench_models::softmax_model model;
+  bench_models::softmax_model model, model_into;
+  bench_models::softmax_fast_model model_fast;
   bench_models_nofuse::softmax_model model_nofuse;
-  Tensor y;
+  Tensor y, y_into;
 
   RowWorkload w;
   w.name = "softmax_" + std::to_string(rows) + "x" + std::to_string(cols);
@@ -178,15 +204,23 @@ void softmax_workload(Report& report, std::int64_t rows, std::int64_t cols, cons
   w.vm_call = [&] { model.vm().run(wfgen::rt::Section::Forward); };
   w.nofuse_vm_call = [&] { model_nofuse.vm().run(wfgen::rt::Section::Forward); };
   w.model_out = [&]() -> const Tensor& { return y; };
+  w.into_call = [&] { model_into.forward_into(y_into, X); };
+  w.into_out = [&]() -> const Tensor& { return y_into; };
   w.check_nofuse = [&](const std::string& tag) {
     const Tensor yn = model_nofuse.forward(X)[0];
     check_close("wfgen (--no-fuse) " + tag, yn.data<float>(), ref.data, n, w.rtol, w.atol);
   };
   w.hand = [&](float* out, std::int64_t lo, std::int64_t hi) { hand::softmax_rows(x.data, out, cols, lo, hi); };
   w.hand_fast = [&](float* out, std::int64_t lo, std::int64_t hi) { hand_fast::softmax_rows(x.data, out, cols, lo, hi); };
+  w.fast_check = [&](const std::string& tag) {
+    const Tensor yf = model_fast.forward(X)[0];
+    check_close("wfgen (math: fast) " + tag, yf.data<float>(), ref.data, n, w.rtol, w.atol);
+  };
+  w.fast_vm_call = [&] { model_fast.vm().run(wfgen::rt::Section::Forward); };
   run_row_workload(report, w, threads);
 }
 
+template <class Model, class NofuseModel>
 void layernorm_workload(Report& report, std::int64_t rows, std::int64_t cols, const std::vector<int>& threads) {
   const std::int64_t n = rows * cols;
   const float eps = 1e-5f;  // the default of the standard-library layernorm
@@ -198,17 +232,17 @@ void layernorm_workload(Report& report, std::int64_t rows, std::int64_t cols, co
   fill_random(beta.data, cols, 24, -0.5f, 0.5f);
   layernorm_reference(x.data, gamma.data, beta.data, ref.data, rows, cols, eps);
   const Tensor X = Tensor::borrow(x.data, {rows, cols});
-  bench_models::layernorm_model model;
-  bench_models_nofuse::layernorm_model model_nofuse;
-  for (Tensor p : {parameter_ending(model, ".gamma"), parameter_ending(model_nofuse, ".gamma")}) {
+  Model model, model_into;
+  NofuseModel model_nofuse;
+  for (Tensor p : {parameter_ending(model, ".gamma"), parameter_ending(model_into, ".gamma"), parameter_ending(model_nofuse, ".gamma")}) {
     if (p.numel() != cols) fail("layernorm_model: gamma has " + std::to_string(p.numel()) + " elements");
     std::copy(gamma.data, gamma.data + cols, p.data<float>());
   }
-  for (Tensor p : {parameter_ending(model, ".beta"), parameter_ending(model_nofuse, ".beta")}) {
+  for (Tensor p : {parameter_ending(model, ".beta"), parameter_ending(model_into, ".beta"), parameter_ending(model_nofuse, ".beta")}) {
     if (p.numel() != cols) fail("layernorm_model: beta has " + std::to_string(p.numel()) + " elements");
     std::copy(beta.data, beta.data + cols, p.data<float>());
   }
-  Tensor y;
+  Tensor y, y_into;
 
   RowWorkload w;
   w.name = "layernorm_" + std::to_string(rows) + "x" + std::to_string(cols);
@@ -221,6 +255,8 @@ void layernorm_workload(Report& report, std::int64_t rows, std::int64_t cols, co
   w.vm_call = [&] { model.vm().run(wfgen::rt::Section::Forward); };
   w.nofuse_vm_call = [&] { model_nofuse.vm().run(wfgen::rt::Section::Forward); };
   w.model_out = [&]() -> const Tensor& { return y; };
+  w.into_call = [&] { model_into.forward_into(y_into, X); };
+  w.into_out = [&]() -> const Tensor& { return y_into; };
   w.check_nofuse = [&](const std::string& tag) {
     const Tensor yn = model_nofuse.forward(X)[0];
     check_close("wfgen (--no-fuse) " + tag, yn.data<float>(), ref.data, n, w.rtol, w.atol);
@@ -256,9 +292,14 @@ void run_softmax(Report& report, const std::vector<int>& threads) {
 void run_softmax_small(Report& report, const std::vector<int>& threads) { softmax_workload(report, 64, 10, threads); }
 
 void run_layernorm(Report& report, const std::vector<int>& threads) {
-  layernorm_workload(report, 4096, 1024, threads);
-  layernorm_workload(report, 32, 1024, threads);
+  layernorm_workload<bench_models::layernorm_model, bench_models_nofuse::layernorm_model>(report, 4096, 1024, threads);
+  layernorm_workload<bench_models::layernorm_model, bench_models_nofuse::layernorm_model>(report, 32, 1024, threads);
   in_cache_ratios(report, "layernorm_4096x1024", "layernorm_32x1024", threads);
+  run_layernorm_small(report, threads);
+}
+
+void run_layernorm_small(Report& report, const std::vector<int>& threads) {
+  layernorm_workload<bench_models::layernorm32_model, bench_models_nofuse::layernorm32_model>(report, 64, 32, threads);
 }
 
 }  // namespace bench

@@ -504,7 +504,7 @@ Status prepare_output(const char* name, Tensor& out, DType dtype, std::initializ
   int k = 0;
   for (auto d : shape) same = same && out.dim(k++) == d;
   if (same) return {};
-  return Tensor::try_empty(dtype, Shape(shape), out);
+  return Tensor::try_uninitialized(dtype, Shape(shape), out);
 }
 
 bool can_write_directly(std::span<const Tensor> outputs, std::size_t k, std::span<const Tensor> inputs,

@@ -230,7 +230,11 @@ Storage::~Storage() {
   ::operator delete(data_, std::align_val_t{kAlignment});
 }
 
-std::shared_ptr<Storage> Storage::try_allocate(std::size_t bytes) {
+std::shared_ptr<Storage> Storage::try_allocate(std::size_t bytes) { return try_allocate_impl(bytes, true); }
+
+std::shared_ptr<Storage> Storage::try_allocate_uninitialized(std::size_t bytes) { return try_allocate_impl(bytes, false); }
+
+std::shared_ptr<Storage> Storage::try_allocate_impl(std::size_t bytes, bool zeroed) {
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max() - kAlignment;
   if (bytes > kMax) return nullptr;
   const std::size_t rounded = rounded_bytes(bytes);
@@ -244,7 +248,7 @@ std::shared_ptr<Storage> Storage::try_allocate(std::size_t bytes) {
   if (p == nullptr) {
     p = ::operator new(rounded, std::align_val_t{kAlignment}, std::nothrow);
     if (p == nullptr) return nullptr;
-    std::memset(p, 0, rounded);
+    if (zeroed) std::memset(p, 0, rounded);
   }
   // From here on the Storage owns p; if it cannot be made, free p the way its destructor would.
   auto* storage = new (std::nothrow) Storage(static_cast<std::byte*>(p), bytes, true, {});
@@ -289,17 +293,31 @@ Tensor Tensor::make(DType dtype, const Shape& shape, std::shared_ptr<Storage> st
   return t;
 }
 
-Status Tensor::try_empty(DType dtype, const Shape& shape, Tensor& out) {
+namespace {
+
+Status try_new_tensor(DType dtype, const Shape& shape, bool zeroed, Tensor& out,
+                      Tensor (*make)(DType, const Shape&, std::shared_ptr<Storage>)) {
   std::int64_t n = 0, bytes = 0;
   if (Status st = internal::numel_status(shape, "empty", n); !st.ok()) return st;
   if (__builtin_mul_overflow(n, static_cast<std::int64_t>(dtype_size(dtype)), &bytes)) {
     return Status(ErrorCode::SizeOverflow, "empty got shape " + shape_to_string(shape) + " of dtype " + dtype_name(dtype) +
                                                ": its byte count overflows int64");
   }
-  std::shared_ptr<Storage> storage = Storage::try_allocate(static_cast<std::size_t>(bytes));
+  std::shared_ptr<Storage> storage = zeroed ? Storage::try_allocate(static_cast<std::size_t>(bytes))
+                                            : Storage::try_allocate_uninitialized(static_cast<std::size_t>(bytes));
   if (!storage) return Status(ErrorCode::OutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes");
-  out = make(dtype, shape, std::move(storage), 0);
+  out = make(dtype, shape, std::move(storage));
   return {};
+}
+
+}  // namespace
+
+Status Tensor::try_uninitialized(DType dtype, const Shape& shape, Tensor& out) {
+  return try_new_tensor(dtype, shape, false, out, [](DType d, const Shape& s, std::shared_ptr<Storage> st) { return make(d, s, std::move(st), 0); });
+}
+
+Status Tensor::try_empty(DType dtype, const Shape& shape, Tensor& out) {
+  return try_new_tensor(dtype, shape, true, out, [](DType d, const Shape& s, std::shared_ptr<Storage> st) { return make(d, s, std::move(st), 0); });
 }
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {

@@ -4,6 +4,7 @@
 // naive loops written here; its disassembly must have fewer instructions.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -15,8 +16,10 @@
 #include "ew_chain_nofuse.hpp"
 #include "kernels.hpp"
 #include "layernorm3_f.hpp"
+#include "layernorm3_fast.hpp"
 #include "layernorm3_nofuse.hpp"
 #include "log_softmax_rows_f.hpp"
+#include "log_softmax_rows_fast.hpp"
 #include "log_softmax_rows_nofuse.hpp"
 #include "norm_mlp_f.hpp"
 #include "norm_mlp_nofuse.hpp"
@@ -30,6 +33,7 @@
 #include "softmax_cols_nofuse.hpp"
 #include "softmax_rows_f.hpp"
 #include "softmax_rows_f64.hpp"
+#include "softmax_rows_fast.hpp"
 #include "softmax_rows_nofuse.hpp"
 #include "softmax_gated_f.hpp"
 #include "softmax_gated_nofuse.hpp"
@@ -233,6 +237,47 @@ TEST_CASE("log_softmax and layernorm are one row kernel each") {
   CHECK(instructions(u.disassemble()) >= 8);
 }
 
+// `math: fast` (rt::math::fast::exp, within 6 ulp) against naive double
+// loops, on every path of the row kernel: rows shorter than a vector (the
+// tile of one row per lane: 64 x 10), a row of one, rows with a remainder
+// (17, 300), rows of 1024, and rows split over 2 threads.
+TEST_CASE("math: fast gives fused kernels of their own with the faster exp") {
+  struct ThreadGuard {
+    int saved = wfgen::rt::num_threads();
+    ~ThreadGuard() { wfgen::rt::set_num_threads(saved); }
+  } guard;
+  for (int threads : {1, 2}) {
+    wfgen::rt::set_num_threads(threads);
+    for (Shape s : {Shape{5, 17}, Shape{64, 10}, Shape{3, 1}, Shape{1, 300}, Shape{40, 1024}, Shape{1000, 33}}) {
+      INFO(threads << " threads, " << s[0] << " x " << s[1]);
+      fz::softmax_rows_fast f;
+      fz::log_softmax_rows_fast l;
+      Tensor x = random(DType::f32, s, 61, -20, 20);
+      std::vector<double> ref = softmax_ref(x, s[0], s[1], s[1], 1);
+      // 6 ulp in each exp and the rounding of the sum: well within 4e-6 relative.
+      same_as(f.forward(x)[0], ref, 4e-6, "fast softmax vs naive");
+      for (auto& r : ref) r = std::log(r);
+      same_as(l.forward(x)[0], ref, 4e-5, "fast log_softmax vs naive");
+    }
+  }
+  fz::softmax_rows_fast f;
+  fz::softmax_rows_f accurate;
+  // Large logits: max is still subtracted first, nothing overflows.
+  Tensor big = random(DType::f32, {4, 9}, 62, 500, 800);
+  same_as(f.forward(big)[0], softmax_ref(big, 4, 9, 9, 1), 4e-6, "large logits");
+  accurate.forward(big);  // (a model disassembles once its inputs are bound)
+  const std::string fast_asm = f.disassemble();
+  CHECK(instructions(fast_asm) == 1);
+  CHECK(fast_asm.find("FUSED-SOFTMAX-FASTMATH-CPU") != std::string::npos);
+  CHECK(accurate.disassemble().find("FASTMATH") == std::string::npos);
+  CHECK(accurate.disassemble().find("FUSED-SOFTMAX-CPU") != std::string::npos);
+  // A build whose fused kernels call no exp shares the accurate build's kernel.
+  fz::layernorm3_fast ln;
+  ln.forward(random(DType::f32, {2, 3, 16}, 63));
+  CHECK(ln.disassemble().find("FUSED-LAYERNORM-CPU") != std::string::npos);
+  CHECK(ln.disassemble().find("FASTMATH") == std::string::npos);
+}
+
 TEST_CASE("a reduction with its epilogue gives one value per row") {
   fz::rms_f f;
   fz::rms_nofuse u;
@@ -363,4 +408,67 @@ TEST_CASE("fused row kernels give the same results with their outputs streamed")
   Tensor streamed = f.forward(x)[0];
   streaming.reset();
   same(streamed, u.forward(x)[0], 1e-5, "layernorm, streamed vs unfused");
+}
+
+TEST_CASE("rows shorter than two sets of lanes run a tile of rows at a time, one row per lane") {
+  // The tile path takes 16 rows (f32; 8 for f64) of fewer than 64 columns
+  // (32 for f64) at a time; the rows left over, and rows of 64 columns or
+  // more, take the row path. Every row count around the tile and every
+  // column count around a vector and the limit, against naive loops.
+  for (std::int64_t cols : {1, 2, 7, 10, 15, 16, 17, 31, 32, 33, 63, 64}) {
+    for (std::int64_t rows : {1, 15, 16, 17, 40, 64}) {
+      INFO(rows << " rows of " << cols);
+      Tensor x = random(DType::f32, {rows, cols}, static_cast<std::uint64_t>(100 + rows * 97 + cols));
+      const std::vector<double> ref = softmax_ref(x, rows, cols, cols, 1);
+      fz::softmax_rows_f f;
+      same_as(f.forward(x)[0], ref, 1e-6, "softmax");
+      fz::log_softmax_rows_f l;
+      std::vector<double> logs = ref;
+      for (auto& v : logs) v = std::log(v);
+      same_as(l.forward(x)[0], logs, 1e-5, "log_softmax");
+      fz::softmax_gated_f g;
+      std::vector<double> gated = ref;
+      for (std::size_t i = 0; i < gated.size(); ++i) gated[i] *= at(x, static_cast<std::int64_t>(i));
+      same_as(g.forward(x)[0], gated, 1e-6, "X * softmax(X)");
+      fz::rms_f r;
+      std::vector<double> rms(static_cast<std::size_t>(rows));
+      for (std::int64_t i = 0; i < rows; ++i) {
+        double s = 0;
+        for (std::int64_t c = 0; c < cols; ++c) s += at(x, i * cols + c) * at(x, i * cols + c);
+        rms[static_cast<std::size_t>(i)] = std::sqrt(s / static_cast<double>(cols) + 1e-6);
+      }
+      same_as(r.forward(x)[0], rms, 1e-6, "one value per row (rms)");
+      fz::softmax_rows_f64 d;
+      Tensor x64 = random(DType::f64, {rows, cols}, static_cast<std::uint64_t>(7 + rows * 31 + cols));
+      same_as(d.forward(x64)[0], softmax_ref(x64, rows, cols, cols, 1), 1e-13, "f64 softmax");
+      // The kernel in place (its output over its input) and over rows that
+      // are not packed (a row stride larger than the row).
+      Tensor y = x.clone();
+      fz::fused_softmax_f32_r2({y.data<float>(), {rows, cols}, {cols, 1}}, {y.data<float>(), {rows, cols}, {cols, 1}});
+      same_as(y, ref, 1e-6, "softmax in place");
+      Tensor wide = Tensor::zeros(DType::f32, {rows, cols + 3});
+      fz::fused_softmax_f32_r2({x.data<float>(), {rows, cols}, {cols, 1}}, {wide.data<float>(), {rows, cols}, {cols + 3, 1}});
+      same_as(wide.slice(1, 0, cols).contiguous(), ref, 1e-6, "softmax into rows with a gap");
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t c = cols; c < cols + 3; ++c) REQUIRE(wide.at<float>({i, c}) == 0.0f);
+    }
+  }
+  // A NaN in a row makes that row's max, and so its whole softmax, NaN; the
+  // other rows of the tile are untouched by it.
+  Tensor x = random(DType::f32, {16, 10}, 77);
+  x.data<float>()[3 * 10 + 4] = std::numeric_limits<float>::quiet_NaN();
+  fz::softmax_rows_f f;
+  Tensor y = f.forward(x)[0];
+  const std::vector<double> ref = softmax_ref(x, 16, 10, 10, 1);
+  for (std::int64_t i = 0; i < 16 * 10; ++i) {
+    if (i / 10 == 3) CHECK(std::isnan(at(y, i)));
+    else CHECK(std::fabs(at(y, i) - ref[static_cast<std::size_t>(i)]) <= 1e-6);
+  }
+  // Layernorm over rows of 16 in a rank-3 tensor: tiles across the batch dims' rows.
+  fz::layernorm3_f ln;
+  fz::layernorm3_nofuse lu;
+  for (std::int64_t b : {1, 3, 5}) {
+    Tensor x3 = random(DType::f32, {b, 7, 16}, static_cast<std::uint64_t>(200 + b));
+    same(ln.forward(x3)[0], lu.forward(x3)[0], 1e-5, "layernorm, fused (tiles) vs unfused");
+  }
 }

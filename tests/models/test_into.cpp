@@ -14,10 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <set>
 #include <vector>
 
 #include "mlp.hpp"
 #include "outer_sum.hpp"
+#include "regressor_train.hpp"
 #include "softmax_model.hpp"
 #include "wfgen/model_support.hpp"
 #include "wfgen/runtime.hpp"
@@ -120,10 +122,12 @@ TEST_CASE("forward_into: the results of forward(), the output allocated once and
   CHECK(g_allocations.load() - before == 0);
   CHECK(Y.raw_data() == buffer);
   require_softmax(Y, X);
-  // forward() allocates on every call (a vector and a new tensor).
-  const long before_alloc = g_allocations.load();
+  // forward() binds again (its results are the model's own tensors), then
+  // allocates only the std::vector it returns.
   (void)m.forward(X);
-  CHECK(g_allocations.load() - before_alloc > 0);
+  const long before_alloc = g_allocations.load();
+  for (int k = 0; k < 10; ++k) (void)m.forward(X);
+  CHECK(g_allocations.load() - before_alloc == 10);
 
   // New elements in the same input buffer: no binding needed, new results.
   Tensor X2 = random_tensor({3, 10}, 2);
@@ -306,4 +310,113 @@ TEST_CASE("a view with more elements than int64 holds, over buffers that fit: Si
   CHECK(st.code() == ErrorCode::SizeOverflow);
   CHECK(st.message() == expected);
   CHECK(Z.shape() == Shape({3, 1}));
+}
+
+TEST_CASE("forward(): results handed out without a copy, never written while held, their memory reused") {
+  wfgen_models::softmax_model m;
+  const Tensor X = random_tensor({3, 10}, 11), X2 = random_tensor({3, 10}, 12);
+  Tensor a = m.forward(X)[0];
+  Tensor b = m.forward(X2)[0];  // a is held: b is in other memory
+  CHECK(a.raw_data() != b.raw_data());
+  Tensor c = m.forward(X)[0];   // both held: new memory again
+  CHECK(c.raw_data() != a.raw_data());
+  CHECK(c.raw_data() != b.raw_data());
+  require_softmax(a, X);
+  require_softmax(b, X2);
+  require_softmax(c, X);
+  a = b = c = Tensor();
+
+  // A result dropped before the next call: its memory is written again.
+  const void* first = m.forward(X)[0].raw_data();
+  CHECK(m.forward(X2)[0].raw_data() == first);
+
+  // The loop that holds the last result while the next is computed: two
+  // buffers in turn (the kernel writes each directly; only data pointers
+  // move between them), nothing allocated but the returned vectors, and
+  // every result right while the input's elements change.
+  const Tensor in = X.clone();
+  Tensor y = m.forward(in)[0];
+  y = m.forward(in)[0];
+  std::set<const void*> buffers;
+  long allocations = 0;
+  for (int k = 0; k < 40; ++k) {
+    in.copy_from(k % 2 ? X2 : X);
+    const Tensor previous = y;
+    const long before = g_allocations.load();
+    y = m.forward(in)[0];
+    allocations += g_allocations.load() - before;
+    buffers.insert(y.raw_data());
+    require_softmax(y, k % 2 ? X2 : X);
+    if (k > 0) require_softmax(previous, k % 2 ? X : X2);  // held: not written
+  }
+  CHECK(allocations == 40);  // the std::vector<Tensor> of each call
+  CHECK(buffers.size() == 2);
+
+  // A result passed back as the input: the model does not write into it.
+  const Tensor kept = y.clone();
+  Tensor z = m.forward(y)[0];
+  CHECK(same(y, kept));
+  require_softmax(z, kept);
+  CHECK(z.raw_data() != y.raw_data());
+
+  // Writing into a result does not change the next ones.
+  z.fill(7.0);
+  require_softmax(m.forward(X)[0], X);
+
+  // forward_into() and forward() in turn on one model.
+  Tensor Y;
+  m.forward_into(Y, X);
+  Tensor r = m.forward(X2)[0];
+  m.forward_into(Y, X2);
+  CHECK(same(Y, r));
+  CHECK(Y.raw_data() != r.raw_data());
+  require_softmax(m.forward(X)[0], X);
+  require_softmax(r, X2);
+
+  // try_forward: the results, or nothing on error.
+  std::vector<Tensor> outs;
+  REQUIRE(m.try_forward(outs, X).ok());
+  REQUIRE(outs.size() == 1);
+  require_softmax(outs[0], X);
+  CHECK(!m.try_forward(outs, Tensor::zeros(DType::f64, {3, 10})).ok());
+  CHECK(outs.empty());
+  require_softmax(m.forward(X)[0], X);
+
+  // A new shape: new results of that shape.
+  const Tensor X3 = random_tensor({6, 2}, 13);
+  Tensor s = m.forward(X3)[0];
+  CHECK(s.shape() == Shape({6, 2}));
+  require_softmax(s, X3);
+}
+
+TEST_CASE("forward(): two outputs, and a training build's results (copied out of its memory)") {
+  wfgen_models::mlp m;
+  const Tensor X = random_tensor({4, 20}, 21);
+  Tensor T = Tensor::zeros(DType::f32, {4, 5});
+  for (int i = 0; i < 4; ++i) T.at<float>({i, i % 5}) = 1;
+  std::vector<Tensor> first = m.forward(X, T);
+  const std::vector<Tensor> expected = {first[0].clone(), first[1].clone()};
+  std::vector<Tensor> second = m.forward(X, T);  // first is held
+  for (int k = 0; k < 2; ++k) {
+    CHECK(same(first[k], expected[static_cast<std::size_t>(k)]));
+    CHECK(same(second[k], expected[static_cast<std::size_t>(k)]));
+    CHECK(first[k].raw_data() != second[k].raw_data());
+  }
+  for (int k = 0; k < 6; ++k) first = m.forward(X, T);
+  CHECK(same(first[0], expected[0]));
+  CHECK(same(first[1], expected[1]));
+
+  // A training build copies its outputs out of its memory: a caller's
+  // change to a result does not reach the pullback.
+  wfgen_models::regressor_train t, u;  // the same seed: the same parameters
+  const Tensor R = random_tensor({8, 4}, 22), RT = random_tensor({8, 1}, 23);
+  Tensor loss = t.forward(R, RT)[0];
+  CHECK(same(loss, u.forward(R, RT)[0]));
+  loss.fill(100.0);
+  t.zero_grad();
+  t.backward();
+  u.zero_grad();
+  u.backward();
+  for (const auto& [name, w] : t.parameters()) CHECK(same(t.grad(name), u.grad(name)));
+  CHECK(loss.at<float>({0}) == 100.0f);
 }

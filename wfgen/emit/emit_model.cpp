@@ -586,6 +586,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
                                       {"try_forward_params", params_sig.empty() ? "" : ", " + params_sig},
                                       {"input_params", params_sig},
                                       {"into_params", into_sig},
+                                      {"n_outputs", num(static_cast<std::int64_t>(g.outputs.size()))},
                                       {"into_note", g.has_backward
                                                         ? "Outputs are copied out of the model's memory (the pullback reads the values the\n  // forward pass computed, which a caller's tensor would expose)."
                                                         : "A contiguous output tensor that shares no memory with an input, a parameter or\n  // another output is written by the kernel that computes it (no copy); any other\n  // is copied into after the whole forward pass, so forward_into(X, X) is X = f(X)."},
@@ -741,7 +742,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   const std::string n_out = num(static_cast<std::int64_t>(g.outputs.size()));
   c.open("wfgen::rt::Status " + cls + "::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs)");
   c.line("bound_ = false;");
-  c.line("direct_ = false;");
+  c.line("own_bound_ = false;");
   c.line("std::fill(bound_inputs_.begin(), bound_inputs_.end(), wfgen::rt::TensorRef{});");
   c.line("std::fill(bound_outputs_.begin(), bound_outputs_.end(), wfgen::rt::TensorRef{});");
   c.line("std::fill(direct_outputs_.begin(), direct_outputs_.end(), wfgen::rt::Tensor());");
@@ -906,7 +907,6 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("bound_outputs_[wf_k] = wf_out_t[wf_k].ref();");
   c.close();
   c.close();
-  c.line("direct_ = std::any_of(direct_outputs_.begin(), direct_outputs_.end(), [](const wfgen::rt::Tensor& wf_t) { return wf_t.defined(); });");
   c.line("bound_ = true;");
   c.line("checked_ = wf_check_all;");
   c.line("return {};");
@@ -925,7 +925,6 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.close();
   c.line();
 
-  // run / forward
   const bool has_indices = !index_inputs(g).empty();
   if (has_indices) {
     const std::vector<int> idx = index_inputs(g);
@@ -939,50 +938,46 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     c.close();
     c.line();
   }
-  // Before each forward pass: the integer inputs' values, as the build's dtype.
-  auto load_indices = [&](bool throwing) {
-    if (!has_indices) return;
-    c.line(std::string("if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) ") + (throwing ? "wfgen::rt::fail(wf_s);" : "return wf_s;"));
-  };
-  c.open("std::vector<wfgen::rt::Tensor> " + cls + "::run()");
-  c.comment("A binding of forward_into() that writes into the caller's tensors is not for run().");
-  c.line("if (inputs_changed_() || direct_) bind_();");
-  load_indices(true);
-  c.line("vm_.run(wfgen::rt::Section::Forward);");
-  if (g.has_backward) c.line("forward_done_ = true;");
-  c.line("std::vector<wfgen::rt::Tensor> wf_out;");
-  c.line("if (wfgen::rt::Status wf_s = outputs_(wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.line("return wf_out;");
-  c.close();
-  c.line();
-  c.open("std::vector<wfgen::rt::Tensor> " + cls + "::forward(" + params_sig + ")");
-  for (std::size_t k = 0; k < g.inputs.size(); ++k) c.line("inputs_[" + num(static_cast<std::int64_t>(k)) + "] = " + cpp_identifier(g[g.inputs[k]].name) + ";");
-  c.line("return run();");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_run(std::vector<wfgen::rt::Tensor>& outputs)");
-  c.line("outputs.clear();");
-  c.open("return wfgen::rt::capture([&]() -> wfgen::rt::Status");
-  c.comment("Validate everything before running: the inputs, the run-time sizes, the arena and every check of the VM.");
-  c.open("if (inputs_changed_() || direct_ || !checked_)");
-  c.line("if (wfgen::rt::Status wf_s = try_bind_(true, nullptr); !wf_s.ok()) return wf_s;");
-  c.close();
-  load_indices(false);
-  c.line("vm_.run(wfgen::rt::Section::Forward);");
-  if (g.has_backward) c.line("forward_done_ = true;");
-  c.line("return outputs_(outputs);");
-  c.close(");");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_forward(std::vector<wfgen::rt::Tensor>& outputs" + (params_sig.empty() ? "" : ", ") + params_sig + ")");
-  for (std::size_t k = 0; k < g.inputs.size(); ++k) c.line("inputs_[" + num(static_cast<std::int64_t>(k)) + "] = " + cpp_identifier(g[g.inputs[k]].name) + ";");
-  c.line("return try_run(outputs);");
-  c.close();
-  c.line();
-  // forward_into / run_into and their try_ forms, around into_().
+  // run / forward: into_() on a free set of the model's own outputs (rt::ResultSets).
   std::string in_args, out_ptrs;
   for (std::size_t k = 0; k < g.inputs.size(); ++k) in_args += (k ? ", " : "") + cpp_identifier(g[g.inputs[k]].name);
   for (const auto& o : out_params) out_ptrs += (out_ptrs.empty() ? "&" : ", &") + o;
+  const auto returning = [&](const std::string& signature, const std::string& inputs_changed) {
+    c.open("std::vector<wfgen::rt::Tensor> " + cls + "::" + signature);
+    c.line("std::vector<wfgen::rt::Tensor> wf_out;");
+    c.line("if (wfgen::rt::Status wf_s = forward_(wf_out, false, " + inputs_changed + "); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+    c.line("return wf_out;");
+    c.close();
+    c.line();
+  };
+  const auto returning_status = [&](const std::string& signature, const std::string& inputs_changed) {
+    c.open("wfgen::rt::Status " + cls + "::" + signature);
+    c.line("outputs.clear();");
+    c.comment("Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.");
+    c.line("return wfgen::rt::capture([&] { return forward_(outputs, true, " + inputs_changed + "); });");
+    c.close();
+    c.line();
+  };
+  returning("run()", "inputs_changed_()");
+  returning("forward(" + params_sig + ")", "take_inputs_(" + in_args + ")");
+  returning_status("try_run(std::vector<wfgen::rt::Tensor>& outputs)", "inputs_changed_()");
+  returning_status(std::string("try_forward(std::vector<wfgen::rt::Tensor>& outputs") + (params_sig.empty() ? "" : ", ") + params_sig + ")",
+                   "take_inputs_(" + in_args + ")");
+  c.open("wfgen::rt::Status " + cls + "::forward_(std::vector<wfgen::rt::Tensor>& wf_out, bool wf_check_all, bool wf_inputs_changed)");
+  c.comment("A set of output tensors of the model's own that the caller no longer holds: written by the kernels");
+  c.comment("(or copied into) like forward_into()'s, then handed out without a copy.");
+  c.line("wfgen::rt::Tensor* const wf_set = results_.pick(direct_outputs_);");
+  {
+    std::string ptrs;
+    for (std::size_t k = 0; k < g.outputs.size(); ++k) ptrs += (k ? ", " : "") + std::string("&wf_set[") + num(static_cast<std::int64_t>(k)) + "]";
+    c.line("wfgen::rt::Tensor* const wf_outs[] = {" + ptrs + "};");
+  }
+  c.line("if (wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed, true); !wf_s.ok()) return wf_s;");
+  c.line("wf_out.assign(wf_set, wf_set + " + n_out + ");");
+  c.line("return {};");
+  c.close();
+  c.line();
+  // forward_into / run_into and their try_ forms, around into_().
   c.open("bool " + cls + "::take_inputs_(" + params_sig + ")");
   c.comment("An input that is the bound one needs no new handle (no reference count to change).");
   c.line("bool wf_changed = false;");
@@ -996,14 +991,35 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("return wf_changed;");
   c.close();
   c.line();
-  c.open("wfgen::rt::Status " + cls + "::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed)");
+  c.open("wfgen::rt::Status " + cls + "::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed, bool wf_own)");
   c.comment("The steady state: the inputs and outputs of the binding, so run the kernels (and copy what is not written directly).");
   c.line("bool wf_rebind = wf_inputs_changed || !bound_ || (wf_check_all && !checked_);");
-  c.line("for (std::size_t wf_k = 0; wf_k < " + n_out + "; ++wf_k) wf_rebind = wf_rebind || !wf_outs[wf_k]->matches(bound_outputs_[wf_k]);");
+  c.line("bool wf_moved = false;  // forward()'s other set: the same layouts in other buffers of the model's own");
+  c.open("for (std::size_t wf_k = 0; wf_k < " + n_out + "; ++wf_k)");
+  c.line("if (wf_outs[wf_k]->matches(bound_outputs_[wf_k])) continue;");
+  c.line("if (wf_own && own_bound_ && wfgen::rt::same_layout(*wf_outs[wf_k], bound_outputs_[wf_k])) wf_moved = true;");
+  c.line("else wf_rebind = true;");
+  c.close();
   c.open("if (wf_rebind)");
   c.line("if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;");
+  c.line("own_bound_ = wf_own;");
+  c.line("wf_moved = false;");
   c.close();
-  load_indices(false);
+  c.open("if (wf_moved)");
+  c.comment("Only data pointers move: the binding's checks and direct writes hold for any set of the model's own.");
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+    const std::string ks = num(static_cast<std::int64_t>(k)), id = num(g.outputs[k]);
+    c.line("bound_outputs_[" + ks + "] = wf_outs[" + ks + "]->ref();");
+    if (!may_write_directly(g, k)) continue;
+    c.open("if (direct_outputs_[" + ks + "].defined())");
+    c.line("direct_outputs_[" + ks + "] = *wf_outs[" + ks + "];");
+    c.line("table_[" + id + "].data = bound_outputs_[" + ks + "].data;");
+    c.line("vm_.retarget(" + id + ", bound_outputs_[" + ks + "].data);");
+    c.close();
+  }
+  c.close();
+  // Every forward pass comes here: the integer inputs' values, as the build's dtype.
+  if (has_indices) c.line("if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;");
   c.line("vm_.run(wfgen::rt::Section::Forward);");
   if (g.has_backward) c.line("forward_done_ = true;");
   for (std::size_t k = 0; k < g.outputs.size(); ++k) {
@@ -1024,28 +1040,14 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     for (std::size_t k = 0; k < g.outputs.size(); ++k) ptrs += (k ? ", " : "") + std::string("&wf_outputs[") + num(static_cast<std::int64_t>(k)) + "]";
     c.line("wfgen::rt::Tensor* const wf_outs[] = {" + ptrs + "};");
   }
-  c.line("return into_(wf_outs, wf_check_all, inputs_changed_());");
+  c.line("return into_(wf_outs, wf_check_all, inputs_changed_(), false);");
   c.close();
   c.line();
   throwing_and_try(c, cls, "forward_into", into_sig, "wfgen::rt::Tensor* const wf_outs[] = {" + out_ptrs + "};", [&](bool all) {
-    return "into_(wf_outs, " + std::string(all ? "true" : "false") + ", take_inputs_(" + in_args + "))";
+    return "into_(wf_outs, " + std::string(all ? "true" : "false") + ", take_inputs_(" + in_args + "), false)";
   });
   throwing_and_try(c, cls, "run_into", "std::span<wfgen::rt::Tensor> outputs", "",
                    [](bool all) { return "run_into_(outputs, " + std::string(all ? "true" : "false") + ")"; });
-  c.open("wfgen::rt::Status " + cls + "::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const");
-  c.line("wf_out.assign(" + num(static_cast<std::int64_t>(g.outputs.size())) + ", wfgen::rt::Tensor());");
-  for (std::size_t k = 0; k < g.outputs.size(); ++k)
-  {
-    c.comment(g.output_names[k]);
-    c.open("if (wfgen::rt::Status wf_s = wfgen::rt::try_copy_out(table_[" + num(g.outputs[k]) + "], wf_out[" +
-           num(static_cast<std::int64_t>(k)) + "]); !wf_s.ok())");
-    c.line("wf_out.clear();");
-    c.line("return wf_s;");
-    c.close();
-  }
-  c.line("return {};");
-  c.close();
-  c.line();
   c.open("wfgen::rt::Status " + cls + "::try_set_input(std::string_view name, const wfgen::rt::Tensor& value)");
   c.open("for (std::size_t wf_k = 0; wf_k < kInputNames.size(); ++wf_k)");
   c.open("if (kInputNames[wf_k] == name)");

@@ -69,6 +69,7 @@ struct KernelPlan {
   std::string cpp_call;  // Cpp: the function to call, spelled for C++ ("ns::f<float, 2>")
   std::string cpp_include;  // Cpp: the kernel file, relative to the output directory
   std::shared_ptr<const FusedBody> fused;  // Fused: the row kernel
+  bool fast_math = false;  // made by fusion for a build with `math: fast`: calls rt::math::fast
   bool accumulate = false;  // Gemm: C += A B into the output (the function is named <node>_acc_...)
 };
 

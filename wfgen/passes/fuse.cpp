@@ -77,8 +77,8 @@ struct Group {
 
 class Fuser {
  public:
-  Fuser(Graph& g, FusionRegistry& registry, int build_index, std::string* log)
-      : g_(g), registry_(registry), build_index_(build_index), log_(log) {}
+  Fuser(Graph& g, FusionRegistry& registry, int build_index, std::string* log, bool fast_math)
+      : g_(g), registry_(registry), build_index_(build_index), log_(log), fast_math_(fast_math) {}
 
   int run() {
     const std::size_t n = g_.values.size();
@@ -390,12 +390,16 @@ class Fuser {
       if (!model.empty()) parts = {model};
       doc += " (model " + model + ")";
     }
+    // `math: fast` changes only kernels that call exp (sigmoid calls it
+    // too); others stay shared with the builds of accurate math.
+    const bool fast = fast_math_ && (key.find("exp(") != std::string::npos || key.find("sigmoid(") != std::string::npos);
+    if (fast) key += "; math: fast";
     std::optional<Expr> flat;
     if (!grp.rows) flat = body->out;
     const lower::KernelPlan& kernel = registry_.intern(key, parts, dtype, static_cast<int>(grp.space.size()),
                                                        static_cast<int>(c.inputs.size()), flat,
                                                        grp.rows ? std::shared_ptr<const lower::FusedBody>(body) : nullptr, doc,
-                                                       {build_index_, fused_++});
+                                                       {build_index_, fused_++}, fast);
     root.node = kernel.node;
     root.impl = kernel.impl;
     root.operands = c.inputs;
@@ -416,6 +420,7 @@ class Fuser {
   int build_index_;
   int fused_ = 0;  // groups fused so far in this build
   std::string* log_;
+  bool fast_math_;
   std::vector<std::vector<int>> readers_, views_, writes_;
   std::vector<bool> pinned_;
   std::vector<Role> role_;
@@ -425,14 +430,14 @@ class Fuser {
 
 }  // namespace
 
-int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index, std::string* log) {
-  return Fuser(g, registry, build_index, log).run();
+int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index, std::string* log, bool fast_math) {
+  return Fuser(g, registry, build_index, log, fast_math).run();
 }
 
 const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype,
                                                 int rank, int inputs, std::optional<expr::Expr> elementwise,
                                                 std::shared_ptr<const lower::FusedBody> rows, const std::string& doc,
-                                                std::pair<int, int> order) {
+                                                std::pair<int, int> order, bool fast_math) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = by_key_.find(key);
   if (found != by_key_.end()) {
@@ -472,6 +477,7 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
   plan.tensors.push_back({"out", "out", rank, true, "out[~]"});
   plan.body = std::move(elementwise);
   plan.fused = std::move(rows);
+  plan.fast_math = fast_math;
   by_key_[key] = &e;
   return plan;
 }
@@ -486,6 +492,7 @@ void FusionRegistry::finalize() {
     std::string base = "fused";
     for (std::size_t k = 0; k < e->parts.size() && k < 4; ++k) base += "_" + lower_name(e->parts[k]);
     if (e->parts.size() > 4) base += "_and_" + std::to_string(e->parts.size() - 4);
+    if (e->plan.fast_math) base += "_fastmath";
     std::string name = base;
     for (int k = 2; spec_.find_node(name) || functions.count(lower::kernel_name(name, "cpu", e->plan.dtype, e->plan.rank)); ++k)
       name = base + "_" + std::to_string(k);

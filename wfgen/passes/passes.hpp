@@ -44,12 +44,13 @@ class FusionRegistry {
   // The kernel for a fused body (its node and implementation are the
   // registry's); equal bodies (same `key`) share one. `parts` names the
   // fused calls' nodes, for the kernel's name; the body is `elementwise`
-  // (one loop nest) or `rows` (a row kernel). `order` is (build index in
+  // (one loop nest) or `rows` (a row kernel); `fast_math` kernels call
+  // rt::math::fast (a build's `math: fast`; part of the key). `order` is (build index in
   // spec order, group number in that build): builds may be fused in
   // parallel, and names follow that order, not the threads'. Thread-safe.
   const lower::KernelPlan& intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype, int rank,
                                   int inputs, std::optional<expr::Expr> elementwise, std::shared_ptr<const lower::FusedBody> rows,
-                                  const std::string& doc, std::pair<int, int> order);
+                                  const std::string& doc, std::pair<int, int> order, bool fast_math = false);
   // Names every kernel ("fused_softmax", numbered when two bodies would get
   // one name), in `order`. Call once every build is fused, before emitting.
   void finalize();
@@ -81,7 +82,9 @@ class FusionRegistry {
 //    writes the output. softmax and layernorm become one kernel each.
 // Only cpu calls of float dtypes are fused. Returns the number of calls
 // removed; each fused group is described in `log` when given.
-int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0, std::string* log = nullptr);
+// fast_math: the build's `math: fast` (its fused kernels call rt::math::fast).
+int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0, std::string* log = nullptr,
+                 bool fast_math = false);
 
 // After autodiff: a gradient added into its buffer (`grad <- grad + A B`)
 // that a GEMM makes, read by nothing else, is accumulated by that GEMM

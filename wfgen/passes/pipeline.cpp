@@ -34,7 +34,7 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
     step("dead-code", [&] { eliminate_dead_code(g); });                // drop what no gradient needs
   }
   if (options.fusion) {
-    step("fuse", [&] { fuse_kernels(g, *options.fusion, options.build_index, options.rewrites); });  // element-wise chains and row kernels
+    step("fuse", [&] { fuse_kernels(g, *options.fusion, options.build_index, options.rewrites, build.fast_math); });  // element-wise chains and row kernels
     step("dead-code", [&] { eliminate_dead_code(g); });        // drop the calls fusion replaced
     if (g.has_backward) {
       step("accumulate", [&] { accumulate_products(g); });  // grad += A B as one accumulating GEMM

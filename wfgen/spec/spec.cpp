@@ -630,6 +630,18 @@ class Reader {
       b.input_dtypes.emplace_back(kv.first.Scalar(), dt);
       b.input_dtype_locs[kv.first.Scalar()] = detail::loc_of(src_, kv.first.Mark());
     }
+    if (const auto& m = n["math"]) {
+      b.math_loc = detail::loc_of(src_, m.Mark());
+      const std::string mode = m.Scalar();
+      if (mode == "fast") {
+        b.fast_math = true;
+      } else if (mode != "accurate") {
+        error(m, "the math of build '" + b.name + "' must be 'accurate' (exp within 1 ulp, the default) or 'fast' (exp within 6 ulp in the kernels fusion makes), but got '" + quote(mode) + "'");
+      }
+      if (b.fast_math && n["fuse"] && !b.fuse) {
+        error(m, "build '" + b.name + "' has 'math: fast' and 'fuse: false': the fast exp goes into the kernels fusion makes, and this build makes none");
+      }
+    }
     for (const auto& x : n["grad_inputs"]) {
       b.grad_inputs.push_back(x.Scalar());
       b.grad_input_locs.push_back(detail::loc_of(src_, x.Mark()));

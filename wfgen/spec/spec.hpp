@@ -188,6 +188,11 @@ struct Build {
   std::vector<SourceLoc> grad_input_locs;
   std::optional<Optimizer> optimizer;
   bool fuse = true;  // paths and automatic fusion (`fuse: false` turns both off)
+  // `math: fast`: the kernels wfgen makes by fusion for this build call
+  // rt::math::fast::exp (within 6 ulp, no subnormal results) instead of the
+  // accurate exp (1 ulp). Kernels of the standard library stay accurate.
+  bool fast_math = false;
+  SourceLoc math_loc;
   std::string doc;
 };
 

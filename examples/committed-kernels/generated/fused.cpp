@@ -18,7 +18,7 @@ namespace committed {
 // fused from the calls of add, sigmoid
 void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out) {
   // out = sigmoid(in0 + in1)
-  const wfgen::rt::LoopNest<2, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2);
+  const wfgen::rt::LoopNest<2, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2, true);
   const bool wf_contiguous = wf_nest.inner_contiguous();
   if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
     wfgen::rt::out_of_line([&] {
@@ -57,7 +57,7 @@ void fused_add_sigmoid_f32_r2_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt
 // fused from the calls of add, tanh
 void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out) {
   // out = tanh(in0 + in1)
-  const wfgen::rt::LoopNest<2, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2);
+  const wfgen::rt::LoopNest<2, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2, true);
   const bool wf_contiguous = wf_nest.inner_contiguous();
   if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
     wfgen::rt::out_of_line([&] {

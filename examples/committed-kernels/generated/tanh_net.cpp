@@ -86,7 +86,7 @@ tanh_net::tanh_net() : vm_(kProgram) {
 
 wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
   bound_ = false;
-  direct_ = false;
+  own_bound_ = false;
   std::fill(bound_inputs_.begin(), bound_inputs_.end(), wfgen::rt::TensorRef{});
   std::fill(bound_outputs_.begin(), bound_outputs_.end(), wfgen::rt::TensorRef{});
   std::fill(direct_outputs_.begin(), direct_outputs_.end(), wfgen::rt::Tensor());
@@ -141,7 +141,6 @@ wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
       bound_outputs_[wf_k] = wf_out_t[wf_k].ref();
     }
   }
-  direct_ = std::any_of(direct_outputs_.begin(), direct_outputs_.end(), [](const wfgen::rt::Tensor& wf_t) { return wf_t.defined(); });
   bound_ = true;
   checked_ = wf_check_all;
   return {};
@@ -160,34 +159,37 @@ bool tanh_net::inputs_changed_() const {
 }
 
 std::vector<wfgen::rt::Tensor> tanh_net::run() {
-  // A binding of forward_into() that writes into the caller's tensors is not for run().
-  if (inputs_changed_() || direct_) bind_();
-  vm_.run(wfgen::rt::Section::Forward);
   std::vector<wfgen::rt::Tensor> wf_out;
-  if (wfgen::rt::Status wf_s = outputs_(wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  if (wfgen::rt::Status wf_s = forward_(wf_out, false, inputs_changed_()); !wf_s.ok()) wfgen::rt::fail(wf_s);
   return wf_out;
 }
 
 std::vector<wfgen::rt::Tensor> tanh_net::forward(const wfgen::rt::Tensor& X) {
-  inputs_[0] = X;
-  return run();
+  std::vector<wfgen::rt::Tensor> wf_out;
+  if (wfgen::rt::Status wf_s = forward_(wf_out, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  return wf_out;
 }
 
 wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
   outputs.clear();
-  return wfgen::rt::capture([&]() -> wfgen::rt::Status {
-    // Validate everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-    if (inputs_changed_() || direct_ || !checked_) {
-      if (wfgen::rt::Status wf_s = try_bind_(true, nullptr); !wf_s.ok()) return wf_s;
-    }
-    vm_.run(wfgen::rt::Section::Forward);
-    return outputs_(outputs);
-  });
+  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
+  return wfgen::rt::capture([&] { return forward_(outputs, true, inputs_changed_()); });
 }
 
 wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
-  inputs_[0] = X;
-  return try_run(outputs);
+  outputs.clear();
+  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
+  return wfgen::rt::capture([&] { return forward_(outputs, true, take_inputs_(X)); });
+}
+
+wfgen::rt::Status tanh_net::forward_(std::vector<wfgen::rt::Tensor>& wf_out, bool wf_check_all, bool wf_inputs_changed) {
+  // A set of output tensors of the model's own that the caller no longer holds: written by the kernels
+  // (or copied into) like forward_into()'s, then handed out without a copy.
+  wfgen::rt::Tensor* const wf_set = results_.pick(direct_outputs_);
+  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
+  if (wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed, true); !wf_s.ok()) return wf_s;
+  wf_out.assign(wf_set, wf_set + 1);
+  return {};
 }
 
 bool tanh_net::take_inputs_(const wfgen::rt::Tensor& X) {
@@ -200,12 +202,28 @@ bool tanh_net::take_inputs_(const wfgen::rt::Tensor& X) {
   return wf_changed;
 }
 
-wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed) {
+wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed, bool wf_own) {
   // The steady state: the inputs and outputs of the binding, so run the kernels (and copy what is not written directly).
   bool wf_rebind = wf_inputs_changed || !bound_ || (wf_check_all && !checked_);
-  for (std::size_t wf_k = 0; wf_k < 1; ++wf_k) wf_rebind = wf_rebind || !wf_outs[wf_k]->matches(bound_outputs_[wf_k]);
+  bool wf_moved = false;  // forward()'s other set: the same layouts in other buffers of the model's own
+  for (std::size_t wf_k = 0; wf_k < 1; ++wf_k) {
+    if (wf_outs[wf_k]->matches(bound_outputs_[wf_k])) continue;
+    if (wf_own && own_bound_ && wfgen::rt::same_layout(*wf_outs[wf_k], bound_outputs_[wf_k])) wf_moved = true;
+    else wf_rebind = true;
+  }
   if (wf_rebind) {
     if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;
+    own_bound_ = wf_own;
+    wf_moved = false;
+  }
+  if (wf_moved) {
+    // Only data pointers move: the binding's checks and direct writes hold for any set of the model's own.
+    bound_outputs_[0] = wf_outs[0]->ref();
+    if (direct_outputs_[0].defined()) {
+      direct_outputs_[0] = *wf_outs[0];
+      table_[10].data = bound_outputs_[0].data;
+      vm_.retarget(10, bound_outputs_[0].data);
+    }
   }
   vm_.run(wfgen::rt::Section::Forward);
   if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[10]);  // Y
@@ -217,17 +235,17 @@ wfgen::rt::Status tanh_net::run_into_(std::span<wfgen::rt::Tensor> wf_outputs, b
     return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net::run_into got " + std::to_string(wf_outputs.size()) + " output tensors, expected 1");
   }
   wfgen::rt::Tensor* const wf_outs[] = {&wf_outputs[0]};
-  return into_(wf_outs, wf_check_all, inputs_changed_());
+  return into_(wf_outs, wf_check_all, inputs_changed_(), false);
 }
 
 void tanh_net::forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
   wfgen::rt::Tensor* const wf_outs[] = {&Y};
-  if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(X), false); !wf_s.ok()) wfgen::rt::fail(wf_s);
 }
 
 wfgen::rt::Status tanh_net::try_forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
   wfgen::rt::Tensor* const wf_outs[] = {&Y};
-  return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(X)); });
+  return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(X), false); });
 }
 
 void tanh_net::run_into(std::span<wfgen::rt::Tensor> outputs) {
@@ -236,16 +254,6 @@ void tanh_net::run_into(std::span<wfgen::rt::Tensor> outputs) {
 
 wfgen::rt::Status tanh_net::try_run_into(std::span<wfgen::rt::Tensor> outputs) {
   return wfgen::rt::capture([&] { return run_into_(outputs, true); });
-}
-
-wfgen::rt::Status tanh_net::outputs_(std::vector<wfgen::rt::Tensor>& wf_out) const {
-  wf_out.assign(1, wfgen::rt::Tensor());
-  // Y
-  if (wfgen::rt::Status wf_s = wfgen::rt::try_copy_out(table_[10], wf_out[0]); !wf_s.ok()) {
-    wf_out.clear();
-    return wf_s;
-  }
-  return {};
 }
 
 wfgen::rt::Status tanh_net::try_set_input(std::string_view name, const wfgen::rt::Tensor& value) {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "wfgen/model_support.hpp"
 #include "wfgen/runtime.hpp"
 #include "wfgen/vm.hpp"
 
@@ -20,7 +21,14 @@ class tanh_net {
   // Allocates the parameters and initialises them (seed 3).
   tanh_net();
 
-  // Runs the model: X[batch inputs] -> Y[batch outputs]. The results are copies.
+  // Runs the model: X[batch inputs] -> Y[batch outputs].
+  // The results are tensors the model allocated (not zeroed) and hands out
+  // without a copy; they are yours: the model never writes into a result you
+  // still hold (nor into a view of it). It keeps two sets of outputs and
+  // reuses a set's memory once you hold no handle to it, so a loop such as
+  // `y = model.forward(x)[0]` allocates nothing after its first two calls
+  // (docs/runtime-api.md). vm().run() and profile() rerun the last call,
+  // into its results.
   std::vector<wfgen::rt::Tensor> forward(const wfgen::rt::Tensor& X);
   // The same on the inputs set with set_input().
   std::vector<wfgen::rt::Tensor> run();
@@ -79,17 +87,18 @@ class tanh_net {
   wfgen::rt::Status try_bind_(bool check_all, wfgen::rt::Tensor* const* outputs);
   bool inputs_changed_() const;
   bool take_inputs_(const wfgen::rt::Tensor& X);
-  wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed);
+  wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed, bool own);
   wfgen::rt::Status run_into_(std::span<wfgen::rt::Tensor> outputs, bool check_all);
-  wfgen::rt::Status outputs_(std::vector<wfgen::rt::Tensor>& out) const;
+  wfgen::rt::Status forward_(std::vector<wfgen::rt::Tensor>& out, bool check_all, bool inputs_changed);
   std::vector<wfgen::rt::Tensor> inputs_;
   std::vector<wfgen::rt::TensorRef> bound_inputs_;  // inputs_[k].ref() of the binding, zero when not bound
-  // forward_into(): the caller's output tensors of the binding (zero when
-  // bound by forward()), and those the kernels write directly (kept alive
-  // while the table points into them).
+  // The output tensors of the binding (forward_into()'s, or a set of
+  // results_ for forward(); zero when bound without outputs), and those the
+  // kernels write directly (kept alive while the table points into them).
   std::vector<wfgen::rt::TensorRef> bound_outputs_;
   std::vector<wfgen::rt::Tensor> direct_outputs_;
-  bool direct_ = false;  // some output is written directly: forward() binds again
+  wfgen::rt::ResultSets results_{ 1 };  // forward()'s outputs
+  bool own_bound_ = false;  // bound to a set of results_ (forward(), run())
   std::vector<wfgen::rt::Tensor> params_;
   wfgen::rt::Tensor arena_;
   std::vector<wfgen::rt::TensorRef> table_;

@@ -114,16 +114,34 @@ constexpr T sign(T x) {
 
 // --- floating point -------------------------------------------------------------
 
+// c ? a : b for floats as a bit mask: no branch and no conditional
+// expression for the compiler to if-convert (see exp).
+inline float select(bool c, float a, float b) {
+  const std::uint32_t m = 0u - static_cast<std::uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(a) & m) | (std::bit_cast<std::uint32_t>(b) & ~m));
+}
+inline double select(bool c, double a, double b) {
+  const std::uint64_t m = std::uint64_t{0} - static_cast<std::uint64_t>(c);
+  return std::bit_cast<double>((std::bit_cast<std::uint64_t>(a) & m) | (std::bit_cast<std::uint64_t>(b) & ~m));
+}
+
 // exp(x) without branches or calls, so that loops over it vectorise (glibc's
 // expf is a scalar call unless -ffast-math). Cephes' method: x = k ln2 + r
 // with |r| <= ln2 / 2 (ln2 in two parts, so r is exact), exp(r) by a
 // polynomial (float) or a Pade form (double), then times 2^k built in the
 // exponent bits, in two factors so that results near overflow and in the
 // subnormal range round once. Within 1 ulp of the correctly rounded result
-// in the normal range (tests/runtime checks every float in [-104, 89] step
-// 2^-10 and the edges); +inf gives inf, -inf gives 0, NaN gives NaN.
+// (tests/runtime/test_math.cpp: [-87, 88.5] step 2^-10, subnormals, edges);
+// +inf gives inf, -inf gives 0, NaN gives NaN.
 inline float exp(float x) {
-  const float xc = std::max(-104.0f, std::min(89.0f, x));  // NaN becomes 89 here and is returned as NaN below
+  // The clamps and the NaN test are bit-mask selects (rt::math::select): the
+  // comparisons run unconditionally and their results only mask bits, so the
+  // loop has no control flow. Written as ?: (or std::min/std::max), g++ 12
+  // vectorised it only with AVX-512's masked compares: on AVX2 the loop
+  // stayed scalar ("control flow in loop", -ftrapping-math). NaN becomes 89
+  // in the clamp and is returned as NaN at the end.
+  float xc = select(x < 89.0f, x, 89.0f);
+  xc = select(xc > -104.0f, xc, -104.0f);
   // k = round(x / ln2) by adding 1.5 * 2^23 (no float-to-int conversion: it
   // would stop the loop from vectorising); its low bits are k.
   const float shifted = xc * 1.44269504088896341f + 12582912.0f;
@@ -139,11 +157,12 @@ inline float exp(float x) {
   const float y = p * (r * r) + r + 1.0f;
   const std::int32_t k1 = k >> 1, k2 = k - k1;  // each in [-75, 64]
   const float out = y * std::bit_cast<float>((k1 + 127) << 23) * std::bit_cast<float>((k2 + 127) << 23);
-  return x != x ? x : out;
+  return select(x != x, x, out);
 }
 
 inline double exp(double x) {
-  const double xc = std::max(-746.0, std::min(710.0, x));
+  double xc = select(x < 710.0, x, 710.0);  // as exp(float): bit-mask selects, NaN becomes 710
+  xc = select(xc > -746.0, xc, -746.0);
   const double shifted = xc * 1.4426950408889634074 + 6755399441055744.0;  // 1.5 * 2^52
   const double kf = shifted - 6755399441055744.0;
   const std::int64_t k = std::bit_cast<std::int64_t>(shifted) - std::bit_cast<std::int64_t>(6755399441055744.0);
@@ -155,13 +174,53 @@ inline double exp(double x) {
   const double y = 1.0 + 2.0 * (px / (qx - px));
   const std::int64_t k1 = k >> 1, k2 = k - k1;  // each in [-539, 513]
   const double out = y * std::bit_cast<double>((k1 + 1023) << 52) * std::bit_cast<double>((k2 + 1023) << 52);
-  return x != x ? x : out;
+  return select(x != x, x, out);
 }
 
 template <KernelFloat T>
 inline T sigmoid(T x) {
   return T(1) / (T(1) + math::exp(-x));
 }
+
+// The faster exp a build opts into with `math: fast` (spec builds; the
+// kernels wfgen makes by fusion for that build call math::fast:: instead of
+// math::). Every other helper is math's (the using-directive); only the
+// float exp differs: a degree-5 polynomial (1 + r + r^2 q(r), q of degree 3
+// fitted at Chebyshev nodes of [-ln2/2, ln2/2]) instead of degree 7, and 2^k
+// as one factor, so there is no subnormal range. Its error: within 6 ulp of
+// the correctly rounded result over every float of [-87, 88.3] (checked
+// once exhaustively; tests/runtime/test_math.cpp checks a 2^-10 grid; the
+// accurate exp: 1 ulp). Inputs below -87.3 give exp(-87.3) ~ 1.2e-38
+// instead of a subnormal or 0 (an absolute error below 1.2e-38), inputs
+// above 88.37 give exp(88.37) ~ 2.4e38 instead of larger results or inf;
+// NaN gives NaN. Doubles keep the accurate exp.
+namespace fast {
+using namespace wfgen::rt::math;
+
+inline float exp(float x) {
+  float xc = select(x < 88.37f, x, 88.37f);  // bit-mask selects, as math::exp: loops over it vectorise on AVX2
+  xc = select(xc > -87.3f, xc, -87.3f);
+  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+  const float kf = shifted - 12582912.0f;
+  const std::int32_t k = std::bit_cast<std::int32_t>(shifted) - 0x4B400000;
+  const float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  float q = 8.3572001485e-3f;
+  q = q * r + 4.1833804078e-2f;
+  q = q * r + 1.6666630825e-1f;
+  q = q * r + 4.9999748990e-1f;
+  const float y = q * (r * r) + r + 1.0f;
+  const float out = y * std::bit_cast<float>((k + 127) << 23);  // k in [-126, 127]: 2^k is a normal float
+  return select(x != x, x, out);
+}
+
+inline double exp(double x) { return wfgen::rt::math::exp(x); }
+
+template <KernelFloat T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + fast::exp(-x));
+}
+
+}  // namespace fast
 
 template <KernelFloat T>
 inline T rsqrt(T x) {

@@ -10,7 +10,14 @@
 //  - adjacent dims that are contiguous in every operand are merged, so a
 //    contiguous 100x100 tensor is one loop of 10000;
 //  - with a grain > 0, the iteration space is split across the runtime's
-//    threads in chunks of at least `grain` elements.
+//    threads in chunks of at least `grain` elements;
+//  - with `tiles` (element-wise kernels, whose elements are independent),
+//    when an operand walks the inner dim with a stride (a transposed
+//    operand, an NCHW <-> NHWC permute) and has a dim of smaller stride, that
+//    dim becomes the second innermost and the two inner dims run in
+//    kTile x kTile blocks: the strided operand is then read a few cache
+//    lines at a time, each line reused by the block's rows, instead of one
+//    cache line (and often one TLB entry) per element.
 #pragma once
 
 #include <algorithm>
@@ -36,8 +43,13 @@ class LoopNest {
  public:
   using Strides = std::array<std::int64_t, R>;
 
-  // `order_by` is the operand whose strides decide the loop order.
-  LoopNest(const std::array<std::int64_t, R>& shape, const std::array<Strides, N>& strides, int order_by = N - 1) {
+  // Rows and columns of a block when the nest runs in tiles.
+  static constexpr std::int64_t kTile = 32;
+
+  // `order_by` is the operand whose strides decide the loop order; `tiles`
+  // allows blocking the two inner dims (see above).
+  LoopNest(const std::array<std::int64_t, R>& shape, const std::array<Strides, N>& strides, int order_by = N - 1,
+           bool tiles = false) {
     std::array<int, R> dims{};
     int kept = 0;
     total_ = 1;
@@ -67,10 +79,13 @@ class LoopNest {
       for (int k = 0; k < N; ++k) strides_[k][rank_] = strides[k][d];
       ++rank_;
     }
+    if (tiles) plan_tiles();
   }
 
   std::int64_t total() const { return total_; }
   int rank() const { return rank_; }
+  // Whether run() goes in kTile x kTile blocks of the two inner dims.
+  bool tiled() const { return tiled_; }
   std::int64_t inner_size() const { return rank_ == 0 ? 1 : shape_[rank_ - 1]; }
 
   // True when every operand walks the inner loop with stride 1.
@@ -87,6 +102,10 @@ class LoopNest {
   template <class F>
   void run(std::int64_t grain, F&& row) const {
     if (total_ == 0) return;
+    if (tiled_) {
+      run_tiles(grain, row);
+      return;
+    }
     if (grain <= 0 || total_ <= grain) {
       chunk(0, total_, row);
       return;
@@ -96,6 +115,72 @@ class LoopNest {
 
  private:
   static std::int64_t abs64(std::int64_t v) { return v < 0 ? -v : v; }
+
+  // The first operand that walks the inner dim with a stride (not 0 or 1)
+  // and has an outer dim of smaller stride: that dim moves next to the
+  // inner one (the order of the outer dims does not matter to the result)
+  // and the two run in tiles.
+  void plan_tiles() {
+    if (rank_ < 2) return;
+    const int inner = rank_ - 1;
+    for (int k = 0; k < N; ++k) {
+      const std::int64_t s = abs64(strides_[k][inner]);
+      if (s <= 1) continue;
+      int best = -1;
+      for (int d = 0; d < inner; ++d) {
+        const std::int64_t sd = abs64(strides_[k][d]);
+        if (sd != 0 && sd < s && (best < 0 || sd < abs64(strides_[k][best]))) best = d;
+      }
+      if (best < 0) continue;
+      for (int d = best; d < inner - 1; ++d) {
+        std::swap(shape_[d], shape_[d + 1]);
+        for (int j = 0; j < N; ++j) std::swap(strides_[j][d], strides_[j][d + 1]);
+      }
+      tiled_ = true;
+      return;
+    }
+  }
+
+  // Tiles: rows (dim rank_ - 2) and columns (the inner dim) in kTile x kTile
+  // blocks. A work item is one block of kTile rows across every column
+  // block, for one index of the outer dims; items are what the threads
+  // share.
+  template <class F>
+  void run_tiles(std::int64_t grain, F& row) const {
+    const int inner = rank_ - 1;
+    const std::int64_t rows = shape_[inner - 1], cols = shape_[inner];
+    const std::int64_t row_blocks = (rows + kTile - 1) / kTile;
+    std::int64_t outer = 1;
+    for (int d = 0; d < inner - 1; ++d) outer *= shape_[d];
+    const std::int64_t items = outer * row_blocks;
+    auto work = [&](std::int64_t lo, std::int64_t hi) {
+      std::array<std::int64_t, N> off{}, step{};
+      for (int k = 0; k < N; ++k) step[k] = strides_[k][inner];
+      for (std::int64_t it = lo; it < hi; ++it) {
+        std::int64_t rest = it / row_blocks;
+        const std::int64_t r0 = (it % row_blocks) * kTile, r1 = std::min(r0 + kTile, rows);
+        std::array<std::int64_t, N> base{};
+        for (int d = inner - 2; d >= 0; --d) {
+          const std::int64_t i = rest % shape_[d];
+          rest /= shape_[d];
+          for (int k = 0; k < N; ++k) base[k] += i * strides_[k][d];
+        }
+        for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
+          const std::int64_t n = std::min(kTile, cols - c0);
+          for (std::int64_t r = r0; r < r1; ++r) {
+            for (int k = 0; k < N; ++k) off[k] = base[k] + r * strides_[k][inner - 1] + c0 * step[k];
+            row(off.data(), step.data(), n);
+          }
+        }
+      }
+    };
+    const std::int64_t per_item = std::min(kTile, rows) * cols;
+    if (grain <= 0 || total_ <= grain) {
+      work(0, items);
+      return;
+    }
+    parallel_for(0, items, std::max<std::int64_t>(1, grain / std::max<std::int64_t>(per_item, 1)), work);
+  }
 
   bool mergeable(int outer, std::int64_t inner_size, int inner_dim, const std::array<Strides, N>& strides) const {
     for (int k = 0; k < N; ++k)
@@ -149,6 +234,7 @@ class LoopNest {
   }
 
   int rank_ = 0;
+  bool tiled_ = false;
   std::int64_t total_ = 1;
   std::array<std::int64_t, R + 1> shape_{};
   std::array<std::array<std::int64_t, R + 1>, N> strides_{};
@@ -263,7 +349,21 @@ constexpr T highest_value() {
 // Std-only GEMM: C = A * B for one matrix, any strides (elements).
 // A is M x K, B is K x N, C is M x N. Blocked for the caches, with A and B
 // packed into panels so the micro-kernel reads both contiguously and keeps
-// an MR x NR tile of C in registers (the compiler vectorises the NR loop).
+// an MR x NR tile of C in registers (one vector per tile row). Large
+// products are split across the runtime's threads in blocks of C (rows or
+// columns, whichever dim is larger), each thread packing its own panels.
+// An epilogue (a bias along the columns, then relu) is applied to the tile
+// while it is in registers, after the last block of K.
+
+// What gemm() applies to each element of C = A B (+ C) before storing it:
+// c + bias[j * bias_stride] when `bias` is set, then max(c, 0) with `relu`.
+template <class T>
+struct GemmEpilogue {
+  const T* bias = nullptr;
+  std::int64_t bias_stride = 1;
+  bool relu = false;
+  bool any() const { return bias != nullptr || relu; }
+};
 
 namespace detail {
 
@@ -272,58 +372,108 @@ struct GemmTile {
   static constexpr int MR = 6;
   static constexpr int NR = 64 / static_cast<int>(sizeof(T)) >= 16 ? 16 : 64 / static_cast<int>(sizeof(T));
   static constexpr std::int64_t KC = 256, MC = 96, NC = 2048;
+  // The target's vector registers: a tile row is NR / VL of them.
+#if defined(__AVX512F__)
+  static constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
+  static constexpr int kVectorBytes = 32;
+#else
+  static constexpr int kVectorBytes = 16;
+#endif
+  static constexpr int VL = kVectorBytes / static_cast<int>(sizeof(T)) < NR ? kVectorBytes / static_cast<int>(sizeof(T)) : NR;
+  static constexpr int NV = NR / VL;
 };
 
+// The MR x NR tile at c (mr x nr of it inside C): acc = A panel * B panel,
+// plus C when `accumulate`; the epilogue when `last` (the last block of K),
+// with `bias` already at the tile's first column.
 template <class T>
 inline void gemm_micro(std::int64_t kc, const T* ap, const T* bp, T* c, std::int64_t rsc, std::int64_t csc,
-                       int mr, int nr, bool accumulate) {
-  constexpr int MR = GemmTile<T>::MR, NR = GemmTile<T>::NR;
-  // One row of the MR x NR tile is one vector (GCC/Clang vector extensions,
-  // std-only C++ otherwise): the MR accumulators stay in registers and each
-  // step is MR broadcast-multiply-adds, which the compiler turns into FMAs
-  // of the target's widest vectors. Plain loops here were vectorised across
-  // the rows and spilled the tile to the stack.
-  typedef T Row __attribute__((vector_size(NR * sizeof(T))));
-  Row acc[MR] = {};
+                       int mr, int nr, bool accumulate, bool last, const GemmEpilogue<T>& ep, const T* bias) {
+  using Tile = GemmTile<T>;
+  constexpr int MR = Tile::MR, NR = Tile::NR, VL = Tile::VL, NV = Tile::NV;
+  // A tile row is NV vectors of the target's width (GCC/Clang vector
+  // extensions): the MR x NV accumulators stay in registers (12 of the 16
+  // ymm registers on AVX2, 6 zmm on AVX-512) and each step is MR x NV
+  // broadcast-multiply-adds, which the compiler turns into FMAs. Plain loops
+  // here were vectorised across the rows and spilled the tile to the stack,
+  // and so was a 64-byte vector type on a target without 64-byte registers.
+  // Vectors move between memory and the tile only whole (memcpy): writing
+  // single lanes of `acc` would keep the tile in memory.
+  typedef T Vec __attribute__((vector_size(VL * sizeof(T))));
+  Vec acc[MR][NV] = {};
   for (std::int64_t k = 0; k < kc; ++k) {
-    Row b;
-    std::memcpy(&b, bp + k * NR, sizeof b);
+    Vec b[NV];
+#pragma GCC unroll 8
+    for (int q = 0; q < NV; ++q) std::memcpy(&b[q], bp + k * NR + q * VL, sizeof(Vec));
     const T* a = ap + k * MR;
-    for (int r = 0; r < MR; ++r) acc[r] += a[r] * b;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const T ar = a[r];
+#pragma GCC unroll 8
+      for (int q = 0; q < NV; ++q) acc[r][q] += ar * b[q];
+    }
   }
+  // The epilogue on the registers (when `last`): C's earlier partial sums
+  // first, then the bias (the same vectors for every row) and relu.
+  const bool epilogue = last && ep.any();
+  const bool full = nr == NR && csc == 1;
+  Vec bv[NV] = {};
+  if (epilogue && bias != nullptr) {
+    if (nr == NR && ep.bias_stride == 1) {
+      std::memcpy(bv, bias, sizeof bv);
+    } else {
+      T lanes[NR] = {};
+      for (int j = 0; j < nr; ++j) lanes[j] = bias[j * ep.bias_stride];
+      std::memcpy(bv, lanes, sizeof bv);
+    }
+  }
+  const Vec zero = {};
   for (int r = 0; r < mr; ++r) {
     T* crow = c + r * rsc;
+    Vec v[NV];
+#pragma GCC unroll 8
+    for (int q = 0; q < NV; ++q) v[q] = acc[r][q];
     if (accumulate) {
-      for (int j = 0; j < nr; ++j) crow[j * csc] += acc[r][j];
+      Vec cv[NV];
+      if (full) {
+        std::memcpy(cv, crow, sizeof cv);
+      } else {
+        T lanes[NR] = {};
+        for (int j = 0; j < nr; ++j) lanes[j] = crow[j * csc];
+        std::memcpy(cv, lanes, sizeof cv);
+      }
+      for (int q = 0; q < NV; ++q) v[q] += cv[q];
+    }
+    if (epilogue) {
+      for (int q = 0; q < NV; ++q) v[q] += bv[q];
+      if (ep.relu)
+        for (int q = 0; q < NV; ++q) v[q] = v[q] > zero ? v[q] : zero;
+    }
+    if (full) {
+      std::memcpy(crow, v, sizeof v);
     } else {
-      for (int j = 0; j < nr; ++j) crow[j * csc] = acc[r][j];
+      T lanes[NR];
+      std::memcpy(lanes, v, sizeof v);
+      for (int j = 0; j < nr; ++j) crow[j * csc] = lanes[j];
     }
   }
 }
 
-}  // namespace detail
-
-// C = A * B (C += A * B when `accumulate`), std-only: packed panels and a
-// register-tiled micro kernel.
+// One thread's gemm on a block of C.
 template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
-          const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
-          bool accumulate = false) {
-  using Tile = detail::GemmTile<T>;
+void gemm_block(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
+                const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
+                bool accumulate, const GemmEpilogue<T>& ep) {
+  using Tile = GemmTile<T>;
   constexpr int MR = Tile::MR, NR = Tile::NR;
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (accumulate) return;
-    for (std::int64_t i = 0; i < M; ++i)
-      for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
-    return;
-  }
   thread_local std::vector<T> apack, bpack;
   for (std::int64_t jc = 0; jc < N; jc += Tile::NC) {
     const std::int64_t nc = std::min<std::int64_t>(Tile::NC, N - jc);
     const std::int64_t npanels = (nc + NR - 1) / NR;
     for (std::int64_t pc = 0; pc < K; pc += Tile::KC) {
       const std::int64_t kc = std::min<std::int64_t>(Tile::KC, K - pc);
+      const bool last = pc + kc >= K;
       // Pack B[pc:pc+kc, jc:jc+nc] into NR-wide panels, zero-padded.
       bpack.assign(static_cast<std::size_t>(npanels * kc * NR), T(0));
       for (std::int64_t p = 0; p < npanels; ++p) {
@@ -348,19 +498,80 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64
             for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k * csa];
           }
         }
-        for (std::int64_t pm = 0; pm < mpanels; ++pm) {
-          const std::int64_t i0 = ic + pm * MR;
-          const int mr = static_cast<int>(std::min<std::int64_t>(MR, M - i0));
-          for (std::int64_t pn = 0; pn < npanels; ++pn) {
-            const std::int64_t j0 = jc + pn * NR;
-            const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
+        // B's panel (kc x NR) stays in L1 while the block of A (in L2)
+        // passes under it, as in GotoBLAS; A's micro-panel in the outer loop
+        // streamed all of B's block (up to kc x NC) from L3 per panel of A.
+        for (std::int64_t pn = 0; pn < npanels; ++pn) {
+          const std::int64_t j0 = jc + pn * NR;
+          const int nr = static_cast<int>(std::min<std::int64_t>(NR, N - j0));
+          for (std::int64_t pm = 0; pm < mpanels; ++pm) {
+            const std::int64_t i0 = ic + pm * MR;
+            const int mr = static_cast<int>(std::min<std::int64_t>(MR, M - i0));
             detail::gemm_micro<T>(kc, apack.data() + pm * kc * MR, bpack.data() + pn * kc * NR,
-                                  C + i0 * rsc + j0 * csc, rsc, csc, mr, nr, accumulate || pc > 0);
+                                  C + i0 * rsc + j0 * csc, rsc, csc, mr, nr, accumulate || pc > 0, last, ep,
+                                  ep.bias != nullptr ? ep.bias + j0 * ep.bias_stride : nullptr);
           }
         }
       }
     }
   }
+}
+
+// Below this many multiply-adds a product stays on one thread (waking the
+// pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
+inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
+
+}  // namespace detail
+
+// C = A * B (C += A * B when `accumulate`), then the epilogue, std-only:
+// packed panels, a register-tiled micro kernel, and blocks of C split across
+// the runtime's threads (num_threads(); none inside another parallel_for).
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
+          const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
+          bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
+  using Tile = detail::GemmTile<T>;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (std::int64_t j = 0; j < N; ++j) {
+        T v = accumulate ? C[i * rsc + j * csc] : T(0);
+        if (ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
+        if (ep.relu) v = v > T(0) ? v : T(0);
+        C[i * rsc + j * csc] = v;
+      }
+    }
+    return;
+  }
+  const std::int64_t threads = num_threads();
+  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  if (threads > 1 && work >= static_cast<double>(detail::kGemmParallelWork) && !detail::in_parallel_region()) {
+    // Blocks of C along its larger dim, in whole micro-tiles, a few per
+    // thread: the pool hands them out as threads come, so a thread that
+    // starts late (its core busy) takes fewer. Each block packs its own
+    // panels of the other operand (a few per cent more packing).
+    const bool by_rows = M >= N;
+    const std::int64_t dim = by_rows ? M : N, unit = by_rows ? Tile::MR : Tile::NR;
+    const std::int64_t units = (dim + unit - 1) / unit;
+    const std::int64_t parts = std::min<std::int64_t>(threads * 3, units);
+    if (parts > 1) {
+      parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t p = lo; p < hi; ++p) {
+          const std::int64_t b0 = units * p / parts * unit, b1 = std::min(dim, units * (p + 1) / parts * unit);
+          if (b1 <= b0) continue;
+          if (by_rows) {
+            detail::gemm_block<T>(b1 - b0, N, K, A + b0 * rsa, rsa, csa, B, rsb, csb, C + b0 * rsc, rsc, csc, accumulate, ep);
+          } else {
+            GemmEpilogue<T> part = ep;
+            if (part.bias != nullptr) part.bias += b0 * ep.bias_stride;
+            detail::gemm_block<T>(M, b1 - b0, K, A, rsa, csa, B + b0 * csb, rsb, csb, C + b0 * csc, rsc, csc, accumulate, part);
+          }
+        }
+      });
+      return;
+    }
+  }
+  detail::gemm_block<T>(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, ep);
 }
 
 // ---------------------------------------------------------------------------

@@ -166,7 +166,8 @@ Status try_copy_out(const TensorRef& ref, Tensor& out);
 // Makes `out` a tensor of `dtype` and `shape` for a model to write its
 // output `name` into: kept as it is (the caller's memory, any strides) when
 // it already has that dtype and shape, otherwise replaced by a new
-// contiguous tensor, so the first call allocates and later ones reuse it.
+// contiguous tensor (not zeroed: the model writes every element), so the
+// first call allocates and later ones reuse it.
 // SizeOverflow / InvalidArgument for a bad run-time size, OutOfMemory.
 Status prepare_output(const char* name, Tensor& out, DType dtype, std::initializer_list<std::int64_t> shape);
 
@@ -190,6 +191,70 @@ Status check_output_copy(const char* name, const TensorRef& dst, const TensorRef
 // memmove when both are row-major contiguous. No checks: generated
 // forward_into() copies entries it checked when it bound them.
 void copy_elements(const TensorRef& dst, const TensorRef& src) noexcept;
+
+// The same dtype, shape and strides as `r`, whatever the memory: what lets a
+// generated model move a binding to other buffers of the same layout by
+// changing data pointers only (VM::retarget).
+inline bool same_layout(const Tensor& t, const TensorRef& r) noexcept {
+  if (!t.defined() || r.data == nullptr || r.dtype != t.dtype() || r.rank != t.rank()) return false;
+  for (int i = 0; i < r.rank; ++i)
+    if (r.shape[i] != t.dim(i) || r.strides[i] != t.stride(i)) return false;
+  return true;
+}
+
+// --- forward() and run(): outputs the model allocates -------------------------------
+//
+// The tensors forward() returns: two sets of outputs, allocated by the model
+// (not zeroed) and handed to the caller without a copy. The kernels write
+// them directly where forward_into() would (else the model copies into
+// them). A set is free when nobody but the model holds a tensor of it (its
+// storage's reference count is the model's own handles), so
+//
+//   for (...) y = model.forward(x)[0];
+//
+// which holds the last result while the next is computed, alternates
+// between the two sets and allocates nothing after the first two calls; a
+// caller that drops each result before the next call uses one set. A
+// result the caller still holds is never written again: when both sets are
+// held, the one used less recently is given up to the caller (the model
+// drops its handles) and a new set is allocated in its place.
+class ResultSets {
+ public:
+  explicit ResultSets(std::size_t n_outputs) : n_(n_outputs), sets_(2 * n_outputs) {}
+  // The set to compute into: the last one when it is free, else the other
+  // when it is free, else the other one emptied (undefined tensors, which
+  // the binding allocates). `also_mine[k]` is another handle the model holds
+  // (its direct output k), not counted as the caller's.
+  Tensor* pick(std::span<const Tensor> also_mine) noexcept {
+    if (!free(last_, also_mine)) {
+      last_ ^= 1;
+      if (!free(last_, also_mine)) {
+        for (std::size_t k = 0; k < n_; ++k) set(last_)[k] = Tensor();
+      }
+    }
+    return set(last_);
+  }
+  // Drops the model's handles on both sets (tests; a model that is done).
+  void clear() noexcept {
+    for (auto& t : sets_) t = Tensor();
+  }
+
+ private:
+  Tensor* set(int s) noexcept { return sets_.data() + static_cast<std::size_t>(s) * n_; }
+  bool free(int s, std::span<const Tensor> also_mine) const noexcept {
+    const Tensor* t = sets_.data() + static_cast<std::size_t>(s) * n_;
+    for (std::size_t k = 0; k < n_; ++k) {
+      if (!t[k].defined()) continue;
+      long mine = 1;
+      if (k < also_mine.size() && also_mine[k].storage() == t[k].storage()) ++mine;
+      if (t[k].storage().use_count() != mine) return false;
+    }
+    return true;
+  }
+  std::size_t n_;
+  std::vector<Tensor> sets_;  // set s, output k: sets_[s * n_ + k]
+  int last_ = 0;
+};
 
 // --- inputs -----------------------------------------------------------------------
 

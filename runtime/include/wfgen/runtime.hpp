@@ -199,6 +199,10 @@ class Storage {
   // Error(OutOfMemory) when the allocation fails; try_allocate returns null instead.
   static std::shared_ptr<Storage> allocate(std::size_t bytes);
   static std::shared_ptr<Storage> try_allocate(std::size_t bytes);
+  // try_allocate() without zeroing the bytes (buffers of 4 MiB and more are
+  // fresh pages, zero anyway): for memory the caller writes in full before
+  // anything reads it, such as a generated model's outputs.
+  static std::shared_ptr<Storage> try_allocate_uninitialized(std::size_t bytes);
   static std::shared_ptr<Storage> borrow(void* data, std::size_t bytes,
                                          std::shared_ptr<const void> keep_alive = {});
 
@@ -212,6 +216,7 @@ class Storage {
 
  private:
   Storage(std::byte* data, std::size_t bytes, bool owned, std::shared_ptr<const void> keep_alive);
+  static std::shared_ptr<Storage> try_allocate_impl(std::size_t bytes, bool zeroed);
 
   std::byte* data_;
   std::size_t bytes_;
@@ -257,6 +262,10 @@ class Tensor {
   // empty() for builds without exceptions: the tensor in `out`, or the error
   // (RankMismatch, InvalidArgument, SizeOverflow, OutOfMemory) as a Status.
   static Status try_empty(DType dtype, const Shape& shape, Tensor& out);
+  // try_empty() whose elements are not initialised (not zeroed): for a
+  // tensor that is written in full before it is read. Generated models
+  // allocate their outputs with it.
+  static Status try_uninitialized(DType dtype, const Shape& shape, Tensor& out);
   // Every element set to `value` converted to dtype; throws InvalidArgument if
   // an integer dtype cannot represent it.
   static Tensor full(DType dtype, const Shape& shape, double value);
