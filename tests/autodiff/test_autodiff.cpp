@@ -25,6 +25,9 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "causal_attention.hpp"
+#include "cnn.hpp"
+#include "embedding.hpp"
 #include "linalg.hpp"
 #include "linalg_cpu.hpp"
 #include "ops_r1.hpp"
@@ -155,6 +158,9 @@ TEST_CASE("standard models: softmax, log_softmax, layernorm, linear, mse, cross_
   check_gradients<gc::std_models>("std_models");
 }
 TEST_CASE("a transformer block: attention heads, layernorm, gelu, residuals") { check_gradients<gc::attention>("attention"); }
+TEST_CASE("convolutions and max pooling: im2col, col2im, padding, stride") { check_gradients<gc::cnn>("cnn"); }
+TEST_CASE("embeddings: gather's backward adds repeated rows (scatter_add)") { check_gradients<gc::embedding>("embedding"); }
+TEST_CASE("a causal transformer block: masked scores in every head") { check_gradients<gc::causal_attention>("causal_attention"); }
 
 TEST_CASE("gradients accumulate until zero_grad, and backward needs a forward") {
   gc::tiny_mlp m;

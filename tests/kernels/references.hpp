@@ -152,6 +152,9 @@ inline void fill_random(const Tensor& t, Dom d, Rng& rng) {
 
 enum class Kind {
   Unary, Binary, Select, Fill, Reduce, Matmul, Gather, OneHot, Im2col, Transpose, Permute,
+  ScatterAdd,  // DOUT[m d] IDX[m] LIKE[n d] OUT[n d]
+  Col2im,      // COL[N C kh kw ho wo] LIKE[N C H W] OUT[N C H W]
+  CausalMask,  // X[~ i j] OUT[~ i j], with a float argument
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
   Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
 };
@@ -190,6 +193,9 @@ inline const char* kind_name(Kind k) {
     case Kind::Gather: return "gather";
     case Kind::OneHot: return "one_hot";
     case Kind::Im2col: return "im2col";
+    case Kind::ScatterAdd: return "scatter-add";
+    case Kind::Col2im: return "col2im";
+    case Kind::CausalMask: return "causal-mask";
     case Kind::Transpose: return "transpose";
     case Kind::Permute: return "permute";
     case Kind::CrossEntropy: return "cross-entropy";
@@ -211,6 +217,9 @@ inline int kind_tensors(Kind k) {
     case Kind::Gather: return 3;
     case Kind::OneHot: return 2;
     case Kind::Im2col: return 2;
+    case Kind::ScatterAdd: return 4;
+    case Kind::Col2im: return 3;
+    case Kind::CausalMask: return 2;
     case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
     case Kind::Permute: return 2;
     case Kind::CrossEntropy: return 3;
@@ -358,6 +367,9 @@ inline const std::vector<NodeRef>& node_refs() {
       {"gather", Kind::Gather, {D::Any}},
       {"one_hot", Kind::OneHot, {}},
       {"im2col", Kind::Im2col, {D::Any}},
+      {"col2im", Kind::Col2im, {D::Any, D::Any}},
+      {"scatter_add", Kind::ScatterAdd, {D::Any}},
+      {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
       // Any targets, not just probabilities: the loss is linear in TARGET, and
@@ -608,6 +620,74 @@ inline Expected ref_im2col(const Dense& X, const Shape& col_shape, const Conv& p
               if (is_int(t)) e.val.i[o] = in ? X.i[static_cast<std::size_t>(src)] : 0;
               else e.val.f[o] = in ? X.f[static_cast<std::size_t>(src)] : 0.0;
             }
+  return e;
+}
+
+// OUT[k, j] = the sum of DOUT[p, j] over every p with IDX[p] = k (in range).
+inline Expected ref_scatter_add(const Dense& DOUT, const Dense& IDX, std::int64_t rows, DType t) {
+  const std::int64_t d = DOUT.shape[1];
+  Expected e{Dense::make({rows, d}, is_int(t)), {}};
+  const Tol tol = tol_for(t);
+  std::vector<double> mag(static_cast<std::size_t>(rows * d), 0.0);
+  if (!is_int(t)) e.tol.assign(static_cast<std::size_t>(rows * d), 0.0);
+  for (std::int64_t p = 0; p < IDX.numel(); ++p) {
+    const std::int64_t k = ref_index(IDX, p, rows);
+    if (k < 0) continue;
+    for (std::int64_t j = 0; j < d; ++j) {
+      const std::size_t o = static_cast<std::size_t>(k * d + j), src = static_cast<std::size_t>(p * d + j);
+      if (is_int(t)) {
+        e.val.i[o] = wrap(t, u(e.val.i[o]) + u(DOUT.i[src]));
+      } else {
+        e.val.f[o] += DOUT.f[src];
+        mag[o] += std::fabs(DOUT.f[src]);
+      }
+    }
+  }
+  if (!is_int(t))
+    for (std::size_t o = 0; o < mag.size(); ++o) e.tol[o] = tol.rtol * 4 * mag[o] + tol.atol;
+  return e;
+}
+
+// OUT[n c h w] = the sum of COL[n c i j y x] over every (i j y x) whose patch
+// reads (h w): im2col's adjoint, from its definition.
+inline Expected ref_col2im(const Dense& COL, const Shape& out_shape, const Conv& p, DType t) {
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  const Tol tol = tol_for(t);
+  const std::int64_t H = out_shape[2], W = out_shape[3];
+  std::vector<double> mag(static_cast<std::size_t>(numel_of(out_shape)), 0.0);
+  if (!is_int(t)) e.tol.assign(mag.size(), 0.0);
+  std::size_t c_at = 0;
+  for (std::int64_t n = 0; n < COL.shape[0]; ++n)
+    for (std::int64_t c = 0; c < COL.shape[1]; ++c)
+      for (std::int64_t i = 0; i < COL.shape[2]; ++i)
+        for (std::int64_t j = 0; j < COL.shape[3]; ++j)
+          for (std::int64_t y = 0; y < COL.shape[4]; ++y)
+            for (std::int64_t x = 0; x < COL.shape[5]; ++x, ++c_at) {
+              const std::int64_t iy = y * p.sh - p.ph + i * p.dh, ix = x * p.sw - p.pw + j * p.dw;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              const std::size_t o = static_cast<std::size_t>(((n * out_shape[1] + c) * H + iy) * W + ix);
+              if (is_int(t)) {
+                e.val.i[o] = wrap(t, u(e.val.i[o]) + u(COL.i[c_at]));
+              } else {
+                e.val.f[o] += COL.f[c_at];
+                mag[o] += std::fabs(COL.f[c_at]);
+              }
+            }
+  if (!is_int(t))
+    for (std::size_t o = 0; o < mag.size(); ++o) e.tol[o] = tol.rtol * 4 * mag[o] + tol.atol;
+  return e;
+}
+
+// OUT[.. i j] = X[.. i j] where j <= i, else value (converted to the dtype).
+inline Expected ref_causal_mask(const Dense& X, double value, DType t) {
+  Expected e{Dense::make(X.shape, false), {}};
+  const std::size_t r = X.shape.size();
+  const std::int64_t rows = X.shape[r - 2], cols = X.shape[r - 1];
+  const double v = t == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+  for (std::int64_t k = 0; k < X.numel(); ++k) {
+    const std::int64_t j = k % cols, i = (k / cols) % rows;
+    e.val.f[static_cast<std::size_t>(k)] = j <= i ? X.f[static_cast<std::size_t>(k)] : v;
+  }
   return e;
 }
 

@@ -345,6 +345,83 @@ Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   return b;
 }
 
+// DOUT[m d] IDX[m] LIKE[n d] -> OUT[n d]: indices in and out of range, rows
+// named several times (m up to 3 n) and none (5: m = 0; 8: d = 0).
+Built build_scatter_add(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const std::int64_t rows = rand_int(rng, 1, 6);
+  const std::int64_t m = c == 5 ? 0 : c == 7 ? 300 : rand_int(rng, 1, 3 * rows);
+  const std::int64_t d = c == 8 ? 0 : rand_int(rng, 1, 5);
+  cs.label = std::to_string(c);
+  const Layout ld = input_layout(c, rng, true), li = input_layout(c, rng, true), ll = input_layout(c, rng, true);
+  cs.add("DOUT", make_operand(dt, {m, d}, ld, rng, filler(r.dom[0], rng)), ld);
+  cs.add("IDX", make_operand(dt, {m}, li, rng, [&](const Tensor& t) { fill_indices(t, rows, rng); }), li);
+  cs.add("LIKE", make_operand(dt, {rows, d}, ll, rng, filler(Dom::Any, rng)), ll);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, {rows, d}, lo, rng), lo);
+  cs.out = 3;
+  b.reference = [rows, dt](const std::vector<Dense>& in) { return ref_scatter_add(in[0], in[1], rows, dt); };
+  return b;
+}
+
+// COL[N C kh kw ho wo] LIKE[N C H W] -> OUT[N C H W], drawn like im2col's
+// cases (strides, padding and dilation where patches overlap and skip pixels).
+Built build_col2im(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Conv p{};
+  Shape xs;
+  std::int64_t ho = -1, wo = -1;
+  while (ho < 0 || wo < 0) {
+    xs = {rand_int(rng, 1, 2), rand_int(rng, 1, 3), rand_int(rng, 1, 7), rand_int(rng, 1, 7)};
+    p = {rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 2), rand_int(rng, 1, 2),
+         rand_int(rng, 0, 1),  rand_int(rng, 0, 2), rand_int(rng, 1, 2), rand_int(rng, 1, 2)};
+    if (c == 0) p = {3, 3, 1, 1, 1, 1, 1, 1};
+    const std::int64_t eh = xs[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1, ew = xs[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1;
+    ho = eh < 0 ? -1 : eh / p.sh + 1;
+    wo = ew < 0 ? -1 : ew / p.sw + 1;
+  }
+  if (c == 5) xs[0] = 0;
+  const Shape col = {xs[0], xs[1], p.kh, p.kw, ho, wo};
+  cs.label = std::to_string(c);
+  const Layout lc = input_layout(c, rng, true), ll = input_layout(c, rng, true);
+  cs.add("COL", make_operand(dt, col, lc, rng, filler(r.dom[0], rng)), lc);
+  cs.add("LIKE", make_operand(dt, xs, ll, rng, filler(Dom::Any, rng)), ll);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, xs, lo, rng), lo);
+  cs.out = 2;
+  for (std::int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) cs.s.push_back(int_arg(v));
+  std::ostringstream os;
+  os << "k_h=" << p.kh << " k_w=" << p.kw << " stride_h=" << p.sh << " stride_w=" << p.sw << " pad_h=" << p.ph
+     << " pad_w=" << p.pw << " dilation_h=" << p.dh << " dilation_w=" << p.dw;
+  cs.args = os.str();
+  b.reference = [xs, p, dt](const std::vector<Dense>& in) { return ref_col2im(in[0], xs, p, dt); };
+  return b;
+}
+
+// X[~ i j] -> OUT[~ i j]: square, wide and tall matrices, with each value of
+// the node's argument the NodeRef lists.
+Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape shape = case_shape(c, e.rank, rng);
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, shape, lo, rng), lo);
+  cs.out = 1;
+  const double value = r.scalars[static_cast<std::size_t>(c) % r.scalars.size()];
+  cs.s.push_back(float_arg(value));
+  cs.args = "value=" + std::to_string(value);
+  b.reference = [value, dt](const std::vector<Dense>& in) { return ref_causal_mask(in[0], value, dt); };
+  return b;
+}
+
 // LOGITS[~ c] TARGET[~ c] -> OUT[~ 1], cased like the reductions (5: no
 // classes, 6: no rows, 7: long rows, 8: one class), plus 9: logits in
 // [-1000, 1000], whose exp overflows unless the row's max is subtracted, and
@@ -481,6 +558,9 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Gather: return build_gather(e, r, c, rng);
     case Kind::OneHot: return build_one_hot(e, r, c, rng);
     case Kind::Im2col: return build_im2col(e, r, c, rng);
+    case Kind::ScatterAdd: return build_scatter_add(e, r, c, rng);
+    case Kind::Col2im: return build_col2im(e, r, c, rng);
+    case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     default: return {};
@@ -586,7 +666,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
     }
     const int want_tensors =
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
-    const int want_scalars = r->kind == Kind::Im2col      ? 8
+    const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im ? 8
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute ||
                                 !r->scalars.empty())

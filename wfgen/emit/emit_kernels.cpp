@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 
+#include "wfgen/emit/builtins.hpp"
 #include "wfgen/emit/code_writer.hpp"
 #include "wfgen/support/names.hpp"
 #include "wfgen/support/parallel.hpp"
@@ -623,194 +624,6 @@ void emit_view(CodeWriter& w, const KernelPlan& p) {
   w.line("return wf_out;");
 }
 
-void emit_gather(CodeWriter& w, const KernelPlan& p) {
-  const auto& wt = p.tensors[0];
-  const auto& idx = p.tensors[1];
-  const auto& o = p.tensors[2];
-  const int r = p.rank;
-  std::string t = elem(p.dtype);
-  w.comment(o.name + "[..., :] = " + wt.name + "[" + idx.name + "[...], :]; an index out of range gives a row of zeros");
-  w.line("const std::int64_t wf_rows = " + wt.cpp + ".shape[0], wf_d = " + wt.cpp + ".shape[1];");
-  w.line("const std::int64_t wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(" + idx.cpp + ".shape, {" + idx.cpp +
-         ".strides, wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
-  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
-  w.open("for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r)");
-  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_off[0] + wf_r * wf_step[0]]);");
-  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
-  w.open("if (wf_k >= 0 && wf_k < wf_rows)");
-  w.line("const " + t + "* wf_src = " + wt.cpp + ".data + wf_k * " + wt.cpp + ".strides[0];");
-  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * wf_so] = wf_src[wf_j * " + wt.cpp + ".strides[1]];");
-  w.otherwise();
-  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * wf_so] = " + t + "(0);");
-  w.close();
-  w.close();
-  w.close(");");
-}
-
-void emit_one_hot(CodeWriter& w, const KernelPlan& p) {
-  const auto& idx = p.tensors[0];
-  const auto& o = p.tensors[1];
-  const int r = p.rank;
-  std::string t = elem(p.dtype);
-  w.comment(o.name + "[..., k] = 1 where " + idx.name + "[...] = k, else 0");
-  w.line("const std::int64_t wf_classes = " + o.cpp + ".shape[" + num(r - 1) + "];");
-  w.line("const std::int64_t wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(" + idx.cpp + ".shape, {" + idx.cpp +
-         ".strides, wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
-  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
-  w.open("for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r)");
-  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_off[0] + wf_r * wf_step[0]]);");
-  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
-  w.line("for (std::int64_t wf_j = 0; wf_j < wf_classes; ++wf_j) wf_dst[wf_j * wf_so] = " + t + "(wf_j == wf_k ? 1 : 0);");
-  w.close();
-  w.close(");");
-}
-
-void emit_im2col(CodeWriter& w, const KernelPlan& p) {
-  const auto& x = p.tensors[0];
-  const auto& c = p.tensors[1];
-  std::string t = elem(p.dtype);
-  w.comment(c.name + "[n c kh kw y x] = " + x.name +
-            "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside");
-  auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
-    std::string s;
-    int d = 0;
-    for (const char* i : idx) {
-      s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d) + "]";
-      ++d;
-    }
-    return s;
-  };
-  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");
-  w.open("for (std::int64_t wf_b = 0; wf_b < " + c.cpp + ".shape[0]; ++wf_b)");
-  w.open("for (std::int64_t wf_c = 0; wf_c < " + c.cpp + ".shape[1]; ++wf_c)");
-  w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
-  w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
-  w.open("for (std::int64_t wf_y = 0; wf_y < " + c.cpp + ".shape[4]; ++wf_y)");
-  w.line("const std::int64_t wf_iy = wf_y * stride_h - pad_h + wf_kh * dilation_h;");
-  w.open("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x)");
-  w.line("const std::int64_t wf_ix = wf_x * stride_w - pad_w + wf_kw * dilation_w;");
-  w.line("const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h && wf_ix >= 0 && wf_ix < wf_w;");
-  w.line(c.cpp + ".data[" + at(c, {"wf_b", "wf_c", "wf_kh", "wf_kw", "wf_y", "wf_x"}) + "] =");
-  w.line("    wf_inside ? " + x.cpp + ".data[" + at(x, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) + "] : " + t + "(0);");
-  for (int i = 0; i < 6; ++i) w.close();
-}
-
-// One row of the loss per row of the logits: log-sum-exp with the row's max
-// subtracted (so exp never overflows), accumulated in double.
-void emit_softmax_cross_entropy(CodeWriter& w, const KernelPlan& p) {
-  const auto& z = p.tensors[0];
-  const auto& t = p.tensors[1];
-  const auto& o = p.tensors[2];
-  const int r = p.rank;
-  std::string ty = elem(p.dtype);
-  w.comment(o.name + " = -sum(" + t.name + " * log_softmax(" + z.name + ")) along the last axis: sum(" + t.name + " * (lse - " +
-            z.name + ")), lse = max + log(sum(exp(" + z.name + " - max)))");
-  w.line("const std::int64_t wf_c = " + z.cpp + ".shape[" + num(r - 1) + "];");
-  w.line("const std::int64_t wf_sz = " + z.cpp + ".strides[" + num(r - 1) + "], wf_st = " + t.cpp + ".strides[" + num(r - 1) + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 3> wf_nest(wfgen::rt::head<1>(" + z.cpp + ".shape), {wfgen::rt::head<1>(" +
-         z.cpp + ".strides), wfgen::rt::head<1>(" + t.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 2);");
-  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
-  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
-  w.line("const " + ty + "* wf_z = " + z.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
-  w.line("const " + ty + "* wf_t = " + t.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
-  w.line("double wf_max = -std::numeric_limits<double>::infinity();");
-  w.line("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i) wf_max = std::max(wf_max, static_cast<double>(wf_z[wf_i * wf_sz]));");
-  w.line("double wf_sum = 0, wf_tsum = 0, wf_tz = 0;");
-  w.open("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i)");
-  w.line("const double wf_zi = static_cast<double>(wf_z[wf_i * wf_sz]), wf_ti = static_cast<double>(wf_t[wf_i * wf_st]);");
-  w.line("wf_sum += std::exp(wf_zi - wf_max);");
-  w.line("wf_tsum += wf_ti;");
-  w.line("if (wf_ti != 0) wf_tz += wf_ti * wf_zi;");
-  w.close();
-  w.line("const double wf_lse = wf_max + std::log(wf_sum);");
-  w.line(o.cpp + ".data[wf_off[2] + wf_r * wf_step[2]] = static_cast<" + ty + ">(wf_tsum * wf_lse - wf_tz);");
-  w.close();
-  w.close(");");
-}
-
-// One optimizer step over a parameter, as torch.optim's SGD, Adam and AdamW
-// (single-tensor, not foreach; see stdlib/nodes.yaml for the formulas).
-void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
-  const std::string& kind = p.impl->builtin;
-  const bool sgd = kind == "sgd";
-  const int r = p.rank;
-  const std::size_t n = p.tensors.size();
-  std::string ty = elem(p.dtype);
-  auto arg = [&](const char* name) {
-    for (const auto& s : p.scalars)
-      if (s.name == name) return s.cpp;
-    return std::string(name);
-  };
-  const auto& P = p.tensors[0];
-  w.comment(p.node->where.str() + ": one " + kind + " step");
-  if (!sgd) {
-    w.comment("bias corrections in double: beta^step underflows gracefully");
-    w.line("const double wf_c1 = 1.0 - std::pow(static_cast<double>(" + arg("beta1") + "), static_cast<double>(" + arg("step") + "));");
-    w.line("const double wf_c2 = 1.0 - std::pow(static_cast<double>(" + arg("beta2") + "), static_cast<double>(" + arg("step") + "));");
-    w.line("const " + ty + " wf_step_size = static_cast<" + ty + ">(static_cast<double>(" + arg("lr") + ") / wf_c1);");
-    w.line("const " + ty + " wf_root_c2 = static_cast<" + ty + ">(std::sqrt(wf_c2));");
-  }
-  std::string strides = "{";
-  for (std::size_t k = 0; k < n; ++k) strides += (k ? ", " : "") + p.tensors[k].cpp + ".strides";
-  strides += "}";
-  w.line("const wfgen::rt::LoopNest<" + num(r) + ", " + num(static_cast<std::int64_t>(n)) + "> wf_nest(" + P.cpp + ".shape, " + strides +
-         ", 0);");
-  // Contiguous runs get loops without strides or branches (so they
-  // vectorize); the hyper-parameters are the same for every element.
-  w.line("const bool wf_unit = wf_nest.inner_contiguous();");
-  w.open("wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
-  for (std::size_t k = 0; k < n; ++k) {
-    const auto& t = p.tensors[k];
-    w.line(std::string(t.written ? "" : "const ") + ty + "* wf_" + t.cpp + " = " + t.cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "];");
-  }
-  auto loop = [&](bool unit) {
-    auto at = [&](std::size_t k) {
-      return "wf_" + p.tensors[k].cpp + "[" + (unit ? std::string("wf_i") : "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]") + "]";
-    };
-    w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
-    w.line(ty + "& wf_p = " + at(0) + ";");
-    w.line(ty + "& wf_m = " + at(2) + ";");
-    if (sgd) {
-      w.line(ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
-      w.open("if (" + arg("momentum") + " != 0)");
-      w.line("wf_m = " + arg("step") + " <= 1 ? wf_g : " + arg("momentum") + " * wf_m + (1 - " + arg("dampening") + ") * wf_g;");
-      w.line("wf_g = " + arg("nesterov") + " ? wf_g + " + arg("momentum") + " * wf_m : wf_m;");
-      w.close();
-      w.line("wf_p -= " + arg("lr") + " * wf_g;");
-    } else {
-      w.line(ty + "& wf_v = " + at(3) + ";");
-      if (kind == "adamw") {
-        w.line("wf_p *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
-        w.line("const " + ty + " wf_g = " + at(1) + ";");
-      } else {
-        w.line("const " + ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
-      }
-      w.line("wf_m = " + arg("beta1") + " * wf_m + (1 - " + arg("beta1") + ") * wf_g;");
-      w.line("wf_v = " + arg("beta2") + " * wf_v + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
-      w.line("wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + " + arg("eps") + ");");
-    }
-    w.close();
-  };
-  if (sgd) {
-    // Plain SGD (no momentum) needs neither the buffer nor a branch.
-    w.open("if (wf_unit && " + arg("momentum") + " == 0)");
-    w.line(ty + "* wf_p = wf_" + P.cpp + ";");
-    w.line("const " + ty + "* wf_g = wf_" + p.tensors[1].cpp + ";");
-    w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p[wf_i] -= " + arg("lr") + " * (wf_g[wf_i] + " + arg("weight_decay") +
-           " * wf_p[wf_i]);");
-    w.line("return;");
-    w.close();
-  }
-  w.open("if (wf_unit)");
-  loop(true);
-  w.otherwise();
-  loop(false);
-  w.close();
-  w.close(");");
-}
-
 void emit_kernel(CodeWriter& w, const KernelPlan& p) {
   w.comment(p.node->name + ": " + p.node->where.str());
   if (!p.node->doc.empty()) w.comment(quote(p.node->doc, 200));
@@ -821,11 +634,7 @@ void emit_kernel(CodeWriter& w, const KernelPlan& p) {
     case BodyKind::Gemm: emit_gemm(w, p); break;
     case BodyKind::View: emit_view(w, p); break;
     case BodyKind::Builtin:
-      if (p.impl->builtin == "gather") emit_gather(w, p);
-      else if (p.impl->builtin == "one_hot") emit_one_hot(w, p);
-      else if (p.impl->builtin == "softmax_cross_entropy") emit_softmax_cross_entropy(w, p);
-      else if (p.impl->builtin == "sgd" || p.impl->builtin == "adam" || p.impl->builtin == "adamw") emit_optimizer(w, p);
-      else emit_im2col(w, p);
+      emit_builtin(w, p);
       break;
     case BodyKind::Fused: emit_fused_rows(w, p); break;
     case BodyKind::Build: {

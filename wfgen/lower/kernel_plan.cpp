@@ -331,13 +331,24 @@ class Planner {
     };
     if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
     if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
-    if (impl.builtin == "im2col") {
-      if (!want(2, "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]")) return false;
+    if (impl.builtin == "scatter_add") return want(4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]");
+    if (impl.builtin == "causal_mask") {
+      if (!want(2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]")) return false;
+      for (const auto& s : p.scalars)
+        if (s.name == "value" && s.type == ArgType::Float) return true;
+      error(diag(impl.loc, what + ": the builtin 'causal_mask' needs a float constructor argument 'value'"));
+      return false;
+    }
+    if (impl.builtin == "im2col" || impl.builtin == "col2im") {
+      const bool forward = impl.builtin == "im2col";
+      if (!want(forward ? 2 : 3, forward ? "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]"
+                                         : "COL[N C k_h k_w h_out w_out] LIKE[N C H W] OUT[N C H W] -> OUT[...]"))
+        return false;
       for (const char* a : {"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"}) {
         bool found = false;
         for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Int);
         if (!found) {
-          error(diag(impl.loc, what + ": the builtin 'im2col' needs an int constructor argument '" + a + "'"));
+          error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs an int constructor argument '" + a + "'"));
           return false;
         }
       }

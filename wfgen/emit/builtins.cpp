@@ -1,0 +1,323 @@
+#include "wfgen/emit/builtins.hpp"
+
+#include <initializer_list>
+#include <string>
+
+namespace wfgen::emit {
+
+namespace {
+
+using lower::KernelPlan;
+using lower::TensorParam;
+using spec::ArgType;
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::string elem(rt::DType d) { return expr::cpp_type(d); }
+
+// The name of a constructor argument's C++ parameter (checked by kernel_plan).
+std::string scalar(const KernelPlan& p, const char* name) {
+  for (const auto& s : p.scalars)
+    if (s.name == name) return s.cpp;
+  return name;
+}
+
+void emit_gather(CodeWriter& w, const KernelPlan& p) {
+  const auto& wt = p.tensors[0];
+  const auto& idx = p.tensors[1];
+  const auto& o = p.tensors[2];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  w.comment(o.name + "[..., :] = " + wt.name + "[" + idx.name + "[...], :]; an index out of range gives a row of zeros");
+  w.line("const std::int64_t wf_rows = " + wt.cpp + ".shape[0], wf_d = " + wt.cpp + ".shape[1];");
+  w.line("const std::int64_t wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(" + idx.cpp + ".shape, {" + idx.cpp +
+         ".strides, wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r)");
+  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_off[0] + wf_r * wf_step[0]]);");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.open("if (wf_k >= 0 && wf_k < wf_rows)");
+  w.line("const " + t + "* wf_src = " + wt.cpp + ".data + wf_k * " + wt.cpp + ".strides[0];");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * wf_so] = wf_src[wf_j * " + wt.cpp + ".strides[1]];");
+  w.otherwise();
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * wf_so] = " + t + "(0);");
+  w.close();
+  w.close();
+  w.close(");");
+}
+
+void emit_one_hot(CodeWriter& w, const KernelPlan& p) {
+  const auto& idx = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  w.comment(o.name + "[..., k] = 1 where " + idx.name + "[...] = k, else 0");
+  w.line("const std::int64_t wf_classes = " + o.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const std::int64_t wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(" + idx.cpp + ".shape, {" + idx.cpp +
+         ".strides, wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r)");
+  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_off[0] + wf_r * wf_step[0]]);");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_classes; ++wf_j) wf_dst[wf_j * wf_so] = " + t + "(wf_j == wf_k ? 1 : 0);");
+  w.close();
+  w.close(");");
+}
+
+void emit_im2col(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& c = p.tensors[1];
+  std::string t = elem(p.dtype);
+  w.comment(c.name + "[n c kh kw y x] = " + x.name +
+            "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside");
+  auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
+    std::string s;
+    int d = 0;
+    for (const char* i : idx) {
+      s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d) + "]";
+      ++d;
+    }
+    return s;
+  };
+  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");
+  w.open("for (std::int64_t wf_b = 0; wf_b < " + c.cpp + ".shape[0]; ++wf_b)");
+  w.open("for (std::int64_t wf_c = 0; wf_c < " + c.cpp + ".shape[1]; ++wf_c)");
+  w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
+  w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
+  w.open("for (std::int64_t wf_y = 0; wf_y < " + c.cpp + ".shape[4]; ++wf_y)");
+  w.line("const std::int64_t wf_iy = wf_y * stride_h - pad_h + wf_kh * dilation_h;");
+  w.open("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x)");
+  w.line("const std::int64_t wf_ix = wf_x * stride_w - pad_w + wf_kw * dilation_w;");
+  w.line("const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h && wf_ix >= 0 && wf_ix < wf_w;");
+  w.line(c.cpp + ".data[" + at(c, {"wf_b", "wf_c", "wf_kh", "wf_kw", "wf_y", "wf_x"}) + "] =");
+  w.line("    wf_inside ? " + x.cpp + ".data[" + at(x, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) + "] : " + t + "(0);");
+  for (int i = 0; i < 6; ++i) w.close();
+}
+
+// OUT[k, :] += DOUT[p, :] for each p with IDX[p] = k in range: one pass over
+// the indices in order, so rows named twice add up in a fixed order
+// (deterministic sums; never split across threads, which would race on a row).
+void emit_scatter_add(CodeWriter& w, const KernelPlan& p) {
+  const auto& d = p.tensors[0];
+  const auto& idx = p.tensors[1];
+  const auto& o = p.tensors[3];
+  std::string t = elem(p.dtype);
+  w.comment(o.name + "[k, :] = the sum of " + d.name + "[p, :] over every p with " + idx.name + "[p] = k");
+  w.line("const std::int64_t wf_rows = " + o.cpp + ".shape[0], wf_d = " + o.cpp + ".shape[1];");
+  w.open("for (std::int64_t wf_k = 0; wf_k < wf_rows; ++wf_k)");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) " + o.cpp + ".data[wf_k * " + o.cpp + ".strides[0] + wf_j * " + o.cpp +
+         ".strides[1]] = " + t + "(0);");
+  w.close();
+  w.open("for (std::int64_t wf_p = 0; wf_p < " + idx.cpp + ".shape[0]; ++wf_p)");
+  w.line("const std::int64_t wf_k = wfgen::rt::index_of(" + idx.cpp + ".data[wf_p * " + idx.cpp + ".strides[0]]);");
+  w.line("if (wf_k < 0 || wf_k >= wf_rows) continue;");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_k * " + o.cpp + ".strides[0];");
+  w.line("const " + t + "* wf_src = " + d.cpp + ".data + wf_p * " + d.cpp + ".strides[0];");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_d; ++wf_j) wf_dst[wf_j * " + o.cpp + ".strides[1]] += wf_src[wf_j * " + d.cpp +
+         ".strides[1]];");
+  w.close();
+}
+
+// OUT = 0, then every element of COL inside the image added to the pixel its
+// patch read: im2col's adjoint. The (n, c) planes are independent, so the
+// order of the sums within a plane is fixed (kh, kw, y, x).
+void emit_col2im(CodeWriter& w, const KernelPlan& p) {
+  const auto& c = p.tensors[0];
+  const auto& o = p.tensors[2];
+  std::string t = elem(p.dtype);
+  auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
+    std::string s;
+    int d = 0;
+    for (const char* i : idx) {
+      s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d) + "]";
+      ++d;
+    }
+    return s;
+  };
+  w.comment(o.name + "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)] += " + c.name +
+            "[n c kh kw y x], from 0; outside the image nothing");
+  w.line("const std::int64_t wf_h = " + o.cpp + ".shape[2], wf_w = " + o.cpp + ".shape[3];");
+  w.open("for (std::int64_t wf_b = 0; wf_b < " + o.cpp + ".shape[0]; ++wf_b)");
+  w.open("for (std::int64_t wf_c = 0; wf_c < " + o.cpp + ".shape[1]; ++wf_c)");
+  w.line("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
+  w.line("  for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) " + o.cpp + ".data[" + at(o, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) +
+         "] = " + t + "(0);");
+  w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
+  w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
+  w.open("for (std::int64_t wf_y = 0; wf_y < " + c.cpp + ".shape[4]; ++wf_y)");
+  w.line("const std::int64_t wf_iy = wf_y * " + scalar(p, "stride_h") + " - " + scalar(p, "pad_h") + " + wf_kh * " +
+         scalar(p, "dilation_h") + ";");
+  w.line("if (wf_iy < 0 || wf_iy >= wf_h) continue;");
+  w.open("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x)");
+  w.line("const std::int64_t wf_ix = wf_x * " + scalar(p, "stride_w") + " - " + scalar(p, "pad_w") + " + wf_kw * " +
+         scalar(p, "dilation_w") + ";");
+  w.line("if (wf_ix < 0 || wf_ix >= wf_w) continue;");
+  w.line(o.cpp + ".data[" + at(o, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) + "] += " + c.cpp + ".data[" +
+         at(c, {"wf_b", "wf_c", "wf_kh", "wf_kw", "wf_y", "wf_x"}) + "];");
+  for (int i = 0; i < 6; ++i) w.close();
+}
+
+// OUT[..., i, j] = X[..., i, j] for j <= i, else value, matrix by matrix
+// over the leading axes (any strides: the offsets are computed per matrix).
+void emit_causal_mask(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  const std::string value = scalar(p, "value");
+  w.comment(o.name + "[..., i, j] = " + x.name + "[..., i, j] where j <= i, else " + value);
+  w.line("const std::int64_t wf_rows = " + o.cpp + ".shape[" + num(r - 2) + "], wf_cols = " + o.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("std::int64_t wf_mats = 1;");
+  if (r > 2) w.line("for (int wf_d = 0; wf_d < " + num(r - 2) + "; ++wf_d) wf_mats *= " + o.cpp + ".shape[wf_d];");
+  w.open("for (std::int64_t wf_m = 0; wf_m < wf_mats; ++wf_m)");
+  w.line("std::int64_t wf_ox = 0, wf_oo = 0;");
+  if (r > 2) {
+    w.line("std::int64_t wf_rest = wf_m;");
+    w.open("for (int wf_d = " + num(r - 3) + "; wf_d >= 0; --wf_d)");
+    w.line("const std::int64_t wf_i = wf_rest % " + o.cpp + ".shape[wf_d];");
+    w.line("wf_rest /= " + o.cpp + ".shape[wf_d];");
+    w.line("wf_ox += wf_i * " + x.cpp + ".strides[wf_d];");
+    w.line("wf_oo += wf_i * " + o.cpp + ".strides[wf_d];");
+    w.close();
+  }
+  w.open("for (std::int64_t wf_i = 0; wf_i < wf_rows; ++wf_i)");
+  w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_ox + wf_i * " + x.cpp + ".strides[" + num(r - 2) + "];");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_oo + wf_i * " + o.cpp + ".strides[" + num(r - 2) + "];");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_cols; ++wf_j)");
+  w.line("  wf_dst[wf_j * " + o.cpp + ".strides[" + num(r - 1) + "]] = wf_j <= wf_i ? wf_src[wf_j * " + x.cpp + ".strides[" + num(r - 1) +
+         "]] : static_cast<" + t + ">(" + value + ");");
+  w.close();
+  w.close();
+}
+
+// One row of the loss per row of the logits: log-sum-exp with the row's max
+// subtracted (so exp never overflows), accumulated in double.
+void emit_softmax_cross_entropy(CodeWriter& w, const KernelPlan& p) {
+  const auto& z = p.tensors[0];
+  const auto& t = p.tensors[1];
+  const auto& o = p.tensors[2];
+  const int r = p.rank;
+  std::string ty = elem(p.dtype);
+  w.comment(o.name + " = -sum(" + t.name + " * log_softmax(" + z.name + ")) along the last axis: sum(" + t.name + " * (lse - " +
+            z.name + ")), lse = max + log(sum(exp(" + z.name + " - max)))");
+  w.line("const std::int64_t wf_c = " + z.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const std::int64_t wf_sz = " + z.cpp + ".strides[" + num(r - 1) + "], wf_st = " + t.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 3> wf_nest(wfgen::rt::head<1>(" + z.cpp + ".shape), {wfgen::rt::head<1>(" +
+         z.cpp + ".strides), wfgen::rt::head<1>(" + t.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 2);");
+  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("const " + ty + "* wf_z = " + z.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
+  w.line("const " + ty + "* wf_t = " + t.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line("double wf_max = -std::numeric_limits<double>::infinity();");
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i) wf_max = std::max(wf_max, static_cast<double>(wf_z[wf_i * wf_sz]));");
+  w.line("double wf_sum = 0, wf_tsum = 0, wf_tz = 0;");
+  w.open("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i)");
+  w.line("const double wf_zi = static_cast<double>(wf_z[wf_i * wf_sz]), wf_ti = static_cast<double>(wf_t[wf_i * wf_st]);");
+  w.line("wf_sum += std::exp(wf_zi - wf_max);");
+  w.line("wf_tsum += wf_ti;");
+  w.line("if (wf_ti != 0) wf_tz += wf_ti * wf_zi;");
+  w.close();
+  w.line("const double wf_lse = wf_max + std::log(wf_sum);");
+  w.line(o.cpp + ".data[wf_off[2] + wf_r * wf_step[2]] = static_cast<" + ty + ">(wf_tsum * wf_lse - wf_tz);");
+  w.close();
+  w.close(");");
+}
+
+// One optimizer step over a parameter, as torch.optim's SGD, Adam and AdamW
+// (single-tensor, not foreach; see stdlib/nodes.yaml for the formulas).
+void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
+  const std::string& kind = p.impl->builtin;
+  const bool sgd = kind == "sgd";
+  const int r = p.rank;
+  const std::size_t n = p.tensors.size();
+  std::string ty = elem(p.dtype);
+  auto arg = [&](const char* name) {
+    for (const auto& s : p.scalars)
+      if (s.name == name) return s.cpp;
+    return std::string(name);
+  };
+  const auto& P = p.tensors[0];
+  w.comment(p.node->where.str() + ": one " + kind + " step");
+  if (!sgd) {
+    w.comment("bias corrections in double: beta^step underflows gracefully");
+    w.line("const double wf_c1 = 1.0 - std::pow(static_cast<double>(" + arg("beta1") + "), static_cast<double>(" + arg("step") + "));");
+    w.line("const double wf_c2 = 1.0 - std::pow(static_cast<double>(" + arg("beta2") + "), static_cast<double>(" + arg("step") + "));");
+    w.line("const " + ty + " wf_step_size = static_cast<" + ty + ">(static_cast<double>(" + arg("lr") + ") / wf_c1);");
+    w.line("const " + ty + " wf_root_c2 = static_cast<" + ty + ">(std::sqrt(wf_c2));");
+  }
+  std::string strides = "{";
+  for (std::size_t k = 0; k < n; ++k) strides += (k ? ", " : "") + p.tensors[k].cpp + ".strides";
+  strides += "}";
+  w.line("const wfgen::rt::LoopNest<" + num(r) + ", " + num(static_cast<std::int64_t>(n)) + "> wf_nest(" + P.cpp + ".shape, " + strides +
+         ", 0);");
+  // Contiguous runs get loops without strides or branches (so they
+  // vectorize); the hyper-parameters are the same for every element.
+  w.line("const bool wf_unit = wf_nest.inner_contiguous();");
+  w.open("wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& t = p.tensors[k];
+    w.line(std::string(t.written ? "" : "const ") + ty + "* wf_" + t.cpp + " = " + t.cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "];");
+  }
+  auto loop = [&](bool unit) {
+    auto at = [&](std::size_t k) {
+      return "wf_" + p.tensors[k].cpp + "[" + (unit ? std::string("wf_i") : "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]") + "]";
+    };
+    w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
+    w.line(ty + "& wf_p = " + at(0) + ";");
+    w.line(ty + "& wf_m = " + at(2) + ";");
+    if (sgd) {
+      w.line(ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
+      w.open("if (" + arg("momentum") + " != 0)");
+      w.line("wf_m = " + arg("step") + " <= 1 ? wf_g : " + arg("momentum") + " * wf_m + (1 - " + arg("dampening") + ") * wf_g;");
+      w.line("wf_g = " + arg("nesterov") + " ? wf_g + " + arg("momentum") + " * wf_m : wf_m;");
+      w.close();
+      w.line("wf_p -= " + arg("lr") + " * wf_g;");
+    } else {
+      w.line(ty + "& wf_v = " + at(3) + ";");
+      if (kind == "adamw") {
+        w.line("wf_p *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
+        w.line("const " + ty + " wf_g = " + at(1) + ";");
+      } else {
+        w.line("const " + ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
+      }
+      w.line("wf_m = " + arg("beta1") + " * wf_m + (1 - " + arg("beta1") + ") * wf_g;");
+      w.line("wf_v = " + arg("beta2") + " * wf_v + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
+      w.line("wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + " + arg("eps") + ");");
+    }
+    w.close();
+  };
+  if (sgd) {
+    // Plain SGD (no momentum) needs neither the buffer nor a branch.
+    w.open("if (wf_unit && " + arg("momentum") + " == 0)");
+    w.line(ty + "* wf_p = wf_" + P.cpp + ";");
+    w.line("const " + ty + "* wf_g = wf_" + p.tensors[1].cpp + ";");
+    w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p[wf_i] -= " + arg("lr") + " * (wf_g[wf_i] + " + arg("weight_decay") +
+           " * wf_p[wf_i]);");
+    w.line("return;");
+    w.close();
+  }
+  w.open("if (wf_unit)");
+  loop(true);
+  w.otherwise();
+  loop(false);
+  w.close();
+  w.close(");");
+}
+
+}  // namespace
+
+void emit_builtin(CodeWriter& w, const KernelPlan& p) {
+  const std::string& b = p.impl->builtin;
+  if (b == "gather") emit_gather(w, p);
+  else if (b == "scatter_add") emit_scatter_add(w, p);
+  else if (b == "one_hot") emit_one_hot(w, p);
+  else if (b == "im2col") emit_im2col(w, p);
+  else if (b == "col2im") emit_col2im(w, p);
+  else if (b == "causal_mask") emit_causal_mask(w, p);
+  else if (b == "softmax_cross_entropy") emit_softmax_cross_entropy(w, p);
+  else emit_optimizer(w, p);  // sgd, adam, adamw (kernel_plan accepts no other builtin)
+}
+
+}  // namespace wfgen::emit
