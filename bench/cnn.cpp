@@ -58,8 +58,8 @@ constexpr float LR = 0.001f, BETA1 = 0.9f, BETA2 = 0.999f, EPS = 1e-8f;
 using wfgen::rt::Tensor;
 
 // The wfgen parameters in the order of Hand::param().
-const char* const kParam[6] = {"classifier_0.conv2d_0.W", "classifier_0.conv2d_0.b", "classifier_0.conv2d_1.W",
-                               "classifier_0.conv2d_1.b", "classifier_0.linear_0.W", "classifier_0.linear_0.b"};
+const char* const kParam[6] = {"classifier_0/conv2d_0.W", "classifier_0/conv2d_0.b", "classifier_0/conv2d_1.W",
+                               "classifier_0/conv2d_1.b", "classifier_0/linear_0.W", "classifier_0/linear_0.b"};
 const std::int64_t kParamSize[6] = {C1 * K1, C1, C2 * K2, C2, F * CLS, CLS};
 
 // col[(c*3 + i)*3 + j][y*wo + x] = in[c][y - pad + i][x - pad + j] (0 outside), stride 1.

@@ -72,9 +72,9 @@ double accuracy(fashion_cnn::cnn_predict& model, const Dataset& test, std::int64
 }
 
 // The training class names the classifier's parameters
-// "classifier_0.conv2d_0.W" (the model path), the prediction class "conv2d_0.W".
+// "classifier_0/conv2d_0.W" (the model path), the prediction class "conv2d_0.W".
 void copy_weights(const fashion_cnn::cnn_train& from, fashion_cnn::cnn_predict& to) {
-  for (const auto& [name, t] : to.parameters()) t.copy_from(from.parameter("classifier_0." + name));
+  for (const auto& [name, t] : to.parameters()) t.copy_from(from.parameter("classifier_0/" + name));
 }
 
 }  // namespace
@@ -174,8 +174,9 @@ int main(int argc, char** argv) {
     reloaded.load_parameters(path);
     std::printf("reloaded from %s: test accuracy %.4f (batch 64)\n\n", path.c_str(), accuracy(reloaded, test, 64));
 
-    // Where a training step's forward spends its time (the pullback: `wfgen disasm`, bench/cnn.cpp).
-    std::cout << model.profile(20, 8);
+    // Where a training step spends its time: the forward with the loss, then
+    // the pullback alone (rerun on the last forward's values), 20 runs each.
+    std::cout << model.profile(20, 8) << "\n" << model.vm().profile(wfgen::rt::Section::Backward, 20, 12);
     if (acc < opt.min_accuracy) std::printf("test accuracy %.4f is below %.2f\n", acc, opt.min_accuracy);
     return acc >= opt.min_accuracy ? 0 : 1;
   } catch (const std::exception& e) {

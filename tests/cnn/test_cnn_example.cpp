@@ -79,10 +79,10 @@ double reference_loss(const gc_cnn::cnn_grad& m, const Tensor& X, const Tensor& 
   double total = 0;
   for (int n = 0; n < batch; ++n) {
     std::vector<double> img(X.data<double>() + n * 64, X.data<double>() + (n + 1) * 64);
-    auto h = pool2(conv_relu(img, 1, 8, param(m, "classifier_0.conv2d_0.W"), param(m, "classifier_0.conv2d_0.b"), 2, 1), 2, 8);
-    h = pool2(conv_relu(h, 2, 4, param(m, "classifier_0.conv2d_1.W"), param(m, "classifier_0.conv2d_1.b"), 3, 0), 3, 2);
+    auto h = pool2(conv_relu(img, 1, 8, param(m, "classifier_0/conv2d_0.W"), param(m, "classifier_0/conv2d_0.b"), 2, 1), 2, 8);
+    h = pool2(conv_relu(h, 2, 4, param(m, "classifier_0/conv2d_1.W"), param(m, "classifier_0/conv2d_1.b"), 3, 0), 3, 2);
     REQUIRE(h.size() == 3);  // 3 channels of 1x1
-    const double *W = param(m, "classifier_0.linear_0.W"), *b = param(m, "classifier_0.linear_0.b");
+    const double *W = param(m, "classifier_0/linear_0.W"), *b = param(m, "classifier_0/linear_0.b");
     std::vector<double> z(classes);
     double mx = -1e300;
     for (int k = 0; k < classes; ++k) {
@@ -108,7 +108,7 @@ TEST_CASE("the CNN's forward matches naive loops and its gradients match finite 
   for (std::int64_t i = 0; i < X.numel(); ++i) X.data<double>()[i] = pixel(rng);
   for (std::int64_t n = 0; n < batch; ++n) T.data<double>()[n * 3 + n % 3] = 1.0;
   // Non-zero biases, so that their gradients and those of the relus are not all alike.
-  for (const char* b : {"classifier_0.conv2d_0.b", "classifier_0.conv2d_1.b", "classifier_0.linear_0.b"}) {
+  for (const char* b : {"classifier_0/conv2d_0.b", "classifier_0/conv2d_1.b", "classifier_0/linear_0.b"}) {
     Tensor t = m.parameter(b);
     for (std::int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = bias(rng);
   }
@@ -201,7 +201,7 @@ TEST_CASE("the CNN trains: 300 Adam steps on 2000 Fashion-MNIST images pooled to
   CHECK(last < 0.5 * first);
 
   gc_cnn::cnn_small_predict predict;
-  for (const auto& [name, t] : predict.parameters()) t.copy_from(model.parameter("classifier_0." + name));
+  for (const auto& [name, t] : predict.parameters()) t.copy_from(model.parameter("classifier_0/" + name));
   const Tensor scores = predict.forward(test_x)[0];
   std::int64_t correct = 0;
   for (std::int64_t r = 0; r < test_x.dim(0); ++r) {
