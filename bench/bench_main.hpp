@@ -11,6 +11,7 @@ void run_elementwise(Report& report, const std::vector<int>& threads);  // eleme
 void run_gemm(Report& report, const std::vector<int>& threads);         // gemm.cpp
 void run_generator(Report& report);                                     // generator.cpp
 void run_mlp(Report& report, const std::vector<int>& threads);          // mlp.cpp
+void run_cnn(Report& report, const std::vector<int>& threads);          // cnn.cpp
 void run_softmax(Report& report, const std::vector<int>& threads);      // rows.cpp
 void run_softmax_small(Report& report, const std::vector<int>& threads);  // rows.cpp: softmax_64x10 alone
 void run_layernorm_small(Report& report, const std::vector<int>& threads);  // rows.cpp: layernorm_64x32 alone

@@ -1,6 +1,6 @@
 // wfgen_bench: runs the benchmark suite and writes the CSV and Markdown reports.
 //
-//   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,softmax,layernorm,call,gemm,mlp,gen] [--threads 1,2]
+//   wfgen_bench --csv results/latest.csv --md results/latest.md [--only relu,softmax,layernorm,call,gemm,mlp,cnn,gen] [--threads 1,2]
 //
 // --only also takes softmax_64x10 and layernorm_64x32 (those workloads of
 // the softmax and layernorm sections alone, for bench/profile.sh), which a
@@ -28,7 +28,7 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-const std::vector<std::string> kSections = {"relu", "softmax", "layernorm", "call", "gemm", "mlp", "gen", "softmax_64x10",
+const std::vector<std::string> kSections = {"relu", "softmax", "layernorm", "call", "gemm", "mlp", "cnn", "gen", "softmax_64x10",
                                              "layernorm_64x32"};
 // Sections that run only when --only names them (parts of another section).
 const std::vector<std::string> kPartSections = {"softmax_64x10", "layernorm_64x32"};
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       only = split_list(value());
       for (const std::string& o : only)
         if (std::find(kSections.begin(), kSections.end(), o) == kSections.end())
-          bench::fail("unknown section '" + o + "' in --only (expected relu, softmax, layernorm, call, gemm, mlp, gen, softmax_64x10, layernorm_64x32)");
+          bench::fail("unknown section '" + o + "' in --only (expected relu, softmax, layernorm, call, gemm, mlp, cnn, gen, softmax_64x10, layernorm_64x32)");
     }
     else if (a == "--threads") {
       threads.clear();
@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   section("call", [&] { bench::run_call(report, threads); });
   section("gemm", [&] { bench::run_gemm(report, threads); });
   section("mlp", [&] { bench::run_mlp(report, threads); });
+  section("cnn", [&] { bench::run_cnn(report, threads); });
   section("gen", [&] { bench::run_generator(report); });
   section("softmax_64x10", [&] { bench::run_softmax_small(report, threads); });
   section("layernorm_64x32", [&] { bench::run_layernorm_small(report, threads); });

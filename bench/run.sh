@@ -6,7 +6,7 @@
 #   BENCH_PASSES=5 bench/run.sh  # fewer passes per implementation
 #   WFGEN_EXE=/path/to/wfgen bench/run.sh   # use a prebuilt wfgen
 #   BENCH_COMPILE_ALL=1 bench/run.sh        # compile-time of every stdlib file, not a subset
-#   BENCH_ONLY=relu,gemm bench/run.sh       # some sections only (relu, softmax, layernorm, call, gemm, mlp, gen);
+#   BENCH_ONLY=relu,gemm bench/run.sh       # some sections only (relu, softmax, layernorm, call, gemm, mlp, cnn, gen);
 #                                           # it still writes latest.md/latest.csv (restore them from git)
 #
 # Installs nothing beyond what scripts/setup.sh installs.
