@@ -155,6 +155,7 @@ enum class Kind {
   ScatterAdd,  // DOUT[m d] IDX[m] LIKE[n d] OUT[n d]
   Col2im,      // COL[N C kh kw ho wo] LIKE[N C H W] OUT[N C H W]
   CausalMask,  // X[~ i j] OUT[~ i j], with a float argument
+  ExtremeMask, // X[~ i] OUT[~ i], with a bool argument
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
   Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
 };
@@ -196,6 +197,7 @@ inline const char* kind_name(Kind k) {
     case Kind::ScatterAdd: return "scatter-add";
     case Kind::Col2im: return "col2im";
     case Kind::CausalMask: return "causal-mask";
+    case Kind::ExtremeMask: return "extreme-mask";
     case Kind::Transpose: return "transpose";
     case Kind::Permute: return "permute";
     case Kind::CrossEntropy: return "cross-entropy";
@@ -220,6 +222,7 @@ inline int kind_tensors(Kind k) {
     case Kind::ScatterAdd: return 4;
     case Kind::Col2im: return 3;
     case Kind::CausalMask: return 2;
+    case Kind::ExtremeMask: return 2;
     case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
     case Kind::Permute: return 2;
     case Kind::CrossEntropy: return 3;
@@ -370,6 +373,8 @@ inline const std::vector<NodeRef>& node_refs() {
       {"col2im", Kind::Col2im, {D::Any, D::Any}},
       {"scatter_add", Kind::ScatterAdd, {D::Any}},
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
+      // Discrete values: rows with ties, where only the first extreme gets the 1.
+      {"extreme_mask", Kind::ExtremeMask, {D::Discrete}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
       // Any targets, not just probabilities: the loss is linear in TARGET, and
@@ -687,6 +692,27 @@ inline Expected ref_causal_mask(const Dense& X, double value, DType t) {
   for (std::int64_t k = 0; k < X.numel(); ++k) {
     const std::int64_t j = k % cols, i = (k / cols) % rows;
     e.val.f[static_cast<std::size_t>(k)] = j <= i ? X.f[static_cast<std::size_t>(k)] : v;
+  }
+  return e;
+}
+
+// OUT[.. j] = 1 at the first largest (or smallest) element of each row, else 0.
+inline Expected ref_extreme_mask(const Dense& X, bool largest, DType t) {
+  Expected e{Dense::make(X.shape, is_int(t)), {}};
+  const std::int64_t n = X.shape.empty() ? 1 : X.shape.back();
+  const std::int64_t rows = n == 0 ? 0 : X.numel() / n;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < n; ++j) {
+      const std::size_t a = static_cast<std::size_t>(r * n + j), b = static_cast<std::size_t>(r * n + best);
+      const bool better = is_int(t) ? (largest ? X.i[a] > X.i[b] : X.i[a] < X.i[b]) : (largest ? X.f[a] > X.f[b] : X.f[a] < X.f[b]);
+      if (better) best = j;
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::size_t o = static_cast<std::size_t>(r * n + j);
+      if (is_int(t)) e.val.i[o] = j == best ? 1 : 0;
+      else e.val.f[o] = j == best ? 1.0 : 0.0;
+    }
   }
   return e;
 }

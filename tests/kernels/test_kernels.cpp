@@ -422,6 +422,25 @@ Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
   return b;
 }
 
+// X[~ i] -> OUT[~ i], largest and smallest, on discrete values (ties).
+Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape shape = case_shape(c, e.rank, rng);
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, shape, lo, rng), lo);
+  cs.out = 1;
+  const bool largest = c % 2 == 0;
+  cs.s.push_back(bool_arg(largest));
+  cs.args = largest ? "largest=true" : "largest=false";
+  b.reference = [largest, dt](const std::vector<Dense>& in) { return ref_extreme_mask(in[0], largest, dt); };
+  return b;
+}
+
 // LOGITS[~ c] TARGET[~ c] -> OUT[~ 1], cased like the reductions (5: no
 // classes, 6: no rows, 7: long rows, 8: one class), plus 9: logits in
 // [-1000, 1000], whose exp overflows unless the row's max is subtracted, and
@@ -561,6 +580,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::ScatterAdd: return build_scatter_add(e, r, c, rng);
     case Kind::Col2im: return build_col2im(e, r, c, rng);
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
+    case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     default: return {};
@@ -668,7 +688,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
     const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im ? 8
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
-                             : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute ||
+                             : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||
                                 !r->scalars.empty())
                                  ? 1
                                  : 0;

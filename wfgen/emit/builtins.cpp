@@ -192,6 +192,35 @@ void emit_causal_mask(CodeWriter& w, const KernelPlan& p) {
   w.close();
 }
 
+// OUT[..., j] = 1 at the first largest (largest = true) or smallest element
+// of each row of X, else 0: where max's and min's backward send a row's
+// gradient (one element per row, as argmax picks it, never every tie).
+void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  std::string ty = elem(p.dtype);
+  const std::string largest = scalar(p, "largest");
+  w.comment(o.name + "[..., j] = 1 where j is the first largest (" + largest + ") or smallest element of the row of " + x.name +
+            ", else 0");
+  w.line("const std::int64_t wf_c = " + x.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const std::int64_t wf_sx = " + x.cpp + ".strides[" + num(r - 1) + "], wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp + ".shape), {wfgen::rt::head<1>(" +
+         x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("const " + ty + "* wf_x = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
+  w.line(ty + "* wf_o = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line("std::int64_t wf_best = 0;");
+  w.open("for (std::int64_t wf_i = 1; wf_i < wf_c; ++wf_i)");
+  w.line("const " + ty + " wf_v = wf_x[wf_i * wf_sx], wf_b = wf_x[wf_best * wf_sx];");
+  w.line("if (" + largest + " ? wf_v > wf_b : wf_v < wf_b) wf_best = wf_i;");
+  w.close();
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i) wf_o[wf_i * wf_so] = " + ty + "(wf_i == wf_best ? 1 : 0);");
+  w.close();
+  w.close(");");
+}
+
 // One row of the loss per row of the logits: log-sum-exp with the row's max
 // subtracted (so exp never overflows), accumulated in double.
 void emit_softmax_cross_entropy(CodeWriter& w, const KernelPlan& p) {
@@ -316,6 +345,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "im2col") emit_im2col(w, p);
   else if (b == "col2im") emit_col2im(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
+  else if (b == "extreme_mask") emit_extreme_mask(w, p);
   else if (b == "softmax_cross_entropy") emit_softmax_cross_entropy(w, p);
   else emit_optimizer(w, p);  // sgd, adam, adamw (kernel_plan accepts no other builtin)
 }
