@@ -53,6 +53,9 @@ struct Frame {
   std::string scope;
   std::map<std::string, TValue> env;
   const body::Program* program = nullptr;
+  // Inside a build called as a node by a differentiated model: the build's
+  // one instance, whose parameters every call shares (shared_params_).
+  bool shared = false;
 };
 
 constexpr int kMaxModelDepth = 32;
@@ -453,12 +456,22 @@ class Tracer {
       Shape shape;
       for (const auto& d : p.shape) shape.push_back(eval_dim(frame, d, p));
       check_size(shape, p.loc, "parameter '" + p.name + "' of model '" + m.name + "'");
+      std::string path = frame.scope.find('/') == std::string::npos ? p.name : frame.scope.substr(frame.scope.find('/') + 1) + "." + p.name;
+      if (frame.shared) {
+        // A later call of a build as a node: the parameters of its first call.
+        auto it = shared_params_.find(path);
+        if (it != shared_params_.end()) {
+          frame.env[p.name] = TValue::tensor(it->second);
+          continue;
+        }
+      }
       Value v = fresh(Kind::Param, shape, p.loc, "");
       v.name = p.name;
       v.param = &p;
-      v.param_path = frame.scope.find('/') == std::string::npos ? p.name : frame.scope.substr(frame.scope.find('/') + 1) + "." + p.name;
+      v.param_path = path;
       int id = add(std::move(v));
       g_.params.push_back(id);
+      if (frame.shared) shared_params_[path] = id;
       frame.env[p.name] = TValue::tensor(id);
     }
     const std::optional<Declared> decl = declared(frame, m);
@@ -1205,6 +1218,7 @@ class Tracer {
       return tensor_method(e, name, pos[0].id, rest, kw);
     }
     if (const spec::Model* m = spec_.find_model(name)) return call_model(frame, e, *m, pos, kw_ordered);
+    if (const spec::Build* b = differentiated_build_node(name)) return call_build_node(frame, e, *b, pos, kw_ordered);
     if (const spec::Node* n = spec_.find_node(name)) {
       std::vector<int> tensors;
       std::vector<std::pair<std::string, TValue>> named;
@@ -1425,8 +1439,43 @@ class Tracer {
     return TValue::tensor(id);
   }
 
+  // A differentiable node made from a build (`as: node` with `backward:
+  // true`, cl-waffe2's defmodel-as :asif :node :differentiable t). Its
+  // kernel would be the build's generated class, whose parameters callers
+  // can neither train nor load; so every call is traced as the build's model
+  // instead: the same function, its parameters those of one instance that
+  // every call shares (an RNN cell applied at each time step), named
+  // `<build>.<param>` in the caller and trained, saved and loaded with its own.
+  const spec::Build* differentiated_build_node(const std::string& name) const {
+    for (const auto& b : spec_.builds) {
+      if (b.name == name && b.as_node && b.backward && spec_.find_model(b.model)) return &b;
+    }
+    return nullptr;
+  }
+
+  TValue call_build_node(Frame& caller, const body::Expr& e, const spec::Build& b, const std::vector<TValue>& pos,
+                         const std::vector<std::pair<std::string, TValue>>& kw) {
+    if (!kw.empty()) fail_at(e, "node '" + b.name + "' (build '" + b.name + "' as a node) takes tensors only, not '" + kw[0].first + "='");
+    for (const auto& v : pos) {
+      if (v.kind != TValue::Kind::Tensor) fail_at(e, "node '" + b.name + "' (build '" + b.name + "' as a node) takes tensors only");
+    }
+    if (b.dtype != build_.dtype) {
+      fail_at(e, "node '" + b.name + "' is build '" + b.name + "' of dtype " + rt::dtype_name(b.dtype) + ", but build '" + build_.name +
+                     "' is " + rt::dtype_name(build_.dtype));
+    }
+    std::vector<std::pair<std::string, TValue>> args;
+    for (const auto& [name, value] : b.args) args.emplace_back(name, from_arg(value));
+    // The instance's nested models are numbered from 0 at every call, so
+    // that their parameters have the same paths each time.
+    std::map<std::string, int> saved = std::move(instances_);
+    instances_.clear();
+    TValue r = call_model(caller, e, *spec_.find_model(b.model), pos, args, &b.name);
+    instances_ = std::move(saved);
+    return r;
+  }
+
   TValue call_model(Frame& caller, const body::Expr& e, const spec::Model& m, const std::vector<TValue>& pos,
-                    const std::vector<std::pair<std::string, TValue>>& kw) {
+                    const std::vector<std::pair<std::string, TValue>>& kw, const std::string* shared_as = nullptr) {
     for (const auto* active : stack_) {
       if (active == &m) {
         std::string chain;
@@ -1436,8 +1485,14 @@ class Tracer {
     }
     Frame frame;
     frame.model = &m;
-    int count = ++instances_[m.name];
-    frame.scope = caller.scope + "/" + m.name + "_" + std::to_string(count - 1);
+    if (shared_as) {
+      frame.scope = "/" + *shared_as;
+      frame.shared = true;
+    } else {
+      int count = ++instances_[m.name];
+      frame.scope = caller.scope + "/" + m.name + "_" + std::to_string(count - 1);
+      frame.shared = caller.shared;
+    }
     std::size_t k = 0;
     std::vector<std::pair<std::string, TValue>> args;
     for (; k < pos.size() && pos[k].kind == TValue::Kind::Tensor; ++k) {
@@ -1478,8 +1533,9 @@ class Tracer {
       shape::CheckResult r = shape::check(d, sa, shapes);
       if (!r.ok()) {
         shape::CheckOptions o;
-        o.operation = m.name;
-        fail_at(e, "shape error in a call of model '" + m.name + "'", shape::render_report(d, shapes, r, o));
+        o.operation = shared_as ? *shared_as : m.name;
+        fail_at(e, "shape error in a call of " + (shared_as ? "node '" + *shared_as + "' (model '" + m.name + "')" : "model '" + m.name + "'"),
+                shape::render_report(d, shapes, r, o));
       }
     };
     const SourceLoc site = at(e.offset);
@@ -1527,6 +1583,7 @@ class Tracer {
   int depth_ = 0;
   std::map<const spec::Model*, body::Program> programs_;
   std::map<std::string, int> instances_;
+  std::map<std::string, int> shared_params_;  // parameter path -> value, of builds called as nodes
   std::vector<const spec::Model*> stack_;
   bool symbolic_ = false;  // `wfgen check` of a model by itself
   int tilde_rank_ = 1;     // symbolic_: the dims a `~` of an input stands for
