@@ -85,7 +85,7 @@ struct Options {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 3;
   std::int64_t batch = 64;
-  double lr = 0.001;
+  double lr = 0.002;
   unsigned seed = 1;
   std::int64_t limit = -1;
   double min_accuracy = 0.90;
@@ -126,14 +126,16 @@ int main(int argc, char** argv) {
     fashion_cnn::cnn_predict predict;
     model.set_learning_rate(opt.lr);
     std::cout << model.summary() << "\n";
-    std::printf("training: %d epochs, batch %lld, Adam lr %g, shuffled with seed %u\n\n", opt.epochs,
-                static_cast<long long>(opt.batch), opt.lr, opt.seed);
+    std::printf("training: %d epochs, batch %lld, Adam lr %g decaying linearly to %g, shuffled with seed %u\n\n", opt.epochs,
+                static_cast<long long>(opt.batch), opt.lr, opt.lr / 10, opt.seed);
 
     std::vector<std::int64_t> order(static_cast<std::size_t>(n));
     std::iota(order.begin(), order.end(), 0);
     std::mt19937 rng(opt.seed);
     Tensor X = Tensor::empty(DType::f32, {opt.batch, 1, 28, 28}), T = Tensor::zeros(DType::f32, {opt.batch, 10});
     double acc = 0, train_seconds = 0;
+    const std::int64_t total_steps = opt.epochs * ((n + opt.batch - 1) / opt.batch);
+    std::int64_t step = 0;
     for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
       std::shuffle(order.begin(), order.end(), rng);
       auto start = Clock::now();
@@ -151,6 +153,8 @@ int main(int argc, char** argv) {
           std::memcpy(X.data<float>() + r * pixels, train.images.data<float>() + k * pixels, sizeof(float) * pixels);
           T.at<float>({r, train.labels[static_cast<std::size_t>(k)]}) = 1.0f;
         }
+        // The learning rate decays linearly from --lr to a tenth of it over the run.
+        model.set_learning_rate(opt.lr * (1.0 - 0.9 * static_cast<double>(step++) / static_cast<double>(total_steps)));
         loss_sum += model.forward(xb, tb)[0].data<float>()[0];
         ++batches;
         model.zero_grad();

@@ -66,34 +66,58 @@ void emit_one_hot(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// The columns [x_lo, x_hi) of an output row whose input column
+// x*stride - pad + kw*dilation falls inside [0, width): the other columns are
+// padding. Shared by im2col and col2im so that their inner loops have no
+// branch (and vectorise when the strides are 1).
+void emit_inside_columns(CodeWriter& w, const KernelPlan& p, const std::string& cols) {
+  const std::string s = scalar(p, "stride_w"), pad = scalar(p, "pad_w"), d = scalar(p, "dilation_w");
+  w.line("const std::int64_t wf_shift = " + pad + " - wf_kw * " + d + ";  // ix = x*stride - shift");
+  w.line("std::int64_t wf_x_lo = wf_shift > 0 ? (wf_shift + " + s + " - 1) / " + s + " : 0;");
+  w.line("std::int64_t wf_x_hi = wf_w + wf_shift > 0 ? (wf_w + wf_shift + " + s + " - 1) / " + s + " : 0;");
+  w.line("wf_x_hi = std::min<std::int64_t>(wf_x_hi, " + cols + ");");
+  w.line("wf_x_lo = std::min<std::int64_t>(wf_x_lo, wf_x_hi);");
+}
+
+// The (n, c) planes of im2col and col2im are independent: split across the
+// runtime's threads, each plane computed by one thread in a fixed order.
+void open_plane_loop(CodeWriter& w, const TensorParam& planes, const TensorParam& col) {
+  w.line("const std::int64_t wf_channels = " + planes.cpp + ".shape[1];");
+  w.line("const std::int64_t wf_plane = " + col.cpp + ".shape[2] * " + col.cpp + ".shape[3] * " + col.cpp + ".shape[4] * " + col.cpp +
+         ".shape[5];");
+  w.open("wfgen::rt::parallel_for(0, " + planes.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_plane)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
+  w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
+}
+
 void emit_im2col(CodeWriter& w, const KernelPlan& p) {
   const auto& x = p.tensors[0];
   const auto& c = p.tensors[1];
   std::string t = elem(p.dtype);
   w.comment(c.name + "[n c kh kw y x] = " + x.name +
             "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside");
-  auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
-    std::string s;
-    int d = 0;
-    for (const char* i : idx) {
-      s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d) + "]";
-      ++d;
-    }
-    return s;
-  };
   w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");
-  w.open("for (std::int64_t wf_b = 0; wf_b < " + c.cpp + ".shape[0]; ++wf_b)");
-  w.open("for (std::int64_t wf_c = 0; wf_c < " + c.cpp + ".shape[1]; ++wf_c)");
+  w.line("const std::int64_t wf_cs5 = " + c.cpp + ".strides[5], wf_xs3 = " + x.cpp + ".strides[3], wf_sw = " + scalar(p, "stride_w") + ";");
+  open_plane_loop(w, x, c);
+  w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_b * " + x.cpp + ".strides[0] + wf_c * " + x.cpp + ".strides[1];");
   w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
   w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
+  emit_inside_columns(w, p, c.cpp + ".shape[5]");
   w.open("for (std::int64_t wf_y = 0; wf_y < " + c.cpp + ".shape[4]; ++wf_y)");
-  w.line("const std::int64_t wf_iy = wf_y * stride_h - pad_h + wf_kh * dilation_h;");
-  w.open("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x)");
-  w.line("const std::int64_t wf_ix = wf_x * stride_w - pad_w + wf_kw * dilation_w;");
-  w.line("const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h && wf_ix >= 0 && wf_ix < wf_w;");
-  w.line(c.cpp + ".data[" + at(c, {"wf_b", "wf_c", "wf_kh", "wf_kw", "wf_y", "wf_x"}) + "] =");
-  w.line("    wf_inside ? " + x.cpp + ".data[" + at(x, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) + "] : " + t + "(0);");
-  for (int i = 0; i < 6; ++i) w.close();
+  w.line("const std::int64_t wf_iy = wf_y * " + scalar(p, "stride_h") + " - " + scalar(p, "pad_h") + " + wf_kh * " +
+         scalar(p, "dilation_h") + ";");
+  w.line(t + "* wf_dst = " + c.cpp + ".data + wf_b * " + c.cpp + ".strides[0] + wf_c * " + c.cpp + ".strides[1] + wf_kh * " + c.cpp +
+         ".strides[2] + wf_kw * " + c.cpp + ".strides[3] + wf_y * " + c.cpp + ".strides[4];");
+  w.open("if (wf_iy < 0 || wf_iy >= wf_h)");
+  w.line("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x) wf_dst[wf_x * wf_cs5] = " + t + "(0);");
+  w.line("continue;");
+  w.close();
+  w.line("const " + t + "* wf_row = wf_src + wf_iy * " + x.cpp + ".strides[2];");
+  w.line("for (std::int64_t wf_x = 0; wf_x < wf_x_lo; ++wf_x) wf_dst[wf_x * wf_cs5] = " + t + "(0);");
+  w.line("for (std::int64_t wf_x = wf_x_lo; wf_x < wf_x_hi; ++wf_x) wf_dst[wf_x * wf_cs5] = wf_row[(wf_x * wf_sw - wf_shift) * wf_xs3];");
+  w.line("for (std::int64_t wf_x = wf_x_hi; wf_x < " + c.cpp + ".shape[5]; ++wf_x) wf_dst[wf_x * wf_cs5] = " + t + "(0);");
+  for (int i = 0; i < 4; ++i) w.close();
+  w.close(");");
 }
 
 // OUT[k, :] += DOUT[p, :] for each p with IDX[p] = k in range: one pass over
@@ -121,42 +145,34 @@ void emit_scatter_add(CodeWriter& w, const KernelPlan& p) {
 }
 
 // OUT = 0, then every element of COL inside the image added to the pixel its
-// patch read: im2col's adjoint. The (n, c) planes are independent, so the
-// order of the sums within a plane is fixed (kh, kw, y, x).
+// patch read: im2col's adjoint. The (n, c) planes are independent (split
+// across threads), and the order of the sums within a plane is fixed (kh, kw,
+// y, x), so the result does not depend on the number of threads.
 void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   const auto& c = p.tensors[0];
   const auto& o = p.tensors[2];
   std::string t = elem(p.dtype);
-  auto at = [](const TensorParam& tp, std::initializer_list<const char*> idx) {
-    std::string s;
-    int d = 0;
-    for (const char* i : idx) {
-      s += (d ? " + " : "") + std::string(i) + " * " + tp.cpp + ".strides[" + std::to_string(d) + "]";
-      ++d;
-    }
-    return s;
-  };
   w.comment(o.name + "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)] += " + c.name +
             "[n c kh kw y x], from 0; outside the image nothing");
   w.line("const std::int64_t wf_h = " + o.cpp + ".shape[2], wf_w = " + o.cpp + ".shape[3];");
-  w.open("for (std::int64_t wf_b = 0; wf_b < " + o.cpp + ".shape[0]; ++wf_b)");
-  w.open("for (std::int64_t wf_c = 0; wf_c < " + o.cpp + ".shape[1]; ++wf_c)");
+  w.line("const std::int64_t wf_cs5 = " + c.cpp + ".strides[5], wf_os3 = " + o.cpp + ".strides[3], wf_sw = " + scalar(p, "stride_w") + ";");
+  open_plane_loop(w, o, c);
+  w.line(t + "* wf_img = " + o.cpp + ".data + wf_b * " + o.cpp + ".strides[0] + wf_c * " + o.cpp + ".strides[1];");
   w.line("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
-  w.line("  for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) " + o.cpp + ".data[" + at(o, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) +
-         "] = " + t + "(0);");
+  w.line("  for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * " + o.cpp + ".strides[2] + wf_ix * wf_os3] = " + t + "(0);");
   w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
   w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
+  emit_inside_columns(w, p, c.cpp + ".shape[5]");
   w.open("for (std::int64_t wf_y = 0; wf_y < " + c.cpp + ".shape[4]; ++wf_y)");
   w.line("const std::int64_t wf_iy = wf_y * " + scalar(p, "stride_h") + " - " + scalar(p, "pad_h") + " + wf_kh * " +
          scalar(p, "dilation_h") + ";");
   w.line("if (wf_iy < 0 || wf_iy >= wf_h) continue;");
-  w.open("for (std::int64_t wf_x = 0; wf_x < " + c.cpp + ".shape[5]; ++wf_x)");
-  w.line("const std::int64_t wf_ix = wf_x * " + scalar(p, "stride_w") + " - " + scalar(p, "pad_w") + " + wf_kw * " +
-         scalar(p, "dilation_w") + ";");
-  w.line("if (wf_ix < 0 || wf_ix >= wf_w) continue;");
-  w.line(o.cpp + ".data[" + at(o, {"wf_b", "wf_c", "wf_iy", "wf_ix"}) + "] += " + c.cpp + ".data[" +
-         at(c, {"wf_b", "wf_c", "wf_kh", "wf_kw", "wf_y", "wf_x"}) + "];");
-  for (int i = 0; i < 6; ++i) w.close();
+  w.line("const " + t + "* wf_src = " + c.cpp + ".data + wf_b * " + c.cpp + ".strides[0] + wf_c * " + c.cpp + ".strides[1] + wf_kh * " +
+         c.cpp + ".strides[2] + wf_kw * " + c.cpp + ".strides[3] + wf_y * " + c.cpp + ".strides[4];");
+  w.line(t + "* wf_row = wf_img + wf_iy * " + o.cpp + ".strides[2];");
+  w.line("for (std::int64_t wf_x = wf_x_lo; wf_x < wf_x_hi; ++wf_x) wf_row[(wf_x * wf_sw - wf_shift) * wf_os3] += wf_src[wf_x * wf_cs5];");
+  for (int i = 0; i < 4; ++i) w.close();
+  w.close(");");
 }
 
 // OUT[..., i, j] = X[..., i, j] for j <= i, else value, matrix by matrix
