@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "wfgen/onnx/tensors.hpp"
+#include "wfgen/onnx/windows.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 namespace wfgen::onnx_import {
@@ -246,44 +248,6 @@ class Importer {
     return it == initializers_.end() ? nullptr : it->second;
   }
 
-  static std::vector<std::int64_t> ints_of(const onnx::TensorProto& t) {
-    std::vector<std::int64_t> out;
-    if (t.data_type() == onnx::TensorProto::INT64) {
-      if (t.int64_data_size() > 0) {
-        out.assign(t.int64_data().begin(), t.int64_data().end());
-      } else {
-        out.resize(t.raw_data().size() / 8);
-        std::memcpy(out.data(), t.raw_data().data(), out.size() * 8);
-      }
-    } else if (t.data_type() == onnx::TensorProto::INT32) {
-      if (t.int32_data_size() > 0) {
-        out.assign(t.int32_data().begin(), t.int32_data().end());
-      } else {
-        std::vector<std::int32_t> v(t.raw_data().size() / 4);
-        std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
-        out.assign(v.begin(), v.end());
-      }
-    }
-    return out;
-  }
-
-  static std::vector<float> floats_of(const onnx::TensorProto& t) {
-    std::vector<float> out;
-    if (t.float_data_size() > 0) {
-      out.assign(t.float_data().begin(), t.float_data().end());
-    } else {
-      out.resize(t.raw_data().size() / 4);
-      std::memcpy(out.data(), t.raw_data().data(), out.size() * 4);
-    }
-    return out;
-  }
-
-  static std::int64_t element_count(const onnx::TensorProto& t) {
-    std::int64_t n = 1;
-    for (auto d : t.dims()) n *= d;
-    return n;
-  }
-
   // The body value of an input of `node`: a value computed before, a graph
   // input, or a float initializer (a number when it holds one element and has
   // rank 0, else a parameter).
@@ -498,6 +462,26 @@ class Importer {
       import_batchnorm(node);
       return;
     }
+    if (op == "Constant") {
+      need_outputs(1);
+      std::string why;
+      std::unique_ptr<onnx::TensorProto> t = constant_of(node, why);
+      if (!t) unsupported(node, why);
+      keep_constant(node.output(0), std::move(t));
+      return;
+    }
+    if (op == "Cast" || op == "CastLike") {
+      import_cast(node);
+      return;
+    }
+    if (op == "Conv") {
+      import_conv(node);
+      return;
+    }
+    if (op == "MaxPool" || op == "AveragePool") {
+      import_pool(node);
+      return;
+    }
     if (op == "LayerNormalization") {
       import_layernorm(node);
       return;
@@ -680,6 +664,177 @@ class Importer {
 
   // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
   // channel (axis 1) and broadcast over the other axes.
+  // A constant known when importing (a Constant node, a folded Cast): an
+  // initializer from here on.
+  void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t) {
+    t->set_name(name);
+    initializers_[name] = t.get();
+    frozen_.push_back(std::move(t));
+  }
+
+  // Cast and CastLike: folded when the input is a constant; on a computed
+  // tensor only to FLOAT, the type every computed value has here.
+  void import_cast(const onnx::NodeProto& node) {
+    const bool like = node.op_type() == "CastLike";
+    only_attributes(node, like ? std::initializer_list<const char*>{"saturate"} : std::initializer_list<const char*>{"to", "saturate"});
+    int to = onnx::TensorProto::FLOAT;
+    if (!like) {
+      const auto* a = attr(node, "to");
+      if (!a) unsupported(node, "it has no 'to' attribute");
+      to = static_cast<int>(a->i());
+    } else if (node.input_size() < 2 || node.input(1).empty()) {
+      unsupported(node, "input 1 (target_type) is missing");
+    } else if (!values_.count(node.input(1))) {
+      const onnx::TensorProto* target = constant(node.input(1));
+      if (!target) unsupported(node, "its input '" + node.input(1) + "' is computed by no earlier node");
+      to = target->data_type();
+    }
+    const std::string& in = node.input_size() > 0 ? node.input(0) : std::string();
+    if (!values_.count(in) && constant(in)) {
+      std::string why;
+      std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(in), to, why);
+      if (!t) unsupported(node, why);
+      keep_constant(node.output(0), std::move(t));
+      return;
+    }
+    Value x = operand(node, 0);
+    if (to != onnx::TensorProto::FLOAT) {
+      unsupported(node, "a cast of a computed tensor to " + onnx::TensorProto::DataType_Name(to) +
+                            "; wfgen's ONNX import computes in FLOAT");
+    }
+    if (x.literal) {
+      values_[node.output(0)] = x;
+      return;
+    }
+    define(node, 0, x.body + " * 1.0", x.dims);
+  }
+
+  // The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
+  std::vector<std::int64_t> image_size(const onnx::NodeProto& node, const Value& x) {
+    if (x.literal) unsupported(node, "its input is a constant");
+    const std::int64_t rank = rank_of(node, x);
+    if (rank != 4) {
+      unsupported(node, "an input of rank " + std::to_string(rank) + " (" + std::to_string(std::max<std::int64_t>(0, rank - 2)) +
+                            " spatial axes); wfgen maps 2-D windows over N C H W");
+    }
+    const Dims& d = *x.dims;
+    if (!d[1] || !d[2] || !d[3]) unsupported(node, "an input whose channels, height or width are not known when importing");
+    return {*d[2], *d[3]};
+  }
+
+  WindowAttrs window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel) {
+    WindowAttrs a;
+    if (auto k = attr_ints(node, "kernel_shape")) {
+      if (!kernel.empty() && *k != kernel) unsupported(node, "kernel_shape differs from the weights' shape");
+      kernel = *k;
+    }
+    if (kernel.empty()) unsupported(node, "it has no kernel_shape");
+    a.kernel = kernel;
+    a.strides = attr_ints(node, "strides").value_or(std::vector<std::int64_t>{});
+    a.dilations = attr_ints(node, "dilations").value_or(std::vector<std::int64_t>{});
+    a.pads = attr_ints(node, "pads").value_or(std::vector<std::int64_t>{});
+    if (const auto* p = attr(node, "auto_pad")) a.auto_pad = p->s();
+    a.ceil_mode = attr_int(node, "ceil_mode", 0) != 0;
+    return a;
+  }
+
+  std::vector<WindowAxis> plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a) {
+    std::string why;
+    std::optional<std::vector<WindowAxis>> p = plan_windows(in, a, why);
+    if (!p) unsupported(node, why);
+    return *p;
+  }
+
+  // im2col of `x` (of c channels) for plan `p`, viewed as [N c*kh*kw grid_h
+  // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
+  std::string windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
+                      const std::string& tag) {
+    std::string col = identifier(node.output(0) + "_" + tag, tag);
+    line(col + " = im2col(" + x + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
+             ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
+             std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ", dilation_h=" + std::to_string(p[0].dilation) +
+             ", dilation_w=" + std::to_string(p[1].dilation) + ").reshape(-1, " + std::to_string(c * p[0].kernel * p[1].kernel) +
+             ", " + std::to_string(p[0].grid) + ", " + std::to_string(p[1].grid) + ")",
+         "the windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
+    if (p[0].offset || p[1].offset || p[0].grid != p[0].out || p[1].grid != p[1].out) {
+      auto range = [](const WindowAxis& w) { return std::to_string(w.offset) + ":" + std::to_string(w.offset + w.out); };
+      line(col + " = " + col + "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]", "ONNX's pads differ at the two ends");
+    }
+    return col;
+  }
+
+  // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
+  void import_conv(const onnx::NodeProto& node) {
+    only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    need_one_output(node);
+    Value x = operand(node, 0), w = operand(node, 1);
+    const std::vector<std::int64_t> in = image_size(node, x);
+    if (attr_int(node, "group", 1) != 1) unsupported(node, "group = " + std::to_string(attr_int(node, "group", 1)) + " (grouped convolutions are not mapped)");
+    if (w.literal || !w.dims || w.dims->size() != 4 || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[3]) {
+      unsupported(node, "weights that are not a known [M C kh kw] tensor");
+    }
+    const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = *(*w.dims)[2], kw = *(*w.dims)[3];
+    if ((*w.dims)[1] != c) unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels, the input has " + std::to_string(c));
+    const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {kh, kw}));
+    const std::string col = windows(node, x.body, c, p, "col");
+    const std::int64_t patch = c * kh * kw, pixels = p[0].out * p[1].out;
+    std::string expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
+                       std::to_string(patch) + ", " + std::to_string(pixels) + ")";
+    if (node.input_size() > 2 && !node.input(2).empty()) {
+      Value b = operand(node, 2);
+      expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";
+    }
+    Dims out = {(*x.dims)[0], m, p[0].out, p[1].out};
+    define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+  }
+
+  // MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
+  // as -1e30 and is left out of an average's count (count_include_pad 0) by a
+  // second im2col of a tensor of ones, which is 0 in the padding.
+  void import_pool(const onnx::NodeProto& node) {
+    const bool is_max = node.op_type() == "MaxPool";
+    if (is_max) {
+      only_attributes(node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+      if (attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
+    } else {
+      only_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
+    }
+    need_one_output(node);
+    Value x = operand(node, 0);
+    const std::vector<std::int64_t> in = image_size(node, x);
+    const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}));
+    const bool padded = p[0].pad || p[1].pad;
+    const std::int64_t c = *(*x.dims)[1], k = p[0].kernel * p[1].kernel, pixels = p[0].out * p[1].out;
+    auto as_windows = [&](const std::string& col) {
+      return col + ".reshape(-1, " + std::to_string(c) + ", " + std::to_string(k) + ", " + std::to_string(pixels) + ")";
+    };
+    std::string col = windows(node, x.body, c, p, "windows");
+    std::string inside;  // 1 where a window reads the input, 0 in the padding
+    const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
+    if (padded && (is_max || !count_pad || p[0].overhang || p[1].overhang)) {
+      if (count_pad) unsupported(node, "count_include_pad = 1 with ceil_mode windows past the padding");
+      inside = windows(node, x.body + " * 0.0 + 1.0", c, p, "inside");
+    }
+    std::string expr;
+    if (is_max) {
+      std::string v = as_windows(col);
+      if (!inside.empty()) v = "(" + v + " + (" + as_windows(inside) + " - 1.0) * 1e30)";
+      expr = "max(" + v + ", axis=2)";
+    } else if (!inside.empty()) {
+      expr = "sum(" + as_windows(col) + ", axis=2) / sum(" + as_windows(inside) + ", axis=2)";
+    } else {
+      expr = "mean(" + as_windows(col) + ", axis=2)";
+    }
+    Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
+    define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+  }
+
+  void need_one_output(const onnx::NodeProto& node) const {
+    int real = 0;
+    for (const auto& o : node.output()) real += !o.empty();
+    if (real > 1) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first 1");
+  }
+
   void import_batchnorm(const onnx::NodeProto& node) {
     only_attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
     if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
@@ -957,9 +1112,9 @@ std::vector<std::string> operators_of(const std::string& path) {
 }
 
 std::vector<std::string> supported_operators() {
-  return {"Abs", "Add", "BatchNormalization", "Celu", "Clip", "Cos", "Cosh", "Div", "Dropout", "Elu", "Exp",
-          "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
-          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Min", "Mul", "Neg",
+  return {"Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Constant", "Conv", "Cos",
+          "Cosh", "Div", "Dropout", "Elu", "Exp", "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
+          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg",
           "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
           "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Sigmoid", "Sign",
           "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
