@@ -132,6 +132,9 @@ class Importer {
       if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && opset_ >= 13) at = {1};
       if (op == "Clip" && opset_ >= 11) at = {1, 2};
       if (op == "Dropout") at = {1, 2};
+      if (op == "Slice" && opset_ >= 10) at = {1, 2, 3, 4};
+      if (op == "Expand") at = {1};
+      if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
       for (int k : at)
         if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
     }
@@ -403,6 +406,7 @@ class Importer {
     static const std::map<std::string, std::string> binary_ops = {
         {"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}, {"Pow", "**"}};
     if (node.output_size() < 1) unsupported(node, "it has no output");
+    if (fold(node)) return;
     auto need_outputs = [&](int n) {
       int real = 0;
       for (const auto& o : node.output()) real += !o.empty();
@@ -476,6 +480,31 @@ class Importer {
     }
     if (op == "Conv") {
       import_conv(node);
+      return;
+    }
+    if (op == "Slice") {
+      import_slice(node);
+      return;
+    }
+    if (op == "Where") {
+      only_attributes(node, {});
+      need_one_output(node);
+      Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
+      if (a.literal && b.literal) unsupported(node, "both branches are constants");
+      define(node, 0, "select(" + c.body + ", " + a.body + ", " + b.body + ")", broadcast(c.dims, broadcast(a.dims, b.dims)));
+      return;
+    }
+    if (op == "Expand") {
+      only_attributes(node, {});
+      need_one_output(node);
+      Value x = operand(node, 0);
+      if (x.literal) unsupported(node, "its input is a constant");
+      const std::vector<std::int64_t> shape = int_constant(node, 1, "its shape");
+      Dims want;
+      for (auto d : shape) want.push_back(d);
+      std::optional<Dims> out = broadcast(x.dims, want);
+      if (!out) unsupported(node, "the rank of its input is unknown");
+      define(node, 0, x.body + ".broadcast_to(" + reshape_args(node, *out) + ")", out);
       return;
     }
     if (op == "MaxPool" || op == "AveragePool") {
@@ -664,6 +693,110 @@ class Importer {
 
   // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
   // channel (axis 1) and broadcast over the other axes.
+  // A node whose inputs are all known when importing (ONNX's expanded
+  // functions compute shapes and indices this way, from Shape): its output
+  // becomes a constant. False when the node computes at run time.
+  bool fold(const onnx::NodeProto& node) {
+    if (node.output_size() != 1) return false;
+    if (node.op_type() == "Shape" && node.input_size() == 1 && values_.count(node.input(0))) {
+      only_attributes(node, {"start", "end"});
+      const Value& v = values_.at(node.input(0));
+      if (!v.dims) unsupported(node, "the rank of its input is unknown");
+      const auto r = static_cast<std::int64_t>(v.dims->size());
+      auto clamp_axis = [&](std::int64_t a) { return std::clamp<std::int64_t>(a < 0 ? a + r : a, 0, r); };
+      const std::int64_t start = clamp_axis(attr_int(node, "start", 0)), end = clamp_axis(attr_int(node, "end", r));
+      auto t = std::make_unique<onnx::TensorProto>();
+      t->set_data_type(onnx::TensorProto::INT64);
+      for (std::int64_t k = start; k < end; ++k) {
+        const auto& d = (*v.dims)[static_cast<std::size_t>(k)];
+        if (!d) unsupported(node, "its input has a dim known only at run time (axis " + std::to_string(k) + "); pass --dim to fix it");
+        t->add_int64_data(*d);
+      }
+      t->add_dims(t->int64_data_size());
+      keep_constant(node.output(0), std::move(t));
+      return true;
+    }
+    std::vector<const onnx::TensorProto*> in;
+    for (const auto& name : node.input()) {
+      if (name.empty()) {
+        in.push_back(nullptr);
+        continue;
+      }
+      const onnx::TensorProto* t = values_.count(name) ? nullptr : constant(name);
+      if (!t) return false;
+      in.push_back(t);
+    }
+    std::string why;
+    std::unique_ptr<onnx::TensorProto> t = fold_constants(node, in, opset_, why);
+    if (!t) {
+      if (!why.empty()) unsupported(node, why);
+      return false;
+    }
+    keep_constant(node.output(0), std::move(t));
+    return true;
+  }
+
+  // Where's condition: a computed tensor (non-zero is true), or a BOOL or
+  // numeric constant, made a FLOAT parameter of 0s and 1s.
+  Value condition(const onnx::NodeProto& node) {
+    const std::string& name = node.input(0);
+    if (!values_.count(name) && constant(name) && constant(name)->data_type() != onnx::TensorProto::FLOAT) {
+      std::string why;
+      std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(name), onnx::TensorProto::FLOAT, why);
+      if (!t) unsupported(node, why);
+      keep_constant(name + "_as_float", std::move(t));
+      onnx::NodeProto renamed = node;
+      renamed.set_input(0, name + "_as_float");
+      return operand(renamed, 0);
+    }
+    return operand(node, 0);
+  }
+
+  // Slice with constant starts, ends, axes and steps (attributes before
+  // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
+  void import_slice(const onnx::NodeProto& node) {
+    need_one_output(node);
+    Value x = operand(node, 0);
+    if (x.literal) unsupported(node, "its input is a constant");
+    const std::int64_t rank = rank_of(node, x);
+    std::vector<std::int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+      only_attributes(node, {"starts", "ends", "axes"});
+      starts = attr_ints(node, "starts").value_or(std::vector<std::int64_t>{});
+      ends = attr_ints(node, "ends").value_or(std::vector<std::int64_t>{});
+      axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
+    } else {
+      only_attributes(node, {});
+      starts = int_constant(node, 1, "its starts");
+      ends = int_constant(node, 2, "its ends");
+      axes = int_constant(node, 3, "its axes");
+      steps = int_constant(node, 4, "its steps");
+    }
+    if (axes.empty())
+      for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+      unsupported(node, "starts, ends, axes and steps of different lengths");
+    }
+    std::vector<std::string> items(static_cast<std::size_t>(rank), ":");
+    Dims out = *x.dims;
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      const std::int64_t a = axis_in(node, axes[k], rank);
+      const auto& dim = (*x.dims)[static_cast<std::size_t>(a)];
+      if (!dim) unsupported(node, "slicing axis " + std::to_string(a) + ", whose size is known only at run time");
+      if (steps[k] <= 0) unsupported(node, "step " + std::to_string(steps[k]) + " (wfgen's slices step forward)");
+      auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + *dim : i, 0, *dim); };
+      const std::int64_t b = clamp(starts[k]), e = clamp(ends[k]);
+      const std::int64_t n = e > b ? (e - b + steps[k] - 1) / steps[k] : 0;
+      if (n == 0) unsupported(node, "an empty result on axis " + std::to_string(a));
+      items[static_cast<std::size_t>(a)] = std::to_string(b) + ":" + std::to_string(e) + (steps[k] == 1 ? "" : ":" + std::to_string(steps[k]));
+      out[static_cast<std::size_t>(a)] = n;
+    }
+    std::string sub;
+    for (const auto& i : items) sub += (sub.empty() ? "" : ", ") + i;
+    define(node, 0, x.body + "[" + sub + "]", out);
+  }
+
   // A constant known when importing (a Constant node, a folded Cast): an
   // initializer from here on.
   void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t) {
@@ -1112,13 +1245,13 @@ std::vector<std::string> operators_of(const std::string& path) {
 }
 
 std::vector<std::string> supported_operators() {
-  return {"Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Constant", "Conv", "Cos",
-          "Cosh", "Div", "Dropout", "Elu", "Exp", "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
+  return {"Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Constant", "ConstantOfShape",
+          "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
           "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg",
           "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
-          "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Sigmoid", "Sign",
+          "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Slice",
           "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
-          "Unsqueeze"};
+          "Unsqueeze", "Where"};
 }
 
 }  // namespace wfgen::onnx_import

@@ -1,7 +1,9 @@
 #include "wfgen/onnx/tensors.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace wfgen::onnx_import {
 
@@ -139,6 +141,212 @@ std::unique_ptr<onnx::TensorProto> cast_constant(const onnx::TensorProto& t, int
     }
   }
   return out;
+}
+
+}  // namespace wfgen::onnx_import
+
+namespace wfgen::onnx_import {
+
+namespace {
+
+// A small dense tensor of numbers, the element type kept.
+struct Nd {
+  std::vector<std::int64_t> dims;
+  std::vector<double> v;
+  int type = onnx::TensorProto::FLOAT;
+};
+
+bool to_nd(const onnx::TensorProto& t, Nd& out) {
+  out.dims.assign(t.dims().begin(), t.dims().end());
+  out.type = t.data_type();
+  if (!numbers_of(t, out.v)) return false;
+  return static_cast<std::int64_t>(out.v.size()) == element_count(t);
+}
+
+std::unique_ptr<onnx::TensorProto> from_nd(const Nd& n, std::string& why) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::DOUBLE);
+  for (auto d : n.dims) t.add_dims(d);
+  for (double x : n.v) t.add_double_data(x);
+  return cast_constant(t, n.type, why);
+}
+
+std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
+  std::vector<std::int64_t> s(dims.size(), 1);
+  for (std::size_t k = dims.size(); k-- > 1;) s[k - 1] = s[k] * dims[k];
+  return s;
+}
+
+std::int64_t attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t dflt) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return a.i();
+  return dflt;
+}
+
+std::vector<std::int64_t> attr_ints(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return {a.ints().begin(), a.ints().end()};
+  return {};
+}
+
+std::vector<std::int64_t> ints(const Nd& n) { return {n.v.begin(), n.v.end()}; }
+
+// numpy broadcasting of two constants through `f`.
+bool broadcast(const Nd& a, const Nd& b, Nd& out, const std::function<double(double, double)>& f) {
+  const std::size_t r = std::max(a.dims.size(), b.dims.size());
+  out.dims.assign(r, 1);
+  auto dim = [&](const Nd& n, std::size_t k) { return k + n.dims.size() < r ? 1 : n.dims[k + n.dims.size() - r]; };
+  for (std::size_t k = 0; k < r; ++k) {
+    const std::int64_t x = dim(a, k), y = dim(b, k);
+    if (x != y && x != 1 && y != 1) return false;
+    out.dims[k] = x == 1 ? y : x;
+  }
+  const auto so = strides_of(out.dims);
+  std::int64_t total = 1;
+  for (auto d : out.dims) total *= d;
+  out.v.resize(static_cast<std::size_t>(total));
+  auto index = [&](const Nd& n, std::int64_t flat) {
+    std::int64_t at = 0, stride = 1;
+    for (std::size_t k = r; k-- > 0;) {
+      const std::int64_t i = (flat / so[k]) % out.dims[k], d = dim(n, k);
+      if (d != 1) at += i * stride;
+      stride *= d;
+    }
+    return static_cast<std::size_t>(at);
+  };
+  for (std::int64_t i = 0; i < total; ++i) out.v[static_cast<std::size_t>(i)] = f(a.v[index(a, i)], b.v[index(b, i)]);
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in,
+                                                  int opset, std::string& why) {
+  const std::string& op = node.op_type();
+  std::vector<Nd> x(in.size());
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    if (in[k] && !to_nd(*in[k], x[k])) return nullptr;  // strings and the like: not folded
+  }
+  if (in.empty() || !in[0]) return nullptr;
+  Nd out = x[0];
+  auto rank = static_cast<std::int64_t>(x[0].dims.size());
+  auto axis_of = [&](std::int64_t a, std::int64_t r) { return a < 0 ? a + r : a; };
+  if (op == "Identity") {
+  } else if (op == "Neg" || op == "Abs") {
+    for (double& e : out.v) e = op == "Neg" ? -e : std::fabs(e);
+  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    if (in.size() < 2 || !in[1]) return nullptr;
+    const bool integer = x[0].type != onnx::TensorProto::FLOAT && x[0].type != onnx::TensorProto::DOUBLE;
+    std::function<double(double, double)> f = op == "Add"   ? std::function<double(double, double)>([](double a, double b) { return a + b; })
+                                               : op == "Sub" ? [](double a, double b) { return a - b; }
+                                               : op == "Mul" ? [](double a, double b) { return a * b; }
+                                                             : std::function<double(double, double)>([integer](double a, double b) {
+                                                                 return integer ? (b == 0 ? 0.0 : std::trunc(a / b)) : a / b;
+                                                               });
+    if (!broadcast(x[0], x[1], out, f)) {
+      why = "the constant operands of " + op + " do not broadcast";
+      return nullptr;
+    }
+    out.type = x[0].type;
+  } else if (op == "Unsqueeze" || op == "Squeeze") {
+    std::vector<std::int64_t> axes = opset >= 13 ? (in.size() > 1 && in[1] ? ints(x[1]) : std::vector<std::int64_t>{}) : attr_ints(node, "axes");
+    if (op == "Unsqueeze") {
+      const std::int64_t r = rank + static_cast<std::int64_t>(axes.size());
+      for (auto& a : axes) a = axis_of(a, r);
+      std::sort(axes.begin(), axes.end());
+      for (auto a : axes) {
+        if (a < 0 || a > static_cast<std::int64_t>(out.dims.size())) return why = "Unsqueeze axis out of range", nullptr;
+        out.dims.insert(out.dims.begin() + a, 1);
+      }
+    } else {
+      std::vector<std::int64_t> kept;
+      for (std::int64_t k = 0; k < rank; ++k) {
+        bool drop = axes.empty() ? x[0].dims[static_cast<std::size_t>(k)] == 1 : false;
+        for (auto a : axes) drop = drop || axis_of(a, rank) == k;
+        if (!drop) kept.push_back(x[0].dims[static_cast<std::size_t>(k)]);
+      }
+      out.dims = kept;
+    }
+  } else if (op == "Reshape") {
+    if (in.size() < 2 || !in[1]) return nullptr;
+    std::vector<std::int64_t> shape = ints(x[1]);
+    std::int64_t known = 1, infer = -1;
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k] == 0 && attr_int(node, "allowzero", 0) == 0) shape[k] = k < x[0].dims.size() ? x[0].dims[k] : 0;
+      if (shape[k] == -1) infer = static_cast<std::int64_t>(k);
+      else known *= shape[k];
+    }
+    if (infer >= 0) shape[static_cast<std::size_t>(infer)] = known ? static_cast<std::int64_t>(x[0].v.size()) / known : 0;
+    out.dims = shape;
+  } else if (op == "Concat") {
+    const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
+    if (axis < 0 || axis >= rank) return why = "Concat axis out of range", nullptr;
+    out.dims[static_cast<std::size_t>(axis)] = 0;
+    std::int64_t outer = 1;
+    for (std::int64_t k = 0; k < axis; ++k) outer *= x[0].dims[static_cast<std::size_t>(k)];
+    out.v.clear();
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      if (!in[k] || x[k].dims.size() != x[0].dims.size()) return why = "Concat of constants of different ranks", nullptr;
+      out.dims[static_cast<std::size_t>(axis)] += x[k].dims[static_cast<std::size_t>(axis)];
+    }
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (const auto& t : x) {
+        const std::size_t chunk = t.v.size() / static_cast<std::size_t>(std::max<std::int64_t>(outer, 1));
+        out.v.insert(out.v.end(), t.v.begin() + static_cast<std::ptrdiff_t>(o * chunk), t.v.begin() + static_cast<std::ptrdiff_t>((o + 1) * chunk));
+      }
+  } else if (op == "Gather") {
+    if (in.size() < 2 || !in[1]) return nullptr;
+    const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
+    if (axis < 0 || axis >= rank) return why = "Gather axis out of range", nullptr;
+    const std::int64_t n = x[0].dims[static_cast<std::size_t>(axis)];
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t k = 0; k < axis; ++k) outer *= x[0].dims[static_cast<std::size_t>(k)];
+    for (std::int64_t k = axis + 1; k < rank; ++k) inner *= x[0].dims[static_cast<std::size_t>(k)];
+    out.dims.clear();
+    out.dims.insert(out.dims.end(), x[0].dims.begin(), x[0].dims.begin() + axis);
+    out.dims.insert(out.dims.end(), x[1].dims.begin(), x[1].dims.end());
+    out.dims.insert(out.dims.end(), x[0].dims.begin() + axis + 1, x[0].dims.end());
+    out.v.clear();
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (double id : x[1].v) {
+        std::int64_t i = static_cast<std::int64_t>(id);
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return why = "a Gather index out of range", nullptr;
+        const auto from = x[0].v.begin() + static_cast<std::ptrdiff_t>((o * n + i) * inner);
+        out.v.insert(out.v.end(), from, from + static_cast<std::ptrdiff_t>(inner));
+      }
+  } else if (op == "Shape") {
+    // Shape of a constant (a computed value's is the importer's).
+    std::int64_t start = axis_of(attr_int(node, "start", 0), rank), end = attr_int(node, "end", rank);
+    end = std::clamp<std::int64_t>(axis_of(end, rank), 0, rank);
+    start = std::clamp<std::int64_t>(start, 0, rank);
+    out.type = onnx::TensorProto::INT64;
+    out.v.assign(x[0].dims.begin() + start, x[0].dims.begin() + std::max(start, end));
+    out.dims = {static_cast<std::int64_t>(out.v.size())};
+  } else if (op == "Size") {
+    out.type = onnx::TensorProto::INT64;
+    out.v = {static_cast<double>(x[0].v.size())};
+    out.dims.clear();
+  } else if (op == "ConstantOfShape") {
+    double value = 0;
+    int type = onnx::TensorProto::FLOAT;
+    for (const auto& a : node.attribute()) {
+      if (a.name() != "value") continue;
+      Nd v;
+      if (!to_nd(a.t(), v) || v.v.size() != 1) return why = "ConstantOfShape's value is not one number", nullptr;
+      value = v.v[0];
+      type = v.type;
+    }
+    out.dims = ints(x[0]);
+    std::int64_t total = 1;
+    for (auto d : out.dims) total *= d;
+    if (total < 0 || total > (1 << 24)) return why = "ConstantOfShape of " + std::to_string(total) + " elements", nullptr;
+    out.v.assign(static_cast<std::size_t>(total), value);
+    out.type = type;
+  } else {
+    return nullptr;
+  }
+  return from_nd(out, why);
 }
 
 }  // namespace wfgen::onnx_import

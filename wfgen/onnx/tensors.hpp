@@ -37,3 +37,16 @@ std::unique_ptr<onnx::TensorProto> constant_of(const onnx::NodeProto& node, std:
 std::unique_ptr<onnx::TensorProto> cast_constant(const onnx::TensorProto& t, int to, std::string& why);
 
 }  // namespace wfgen::onnx_import
+
+namespace wfgen::onnx_import {
+
+// Computes `node` when every input is a constant: the shape and index
+// arithmetic of ONNX's expanded functions (Shape's results fed through
+// Gather, Concat, Unsqueeze, Add, ...). `in` holds the inputs (null for an
+// empty, optional one); `shape_of` gives Shape's input dims when the input
+// is a computed value whose dims are known. Returns null when the operator
+// is not one folded here (`why` empty) or when folding fails (`why` says why).
+std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in,
+                                                  int opset, std::string& why);
+
+}  // namespace wfgen::onnx_import
