@@ -208,3 +208,83 @@ TEST_CASE("bad usage and bad files are errors, not crashes") {
   CHECK_THAT(err.str(), Catch::Contains("is not an ONNX model (the protobuf ModelProto does not parse)"));
   CHECK_FALSE(fs::exists(dir / "x.yaml"));
 }
+
+TEST_CASE("windows, slices and constants: what the import writes and what it refuses", "[onnx]") {
+  fs::path dir = scratch("windows");
+  // Pads of 1 on H and 0 on W, stride 2: one im2col and one batched matmul.
+  Run r = import("test_conv_with_strides_and_asymmetric_padding", dir / "c.yaml");
+  REQUIRE(r.code == 0);
+  const std::string conv = read(dir / "c.yaml");
+  CHECK_THAT(conv, Catch::Contains("y_col = im2col(x, k_h=3, k_w=3, stride_h=2, stride_w=2, pad_h=1, pad_w=0, dilation_h=1, dilation_w=1).reshape(-1, 9, 4, 2)"));
+  CHECK_THAT(conv, Catch::Contains("y = (W.reshape(1, 9) @ y_col.reshape(-1, 9, 8)).reshape(1, 1, 4, 2)  # Conv"));
+  // SAME_UPPER with an odd total (0 before, 1 after): im2col pads 1 at both ends, the first row and column are dropped.
+  r = import("test_maxpool_2d_same_upper", dir / "u.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "u.yaml"), Catch::Contains("y_windows = y_windows[:, :, 1:33, 1:33]  # ONNX's pads differ at the two ends"));
+  // A max pool with padding: the padding enters the max as -1e30.
+  r = import("test_maxpool_2d_pads", dir / "m.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "m.yaml"), Catch::Contains("- 1.0) * 1e30), axis=2)"));
+  // Shape arithmetic of an expanded function folds into constants.
+  r = import("test_softmax_axis_1_expanded", dir / "s.yaml");
+  CHECK(r.code == 0);
+
+  // Refused, each with its reason.
+  r = import("test_slice_neg_steps", dir / "x.yaml", {}, kData + "test_slice_neg_steps/test_data_set_0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator Slice of opset 13: step -1 (wfgen's slices step forward)"));
+  r = import("test_cast_FLOAT_to_DOUBLE", dir / "x.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("a cast of a computed tensor to DOUBLE; wfgen's ONNX import computes in FLOAT"));
+  r = import("test_maxpool_with_argmax_2d_precomputed_strides", dir / "x.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("storage_order = 1"));
+
+  // A grouped convolution, a Constant of strings: made from a backend model.
+  onnx::ModelProto m;
+  {
+    std::ifstream in(kData + "test_basic_conv_with_padding/model.onnx", std::ios::binary);
+    REQUIRE(m.ParseFromIstream(&in));
+  }
+  auto* group = m.mutable_graph()->mutable_node(0)->add_attribute();
+  group->set_name("group");
+  group->set_type(onnx::AttributeProto::INT);
+  group->set_i(2);
+  {
+    std::ofstream out(dir / "grouped.onnx", std::ios::binary);
+    REQUIRE(m.SerializeToOstream(&out));
+  }
+  wfgen::cli::ImportOptions o;
+  o.model = dir / "grouped.onnx";
+  o.output = dir / "g.yaml";
+  std::ostringstream out, err;
+  CHECK(wfgen::cli::import_onnx(o, {out, err, false}) == 2);
+  CHECK_THAT(err.str(), Catch::Contains("cannot import operator Conv"));
+  CHECK_THAT(err.str(), Catch::Contains("group = 2 (grouped convolutions are not mapped)"));
+  CHECK_FALSE(fs::exists(dir / "g.yaml"));
+
+  onnx::ModelProto c;
+  {
+    std::ifstream in(kData + "test_relu/model.onnx", std::ios::binary);
+    REQUIRE(c.ParseFromIstream(&in));
+  }
+  auto* k = c.mutable_graph()->add_node();
+  k->set_op_type("Constant");
+  k->add_output("text");
+  auto* a = k->add_attribute();
+  a->set_name("value_strings");
+  a->set_type(onnx::AttributeProto::STRINGS);
+  a->add_strings("hello");
+  c.mutable_graph()->mutable_node()->SwapElements(0, 1);  // the Constant first
+  {
+    std::ofstream os(dir / "strings.onnx", std::ios::binary);
+    REQUIRE(c.SerializeToOstream(&os));
+  }
+  o.model = dir / "strings.onnx";
+  o.output = dir / "t.yaml";
+  std::ostringstream out2, err2;
+  CHECK(wfgen::cli::import_onnx(o, {out2, err2, false}) == 2);
+  CHECK_THAT(err2.str(), Catch::Contains("cannot import operator Constant"));
+  CHECK_THAT(err2.str(), Catch::Contains("its attribute 'value_strings' is not supported (value, value_float(s) and value_int(s) are)"));
+  CHECK_FALSE(fs::exists(dir / "t.yaml"));
+}
