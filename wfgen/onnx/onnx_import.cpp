@@ -1,5 +1,6 @@
-#include "wfgen/onnx/onnx_import.hpp"
-
+// ONNX import, first half: the graph's inputs, outputs and initializers,
+// the body's values and names, and the spec written at the end. The
+// operators are mapped in operators.cpp.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -8,31 +9,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <memory>
-#include <optional>
-#include <set>
 #include <sstream>
 
+#include "wfgen/onnx/importer.hpp"
+#include "wfgen/onnx/onnx_import.hpp"
 #include "wfgen/onnx/tensors.hpp"
-#include "wfgen/onnx/windows.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 namespace wfgen::onnx_import {
 
+namespace detail {
+
 namespace {
 
 namespace fs = std::filesystem;
-
-// A dim of a value while importing: known, or unknown (symbolic at run time).
-using Dims = std::vector<std::optional<std::int64_t>>;
-
-// What the body knows of an ONNX value.
-struct Value {
-  std::string body;  // the body expression naming it (a variable, or a literal for scalar constants)
-  bool literal = false;
-  std::optional<Dims> dims;  // nullopt: rank unknown
-};
 
 // Python-like names the body language reserves or the stdlib defines.
 const std::set<std::string>& reserved_names() {
@@ -42,6 +32,8 @@ const std::set<std::string>& reserved_names() {
       "transpose", "unsqueeze", "squeeze", "broadcast_to", "softmax", "log_softmax", "layernorm", "linear", "relu"};
   return names;
 }
+
+}  // namespace
 
 // The shortest text that reads back as the same float: ONNX's attributes and
 // tensors are f32, so 0.35f prints as 0.35, not 0.3499999940395355.
@@ -53,1177 +45,407 @@ std::string format_float(float v) {
   return s;
 }
 
-class Importer {
- public:
-  Importer(std::string path, Options options) : path_(std::move(path)), options_(std::move(options)) {}
-
-  Imported run() {
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) fail("cannot read " + path_);
-    if (!model_.ParseFromIstream(&in)) fail(path_ + " is not an ONNX model (the protobuf ModelProto does not parse)");
-    for (const auto& op : model_.opset_import()) {
-      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
+Imported Importer::run() {
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) fail("cannot read " + path_);
+  if (!model_.ParseFromIstream(&in)) fail(path_ + " is not an ONNX model (the protobuf ModelProto does not parse)");
+  for (const auto& op : model_.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
+  }
+  if (opset_ == 0) fail(path_ + " imports no opset of the default domain (ai.onnx)");
+  if (opset_ < 7) fail(path_ + " uses opset " + std::to_string(opset_) + "; wfgen imports opsets 7 and newer");
+  const auto& g = model_.graph();
+  for (const auto& init : g.initializer()) initializers_[init.name()] = &init;
+  std::string name = options_.name;
+  if (name.empty()) name = fs::path(path_).stem().string();
+  name = identifier(name, "model");
+  std::set<std::string> constant_uses = inputs_needed_as_constants();
+  int position = 0;
+  for (const auto& vi : g.input()) {
+    if (initializers_.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
+    const int k = position++;
+    bool not_float = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT;
+    if (!options_.freeze_dir.empty() && (not_float || constant_uses.count(vi.name()))) {
+      freeze(vi, k);
+      continue;
     }
-    if (opset_ == 0) fail(path_ + " imports no opset of the default domain (ai.onnx)");
-    if (opset_ < 7) fail(path_ + " uses opset " + std::to_string(opset_) + "; wfgen imports opsets 7 and newer");
-    const auto& g = model_.graph();
-    for (const auto& init : g.initializer()) initializers_[init.name()] = &init;
-    std::string name = options_.name;
-    if (name.empty()) name = fs::path(path_).stem().string();
-    name = identifier(name, "model");
-    std::set<std::string> constant_uses = inputs_needed_as_constants();
-    int position = 0;
-    for (const auto& vi : g.input()) {
-      if (initializers_.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
-      const int k = position++;
-      bool not_float = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT;
-      if (!options_.freeze_dir.empty() && (not_float || constant_uses.count(vi.name()))) {
-        freeze(vi, k);
-        continue;
-      }
-      read_input(vi);
+    read_input(vi);
+  }
+  for (const auto& node : g.node()) import_node(node);
+  for (const auto& vi : g.output()) read_output(vi);
+  return finish(name);
+}
+
+void Importer::fail(const std::string& message) const {
+  Diagnostic d;
+  d.loc.file = path_;
+  d.message = message;
+  throw UserError(d);
+}
+
+void Importer::unsupported(const onnx::NodeProto& node, const std::string& what) const {
+  fail("cannot import " + describe(node) + ": " + what);
+}
+
+std::string Importer::describe(const onnx::NodeProto& node) const {
+  std::string s = "operator " + node.op_type();
+  if (!node.name().empty()) s += " (node '" + node.name() + "')";
+  return s + " of opset " + std::to_string(opset_);
+}
+
+// A body name for an ONNX name: letters, digits and '_', unique.
+std::string Importer::identifier(const std::string& onnx_name, const std::string& fallback) {
+  std::string s;
+  for (char c : onnx_name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  while (s.find("__") != std::string::npos) s.replace(s.find("__"), 2, "_");
+  while (!s.empty() && s.front() == '_') s.erase(s.begin());  // `/fc/Gemm` -> fc_Gemm
+  while (!s.empty() && s.back() == '_') s.pop_back();
+  if (s.empty()) s = fallback;
+  if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
+  if (s.rfind("wf_", 0) == 0 || reserved_names().count(s)) s = "v_" + s;
+  std::string base = s;
+  for (int k = 1; used_.count(s); ++k) s = base + "_" + std::to_string(k);
+  used_.insert(s);
+  return s;
+}
+
+// Inputs of the graph that nodes read where a constant is needed.
+std::set<std::string> Importer::inputs_needed_as_constants() const {
+  std::set<std::string> out;
+  for (const auto& n : model_.graph().node()) {
+    std::vector<int> at;
+    const std::string& op = n.op_type();
+    if (op == "Reshape") at = {1};
+    if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && opset_ >= 13) at = {1};
+    if (op == "Clip" && opset_ >= 11) at = {1, 2};
+    if (op == "Dropout") at = {1, 2};
+    if (op == "Slice" && opset_ >= 10) at = {1, 2, 3, 4};
+    if (op == "Expand") at = {1};
+    if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
+    for (int k : at)
+      if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
+  }
+  return out;
+}
+
+void Importer::freeze(const onnx::ValueInfoProto& vi, int position) {
+  fs::path file = fs::path(options_.freeze_dir) / ("input_" + std::to_string(position) + ".pb");
+  std::ifstream in(file, std::ios::binary);
+  auto t = std::make_unique<onnx::TensorProto>();
+  if (!in || !t->ParseFromIstream(&in)) {
+    fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + file.string() +
+         " is not a readable ONNX TensorProto");
+  }
+  t->set_name(vi.name());
+  initializers_[vi.name()] = t.get();
+  frozen_.push_back(std::move(t));
+  frozen_positions_.push_back(position);
+  renamed_.push_back("input '" + vi.name() + "' (input " + std::to_string(position) + ") frozen from " + file.string());
+}
+
+// --- values ------------------------------------------------------------------
+Dims Importer::dims_of(const onnx::ValueInfoProto& vi, std::vector<std::string>* symbols) {
+  Dims out;
+  const auto& shape = vi.type().tensor_type().shape();
+  for (int k = 0; k < shape.dim_size(); ++k) {
+    const auto& d = shape.dim(k);
+    if (d.has_dim_value()) {
+      out.push_back(d.dim_value());
+      if (symbols) symbols->push_back(std::to_string(d.dim_value()));
+      continue;
     }
-    for (const auto& node : g.node()) import_node(node);
-    for (const auto& vi : g.output()) read_output(vi);
-    return finish(name);
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& message) const {
-    Diagnostic d;
-    d.loc.file = path_;
-    d.message = message;
-    throw UserError(d);
-  }
-
-  [[noreturn]] void unsupported(const onnx::NodeProto& node, const std::string& what) const {
-    fail("cannot import " + describe(node) + ": " + what);
-  }
-
-  std::string describe(const onnx::NodeProto& node) const {
-    std::string s = "operator " + node.op_type();
-    if (!node.name().empty()) s += " (node '" + node.name() + "')";
-    return s + " of opset " + std::to_string(opset_);
-  }
-
-  // A body name for an ONNX name: letters, digits and '_', unique.
-  std::string identifier(const std::string& onnx_name, const std::string& fallback) {
-    std::string s;
-    for (char c : onnx_name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
-    while (s.find("__") != std::string::npos) s.replace(s.find("__"), 2, "_");
-    while (!s.empty() && s.front() == '_') s.erase(s.begin());  // `/fc/Gemm` -> fc_Gemm
-    while (!s.empty() && s.back() == '_') s.pop_back();
-    if (s.empty()) s = fallback;
-    if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
-    if (s.rfind("wf_", 0) == 0 || reserved_names().count(s)) s = "v_" + s;
-    std::string base = s;
-    for (int k = 1; used_.count(s); ++k) s = base + "_" + std::to_string(k);
-    used_.insert(s);
-    return s;
-  }
-
-  // Inputs of the graph that nodes read where a constant is needed.
-  std::set<std::string> inputs_needed_as_constants() const {
-    std::set<std::string> out;
-    for (const auto& n : model_.graph().node()) {
-      std::vector<int> at;
-      const std::string& op = n.op_type();
-      if (op == "Reshape") at = {1};
-      if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && opset_ >= 13) at = {1};
-      if (op == "Clip" && opset_ >= 11) at = {1, 2};
-      if (op == "Dropout") at = {1, 2};
-      if (op == "Slice" && opset_ >= 10) at = {1, 2, 3, 4};
-      if (op == "Expand") at = {1};
-      if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
-      for (int k : at)
-        if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
+    std::string param = d.has_dim_param() ? d.dim_param() : "";
+    auto fixed = options_.dims.find(param);
+    if (!param.empty() && fixed != options_.dims.end()) {
+      out.push_back(fixed->second);
+      if (symbols) symbols->push_back(std::to_string(fixed->second));
+      continue;
     }
-    return out;
+    out.push_back(std::nullopt);
+    if (symbols) symbols->push_back(dim_symbol(param.empty() ? vi.name() + "_d" + std::to_string(k) : param));
   }
+  return out;
+}
 
-  void freeze(const onnx::ValueInfoProto& vi, int position) {
-    fs::path file = fs::path(options_.freeze_dir) / ("input_" + std::to_string(position) + ".pb");
-    std::ifstream in(file, std::ios::binary);
-    auto t = std::make_unique<onnx::TensorProto>();
-    if (!in || !t->ParseFromIstream(&in)) {
-      fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + file.string() +
-           " is not a readable ONNX TensorProto");
-    }
-    t->set_name(vi.name());
-    initializers_[vi.name()] = t.get();
-    frozen_.push_back(std::move(t));
-    frozen_positions_.push_back(position);
-    renamed_.push_back("input '" + vi.name() + "' (input " + std::to_string(position) + ") frozen from " + file.string());
-  }
+// A run-time dim's name in the where line (a DSL symbol).
+std::string Importer::dim_symbol(const std::string& param) {
+  auto it = dim_symbols_.find(param);
+  if (it != dim_symbols_.end()) return it->second;
+  std::string s;
+  for (char c : param) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) s = "d_" + s;
+  dim_symbols_[param] = s;
+  return s;
+}
 
-  // --- values ------------------------------------------------------------------
+void Importer::check_float(const onnx::ValueInfoProto& vi, const char* what) const {
+  if (!vi.type().has_tensor_type()) fail(std::string(what) + " '" + vi.name() + "' is not a tensor; wfgen imports tensors only");
+  int t = vi.type().tensor_type().elem_type();
+  if (t != onnx::TensorProto::FLOAT) {
+    fail(std::string(what) + " '" + vi.name() + "' has element type " + onnx::TensorProto::DataType_Name(t) +
+         "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs");
+  }
+}
 
-  Dims dims_of(const onnx::ValueInfoProto& vi, std::vector<std::string>* symbols) {
-    Dims out;
-    const auto& shape = vi.type().tensor_type().shape();
-    for (int k = 0; k < shape.dim_size(); ++k) {
-      const auto& d = shape.dim(k);
-      if (d.has_dim_value()) {
-        out.push_back(d.dim_value());
-        if (symbols) symbols->push_back(std::to_string(d.dim_value()));
-        continue;
-      }
-      std::string param = d.has_dim_param() ? d.dim_param() : "";
-      auto fixed = options_.dims.find(param);
-      if (!param.empty() && fixed != options_.dims.end()) {
-        out.push_back(fixed->second);
-        if (symbols) symbols->push_back(std::to_string(fixed->second));
-        continue;
-      }
-      out.push_back(std::nullopt);
-      if (symbols) symbols->push_back(dim_symbol(param.empty() ? vi.name() + "_d" + std::to_string(k) : param));
-    }
-    return out;
-  }
+void Importer::read_input(const onnx::ValueInfoProto& vi) {
+  check_float(vi, "input");
+  std::vector<std::string> symbols;
+  Dims d = dims_of(vi, &symbols);
+  std::string body = identifier(vi.name(), "input");
+  values_[vi.name()] = {body, false, d};
+  std::string sub;
+  for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
+  inputs_.push_back(body + "[" + sub + "]");
+  if (body != vi.name()) renamed_.push_back("input " + body + " is ONNX '" + vi.name() + "'");
+}
 
-  // A run-time dim's name in the where line (a DSL symbol).
-  std::string dim_symbol(const std::string& param) {
-    auto it = dim_symbols_.find(param);
-    if (it != dim_symbols_.end()) return it->second;
-    std::string s;
-    for (char c : param) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
-    if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) s = "d_" + s;
-    dim_symbols_[param] = s;
-    return s;
+void Importer::read_output(const onnx::ValueInfoProto& vi) {
+  check_float(vi, "output");
+  auto it = values_.find(vi.name());
+  if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
+  std::vector<std::string> symbols;
+  dims_of(vi, &symbols);
+  std::string body = it->second.body;
+  if (it->second.literal || is_input(body)) {
+    // A graph output must be a fresh value of the body.
+    std::string copy = identifier(vi.name() + "_out", "output");
+    line(copy + " = " + body + (it->second.literal ? "" : " * 1.0"), "output " + vi.name());
+    body = copy;
   }
+  std::string sub;
+  for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
+  if (vi.type().tensor_type().has_shape()) {
+    outputs_.push_back(body + "[" + sub + "]");
+  } else {
+    // No shape in the graph: the result's rank, with symbols the body binds.
+    std::string subs;
+    std::size_t rank = it->second.dims ? it->second.dims->size() : 0;
+    for (std::size_t k = 0; k < rank; ++k) subs += (k ? " " : "") + body + "_d" + std::to_string(k);
+    outputs_.push_back(body + "[" + subs + "]");
+  }
+  returned_.push_back(body);
+}
 
-  void check_float(const onnx::ValueInfoProto& vi, const char* what) const {
-    if (!vi.type().has_tensor_type()) fail(std::string(what) + " '" + vi.name() + "' is not a tensor; wfgen imports tensors only");
-    int t = vi.type().tensor_type().elem_type();
-    if (t != onnx::TensorProto::FLOAT) {
-      fail(std::string(what) + " '" + vi.name() + "' has element type " + onnx::TensorProto::DataType_Name(t) +
-           "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs");
-    }
-  }
+bool Importer::is_input(const std::string& body) const {
+  for (const auto& in : inputs_)
+    if (in.rfind(body + "[", 0) == 0) return true;
+  return false;
+}
 
-  void read_input(const onnx::ValueInfoProto& vi) {
-    check_float(vi, "input");
-    std::vector<std::string> symbols;
-    Dims d = dims_of(vi, &symbols);
-    std::string body = identifier(vi.name(), "input");
-    values_[vi.name()] = {body, false, d};
-    std::string sub;
-    for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
-    inputs_.push_back(body + "[" + sub + "]");
-    if (body != vi.name()) renamed_.push_back("input " + body + " is ONNX '" + vi.name() + "'");
-  }
+const onnx::TensorProto* Importer::constant(const std::string& name) const {
+  auto it = initializers_.find(name);
+  return it == initializers_.end() ? nullptr : it->second;
+}
 
-  void read_output(const onnx::ValueInfoProto& vi) {
-    check_float(vi, "output");
-    auto it = values_.find(vi.name());
-    if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
-    std::vector<std::string> symbols;
-    dims_of(vi, &symbols);
-    std::string body = it->second.body;
-    if (it->second.literal || is_input(body)) {
-      // A graph output must be a fresh value of the body.
-      std::string copy = identifier(vi.name() + "_out", "output");
-      line(copy + " = " + body + (it->second.literal ? "" : " * 1.0"), "output " + vi.name());
-      body = copy;
-    }
-    std::string sub;
-    for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
-    if (vi.type().tensor_type().has_shape()) {
-      outputs_.push_back(body + "[" + sub + "]");
-    } else {
-      // No shape in the graph: the result's rank, with symbols the body binds.
-      std::string subs;
-      std::size_t rank = it->second.dims ? it->second.dims->size() : 0;
-      for (std::size_t k = 0; k < rank; ++k) subs += (k ? " " : "") + body + "_d" + std::to_string(k);
-      outputs_.push_back(body + "[" + subs + "]");
-    }
-    returned_.push_back(body);
+// The body value of an input of `node`: a value computed before, a graph
+// input, or a float initializer (a number when it holds one element and has
+// rank 0, else a parameter).
+Value Importer::operand(const onnx::NodeProto& node, int k) {
+  if (k >= node.input_size() || node.input(k).empty()) unsupported(node, "input " + std::to_string(k) + " is missing");
+  const std::string& name = node.input(k);
+  auto it = values_.find(name);
+  if (it != values_.end()) return it->second;
+  const onnx::TensorProto* t = constant(name);
+  if (!t) unsupported(node, "its input '" + name + "' is computed by no earlier node");
+  if (t->data_type() != onnx::TensorProto::FLOAT) {
+    unsupported(node, "its input '" + name + "' is a " + onnx::TensorProto::DataType_Name(t->data_type()) +
+                          " initializer used as a tensor; wfgen's ONNX import supports FLOAT tensors");
   }
+  std::vector<float> data = floats_of(*t);
+  if (static_cast<std::int64_t>(data.size()) != element_count(*t)) {
+    unsupported(node, "its initializer '" + name + "' holds " + std::to_string(data.size()) + " values for its shape");
+  }
+  if (t->dims_size() == 0 && data.size() == 1) {
+    if (!std::isfinite(data[0])) unsupported(node, "the constant '" + name + "' is not finite");
+    Value v{format_float(data[0]), true, Dims{}};
+    values_[name] = v;
+    return v;
+  }
+  std::string body = identifier(name, "param");
+  Dims d;
+  for (auto x : t->dims()) d.push_back(x);
+  params_.push_back({body, t});
+  values_[name] = {body, false, d};
+  return values_[name];
+}
 
-  bool is_input(const std::string& body) const {
-    for (const auto& in : inputs_)
-      if (in.rfind(body + "[", 0) == 0) return true;
-    return false;
+// An int64 constant input (Reshape's shape, axes): folded into the body.
+std::vector<std::int64_t> Importer::int_constant(const onnx::NodeProto& node, int k, const char* what) {
+  if (k >= node.input_size() || node.input(k).empty()) return {};
+  const onnx::TensorProto* t = constant(node.input(k));
+  if (!t || (t->data_type() != onnx::TensorProto::INT64 && t->data_type() != onnx::TensorProto::INT32)) {
+    unsupported(node, std::string(what) + " '" + node.input(k) +
+                          "' is not a constant integer initializer; wfgen needs it known when importing");
   }
+  return ints_of(*t);
+}
 
-  const onnx::TensorProto* constant(const std::string& name) const {
-    auto it = initializers_.find(name);
-    return it == initializers_.end() ? nullptr : it->second;
-  }
+// --- attributes ----------------------------------------------------------------
+const onnx::AttributeProto* Importer::attr(const onnx::NodeProto& node, const std::string& name) const {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
 
-  // The body value of an input of `node`: a value computed before, a graph
-  // input, or a float initializer (a number when it holds one element and has
-  // rank 0, else a parameter).
-  Value operand(const onnx::NodeProto& node, int k) {
-    if (k >= node.input_size() || node.input(k).empty()) unsupported(node, "input " + std::to_string(k) + " is missing");
-    const std::string& name = node.input(k);
-    auto it = values_.find(name);
-    if (it != values_.end()) return it->second;
-    const onnx::TensorProto* t = constant(name);
-    if (!t) unsupported(node, "its input '" + name + "' is computed by no earlier node");
-    if (t->data_type() != onnx::TensorProto::FLOAT) {
-      unsupported(node, "its input '" + name + "' is a " + onnx::TensorProto::DataType_Name(t->data_type()) +
-                            " initializer used as a tensor; wfgen's ONNX import supports FLOAT tensors");
-    }
-    std::vector<float> data = floats_of(*t);
-    if (static_cast<std::int64_t>(data.size()) != element_count(*t)) {
-      unsupported(node, "its initializer '" + name + "' holds " + std::to_string(data.size()) + " values for its shape");
-    }
-    if (t->dims_size() == 0 && data.size() == 1) {
-      if (!std::isfinite(data[0])) unsupported(node, "the constant '" + name + "' is not finite");
-      Value v{format_float(data[0]), true, Dims{}};
-      values_[name] = v;
-      return v;
-    }
-    std::string body = identifier(name, "param");
-    Dims d;
-    for (auto x : t->dims()) d.push_back(x);
-    params_.push_back({body, t});
-    values_[name] = {body, false, d};
-    return values_[name];
-  }
+std::int64_t Importer::attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t dflt) const {
+  const auto* a = attr(node, name);
+  return a ? a->i() : dflt;
+}
 
-  // An int64 constant input (Reshape's shape, axes): folded into the body.
-  std::vector<std::int64_t> int_constant(const onnx::NodeProto& node, int k, const char* what) {
-    if (k >= node.input_size() || node.input(k).empty()) return {};
-    const onnx::TensorProto* t = constant(node.input(k));
-    if (!t || (t->data_type() != onnx::TensorProto::INT64 && t->data_type() != onnx::TensorProto::INT32)) {
-      unsupported(node, std::string(what) + " '" + node.input(k) +
-                            "' is not a constant integer initializer; wfgen needs it known when importing");
-    }
-    return ints_of(*t);
-  }
+float Importer::attr_float(const onnx::NodeProto& node, const std::string& name, float dflt) const {
+  const auto* a = attr(node, name);
+  return a ? a->f() : dflt;
+}
 
-  // --- attributes ----------------------------------------------------------------
+std::optional<std::vector<std::int64_t>> Importer::attr_ints(const onnx::NodeProto& node, const std::string& name) const {
+  const auto* a = attr(node, name);
+  if (!a) return std::nullopt;
+  return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+}
 
-  const onnx::AttributeProto* attr(const onnx::NodeProto& node, const std::string& name) const {
-    for (const auto& a : node.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
+void Importer::only_attributes(const onnx::NodeProto& node, std::initializer_list<const char*> known) const {
+  for (const auto& a : node.attribute()) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || a.name() == k;
+    if (!ok) unsupported(node, "its attribute '" + a.name() + "' is not supported");
   }
-  std::int64_t attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t dflt) const {
-    const auto* a = attr(node, name);
-    return a ? a->i() : dflt;
-  }
-  float attr_float(const onnx::NodeProto& node, const std::string& name, float dflt) const {
-    const auto* a = attr(node, name);
-    return a ? a->f() : dflt;
-  }
-  std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node, const std::string& name) const {
-    const auto* a = attr(node, name);
-    if (!a) return std::nullopt;
-    return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
-  }
-  void only_attributes(const onnx::NodeProto& node, std::initializer_list<const char*> known) const {
-    for (const auto& a : node.attribute()) {
-      bool ok = false;
-      for (const char* k : known) ok = ok || a.name() == k;
-      if (!ok) unsupported(node, "its attribute '" + a.name() + "' is not supported");
-    }
-  }
+}
 
-  // --- emission --------------------------------------------------------------------
+// --- emission --------------------------------------------------------------------
+void Importer::line(const std::string& statement, const std::string& comment) {
+  body_ += statement;
+  if (!comment.empty()) body_ += "  # " + comment;
+  body_ += "\n";
+}
 
-  void line(const std::string& statement, const std::string& comment) {
-    body_ += statement;
-    if (!comment.empty()) body_ += "  # " + comment;
-    body_ += "\n";
-  }
+// Defines the node's k-th output as `expr` with `dims`.
+void Importer::define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims) {
+  const std::string& onnx_name = node.output(k);
+  std::string body = identifier(onnx_name, "value");
+  std::string comment = node.op_type();
+  if (!node.name().empty()) comment += " '" + node.name() + "'";
+  if (body != onnx_name) comment += ", ONNX value '" + onnx_name + "'";
+  line(body + " = " + expr, comment);
+  values_[onnx_name] = {body, false, std::move(dims)};
+}
 
-  // Defines the node's k-th output as `expr` with `dims`.
-  void define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims) {
-    const std::string& onnx_name = node.output(k);
-    std::string body = identifier(onnx_name, "value");
-    std::string comment = node.op_type();
-    if (!node.name().empty()) comment += " '" + node.name() + "'";
-    if (body != onnx_name) comment += ", ONNX value '" + onnx_name + "'";
-    line(body + " = " + expr, comment);
-    values_[onnx_name] = {body, false, std::move(dims)};
-  }
+std::int64_t Importer::rank_of(const onnx::NodeProto& node, const Value& v) const {
+  if (!v.dims) unsupported(node, "the rank of its input '" + v.body + "' is unknown");
+  return static_cast<std::int64_t>(v.dims->size());
+}
 
-  std::int64_t rank_of(const onnx::NodeProto& node, const Value& v) const {
-    if (!v.dims) unsupported(node, "the rank of its input '" + v.body + "' is unknown");
-    return static_cast<std::int64_t>(v.dims->size());
-  }
+std::int64_t Importer::axis_in(const onnx::NodeProto& node, std::int64_t axis, std::int64_t rank, bool plus_one) const {
+  std::int64_t n = rank + (plus_one ? 1 : 0);
+  if (axis < -n || axis >= n) unsupported(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + n : axis;
+}
 
-  std::int64_t axis_in(const onnx::NodeProto& node, std::int64_t axis, std::int64_t rank, bool plus_one = false) const {
-    std::int64_t n = rank + (plus_one ? 1 : 0);
-    if (axis < -n || axis >= n) unsupported(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + n : axis;
-  }
-
-  // numpy broadcasting of two shapes (unknown dims stay unknown).
-  static std::optional<Dims> broadcast(const std::optional<Dims>& a, const std::optional<Dims>& b) {
-    if (!a || !b) return std::nullopt;
-    Dims out(std::max(a->size(), b->size()));
-    for (std::size_t k = 0; k < out.size(); ++k) {
-      auto pick = [&](const Dims& d) -> std::optional<std::int64_t> {
-        std::size_t off = out.size() - d.size();
-        return k < off ? std::optional<std::int64_t>(1) : d[k - off];
-      };
-      auto x = pick(*a), y = pick(*b);
-      out[k] = (x && *x == 1) ? y : x;
-    }
-    return out;
-  }
-
-  // The arguments of `.reshape(...)` for `dims`: the known sizes, and -1 for
-  // the one the tracer infers (a run-time dim); two unknown dims cannot be said.
-  std::string reshape_args(const onnx::NodeProto& node, const Dims& dims) const {
-    std::string out;
-    int unknown = 0;
-    for (const auto& d : dims) {
-      out += (out.empty() ? "" : ", ") + (d ? std::to_string(*d) : "-1");
-      unknown += !d;
-    }
-    if (unknown > 1) unsupported(node, "a result with more than one run-time dim");
-    return out;
-  }
-
-  static std::optional<std::int64_t> product(const Dims& d, std::size_t from, std::size_t to) {
-    std::optional<std::int64_t> p = 1;
-    for (std::size_t k = from; k < to; ++k) p = (p && d[k]) ? std::optional<std::int64_t>(*p * *d[k]) : std::nullopt;
-    return p;
-  }
-
-  std::string binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op) {
-    if (a.literal && b.literal) unsupported(node, "both operands are constants");
-    if (op == "/" && a.literal) return a.body + " * " + b.body + " ** -1.0";
-    if (op == "**" && a.literal) unsupported(node, "a constant base with a tensor exponent");
-    return a.body + " " + op + " " + b.body;
-  }
-
-  void import_node(const onnx::NodeProto& node) {
-    if (!node.domain().empty() && node.domain() != "ai.onnx") {
-      fail("cannot import operator " + node.op_type() + " of domain '" + node.domain() + "'" +
-           (node.name().empty() ? "" : " (node '" + node.name() + "')") + ": only the default ONNX domain is supported");
-    }
-    const std::string& op = node.op_type();
-    static const std::map<std::string, std::string> unary = {
-        {"Abs", "abs"},   {"Neg", "neg"},         {"Exp", "exp"},   {"Log", "log"},   {"Sqrt", "sqrt"},
-        {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Sin", "sin"},   {"Cos", "cos"},
-        {"Sign", "sign"}, {"Softplus", "softplus"}};
-    static const std::map<std::string, std::string> binary_ops = {
-        {"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}, {"Pow", "**"}};
-    if (node.output_size() < 1) unsupported(node, "it has no output");
-    if (fold(node)) return;
-    auto need_outputs = [&](int n) {
-      int real = 0;
-      for (const auto& o : node.output()) real += !o.empty();
-      if (real > n) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first " + std::to_string(n));
+// numpy broadcasting of two shapes (unknown dims stay unknown).
+std::optional<Dims> Importer::broadcast(const std::optional<Dims>& a, const std::optional<Dims>& b) {
+  if (!a || !b) return std::nullopt;
+  Dims out(std::max(a->size(), b->size()));
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    auto pick = [&](const Dims& d) -> std::optional<std::int64_t> {
+      std::size_t off = out.size() - d.size();
+      return k < off ? std::optional<std::int64_t>(1) : d[k - off];
     };
-    if (auto u = unary.find(op); u != unary.end()) {
-      only_attributes(node, {});
-      need_outputs(1);
-      Value x = operand(node, 0);
-      if (x.literal) unsupported(node, "its operand is a constant");
-      define(node, 0, u->second + "(" + x.body + ")", x.dims);
-      return;
-    }
-    if (auto b = binary_ops.find(op); b != binary_ops.end()) {
-      only_attributes(node, {});
-      if (opset_ < 7) unsupported(node, "broadcast attributes of opsets before 7");
-      need_outputs(1);
-      Value x = operand(node, 0), y = operand(node, 1);
-      define(node, 0, binary(node, x, y, b->second), broadcast(x.dims, y.dims));
-      return;
-    }
-    if (op == "Identity" || op == "Dropout") {
-      only_attributes(node, {"ratio", "seed"});
-      need_outputs(1);
-      if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
-        const onnx::TensorProto* t = constant(node.input(2));
-        if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
-                    ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0))) {
-          unsupported(node, "training_mode must be a constant false (wfgen imports inference graphs)");
-        }
-      }
-      Value x = operand(node, 0);
-      define(node, 0, x.literal ? x.body : x.body + " * 1.0", x.dims);
-      return;
-    }
-    if (op == "Reciprocal") {
-      only_attributes(node, {});
-      Value x = operand(node, 0);
-      define(node, 0, x.body + " ** -1.0", x.dims);
-      return;
-    }
-    if (auto f = activation(node); !f.empty()) {
-      need_outputs(1);
-      Value x = operand(node, 0);
-      if (x.literal) unsupported(node, "its operand is a constant");
-      define(node, 0, f, x.dims);
-      return;
-    }
-    if (op == "PRelu") {
-      only_attributes(node, {});
-      Value x = operand(node, 0), slope = operand(node, 1);
-      if (x.literal) unsupported(node, "its operand is a constant");
-      define(node, 0, "relu(" + x.body + ") - " + slope.body + " * relu(neg(" + x.body + "))", broadcast(x.dims, slope.dims));
-      return;
-    }
-    if (op == "BatchNormalization") {
-      import_batchnorm(node);
-      return;
-    }
-    if (op == "Constant") {
-      need_outputs(1);
-      std::string why;
-      std::unique_ptr<onnx::TensorProto> t = constant_of(node, why);
-      if (!t) unsupported(node, why);
-      keep_constant(node.output(0), std::move(t));
-      return;
-    }
-    if (op == "Cast" || op == "CastLike") {
-      import_cast(node);
-      return;
-    }
-    if (op == "Conv") {
-      import_conv(node);
-      return;
-    }
-    if (op == "Slice") {
-      import_slice(node);
-      return;
-    }
-    if (op == "Where") {
-      only_attributes(node, {});
-      need_one_output(node);
-      Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
-      if (a.literal && b.literal) unsupported(node, "both branches are constants");
-      define(node, 0, "select(" + c.body + ", " + a.body + ", " + b.body + ")", broadcast(c.dims, broadcast(a.dims, b.dims)));
-      return;
-    }
-    if (op == "Expand") {
-      only_attributes(node, {});
-      need_one_output(node);
-      Value x = operand(node, 0);
-      if (x.literal) unsupported(node, "its input is a constant");
-      const std::vector<std::int64_t> shape = int_constant(node, 1, "its shape");
-      Dims want;
-      for (auto d : shape) want.push_back(d);
-      std::optional<Dims> out = broadcast(x.dims, want);
-      if (!out) unsupported(node, "the rank of its input is unknown");
-      define(node, 0, x.body + ".broadcast_to(" + reshape_args(node, *out) + ")", out);
-      return;
-    }
-    if (op == "MaxPool" || op == "AveragePool") {
-      import_pool(node);
-      return;
-    }
-    if (op == "LayerNormalization") {
-      import_layernorm(node);
-      return;
-    }
-    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
-      only_attributes(node, {});
-      Value x = operand(node, 0);
-      std::int64_t rank = rank_of(node, x);
-      if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C D...)");
-      std::string expr = x.body;
-      Dims d = *x.dims;
-      for (std::int64_t a = rank - 1; a >= 2; --a) {
-        expr = std::string(op == "GlobalAveragePool" ? "mean(" : "max(") + expr + ", axis=" + std::to_string(a) + ", keepdims=true)";
-        d[static_cast<std::size_t>(a)] = 1;
-      }
-      define(node, 0, expr, d);
-      return;
-    }
-    if (op == "LeakyRelu") {
-      only_attributes(node, {"alpha"});
-      Value x = operand(node, 0);
-      define(node, 0, "leaky_relu(" + x.body + ", negative_slope=" + format_float(attr_float(node, "alpha", 0.01f)) + ")", x.dims);
-      return;
-    }
-    if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
-      only_attributes(node, {});
-      need_outputs(1);
-      Value acc = operand(node, 0);
-      if (acc.literal) unsupported(node, "a constant operand");
-      std::string expr = acc.body;
-      std::optional<Dims> dims = acc.dims;
-      for (int k = 1; k < node.input_size(); ++k) {
-        Value v = operand(node, k);
-        if (v.literal) unsupported(node, "a constant operand");
-        dims = broadcast(dims, v.dims);
-        if (op == "Max" || op == "Min") expr = std::string(op == "Max" ? "maximum(" : "minimum(") + expr + ", " + v.body + ")";
-        else expr = expr + " + " + v.body;
-      }
-      if (op == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
-      if (node.input_size() == 1) expr += " * 1.0";
-      define(node, 0, expr, dims);
-      return;
-    }
-    if (op == "MatMul") {
-      only_attributes(node, {});
-      Value a = operand(node, 0), b = operand(node, 1);
-      std::int64_t ra = rank_of(node, a), rb = rank_of(node, b);
-      if (ra < 2 || rb < 2) unsupported(node, "1-D operands (ranks " + std::to_string(ra) + " and " + std::to_string(rb) + ")");
-      Dims d;
-      std::optional<Dims> batch = broadcast(Dims(a.dims->begin(), a.dims->end() - 2), Dims(b.dims->begin(), b.dims->end() - 2));
-      d = *batch;
-      d.push_back((*a.dims)[ra - 2]);
-      d.push_back((*b.dims)[rb - 1]);
-      define(node, 0, a.body + " @ " + b.body, d);
-      return;
-    }
-    if (op == "Gemm") {
-      only_attributes(node, {"alpha", "beta", "transA", "transB"});
-      Value a = operand(node, 0), b = operand(node, 1);
-      if (rank_of(node, a) != 2 || rank_of(node, b) != 2) unsupported(node, "operands that are not matrices");
-      bool ta = attr_int(node, "transA", 0) != 0, tb = attr_int(node, "transB", 0) != 0;
-      float alpha = attr_float(node, "alpha", 1.0f), beta = attr_float(node, "beta", 1.0f);
-      std::string expr = a.body + (ta ? ".T" : "") + " @ " + b.body + (tb ? ".T" : "");
-      if (alpha != 1.0f) expr = "(" + expr + ") * " + format_float(alpha);
-      Dims d{(*a.dims)[ta ? 1 : 0], (*b.dims)[tb ? 0 : 1]};
-      if (node.input_size() > 2 && !node.input(2).empty() && beta != 0.0f) {
-        Value c = operand(node, 2);
-        std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stof(c.body)) : c.body + " * " + format_float(beta));
-        expr += " + " + cterm;
-      }
-      define(node, 0, expr, d);
-      return;
-    }
-    if (op == "Softmax" || op == "LogSoftmax") {
-      only_attributes(node, {"axis"});
-      Value x = operand(node, 0);
-      std::int64_t rank = rank_of(node, x);
-      std::int64_t axis = axis_in(node, attr_int(node, "axis", opset_ >= 13 ? -1 : 1), rank);
-      std::string fn = op == "Softmax" ? "softmax" : "log_softmax";
-      if (opset_ >= 13 || axis == rank - 1) {
-        define(node, 0, fn + "(" + x.body + ", axis=" + std::to_string(axis) + ")", x.dims);
-        return;
-      }
-      // Before opset 13 the input is seen as a matrix: the dims before axis
-      // by the dims from axis on, normalised over each row.
-      const Dims& d = *x.dims;
-      Dims matrix{product(d, 0, static_cast<std::size_t>(axis)), product(d, static_cast<std::size_t>(axis), d.size())};
-      define(node, 0, fn + "(" + x.body + ".reshape(" + reshape_args(node, matrix) + "), axis=-1).reshape(" +
-                          reshape_args(node, d) + ")", x.dims);
-      return;
-    }
-    if (op == "Transpose") {
-      only_attributes(node, {"perm"});
-      Value x = operand(node, 0);
-      std::int64_t rank = rank_of(node, x);
-      std::vector<std::int64_t> perm = attr_ints(node, "perm").value_or(std::vector<std::int64_t>{});
-      if (perm.empty())
-        for (std::int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
-      if (static_cast<std::int64_t>(perm.size()) != rank) unsupported(node, "perm has " + std::to_string(perm.size()) + " axes for rank " + std::to_string(rank));
-      std::string args;
-      Dims d;
-      for (auto p : perm) {
-        p = axis_in(node, p, rank);
-        args += (args.empty() ? "" : ", ") + std::to_string(p);
-        d.push_back((*x.dims)[static_cast<std::size_t>(p)]);
-      }
-      define(node, 0, x.body + ".permute(" + args + ") * 1.0", d);
-      return;
-    }
-    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
-      import_reshape(node);
-      return;
-    }
-    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" ||
-        op == "ReduceL2" || op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp") {
-      import_reduce(node);
-      return;
-    }
-    if (op == "Clip") {
-      import_clip(node);
-      return;
-    }
-    unsupported(node, "the operator is not supported (supported: " + [] {
-      std::string s;
-      for (const auto& o : supported_operators()) s += (s.empty() ? "" : ", ") + o;
-      return s;
-    }() + ")");
+    auto x = pick(*a), y = pick(*b);
+    out[k] = (x && *x == 1) ? y : x;
   }
+  return out;
+}
 
-  // Activations written with the stdlib's element-wise nodes; "" for other ops.
-  std::string activation(const onnx::NodeProto& node) {
-    const std::string& op = node.op_type();
-    auto x = [&] { return operand(node, 0).body; };
-    // e^min(x, 0) - 1, the negative part of the exponential units.
-    auto expm1_neg = [&](const std::string& v, float scale) {
-      std::string inner = v + " - relu(" + v + ")";
-      if (scale != 1.0f) inner = "(" + inner + ") * " + format_float(1.0f / scale);
-      return "(exp(" + inner + ") - 1.0)";
-    };
-    if (op == "Elu") {
-      only_attributes(node, {"alpha"});
-      std::string v = x();
-      return "relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(attr_float(node, "alpha", 1.0f));
-    }
-    if (op == "Celu") {
-      only_attributes(node, {"alpha"});
-      std::string v = x();
-      float alpha = attr_float(node, "alpha", 1.0f);
-      if (alpha == 0.0f) unsupported(node, "alpha = 0");
-      return "relu(" + v + ") + " + expm1_neg(v, alpha) + " * " + format_float(alpha);
-    }
-    if (op == "Selu") {
-      only_attributes(node, {"alpha", "gamma"});
-      std::string v = x();
-      float alpha = attr_float(node, "alpha", 1.67326319217681884765625f), gamma = attr_float(node, "gamma", 1.05070102214813232421875f);
-      return "(relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(alpha) + ") * " + format_float(gamma);
-    }
-    if (op == "HardSigmoid" || op == "HardSwish") {
-      only_attributes(node, {"alpha", "beta"});
-      std::string v = x();
-      float alpha = op == "HardSwish" ? 1.0f / 6.0f : attr_float(node, "alpha", 0.2f);
-      float beta = op == "HardSwish" ? 0.5f : attr_float(node, "beta", 0.5f);
-      // max(0, min(1, alpha x + beta)) = relu(t - relu(t - 1)), t = alpha x + beta.
-      std::string t = "(" + v + " * " + format_float(alpha) + " + " + format_float(beta) + ")";
-      std::string hs = "relu(" + t + " - relu(" + t + " - 1.0))";
-      return op == "HardSwish" ? v + " * " + hs : hs;
-    }
-    if (op == "Softsign") {
-      only_attributes(node, {});
-      std::string v = x();
-      return v + " * (abs(" + v + ") + 1.0) ** -1.0";
-    }
-    if (op == "Sinh" || op == "Cosh") {
-      only_attributes(node, {});
-      std::string v = x();
-      return "(exp(" + v + ")" + (op == "Sinh" ? " - " : " + ") + "exp(neg(" + v + "))) * 0.5";
-    }
-    return "";
+// The arguments of `.reshape(...)` for `dims`: the known sizes, and -1 for
+// the one the tracer infers (a run-time dim); two unknown dims cannot be said.
+std::string Importer::reshape_args(const onnx::NodeProto& node, const Dims& dims) const {
+  std::string out;
+  int unknown = 0;
+  for (const auto& d : dims) {
+    out += (out.empty() ? "" : ", ") + (d ? std::to_string(*d) : "-1");
+    unknown += !d;
   }
+  if (unknown > 1) unsupported(node, "a result with more than one run-time dim");
+  return out;
+}
 
-  // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
-  // channel (axis 1) and broadcast over the other axes.
-  // A node whose inputs are all known when importing (ONNX's expanded
-  // functions compute shapes and indices this way, from Shape): its output
-  // becomes a constant. False when the node computes at run time.
-  bool fold(const onnx::NodeProto& node) {
-    if (node.output_size() != 1) return false;
-    if (node.op_type() == "Shape" && node.input_size() == 1 && values_.count(node.input(0))) {
-      only_attributes(node, {"start", "end"});
-      const Value& v = values_.at(node.input(0));
-      if (!v.dims) unsupported(node, "the rank of its input is unknown");
-      const auto r = static_cast<std::int64_t>(v.dims->size());
-      auto clamp_axis = [&](std::int64_t a) { return std::clamp<std::int64_t>(a < 0 ? a + r : a, 0, r); };
-      const std::int64_t start = clamp_axis(attr_int(node, "start", 0)), end = clamp_axis(attr_int(node, "end", r));
-      auto t = std::make_unique<onnx::TensorProto>();
-      t->set_data_type(onnx::TensorProto::INT64);
-      for (std::int64_t k = start; k < end; ++k) {
-        const auto& d = (*v.dims)[static_cast<std::size_t>(k)];
-        if (!d) unsupported(node, "its input has a dim known only at run time (axis " + std::to_string(k) + "); pass --dim to fix it");
-        t->add_int64_data(*d);
-      }
-      t->add_dims(t->int64_data_size());
-      keep_constant(node.output(0), std::move(t));
-      return true;
-    }
-    std::vector<const onnx::TensorProto*> in;
-    for (const auto& name : node.input()) {
-      if (name.empty()) {
-        in.push_back(nullptr);
-        continue;
-      }
-      const onnx::TensorProto* t = values_.count(name) ? nullptr : constant(name);
-      if (!t) return false;
-      in.push_back(t);
-    }
-    std::string why;
-    std::unique_ptr<onnx::TensorProto> t = fold_constants(node, in, opset_, why);
-    if (!t) {
-      if (!why.empty()) unsupported(node, why);
-      return false;
-    }
-    keep_constant(node.output(0), std::move(t));
-    return true;
+std::optional<std::int64_t> Importer::product(const Dims& d, std::size_t from, std::size_t to) {
+  std::optional<std::int64_t> p = 1;
+  for (std::size_t k = from; k < to; ++k) p = (p && d[k]) ? std::optional<std::int64_t>(*p * *d[k]) : std::nullopt;
+  return p;
+}
+
+// --- the spec ---------------------------------------------------------------------
+Imported Importer::finish(const std::string& name) {
+  Imported out;
+  out.opset = opset_;
+  out.frozen_inputs = frozen_positions_;
+  std::ostringstream y;
+  const auto& g = model_.graph();
+  y << "# Imported by `wfgen import` from " << fs::path(path_).filename().string() << " (ONNX IR " << model_.ir_version()
+    << ", opset " << opset_;
+  if (!model_.producer_name().empty()) {
+    std::string by = model_.producer_name() + " " + model_.producer_version();
+    while (!by.empty() && by.back() == ' ') by.pop_back();
+    y << ", produced by " << by;
   }
-
-  // Where's condition: a computed tensor (non-zero is true), or a BOOL or
-  // numeric constant, made a FLOAT parameter of 0s and 1s.
-  Value condition(const onnx::NodeProto& node) {
-    const std::string& name = node.input(0);
-    if (!values_.count(name) && constant(name) && constant(name)->data_type() != onnx::TensorProto::FLOAT) {
-      std::string why;
-      std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(name), onnx::TensorProto::FLOAT, why);
-      if (!t) unsupported(node, why);
-      keep_constant(name + "_as_float", std::move(t));
-      onnx::NodeProto renamed = node;
-      renamed.set_input(0, name + "_as_float");
-      return operand(renamed, 0);
+  y << ").\n";
+  for (const auto& r : renamed_) y << "# " << r << "\n";
+  y << "models:\n  - name: " << name << "\n";
+  if (!params_.empty()) {
+    y << "    params:\n";
+    for (const auto& [body, t] : params_) {
+      y << "      " << body << ": {shape: [";
+      for (int k = 0; k < t->dims_size(); ++k) y << (k ? ", " : "") << t->dims(k);
+      y << "], init: zeros}";
+      if (body != t->name()) y << "  # ONNX initializer '" << t->name() << "'";
+      y << "\n";
+      out.param_names.push_back(body);
+      rt::Shape shape(t->dims().begin(), t->dims().end());
+      rt::Tensor tensor = rt::Tensor::empty(rt::DType::f32, shape);
+      std::vector<float> data = floats_of(*t);
+      std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
+      out.params.push_back(std::move(tensor));
     }
-    return operand(node, 0);
   }
-
-  // Slice with constant starts, ends, axes and steps (attributes before
-  // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
-  void import_slice(const onnx::NodeProto& node) {
-    need_one_output(node);
-    Value x = operand(node, 0);
-    if (x.literal) unsupported(node, "its input is a constant");
-    const std::int64_t rank = rank_of(node, x);
-    std::vector<std::int64_t> starts, ends, axes, steps;
-    if (opset_ < 10) {
-      only_attributes(node, {"starts", "ends", "axes"});
-      starts = attr_ints(node, "starts").value_or(std::vector<std::int64_t>{});
-      ends = attr_ints(node, "ends").value_or(std::vector<std::int64_t>{});
-      axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
-    } else {
-      only_attributes(node, {});
-      starts = int_constant(node, 1, "its starts");
-      ends = int_constant(node, 2, "its ends");
-      axes = int_constant(node, 3, "its axes");
-      steps = int_constant(node, 4, "its steps");
-    }
-    if (axes.empty())
-      for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-      unsupported(node, "starts, ends, axes and steps of different lengths");
-    }
-    std::vector<std::string> items(static_cast<std::size_t>(rank), ":");
-    Dims out = *x.dims;
-    for (std::size_t k = 0; k < starts.size(); ++k) {
-      const std::int64_t a = axis_in(node, axes[k], rank);
-      const auto& dim = (*x.dims)[static_cast<std::size_t>(a)];
-      if (!dim) unsupported(node, "slicing axis " + std::to_string(a) + ", whose size is known only at run time");
-      if (steps[k] <= 0) unsupported(node, "step " + std::to_string(steps[k]) + " (wfgen's slices step forward)");
-      auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + *dim : i, 0, *dim); };
-      const std::int64_t b = clamp(starts[k]), e = clamp(ends[k]);
-      const std::int64_t n = e > b ? (e - b + steps[k] - 1) / steps[k] : 0;
-      if (n == 0) unsupported(node, "an empty result on axis " + std::to_string(a));
-      items[static_cast<std::size_t>(a)] = std::to_string(b) + ":" + std::to_string(e) + (steps[k] == 1 ? "" : ":" + std::to_string(steps[k]));
-      out[static_cast<std::size_t>(a)] = n;
-    }
-    std::string sub;
-    for (const auto& i : items) sub += (sub.empty() ? "" : ", ") + i;
-    define(node, 0, x.body + "[" + sub + "]", out);
+  std::string where;
+  for (const auto& in : inputs_) where += (where.empty() ? "" : " ") + in;
+  where += " ->";
+  for (const auto& o : outputs_) where += " " + o;
+  y << "    where: \"" << where << "\"\n";
+  if (!g.doc_string().empty()) y << "    doc: " << quote_yaml(g.doc_string()) << "\n";
+  y << "    call: |\n";
+  std::istringstream lines(body_);
+  for (std::string l; std::getline(lines, l);) y << "      " << l << "\n";
+  y << "      return ";
+  for (std::size_t k = 0; k < returned_.size(); ++k) y << (k ? ", " : "") << returned_[k];
+  y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: f32, devices: [cpu]";
+  y << "}\n";
+  if (!params_.empty() && !options_.params_file.empty()) {
+    y << "# The initializers are in " << options_.params_file << ": load them with load_parameters() of the\n"
+      << "# generated class (docs/onnx.md).\n";
   }
+  out.spec = y.str();
+  return out;
+}
 
-  // A constant known when importing (a Constant node, a folded Cast): an
-  // initializer from here on.
-  void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t) {
-    t->set_name(name);
-    initializers_[name] = t.get();
-    frozen_.push_back(std::move(t));
+std::string Importer::quote_yaml(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
   }
+  return out + "\"";
+}
 
-  // Cast and CastLike: folded when the input is a constant; on a computed
-  // tensor only to FLOAT, the type every computed value has here.
-  void import_cast(const onnx::NodeProto& node) {
-    const bool like = node.op_type() == "CastLike";
-    only_attributes(node, like ? std::initializer_list<const char*>{"saturate"} : std::initializer_list<const char*>{"to", "saturate"});
-    int to = onnx::TensorProto::FLOAT;
-    if (!like) {
-      const auto* a = attr(node, "to");
-      if (!a) unsupported(node, "it has no 'to' attribute");
-      to = static_cast<int>(a->i());
-    } else if (node.input_size() < 2 || node.input(1).empty()) {
-      unsupported(node, "input 1 (target_type) is missing");
-    } else if (!values_.count(node.input(1))) {
-      const onnx::TensorProto* target = constant(node.input(1));
-      if (!target) unsupported(node, "its input '" + node.input(1) + "' is computed by no earlier node");
-      to = target->data_type();
-    }
-    const std::string& in = node.input_size() > 0 ? node.input(0) : std::string();
-    if (!values_.count(in) && constant(in)) {
-      std::string why;
-      std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(in), to, why);
-      if (!t) unsupported(node, why);
-      keep_constant(node.output(0), std::move(t));
-      return;
-    }
-    Value x = operand(node, 0);
-    if (to != onnx::TensorProto::FLOAT) {
-      unsupported(node, "a cast of a computed tensor to " + onnx::TensorProto::DataType_Name(to) +
-                            "; wfgen's ONNX import computes in FLOAT");
-    }
-    if (x.literal) {
-      values_[node.output(0)] = x;
-      return;
-    }
-    define(node, 0, x.body + " * 1.0", x.dims);
-  }
+}  // namespace detail
 
-  // The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
-  std::vector<std::int64_t> image_size(const onnx::NodeProto& node, const Value& x) {
-    if (x.literal) unsupported(node, "its input is a constant");
-    const std::int64_t rank = rank_of(node, x);
-    if (rank != 4) {
-      unsupported(node, "an input of rank " + std::to_string(rank) + " (" + std::to_string(std::max<std::int64_t>(0, rank - 2)) +
-                            " spatial axes); wfgen maps 2-D windows over N C H W");
-    }
-    const Dims& d = *x.dims;
-    if (!d[1] || !d[2] || !d[3]) unsupported(node, "an input whose channels, height or width are not known when importing");
-    return {*d[2], *d[3]};
-  }
+using detail::Importer;
 
-  WindowAttrs window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel) {
-    WindowAttrs a;
-    if (auto k = attr_ints(node, "kernel_shape")) {
-      if (!kernel.empty() && *k != kernel) unsupported(node, "kernel_shape differs from the weights' shape");
-      kernel = *k;
-    }
-    if (kernel.empty()) unsupported(node, "it has no kernel_shape");
-    a.kernel = kernel;
-    a.strides = attr_ints(node, "strides").value_or(std::vector<std::int64_t>{});
-    a.dilations = attr_ints(node, "dilations").value_or(std::vector<std::int64_t>{});
-    a.pads = attr_ints(node, "pads").value_or(std::vector<std::int64_t>{});
-    if (const auto* p = attr(node, "auto_pad")) a.auto_pad = p->s();
-    a.ceil_mode = attr_int(node, "ceil_mode", 0) != 0;
-    return a;
-  }
-
-  std::vector<WindowAxis> plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a) {
-    std::string why;
-    std::optional<std::vector<WindowAxis>> p = plan_windows(in, a, why);
-    if (!p) unsupported(node, why);
-    return *p;
-  }
-
-  // im2col of `x` (of c channels) for plan `p`, viewed as [N c*kh*kw grid_h
-  // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
-  std::string windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
-                      const std::string& tag) {
-    std::string col = identifier(node.output(0) + "_" + tag, tag);
-    line(col + " = im2col(" + x + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
-             ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
-             std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ", dilation_h=" + std::to_string(p[0].dilation) +
-             ", dilation_w=" + std::to_string(p[1].dilation) + ").reshape(-1, " + std::to_string(c * p[0].kernel * p[1].kernel) +
-             ", " + std::to_string(p[0].grid) + ", " + std::to_string(p[1].grid) + ")",
-         "the windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
-    if (p[0].offset || p[1].offset || p[0].grid != p[0].out || p[1].grid != p[1].out) {
-      auto range = [](const WindowAxis& w) { return std::to_string(w.offset) + ":" + std::to_string(w.offset + w.out); };
-      line(col + " = " + col + "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]", "ONNX's pads differ at the two ends");
-    }
-    return col;
-  }
-
-  // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
-  void import_conv(const onnx::NodeProto& node) {
-    only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
-    need_one_output(node);
-    Value x = operand(node, 0), w = operand(node, 1);
-    const std::vector<std::int64_t> in = image_size(node, x);
-    if (attr_int(node, "group", 1) != 1) unsupported(node, "group = " + std::to_string(attr_int(node, "group", 1)) + " (grouped convolutions are not mapped)");
-    if (w.literal || !w.dims || w.dims->size() != 4 || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[3]) {
-      unsupported(node, "weights that are not a known [M C kh kw] tensor");
-    }
-    const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = *(*w.dims)[2], kw = *(*w.dims)[3];
-    if ((*w.dims)[1] != c) unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels, the input has " + std::to_string(c));
-    const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {kh, kw}));
-    const std::string col = windows(node, x.body, c, p, "col");
-    const std::int64_t patch = c * kh * kw, pixels = p[0].out * p[1].out;
-    std::string expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
-                       std::to_string(patch) + ", " + std::to_string(pixels) + ")";
-    if (node.input_size() > 2 && !node.input(2).empty()) {
-      Value b = operand(node, 2);
-      expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";
-    }
-    Dims out = {(*x.dims)[0], m, p[0].out, p[1].out};
-    define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
-  }
-
-  // MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
-  // as -1e30 and is left out of an average's count (count_include_pad 0) by a
-  // second im2col of a tensor of ones, which is 0 in the padding.
-  void import_pool(const onnx::NodeProto& node) {
-    const bool is_max = node.op_type() == "MaxPool";
-    if (is_max) {
-      only_attributes(node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
-      if (attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
-    } else {
-      only_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
-    }
-    need_one_output(node);
-    Value x = operand(node, 0);
-    const std::vector<std::int64_t> in = image_size(node, x);
-    const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}));
-    const bool padded = p[0].pad || p[1].pad;
-    const std::int64_t c = *(*x.dims)[1], k = p[0].kernel * p[1].kernel, pixels = p[0].out * p[1].out;
-    auto as_windows = [&](const std::string& col) {
-      return col + ".reshape(-1, " + std::to_string(c) + ", " + std::to_string(k) + ", " + std::to_string(pixels) + ")";
-    };
-    std::string col = windows(node, x.body, c, p, "windows");
-    std::string inside;  // 1 where a window reads the input, 0 in the padding
-    const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
-    if (padded && (is_max || !count_pad || p[0].overhang || p[1].overhang)) {
-      if (count_pad) unsupported(node, "count_include_pad = 1 with ceil_mode windows past the padding");
-      inside = windows(node, x.body + " * 0.0 + 1.0", c, p, "inside");
-    }
-    std::string expr;
-    if (is_max) {
-      std::string v = as_windows(col);
-      if (!inside.empty()) v = "(" + v + " + (" + as_windows(inside) + " - 1.0) * 1e30)";
-      expr = "max(" + v + ", axis=2)";
-    } else if (!inside.empty()) {
-      expr = "sum(" + as_windows(col) + ", axis=2) / sum(" + as_windows(inside) + ", axis=2)";
-    } else {
-      expr = "mean(" + as_windows(col) + ", axis=2)";
-    }
-    Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
-    define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
-  }
-
-  void need_one_output(const onnx::NodeProto& node) const {
-    int real = 0;
-    for (const auto& o : node.output()) real += !o.empty();
-    if (real > 1) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first 1");
-  }
-
-  void import_batchnorm(const onnx::NodeProto& node) {
-    only_attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
-    if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
-    if (opset_ < 9 && attr_int(node, "spatial", 1) != 1) unsupported(node, "spatial = 0");
-    int outputs = 0;
-    for (const auto& o : node.output()) outputs += !o.empty();
-    if (outputs > 1) unsupported(node, "the running mean and variance outputs (training)");
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank));
-    auto channel = [&](int k) {
-      Value v = operand(node, k);
-      if (v.literal || rank_of(node, v) != 1) unsupported(node, "input " + std::to_string(k) + " is not a vector of channels");
-      std::string shape = reshape_args(node, Dims{(*v.dims)[0]});
-      for (std::int64_t a = 2; a < rank; ++a) shape += ", 1";
-      return v.body + ".reshape(" + shape + ")";
-    };
-    float eps = attr_float(node, "epsilon", 1e-5f);
-    std::string expr = "(" + x.body + " - " + channel(3) + ") * (" + channel(4) + " + " + format_float(eps) + ") ** -0.5 * " +
-                       channel(1) + " + " + channel(2);
-    define(node, 0, expr, x.dims);
-  }
-
-  // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
-  // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
-  void import_layernorm(const onnx::NodeProto& node) {
-    only_attributes(node, {"axis", "epsilon", "stash_type"});
-    if (attr_int(node, "stash_type", 1) != 1) unsupported(node, "stash_type other than FLOAT");
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    std::int64_t axis = axis_in(node, attr_int(node, "axis", -1), rank);
-    auto mean_over = [&](std::string e) {
-      for (std::int64_t a = rank - 1; a >= axis; --a) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
-      return e;
-    };
-    Dims reduced = *x.dims;
-    for (std::int64_t a = axis; a < rank; ++a) reduced[static_cast<std::size_t>(a)] = 1;
-    float eps = attr_float(node, "epsilon", 1e-5f);
-    std::string base = identifier(node.output(0) + "_ln", "ln");
-    for (const char* part : {"_mean", "_d", "_inv"}) used_.insert(base + part);
-    line(base + "_mean = " + mean_over(x.body), "LayerNormalization: the mean");
-    line(base + "_d = " + x.body + " - " + base + "_mean", "");
-    line(base + "_inv = (" + mean_over(base + "_d * " + base + "_d") + " + " + format_float(eps) + ") ** -0.5", "1 / sqrt(var + epsilon)");
-    std::string y = base + "_d * " + base + "_inv * " + operand(node, 1).body;
-    if (node.input_size() > 2 && !node.input(2).empty()) y += " + " + operand(node, 2).body;
-    define(node, 0, y, x.dims);
-    if (node.output_size() > 1 && !node.output(1).empty()) define(node, 1, base + "_mean * 1.0", reduced);
-    if (node.output_size() > 2 && !node.output(2).empty()) define(node, 2, base + "_inv * 1.0", reduced);
-  }
-
-  void import_reshape(const onnx::NodeProto& node) {
-    const std::string& op = node.op_type();
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    const Dims& in = *x.dims;
-    Dims d;
-    if (op == "Reshape") {
-      only_attributes(node, {"allowzero"});
-      std::vector<std::int64_t> shape = int_constant(node, 1, "shape");
-      bool allowzero = attr_int(node, "allowzero", 0) != 0;
-      for (std::size_t k = 0; k < shape.size(); ++k) {
-        if (shape[k] == 0 && !allowzero) {
-          if (static_cast<std::int64_t>(k) >= rank) unsupported(node, "shape copies axis " + std::to_string(k) + " of a rank " + std::to_string(rank) + " input");
-          d.push_back(in[k]);
-        } else if (shape[k] < -1) {
-          unsupported(node, "shape holds " + std::to_string(shape[k]));
-        } else {
-          d.push_back(shape[k] == -1 ? std::nullopt : std::optional<std::int64_t>(shape[k]));
-        }
-      }
-    } else if (op == "Flatten") {
-      only_attributes(node, {"axis"});
-      // Flatten's axis is in [-rank, rank]: a negative one counts from rank.
-      std::int64_t a = attr_int(node, "axis", 1);
-      if (a < -rank || a > rank) unsupported(node, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
-      std::size_t axis = static_cast<std::size_t>(a < 0 ? a + rank : a);
-      d = {product(in, 0, axis), product(in, axis, in.size())};
-    } else {
-      only_attributes(node, {"axes"});
-      std::vector<std::int64_t> axes = opset_ >= 13 ? int_constant(node, 1, "axes") : attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
-      if (op == "Squeeze") {
-        std::set<std::int64_t> drop;
-        for (auto a : axes) {
-          std::int64_t k = axis_in(node, a, rank);
-          if (in[static_cast<std::size_t>(k)] && *in[static_cast<std::size_t>(k)] != 1) {
-            unsupported(node, "axis " + std::to_string(a) + " has size " + std::to_string(*in[static_cast<std::size_t>(k)]) + ", not 1");
-          }
-          drop.insert(k);
-        }
-        if (axes.empty()) {
-          for (std::int64_t k = 0; k < rank; ++k) {
-            auto v = in[static_cast<std::size_t>(k)];
-            if (!v) unsupported(node, "squeezing every size-1 axis of an input with run-time dims");
-            if (*v == 1) drop.insert(k);
-          }
-        }
-        for (std::int64_t k = 0; k < rank; ++k)
-          if (!drop.count(k)) d.push_back(in[static_cast<std::size_t>(k)]);
-      } else {
-        std::int64_t out_rank = rank + static_cast<std::int64_t>(axes.size());
-        std::set<std::int64_t> add;
-        for (auto a : axes) add.insert(axis_in(node, a, out_rank));
-        if (add.size() != axes.size()) unsupported(node, "axes repeat an axis");
-        std::size_t src = 0;
-        for (std::int64_t k = 0; k < out_rank; ++k) d.push_back(add.count(k) ? std::optional<std::int64_t>(1) : in[src++]);
-      }
-    }
-    // A reshape is a view of its input, as in the body language.
-    define(node, 0, x.body + ".reshape(" + reshape_args(node, d) + ")", d);
-  }
-
-  void import_reduce(const onnx::NodeProto& node) {
-    only_attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    bool keep = attr_int(node, "keepdims", 1) != 0;
-    std::vector<std::int64_t> axes;
-    if (node.op_type() == "ReduceSum" && opset_ >= 13) axes = int_constant(node, 1, "axes");
-    else axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
-    if (axes.empty()) {
-      if (attr_int(node, "noop_with_empty_axes", 0) != 0) {
-        define(node, 0, x.body + " * 1.0", x.dims);
-        return;
-      }
-      for (std::int64_t k = 0; k < rank; ++k) axes.push_back(k);
-    }
-    std::set<std::int64_t, std::greater<>> sorted;
-    for (auto a : axes) sorted.insert(axis_in(node, a, rank));
-    const std::string& op = node.op_type();
-    std::string fn = op == "ReduceMean" ? "mean" : op == "ReduceMax" ? "max" : op == "ReduceMin" ? "min" : "sum";
-    // ReduceL1 sums |x|, L2 and SumSquare x * x, LogSumExp e^x; L2, LogSum
-    // and LogSumExp take a function of the sum afterwards.
-    std::string expr = op == "ReduceL1" ? "abs(" + x.body + ")"
-                     : (op == "ReduceL2" || op == "ReduceSumSquare") ? x.body + " * " + x.body
-                     : op == "ReduceLogSumExp" ? "exp(" + x.body + ")"
-                     : x.body;
-    Dims d = *x.dims;
-    // Highest axis first, so the lower ones keep their numbers when dropped.
-    for (auto a : sorted) {
-      expr = fn + "(" + expr + ", axis=" + std::to_string(a) + ", keepdims=" + (keep ? "true" : "false") + ")";
-      if (keep) d[static_cast<std::size_t>(a)] = 1;
-      else d.erase(d.begin() + a);
-    }
-    if (op == "ReduceL2") expr = "sqrt(" + expr + ")";
-    if (op == "ReduceLogSum" || op == "ReduceLogSumExp") expr = "log(" + expr + ")";
-    define(node, 0, expr, d);
-  }
-
-  void import_clip(const onnx::NodeProto& node) {
-    only_attributes(node, {"min", "max"});
-    Value x = operand(node, 0);
-    std::optional<float> lo, hi;
-    if (opset_ < 11) {
-      if (attr(node, "min")) lo = attr_float(node, "min", 0.0f);
-      if (attr(node, "max")) hi = attr_float(node, "max", 0.0f);
-    } else {
-      for (int k : {1, 2}) {
-        if (k >= node.input_size() || node.input(k).empty()) continue;
-        Value v = operand(node, k);
-        if (!v.literal) unsupported(node, "a bound that is not a constant scalar");
-        (k == 1 ? lo : hi) = std::stof(v.body);
-      }
-    }
-    // max(x, lo) = lo + relu(x - lo); min(x, hi) = x - relu(x - hi).
-    std::string expr = x.body;
-    if (hi) expr = expr + " - relu(" + expr + " - " + format_float(*hi) + ")";
-    if (lo) expr = "relu(" + expr + " - " + format_float(*lo) + ") + " + format_float(*lo);
-    if (!lo && !hi) expr += " * 1.0";
-    define(node, 0, expr, x.dims);
-  }
-
-  // --- the spec ---------------------------------------------------------------------
-
-  Imported finish(const std::string& name) {
-    Imported out;
-    out.opset = opset_;
-    out.frozen_inputs = frozen_positions_;
-    std::ostringstream y;
-    const auto& g = model_.graph();
-    y << "# Imported by `wfgen import` from " << fs::path(path_).filename().string() << " (ONNX IR " << model_.ir_version()
-      << ", opset " << opset_;
-    if (!model_.producer_name().empty()) {
-      std::string by = model_.producer_name() + " " + model_.producer_version();
-      while (!by.empty() && by.back() == ' ') by.pop_back();
-      y << ", produced by " << by;
-    }
-    y << ").\n";
-    for (const auto& r : renamed_) y << "# " << r << "\n";
-    y << "models:\n  - name: " << name << "\n";
-    if (!params_.empty()) {
-      y << "    params:\n";
-      for (const auto& [body, t] : params_) {
-        y << "      " << body << ": {shape: [";
-        for (int k = 0; k < t->dims_size(); ++k) y << (k ? ", " : "") << t->dims(k);
-        y << "], init: zeros}";
-        if (body != t->name()) y << "  # ONNX initializer '" << t->name() << "'";
-        y << "\n";
-        out.param_names.push_back(body);
-        rt::Shape shape(t->dims().begin(), t->dims().end());
-        rt::Tensor tensor = rt::Tensor::empty(rt::DType::f32, shape);
-        std::vector<float> data = floats_of(*t);
-        std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
-        out.params.push_back(std::move(tensor));
-      }
-    }
-    std::string where;
-    for (const auto& in : inputs_) where += (where.empty() ? "" : " ") + in;
-    where += " ->";
-    for (const auto& o : outputs_) where += " " + o;
-    y << "    where: \"" << where << "\"\n";
-    if (!g.doc_string().empty()) y << "    doc: " << quote_yaml(g.doc_string()) << "\n";
-    y << "    call: |\n";
-    std::istringstream lines(body_);
-    for (std::string l; std::getline(lines, l);) y << "      " << l << "\n";
-    y << "      return ";
-    for (std::size_t k = 0; k < returned_.size(); ++k) y << (k ? ", " : "") << returned_[k];
-    y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: f32, devices: [cpu]";
-    y << "}\n";
-    if (!params_.empty() && !options_.params_file.empty()) {
-      y << "# The initializers are in " << options_.params_file << ": load them with load_parameters() of the\n"
-        << "# generated class (docs/onnx.md).\n";
-    }
-    out.spec = y.str();
-    return out;
-  }
-
-  static std::string quote_yaml(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) continue;
-      out += c;
-    }
-    return out + "\"";
-  }
-
-  std::string path_;
-  Options options_;
-  onnx::ModelProto model_;
-  int opset_ = 0;
-  std::map<std::string, const onnx::TensorProto*> initializers_;
-  std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
-  std::vector<int> frozen_positions_;
-  std::map<std::string, Value> values_;
-  std::map<std::string, std::string> dim_symbols_;
-  std::set<std::string> used_;
-  std::vector<std::pair<std::string, const onnx::TensorProto*>> params_;
-  std::vector<std::string> inputs_, outputs_, returned_, renamed_;
-  std::string body_;
-};
-
-}  // namespace
 
 Imported import_file(const std::string& path, const Options& options) { return Importer(path, options).run(); }
 

@@ -1,0 +1,150 @@
+// The state of an ONNX import, shared by its two halves:
+//   onnx_import.cpp  reading the graph (inputs, initializers, frozen inputs),
+//                    the body's values and names, and writing the spec;
+//   operators.cpp    mapping each ONNX operator to body statements, folding
+//                    the ones whose inputs are constants.
+// Internal to wfgen/onnx: the public interface is onnx_import.hpp.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "wfgen/onnx/onnx_import.hpp"
+#include "wfgen/onnx/windows.hpp"
+
+namespace wfgen::onnx_import::detail {
+
+// A dim of a value while importing: known, or unknown (symbolic at run time).
+using Dims = std::vector<std::optional<std::int64_t>>;
+
+// What the body knows of an ONNX value.
+struct Value {
+  std::string body;  // the body expression naming it (a variable, or a literal for scalar constants)
+  bool literal = false;
+  std::optional<Dims> dims;  // nullopt: rank unknown
+};
+
+// The shortest text that reads back as the same float (0.35f prints as 0.35).
+std::string format_float(float v);
+
+class Importer {
+ public:
+  Importer(std::string path, Options options) : path_(std::move(path)), options_(std::move(options)) {}
+  Imported run();
+ private:
+  [[noreturn]] void fail(const std::string& message) const;
+  [[noreturn]] void unsupported(const onnx::NodeProto& node, const std::string& what) const;
+  std::string describe(const onnx::NodeProto& node) const;
+  // A body name for an ONNX name: letters, digits and '_', unique.
+  std::string identifier(const std::string& onnx_name, const std::string& fallback);
+  // Inputs of the graph that nodes read where a constant is needed.
+  std::set<std::string> inputs_needed_as_constants() const;
+  void freeze(const onnx::ValueInfoProto& vi, int position);
+  // --- values ------------------------------------------------------------------
+
+  Dims dims_of(const onnx::ValueInfoProto& vi, std::vector<std::string>* symbols);
+  // A run-time dim's name in the where line (a DSL symbol).
+  std::string dim_symbol(const std::string& param);
+  void check_float(const onnx::ValueInfoProto& vi, const char* what) const;
+  void read_input(const onnx::ValueInfoProto& vi);
+  void read_output(const onnx::ValueInfoProto& vi);
+  bool is_input(const std::string& body) const;
+  const onnx::TensorProto* constant(const std::string& name) const;
+  // The body value of an input of `node`: a value computed before, a graph
+  // input, or a float initializer (a number when it holds one element and has
+  // rank 0, else a parameter).
+  Value operand(const onnx::NodeProto& node, int k);
+  // An int64 constant input (Reshape's shape, axes): folded into the body.
+  std::vector<std::int64_t> int_constant(const onnx::NodeProto& node, int k, const char* what);
+  // --- attributes ----------------------------------------------------------------
+
+  const onnx::AttributeProto* attr(const onnx::NodeProto& node, const std::string& name) const;
+  std::int64_t attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t dflt) const;
+  float attr_float(const onnx::NodeProto& node, const std::string& name, float dflt) const;
+  std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node, const std::string& name) const;
+  void only_attributes(const onnx::NodeProto& node, std::initializer_list<const char*> known) const;
+  // --- emission --------------------------------------------------------------------
+
+  void line(const std::string& statement, const std::string& comment);
+  // Defines the node's k-th output as `expr` with `dims`.
+  void define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims);
+  std::int64_t rank_of(const onnx::NodeProto& node, const Value& v) const;
+  std::int64_t axis_in(const onnx::NodeProto& node, std::int64_t axis, std::int64_t rank, bool plus_one = false) const;
+  // numpy broadcasting of two shapes (unknown dims stay unknown).
+  static std::optional<Dims> broadcast(const std::optional<Dims>& a, const std::optional<Dims>& b);
+  // The arguments of `.reshape(...)` for `dims`: the known sizes, and -1 for
+  // the one the tracer infers (a run-time dim); two unknown dims cannot be said.
+  std::string reshape_args(const onnx::NodeProto& node, const Dims& dims) const;
+  static std::optional<std::int64_t> product(const Dims& d, std::size_t from, std::size_t to);
+  std::string binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op);
+  void import_node(const onnx::NodeProto& node);
+  // Activations written with the stdlib's element-wise nodes; "" for other ops.
+  std::string activation(const onnx::NodeProto& node);
+  // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
+  // channel (axis 1) and broadcast over the other axes.
+  // A node whose inputs are all known when importing (ONNX's expanded
+  // functions compute shapes and indices this way, from Shape): its output
+  // becomes a constant. False when the node computes at run time.
+  bool fold(const onnx::NodeProto& node);
+  // Where's condition: a computed tensor (non-zero is true), or a BOOL or
+  // numeric constant, made a FLOAT parameter of 0s and 1s.
+  Value condition(const onnx::NodeProto& node);
+  // Slice with constant starts, ends, axes and steps (attributes before
+  // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
+  void import_slice(const onnx::NodeProto& node);
+  // A constant known when importing (a Constant node, a folded Cast): an
+  // initializer from here on.
+  void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t);
+  // Cast and CastLike: folded when the input is a constant; on a computed
+  // tensor only to FLOAT, the type every computed value has here.
+  void import_cast(const onnx::NodeProto& node);
+  // The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
+  std::vector<std::int64_t> image_size(const onnx::NodeProto& node, const Value& x);
+  WindowAttrs window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel);
+  std::vector<WindowAxis> plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a);
+  // im2col of `x` (of c channels) for plan `p`, viewed as [N c*kh*kw grid_h
+  // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
+  std::string windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
+                      const std::string& tag);
+  // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
+  void import_conv(const onnx::NodeProto& node);
+  // MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
+  // as -1e30 and is left out of an average's count (count_include_pad 0) by a
+  // second im2col of a tensor of ones, which is 0 in the padding.
+  void import_pool(const onnx::NodeProto& node);
+  void need_one_output(const onnx::NodeProto& node) const;
+  void import_batchnorm(const onnx::NodeProto& node);
+  // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
+  // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
+  void import_layernorm(const onnx::NodeProto& node);
+  void import_reshape(const onnx::NodeProto& node);
+  void import_reduce(const onnx::NodeProto& node);
+  void import_clip(const onnx::NodeProto& node);
+  // --- the spec ---------------------------------------------------------------------
+
+  Imported finish(const std::string& name);
+  static std::string quote_yaml(const std::string& s);
+  std::string path_;
+  Options options_;
+  onnx::ModelProto model_;
+  int opset_ = 0;
+  std::map<std::string, const onnx::TensorProto*> initializers_;
+  std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
+  std::vector<int> frozen_positions_;
+  std::map<std::string, Value> values_;
+  std::map<std::string, std::string> dim_symbols_;
+  std::set<std::string> used_;
+  std::vector<std::pair<std::string, const onnx::TensorProto*>> params_;
+  std::vector<std::string> inputs_, outputs_, returned_, renamed_;
+  std::string body_;
+};
+
+}  // namespace wfgen::onnx_import::detail

@@ -1,0 +1,770 @@
+// ONNX import, second half: each operator of the graph as body statements
+// over the stdlib's nodes and models (elementwise math, matmuls, windows,
+// reductions, shapes), or a constant when its inputs are all known.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "wfgen/onnx/importer.hpp"
+#include "wfgen/onnx/tensors.hpp"
+#include "wfgen/onnx/windows.hpp"
+#include "wfgen/support/diagnostics.hpp"
+
+namespace wfgen::onnx_import::detail {
+
+std::string Importer::binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op) {
+  if (a.literal && b.literal) unsupported(node, "both operands are constants");
+  if (op == "/" && a.literal) return a.body + " * " + b.body + " ** -1.0";
+  if (op == "**" && a.literal) unsupported(node, "a constant base with a tensor exponent");
+  return a.body + " " + op + " " + b.body;
+}
+
+void Importer::import_node(const onnx::NodeProto& node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    fail("cannot import operator " + node.op_type() + " of domain '" + node.domain() + "'" +
+         (node.name().empty() ? "" : " (node '" + node.name() + "')") + ": only the default ONNX domain is supported");
+  }
+  const std::string& op = node.op_type();
+  static const std::map<std::string, std::string> unary = {
+      {"Abs", "abs"},   {"Neg", "neg"},         {"Exp", "exp"},   {"Log", "log"},   {"Sqrt", "sqrt"},
+      {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Sin", "sin"},   {"Cos", "cos"},
+      {"Sign", "sign"}, {"Softplus", "softplus"}};
+  static const std::map<std::string, std::string> binary_ops = {
+      {"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}, {"Pow", "**"}};
+  if (node.output_size() < 1) unsupported(node, "it has no output");
+  if (fold(node)) return;
+  auto need_outputs = [&](int n) {
+    int real = 0;
+    for (const auto& o : node.output()) real += !o.empty();
+    if (real > n) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first " + std::to_string(n));
+  };
+  if (auto u = unary.find(op); u != unary.end()) {
+    only_attributes(node, {});
+    need_outputs(1);
+    Value x = operand(node, 0);
+    if (x.literal) unsupported(node, "its operand is a constant");
+    define(node, 0, u->second + "(" + x.body + ")", x.dims);
+    return;
+  }
+  if (auto b = binary_ops.find(op); b != binary_ops.end()) {
+    only_attributes(node, {});
+    if (opset_ < 7) unsupported(node, "broadcast attributes of opsets before 7");
+    need_outputs(1);
+    Value x = operand(node, 0), y = operand(node, 1);
+    define(node, 0, binary(node, x, y, b->second), broadcast(x.dims, y.dims));
+    return;
+  }
+  if (op == "Identity" || op == "Dropout") {
+    only_attributes(node, {"ratio", "seed"});
+    need_outputs(1);
+    if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
+      const onnx::TensorProto* t = constant(node.input(2));
+      if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
+                  ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0))) {
+        unsupported(node, "training_mode must be a constant false (wfgen imports inference graphs)");
+      }
+    }
+    Value x = operand(node, 0);
+    define(node, 0, x.literal ? x.body : x.body + " * 1.0", x.dims);
+    return;
+  }
+  if (op == "Reciprocal") {
+    only_attributes(node, {});
+    Value x = operand(node, 0);
+    define(node, 0, x.body + " ** -1.0", x.dims);
+    return;
+  }
+  if (auto f = activation(node); !f.empty()) {
+    need_outputs(1);
+    Value x = operand(node, 0);
+    if (x.literal) unsupported(node, "its operand is a constant");
+    define(node, 0, f, x.dims);
+    return;
+  }
+  if (op == "PRelu") {
+    only_attributes(node, {});
+    Value x = operand(node, 0), slope = operand(node, 1);
+    if (x.literal) unsupported(node, "its operand is a constant");
+    define(node, 0, "relu(" + x.body + ") - " + slope.body + " * relu(neg(" + x.body + "))", broadcast(x.dims, slope.dims));
+    return;
+  }
+  if (op == "BatchNormalization") {
+    import_batchnorm(node);
+    return;
+  }
+  if (op == "Constant") {
+    need_outputs(1);
+    std::string why;
+    std::unique_ptr<onnx::TensorProto> t = constant_of(node, why);
+    if (!t) unsupported(node, why);
+    keep_constant(node.output(0), std::move(t));
+    return;
+  }
+  if (op == "Cast" || op == "CastLike") {
+    import_cast(node);
+    return;
+  }
+  if (op == "Conv") {
+    import_conv(node);
+    return;
+  }
+  if (op == "Slice") {
+    import_slice(node);
+    return;
+  }
+  if (op == "Where") {
+    only_attributes(node, {});
+    need_one_output(node);
+    Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
+    if (a.literal && b.literal) unsupported(node, "both branches are constants");
+    define(node, 0, "select(" + c.body + ", " + a.body + ", " + b.body + ")", broadcast(c.dims, broadcast(a.dims, b.dims)));
+    return;
+  }
+  if (op == "Expand") {
+    only_attributes(node, {});
+    need_one_output(node);
+    Value x = operand(node, 0);
+    if (x.literal) unsupported(node, "its input is a constant");
+    const std::vector<std::int64_t> shape = int_constant(node, 1, "its shape");
+    Dims want;
+    for (auto d : shape) want.push_back(d);
+    std::optional<Dims> out = broadcast(x.dims, want);
+    if (!out) unsupported(node, "the rank of its input is unknown");
+    define(node, 0, x.body + ".broadcast_to(" + reshape_args(node, *out) + ")", out);
+    return;
+  }
+  if (op == "MaxPool" || op == "AveragePool") {
+    import_pool(node);
+    return;
+  }
+  if (op == "LayerNormalization") {
+    import_layernorm(node);
+    return;
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    only_attributes(node, {});
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C D...)");
+    std::string expr = x.body;
+    Dims d = *x.dims;
+    for (std::int64_t a = rank - 1; a >= 2; --a) {
+      expr = std::string(op == "GlobalAveragePool" ? "mean(" : "max(") + expr + ", axis=" + std::to_string(a) + ", keepdims=true)";
+      d[static_cast<std::size_t>(a)] = 1;
+    }
+    define(node, 0, expr, d);
+    return;
+  }
+  if (op == "LeakyRelu") {
+    only_attributes(node, {"alpha"});
+    Value x = operand(node, 0);
+    define(node, 0, "leaky_relu(" + x.body + ", negative_slope=" + format_float(attr_float(node, "alpha", 0.01f)) + ")", x.dims);
+    return;
+  }
+  if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
+    only_attributes(node, {});
+    need_outputs(1);
+    Value acc = operand(node, 0);
+    if (acc.literal) unsupported(node, "a constant operand");
+    std::string expr = acc.body;
+    std::optional<Dims> dims = acc.dims;
+    for (int k = 1; k < node.input_size(); ++k) {
+      Value v = operand(node, k);
+      if (v.literal) unsupported(node, "a constant operand");
+      dims = broadcast(dims, v.dims);
+      if (op == "Max" || op == "Min") expr = std::string(op == "Max" ? "maximum(" : "minimum(") + expr + ", " + v.body + ")";
+      else expr = expr + " + " + v.body;
+    }
+    if (op == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
+    if (node.input_size() == 1) expr += " * 1.0";
+    define(node, 0, expr, dims);
+    return;
+  }
+  if (op == "MatMul") {
+    only_attributes(node, {});
+    Value a = operand(node, 0), b = operand(node, 1);
+    std::int64_t ra = rank_of(node, a), rb = rank_of(node, b);
+    if (ra < 2 || rb < 2) unsupported(node, "1-D operands (ranks " + std::to_string(ra) + " and " + std::to_string(rb) + ")");
+    Dims d;
+    std::optional<Dims> batch = broadcast(Dims(a.dims->begin(), a.dims->end() - 2), Dims(b.dims->begin(), b.dims->end() - 2));
+    d = *batch;
+    d.push_back((*a.dims)[ra - 2]);
+    d.push_back((*b.dims)[rb - 1]);
+    define(node, 0, a.body + " @ " + b.body, d);
+    return;
+  }
+  if (op == "Gemm") {
+    only_attributes(node, {"alpha", "beta", "transA", "transB"});
+    Value a = operand(node, 0), b = operand(node, 1);
+    if (rank_of(node, a) != 2 || rank_of(node, b) != 2) unsupported(node, "operands that are not matrices");
+    bool ta = attr_int(node, "transA", 0) != 0, tb = attr_int(node, "transB", 0) != 0;
+    float alpha = attr_float(node, "alpha", 1.0f), beta = attr_float(node, "beta", 1.0f);
+    std::string expr = a.body + (ta ? ".T" : "") + " @ " + b.body + (tb ? ".T" : "");
+    if (alpha != 1.0f) expr = "(" + expr + ") * " + format_float(alpha);
+    Dims d{(*a.dims)[ta ? 1 : 0], (*b.dims)[tb ? 0 : 1]};
+    if (node.input_size() > 2 && !node.input(2).empty() && beta != 0.0f) {
+      Value c = operand(node, 2);
+      std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stof(c.body)) : c.body + " * " + format_float(beta));
+      expr += " + " + cterm;
+    }
+    define(node, 0, expr, d);
+    return;
+  }
+  if (op == "Softmax" || op == "LogSoftmax") {
+    only_attributes(node, {"axis"});
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    std::int64_t axis = axis_in(node, attr_int(node, "axis", opset_ >= 13 ? -1 : 1), rank);
+    std::string fn = op == "Softmax" ? "softmax" : "log_softmax";
+    if (opset_ >= 13 || axis == rank - 1) {
+      define(node, 0, fn + "(" + x.body + ", axis=" + std::to_string(axis) + ")", x.dims);
+      return;
+    }
+    // Before opset 13 the input is seen as a matrix: the dims before axis
+    // by the dims from axis on, normalised over each row.
+    const Dims& d = *x.dims;
+    Dims matrix{product(d, 0, static_cast<std::size_t>(axis)), product(d, static_cast<std::size_t>(axis), d.size())};
+    define(node, 0, fn + "(" + x.body + ".reshape(" + reshape_args(node, matrix) + "), axis=-1).reshape(" +
+                        reshape_args(node, d) + ")", x.dims);
+    return;
+  }
+  if (op == "Transpose") {
+    only_attributes(node, {"perm"});
+    Value x = operand(node, 0);
+    std::int64_t rank = rank_of(node, x);
+    std::vector<std::int64_t> perm = attr_ints(node, "perm").value_or(std::vector<std::int64_t>{});
+    if (perm.empty())
+      for (std::int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+    if (static_cast<std::int64_t>(perm.size()) != rank) unsupported(node, "perm has " + std::to_string(perm.size()) + " axes for rank " + std::to_string(rank));
+    std::string args;
+    Dims d;
+    for (auto p : perm) {
+      p = axis_in(node, p, rank);
+      args += (args.empty() ? "" : ", ") + std::to_string(p);
+      d.push_back((*x.dims)[static_cast<std::size_t>(p)]);
+    }
+    define(node, 0, x.body + ".permute(" + args + ") * 1.0", d);
+    return;
+  }
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+    import_reshape(node);
+    return;
+  }
+  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" ||
+      op == "ReduceL2" || op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp") {
+    import_reduce(node);
+    return;
+  }
+  if (op == "Clip") {
+    import_clip(node);
+    return;
+  }
+  unsupported(node, "the operator is not supported (supported: " + [] {
+    std::string s;
+    for (const auto& o : supported_operators()) s += (s.empty() ? "" : ", ") + o;
+    return s;
+  }() + ")");
+}
+
+// Activations written with the stdlib's element-wise nodes; "" for other ops.
+std::string Importer::activation(const onnx::NodeProto& node) {
+  const std::string& op = node.op_type();
+  auto x = [&] { return operand(node, 0).body; };
+  // e^min(x, 0) - 1, the negative part of the exponential units.
+  auto expm1_neg = [&](const std::string& v, float scale) {
+    std::string inner = v + " - relu(" + v + ")";
+    if (scale != 1.0f) inner = "(" + inner + ") * " + format_float(1.0f / scale);
+    return "(exp(" + inner + ") - 1.0)";
+  };
+  if (op == "Elu") {
+    only_attributes(node, {"alpha"});
+    std::string v = x();
+    return "relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(attr_float(node, "alpha", 1.0f));
+  }
+  if (op == "Celu") {
+    only_attributes(node, {"alpha"});
+    std::string v = x();
+    float alpha = attr_float(node, "alpha", 1.0f);
+    if (alpha == 0.0f) unsupported(node, "alpha = 0");
+    return "relu(" + v + ") + " + expm1_neg(v, alpha) + " * " + format_float(alpha);
+  }
+  if (op == "Selu") {
+    only_attributes(node, {"alpha", "gamma"});
+    std::string v = x();
+    float alpha = attr_float(node, "alpha", 1.67326319217681884765625f), gamma = attr_float(node, "gamma", 1.05070102214813232421875f);
+    return "(relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(alpha) + ") * " + format_float(gamma);
+  }
+  if (op == "HardSigmoid" || op == "HardSwish") {
+    only_attributes(node, {"alpha", "beta"});
+    std::string v = x();
+    float alpha = op == "HardSwish" ? 1.0f / 6.0f : attr_float(node, "alpha", 0.2f);
+    float beta = op == "HardSwish" ? 0.5f : attr_float(node, "beta", 0.5f);
+    // max(0, min(1, alpha x + beta)) = relu(t - relu(t - 1)), t = alpha x + beta.
+    std::string t = "(" + v + " * " + format_float(alpha) + " + " + format_float(beta) + ")";
+    std::string hs = "relu(" + t + " - relu(" + t + " - 1.0))";
+    return op == "HardSwish" ? v + " * " + hs : hs;
+  }
+  if (op == "Softsign") {
+    only_attributes(node, {});
+    std::string v = x();
+    return v + " * (abs(" + v + ") + 1.0) ** -1.0";
+  }
+  if (op == "Sinh" || op == "Cosh") {
+    only_attributes(node, {});
+    std::string v = x();
+    return "(exp(" + v + ")" + (op == "Sinh" ? " - " : " + ") + "exp(neg(" + v + "))) * 0.5";
+  }
+  return "";
+}
+
+// Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
+// channel (axis 1) and broadcast over the other axes.
+// A node whose inputs are all known when importing (ONNX's expanded
+// functions compute shapes and indices this way, from Shape): its output
+// becomes a constant. False when the node computes at run time.
+bool Importer::fold(const onnx::NodeProto& node) {
+  if (node.output_size() != 1) return false;
+  if (node.op_type() == "Shape" && node.input_size() == 1 && values_.count(node.input(0))) {
+    only_attributes(node, {"start", "end"});
+    const Value& v = values_.at(node.input(0));
+    if (!v.dims) unsupported(node, "the rank of its input is unknown");
+    const auto r = static_cast<std::int64_t>(v.dims->size());
+    auto clamp_axis = [&](std::int64_t a) { return std::clamp<std::int64_t>(a < 0 ? a + r : a, 0, r); };
+    const std::int64_t start = clamp_axis(attr_int(node, "start", 0)), end = clamp_axis(attr_int(node, "end", r));
+    auto t = std::make_unique<onnx::TensorProto>();
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (std::int64_t k = start; k < end; ++k) {
+      const auto& d = (*v.dims)[static_cast<std::size_t>(k)];
+      if (!d) unsupported(node, "its input has a dim known only at run time (axis " + std::to_string(k) + "); pass --dim to fix it");
+      t->add_int64_data(*d);
+    }
+    t->add_dims(t->int64_data_size());
+    keep_constant(node.output(0), std::move(t));
+    return true;
+  }
+  std::vector<const onnx::TensorProto*> in;
+  for (const auto& name : node.input()) {
+    if (name.empty()) {
+      in.push_back(nullptr);
+      continue;
+    }
+    const onnx::TensorProto* t = values_.count(name) ? nullptr : constant(name);
+    if (!t) return false;
+    in.push_back(t);
+  }
+  std::string why;
+  std::unique_ptr<onnx::TensorProto> t = fold_constants(node, in, opset_, why);
+  if (!t) {
+    if (!why.empty()) unsupported(node, why);
+    return false;
+  }
+  keep_constant(node.output(0), std::move(t));
+  return true;
+}
+
+// Where's condition: a computed tensor (non-zero is true), or a BOOL or
+// numeric constant, made a FLOAT parameter of 0s and 1s.
+Value Importer::condition(const onnx::NodeProto& node) {
+  const std::string& name = node.input(0);
+  if (!values_.count(name) && constant(name) && constant(name)->data_type() != onnx::TensorProto::FLOAT) {
+    std::string why;
+    std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(name), onnx::TensorProto::FLOAT, why);
+    if (!t) unsupported(node, why);
+    keep_constant(name + "_as_float", std::move(t));
+    onnx::NodeProto renamed = node;
+    renamed.set_input(0, name + "_as_float");
+    return operand(renamed, 0);
+  }
+  return operand(node, 0);
+}
+
+// Slice with constant starts, ends, axes and steps (attributes before
+// opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
+void Importer::import_slice(const onnx::NodeProto& node) {
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  if (opset_ < 10) {
+    only_attributes(node, {"starts", "ends", "axes"});
+    starts = attr_ints(node, "starts").value_or(std::vector<std::int64_t>{});
+    ends = attr_ints(node, "ends").value_or(std::vector<std::int64_t>{});
+    axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
+  } else {
+    only_attributes(node, {});
+    starts = int_constant(node, 1, "its starts");
+    ends = int_constant(node, 2, "its ends");
+    axes = int_constant(node, 3, "its axes");
+    steps = int_constant(node, 4, "its steps");
+  }
+  if (axes.empty())
+    for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    unsupported(node, "starts, ends, axes and steps of different lengths");
+  }
+  std::vector<std::string> items(static_cast<std::size_t>(rank), ":");
+  Dims out = *x.dims;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const std::int64_t a = axis_in(node, axes[k], rank);
+    const auto& dim = (*x.dims)[static_cast<std::size_t>(a)];
+    if (!dim) unsupported(node, "slicing axis " + std::to_string(a) + ", whose size is known only at run time");
+    if (steps[k] <= 0) unsupported(node, "step " + std::to_string(steps[k]) + " (wfgen's slices step forward)");
+    auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + *dim : i, 0, *dim); };
+    const std::int64_t b = clamp(starts[k]), e = clamp(ends[k]);
+    const std::int64_t n = e > b ? (e - b + steps[k] - 1) / steps[k] : 0;
+    if (n == 0) unsupported(node, "an empty result on axis " + std::to_string(a));
+    items[static_cast<std::size_t>(a)] = std::to_string(b) + ":" + std::to_string(e) + (steps[k] == 1 ? "" : ":" + std::to_string(steps[k]));
+    out[static_cast<std::size_t>(a)] = n;
+  }
+  std::string sub;
+  for (const auto& i : items) sub += (sub.empty() ? "" : ", ") + i;
+  define(node, 0, x.body + "[" + sub + "]", out);
+}
+
+// A constant known when importing (a Constant node, a folded Cast): an
+// initializer from here on.
+void Importer::keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t) {
+  t->set_name(name);
+  initializers_[name] = t.get();
+  frozen_.push_back(std::move(t));
+}
+
+// Cast and CastLike: folded when the input is a constant; on a computed
+// tensor only to FLOAT, the type every computed value has here.
+void Importer::import_cast(const onnx::NodeProto& node) {
+  const bool like = node.op_type() == "CastLike";
+  only_attributes(node, like ? std::initializer_list<const char*>{"saturate"} : std::initializer_list<const char*>{"to", "saturate"});
+  int to = onnx::TensorProto::FLOAT;
+  if (!like) {
+    const auto* a = attr(node, "to");
+    if (!a) unsupported(node, "it has no 'to' attribute");
+    to = static_cast<int>(a->i());
+  } else if (node.input_size() < 2 || node.input(1).empty()) {
+    unsupported(node, "input 1 (target_type) is missing");
+  } else if (!values_.count(node.input(1))) {
+    const onnx::TensorProto* target = constant(node.input(1));
+    if (!target) unsupported(node, "its input '" + node.input(1) + "' is computed by no earlier node");
+    to = target->data_type();
+  }
+  const std::string& in = node.input_size() > 0 ? node.input(0) : std::string();
+  if (!values_.count(in) && constant(in)) {
+    std::string why;
+    std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(in), to, why);
+    if (!t) unsupported(node, why);
+    keep_constant(node.output(0), std::move(t));
+    return;
+  }
+  Value x = operand(node, 0);
+  if (to != onnx::TensorProto::FLOAT) {
+    unsupported(node, "a cast of a computed tensor to " + onnx::TensorProto::DataType_Name(to) +
+                          "; wfgen's ONNX import computes in FLOAT");
+  }
+  if (x.literal) {
+    values_[node.output(0)] = x;
+    return;
+  }
+  define(node, 0, x.body + " * 1.0", x.dims);
+}
+
+// The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
+std::vector<std::int64_t> Importer::image_size(const onnx::NodeProto& node, const Value& x) {
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank != 4) {
+    unsupported(node, "an input of rank " + std::to_string(rank) + " (" + std::to_string(std::max<std::int64_t>(0, rank - 2)) +
+                          " spatial axes); wfgen maps 2-D windows over N C H W");
+  }
+  const Dims& d = *x.dims;
+  if (!d[1] || !d[2] || !d[3]) unsupported(node, "an input whose channels, height or width are not known when importing");
+  return {*d[2], *d[3]};
+}
+
+WindowAttrs Importer::window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel) {
+  WindowAttrs a;
+  if (auto k = attr_ints(node, "kernel_shape")) {
+    if (!kernel.empty() && *k != kernel) unsupported(node, "kernel_shape differs from the weights' shape");
+    kernel = *k;
+  }
+  if (kernel.empty()) unsupported(node, "it has no kernel_shape");
+  a.kernel = kernel;
+  a.strides = attr_ints(node, "strides").value_or(std::vector<std::int64_t>{});
+  a.dilations = attr_ints(node, "dilations").value_or(std::vector<std::int64_t>{});
+  a.pads = attr_ints(node, "pads").value_or(std::vector<std::int64_t>{});
+  if (const auto* p = attr(node, "auto_pad")) a.auto_pad = p->s();
+  a.ceil_mode = attr_int(node, "ceil_mode", 0) != 0;
+  return a;
+}
+
+std::vector<WindowAxis> Importer::plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a) {
+  std::string why;
+  std::optional<std::vector<WindowAxis>> p = plan_windows(in, a, why);
+  if (!p) unsupported(node, why);
+  return *p;
+}
+
+// im2col of `x` (of c channels) for plan `p`, viewed as [N c*kh*kw grid_h
+// grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
+std::string Importer::windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
+                    const std::string& tag) {
+  std::string col = identifier(node.output(0) + "_" + tag, tag);
+  line(col + " = im2col(" + x + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
+           ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
+           std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ", dilation_h=" + std::to_string(p[0].dilation) +
+           ", dilation_w=" + std::to_string(p[1].dilation) + ").reshape(-1, " + std::to_string(c * p[0].kernel * p[1].kernel) +
+           ", " + std::to_string(p[0].grid) + ", " + std::to_string(p[1].grid) + ")",
+       "the windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
+  if (p[0].offset || p[1].offset || p[0].grid != p[0].out || p[1].grid != p[1].out) {
+    auto range = [](const WindowAxis& w) { return std::to_string(w.offset) + ":" + std::to_string(w.offset + w.out); };
+    line(col + " = " + col + "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]", "ONNX's pads differ at the two ends");
+  }
+  return col;
+}
+
+// Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
+void Importer::import_conv(const onnx::NodeProto& node) {
+  only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  need_one_output(node);
+  Value x = operand(node, 0), w = operand(node, 1);
+  const std::vector<std::int64_t> in = image_size(node, x);
+  if (attr_int(node, "group", 1) != 1) unsupported(node, "group = " + std::to_string(attr_int(node, "group", 1)) + " (grouped convolutions are not mapped)");
+  if (w.literal || !w.dims || w.dims->size() != 4 || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[3]) {
+    unsupported(node, "weights that are not a known [M C kh kw] tensor");
+  }
+  const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = *(*w.dims)[2], kw = *(*w.dims)[3];
+  if ((*w.dims)[1] != c) unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels, the input has " + std::to_string(c));
+  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {kh, kw}));
+  const std::string col = windows(node, x.body, c, p, "col");
+  const std::int64_t patch = c * kh * kw, pixels = p[0].out * p[1].out;
+  std::string expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
+                     std::to_string(patch) + ", " + std::to_string(pixels) + ")";
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    Value b = operand(node, 2);
+    expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";
+  }
+  Dims out = {(*x.dims)[0], m, p[0].out, p[1].out};
+  define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+}
+
+// MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
+// as -1e30 and is left out of an average's count (count_include_pad 0) by a
+// second im2col of a tensor of ones, which is 0 in the padding.
+void Importer::import_pool(const onnx::NodeProto& node) {
+  const bool is_max = node.op_type() == "MaxPool";
+  if (is_max) {
+    only_attributes(node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    if (attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
+  } else {
+    only_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
+  }
+  need_one_output(node);
+  Value x = operand(node, 0);
+  const std::vector<std::int64_t> in = image_size(node, x);
+  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}));
+  const bool padded = p[0].pad || p[1].pad;
+  const std::int64_t c = *(*x.dims)[1], k = p[0].kernel * p[1].kernel, pixels = p[0].out * p[1].out;
+  auto as_windows = [&](const std::string& col) {
+    return col + ".reshape(-1, " + std::to_string(c) + ", " + std::to_string(k) + ", " + std::to_string(pixels) + ")";
+  };
+  std::string col = windows(node, x.body, c, p, "windows");
+  std::string inside;  // 1 where a window reads the input, 0 in the padding
+  const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
+  if (padded && (is_max || !count_pad || p[0].overhang || p[1].overhang)) {
+    if (count_pad) unsupported(node, "count_include_pad = 1 with ceil_mode windows past the padding");
+    inside = windows(node, x.body + " * 0.0 + 1.0", c, p, "inside");
+  }
+  std::string expr;
+  if (is_max) {
+    std::string v = as_windows(col);
+    if (!inside.empty()) v = "(" + v + " + (" + as_windows(inside) + " - 1.0) * 1e30)";
+    expr = "max(" + v + ", axis=2)";
+  } else if (!inside.empty()) {
+    expr = "sum(" + as_windows(col) + ", axis=2) / sum(" + as_windows(inside) + ", axis=2)";
+  } else {
+    expr = "mean(" + as_windows(col) + ", axis=2)";
+  }
+  Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
+  define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+}
+
+void Importer::need_one_output(const onnx::NodeProto& node) const {
+  int real = 0;
+  for (const auto& o : node.output()) real += !o.empty();
+  if (real > 1) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first 1");
+}
+
+void Importer::import_batchnorm(const onnx::NodeProto& node) {
+  only_attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+  if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
+  if (opset_ < 9 && attr_int(node, "spatial", 1) != 1) unsupported(node, "spatial = 0");
+  int outputs = 0;
+  for (const auto& o : node.output()) outputs += !o.empty();
+  if (outputs > 1) unsupported(node, "the running mean and variance outputs (training)");
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank));
+  auto channel = [&](int k) {
+    Value v = operand(node, k);
+    if (v.literal || rank_of(node, v) != 1) unsupported(node, "input " + std::to_string(k) + " is not a vector of channels");
+    std::string shape = reshape_args(node, Dims{(*v.dims)[0]});
+    for (std::int64_t a = 2; a < rank; ++a) shape += ", 1";
+    return v.body + ".reshape(" + shape + ")";
+  };
+  float eps = attr_float(node, "epsilon", 1e-5f);
+  std::string expr = "(" + x.body + " - " + channel(3) + ") * (" + channel(4) + " + " + format_float(eps) + ") ** -0.5 * " +
+                     channel(1) + " + " + channel(2);
+  define(node, 0, expr, x.dims);
+}
+
+// Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
+// `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
+void Importer::import_layernorm(const onnx::NodeProto& node) {
+  only_attributes(node, {"axis", "epsilon", "stash_type"});
+  if (attr_int(node, "stash_type", 1) != 1) unsupported(node, "stash_type other than FLOAT");
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  std::int64_t axis = axis_in(node, attr_int(node, "axis", -1), rank);
+  auto mean_over = [&](std::string e) {
+    for (std::int64_t a = rank - 1; a >= axis; --a) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
+    return e;
+  };
+  Dims reduced = *x.dims;
+  for (std::int64_t a = axis; a < rank; ++a) reduced[static_cast<std::size_t>(a)] = 1;
+  float eps = attr_float(node, "epsilon", 1e-5f);
+  std::string base = identifier(node.output(0) + "_ln", "ln");
+  for (const char* part : {"_mean", "_d", "_inv"}) used_.insert(base + part);
+  line(base + "_mean = " + mean_over(x.body), "LayerNormalization: the mean");
+  line(base + "_d = " + x.body + " - " + base + "_mean", "");
+  line(base + "_inv = (" + mean_over(base + "_d * " + base + "_d") + " + " + format_float(eps) + ") ** -0.5", "1 / sqrt(var + epsilon)");
+  std::string y = base + "_d * " + base + "_inv * " + operand(node, 1).body;
+  if (node.input_size() > 2 && !node.input(2).empty()) y += " + " + operand(node, 2).body;
+  define(node, 0, y, x.dims);
+  if (node.output_size() > 1 && !node.output(1).empty()) define(node, 1, base + "_mean * 1.0", reduced);
+  if (node.output_size() > 2 && !node.output(2).empty()) define(node, 2, base + "_inv * 1.0", reduced);
+}
+
+void Importer::import_reshape(const onnx::NodeProto& node) {
+  const std::string& op = node.op_type();
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  const Dims& in = *x.dims;
+  Dims d;
+  if (op == "Reshape") {
+    only_attributes(node, {"allowzero"});
+    std::vector<std::int64_t> shape = int_constant(node, 1, "shape");
+    bool allowzero = attr_int(node, "allowzero", 0) != 0;
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k] == 0 && !allowzero) {
+        if (static_cast<std::int64_t>(k) >= rank) unsupported(node, "shape copies axis " + std::to_string(k) + " of a rank " + std::to_string(rank) + " input");
+        d.push_back(in[k]);
+      } else if (shape[k] < -1) {
+        unsupported(node, "shape holds " + std::to_string(shape[k]));
+      } else {
+        d.push_back(shape[k] == -1 ? std::nullopt : std::optional<std::int64_t>(shape[k]));
+      }
+    }
+  } else if (op == "Flatten") {
+    only_attributes(node, {"axis"});
+    // Flatten's axis is in [-rank, rank]: a negative one counts from rank.
+    std::int64_t a = attr_int(node, "axis", 1);
+    if (a < -rank || a > rank) unsupported(node, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+    std::size_t axis = static_cast<std::size_t>(a < 0 ? a + rank : a);
+    d = {product(in, 0, axis), product(in, axis, in.size())};
+  } else {
+    only_attributes(node, {"axes"});
+    std::vector<std::int64_t> axes = opset_ >= 13 ? int_constant(node, 1, "axes") : attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
+    if (op == "Squeeze") {
+      std::set<std::int64_t> drop;
+      for (auto a : axes) {
+        std::int64_t k = axis_in(node, a, rank);
+        if (in[static_cast<std::size_t>(k)] && *in[static_cast<std::size_t>(k)] != 1) {
+          unsupported(node, "axis " + std::to_string(a) + " has size " + std::to_string(*in[static_cast<std::size_t>(k)]) + ", not 1");
+        }
+        drop.insert(k);
+      }
+      if (axes.empty()) {
+        for (std::int64_t k = 0; k < rank; ++k) {
+          auto v = in[static_cast<std::size_t>(k)];
+          if (!v) unsupported(node, "squeezing every size-1 axis of an input with run-time dims");
+          if (*v == 1) drop.insert(k);
+        }
+      }
+      for (std::int64_t k = 0; k < rank; ++k)
+        if (!drop.count(k)) d.push_back(in[static_cast<std::size_t>(k)]);
+    } else {
+      std::int64_t out_rank = rank + static_cast<std::int64_t>(axes.size());
+      std::set<std::int64_t> add;
+      for (auto a : axes) add.insert(axis_in(node, a, out_rank));
+      if (add.size() != axes.size()) unsupported(node, "axes repeat an axis");
+      std::size_t src = 0;
+      for (std::int64_t k = 0; k < out_rank; ++k) d.push_back(add.count(k) ? std::optional<std::int64_t>(1) : in[src++]);
+    }
+  }
+  // A reshape is a view of its input, as in the body language.
+  define(node, 0, x.body + ".reshape(" + reshape_args(node, d) + ")", d);
+}
+
+void Importer::import_reduce(const onnx::NodeProto& node) {
+  only_attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  bool keep = attr_int(node, "keepdims", 1) != 0;
+  std::vector<std::int64_t> axes;
+  if (node.op_type() == "ReduceSum" && opset_ >= 13) axes = int_constant(node, 1, "axes");
+  else axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
+  if (axes.empty()) {
+    if (attr_int(node, "noop_with_empty_axes", 0) != 0) {
+      define(node, 0, x.body + " * 1.0", x.dims);
+      return;
+    }
+    for (std::int64_t k = 0; k < rank; ++k) axes.push_back(k);
+  }
+  std::set<std::int64_t, std::greater<>> sorted;
+  for (auto a : axes) sorted.insert(axis_in(node, a, rank));
+  const std::string& op = node.op_type();
+  std::string fn = op == "ReduceMean" ? "mean" : op == "ReduceMax" ? "max" : op == "ReduceMin" ? "min" : "sum";
+  // ReduceL1 sums |x|, L2 and SumSquare x * x, LogSumExp e^x; L2, LogSum
+  // and LogSumExp take a function of the sum afterwards.
+  std::string expr = op == "ReduceL1" ? "abs(" + x.body + ")"
+                   : (op == "ReduceL2" || op == "ReduceSumSquare") ? x.body + " * " + x.body
+                   : op == "ReduceLogSumExp" ? "exp(" + x.body + ")"
+                   : x.body;
+  Dims d = *x.dims;
+  // Highest axis first, so the lower ones keep their numbers when dropped.
+  for (auto a : sorted) {
+    expr = fn + "(" + expr + ", axis=" + std::to_string(a) + ", keepdims=" + (keep ? "true" : "false") + ")";
+    if (keep) d[static_cast<std::size_t>(a)] = 1;
+    else d.erase(d.begin() + a);
+  }
+  if (op == "ReduceL2") expr = "sqrt(" + expr + ")";
+  if (op == "ReduceLogSum" || op == "ReduceLogSumExp") expr = "log(" + expr + ")";
+  define(node, 0, expr, d);
+}
+
+void Importer::import_clip(const onnx::NodeProto& node) {
+  only_attributes(node, {"min", "max"});
+  Value x = operand(node, 0);
+  std::optional<float> lo, hi;
+  if (opset_ < 11) {
+    if (attr(node, "min")) lo = attr_float(node, "min", 0.0f);
+    if (attr(node, "max")) hi = attr_float(node, "max", 0.0f);
+  } else {
+    for (int k : {1, 2}) {
+      if (k >= node.input_size() || node.input(k).empty()) continue;
+      Value v = operand(node, k);
+      if (!v.literal) unsupported(node, "a bound that is not a constant scalar");
+      (k == 1 ? lo : hi) = std::stof(v.body);
+    }
+  }
+  // max(x, lo) = lo + relu(x - lo); min(x, hi) = x - relu(x - hi).
+  std::string expr = x.body;
+  if (hi) expr = expr + " - relu(" + expr + " - " + format_float(*hi) + ")";
+  if (lo) expr = "relu(" + expr + " - " + format_float(*lo) + ") + " + format_float(*lo);
+  if (!lo && !hi) expr += " * 1.0";
+  define(node, 0, expr, x.dims);
+}
+
+}  // namespace wfgen::onnx_import::detail
