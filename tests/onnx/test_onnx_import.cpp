@@ -288,3 +288,25 @@ TEST_CASE("windows, slices and constants: what the import writes and what it ref
   CHECK_THAT(err2.str(), Catch::Contains("its attribute 'value_strings' is not supported (value, value_float(s) and value_int(s) are)"));
   CHECK_FALSE(fs::exists(dir / "t.yaml"));
 }
+
+TEST_CASE("losses: targets known when importing become a one-hot constant; the rest is refused", "[onnx]") {
+  fs::path dir = scratch("losses");
+  const std::string t = "test_sce_mean_weight_ii";
+  Run r = import(t, dir / "l.yaml", {}, kData + t + "/test_data_set_0");
+  REQUIRE(r.code == 0);
+  const std::string spec = read(dir / "l.yaml");
+  CHECK_THAT(spec, Catch::Contains("= log_softmax(x, axis=1)  # SoftmaxCrossEntropyLoss: log-probabilities"));
+  CHECK_THAT(spec, Catch::Contains("z_targets: {shape: [3, 5]"));
+  // A weighted mean divides by the summed weights of the targets.
+  CHECK_THAT(spec, Catch::Contains(" / sum(sum((z_targets * w.reshape(5)), axis=1, keepdims=true), axis=0, keepdims=true)"));
+  // Without sample data the targets are a run-time input: refused.
+  r = import(t, dir / "x.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("input 'y' has element type INT64"));
+  // Rank 7 is past the standard kernels.
+  const std::string big = "test_nllloss_NCd1d2d3d4d5_mean_weight";
+  r = import(big, dir / "y.yaml", {}, kData + big + "/test_data_set_0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator NegativeLogLikelihoodLoss of opset"));
+  CHECK_THAT(r.err, Catch::Contains("an input of rank 7 (wfgen's standard kernels go up to rank 4)"));
+}

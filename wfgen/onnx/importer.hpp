@@ -116,6 +116,8 @@ class Importer {
                       const std::string& tag);
   // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
   void import_conv(const onnx::NodeProto& node);
+  void import_loss(const onnx::NodeProto& node);
+  Value operand_named(const onnx::NodeProto& node, const std::string& name);
   // MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
   // as -1e30 and is left out of an average's count (count_include_pad 0) by a
   // second im2col of a tensor of ones, which is 0 in the padding.

@@ -122,6 +122,7 @@ std::set<std::string> Importer::inputs_needed_as_constants() const {
     if (op == "Slice" && opset_ >= 10) at = {1, 2, 3, 4};
     if (op == "Expand") at = {1};
     if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
+    if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") at = {1};  // the targets
     for (int k : at)
       if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
   }
@@ -320,6 +321,9 @@ void Importer::line(const std::string& statement, const std::string& comment) {
 
 // Defines the node's k-th output as `expr` with `dims`.
 void Importer::define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims) {
+  // The standard library's kernels go up to rank 4: a larger result would
+  // import, then fail in `wfgen gen` far from its cause.
+  if (dims && dims->size() > 4) unsupported(node, "a result of rank " + std::to_string(dims->size()) + " (wfgen's standard kernels go up to rank 4)");
   const std::string& onnx_name = node.output(k);
   std::string body = identifier(onnx_name, "value");
   std::string comment = node.op_type();
@@ -469,10 +473,10 @@ std::vector<std::string> operators_of(const std::string& path) {
 std::vector<std::string> supported_operators() {
   return {"Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Constant", "ConstantOfShape",
           "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
-          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg",
+          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "NegativeLogLikelihoodLoss",
           "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
           "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Slice",
-          "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
+          "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
           "Unsqueeze", "Where"};
 }
 

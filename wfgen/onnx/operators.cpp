@@ -212,6 +212,10 @@ void Importer::import_node(const onnx::NodeProto& node) {
     define(node, 0, expr, d);
     return;
   }
+  if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
+    import_loss(node);
+    return;
+  }
   if (op == "Softmax" || op == "LogSoftmax") {
     only_attributes(node, {"axis"});
     Value x = operand(node, 0);
@@ -373,9 +377,7 @@ Value Importer::condition(const onnx::NodeProto& node) {
     std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(name), onnx::TensorProto::FLOAT, why);
     if (!t) unsupported(node, why);
     keep_constant(name + "_as_float", std::move(t));
-    onnx::NodeProto renamed = node;
-    renamed.set_input(0, name + "_as_float");
-    return operand(renamed, 0);
+    return operand_named(node, name + "_as_float");
   }
   return operand(node, 0);
 }
@@ -765,6 +767,104 @@ void Importer::import_clip(const onnx::NodeProto& node) {
   if (lo) expr = "relu(" + expr + " - " + format_float(*lo) + ") + " + format_float(*lo);
   if (!lo && !hi) expr += " * 1.0";
   define(node, 0, expr, x.dims);
+}
+
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (the same on
+// log_softmax(x, axis=1)) with targets known when importing (an initializer,
+// or a graph input frozen from sample data): the targets become a one-hot
+// FLOAT constant O [N C d...], 0 at an ignore_index, and the loss of each
+// element is -sum(logp * O * weight, axis=1); reduction sums it, or divides
+// the sum by the summed weights of the targets (mean).
+void Importer::import_loss(const onnx::NodeProto& node) {
+  const bool sce = node.op_type() == "SoftmaxCrossEntropyLoss";
+  only_attributes(node, {"reduction", "ignore_index"});
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C d...)");
+  if (rank > 4) unsupported(node, "an input of rank " + std::to_string(rank) + " (wfgen's standard kernels go up to rank 4)");
+  for (const auto& d : *x.dims)
+    if (!d) unsupported(node, "an input with a dim known only at run time; pass --dim to fix it");
+  if (node.input_size() < 2 || values_.count(node.input(1)) || !constant(node.input(1))) {
+    unsupported(node, "targets computed at run time (wfgen needs them known when importing: an initializer or --freeze-inputs)");
+  }
+  const std::vector<std::int64_t> target = ints_of(*constant(node.input(1)));
+  const std::string reduction = attr(node, "reduction") ? attr(node, "reduction")->s() : "mean";
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") unsupported(node, "reduction '" + reduction + "'");
+  const Dims& d = *x.dims;
+  const std::int64_t n = *d[0], c = *d[1];
+  std::int64_t inner = 1;
+  for (std::int64_t k = 2; k < rank; ++k) inner *= *d[static_cast<std::size_t>(k)];
+  if (static_cast<std::int64_t>(target.size()) != n * inner) {
+    unsupported(node, "targets of " + std::to_string(target.size()) + " values for an input of " + std::to_string(n * inner) + " positions");
+  }
+  const auto* ii = attr(node, "ignore_index");
+  auto onehot = std::make_unique<onnx::TensorProto>();
+  onehot->set_data_type(onnx::TensorProto::FLOAT);
+  for (const auto& e : d) onehot->add_dims(*e);
+  std::vector<float> o(static_cast<std::size_t>(n * c * inner), 0.0f);
+  std::int64_t counted = 0;
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const std::int64_t t = target[static_cast<std::size_t>(b * inner + i)];
+      if (ii && t == ii->i()) continue;
+      if (t < 0 || t >= c) unsupported(node, "a target " + std::to_string(t) + " outside [0, " + std::to_string(c) + ")");
+      o[static_cast<std::size_t>((b * c + t) * inner + i)] = 1.0f;
+      ++counted;
+    }
+  for (float v : o) onehot->add_float_data(v);
+  const std::string onehot_name = node.output(0) + "_targets";
+  keep_constant(onehot_name, std::move(onehot));
+  const Value targets = operand_named(node, onehot_name);
+
+  std::string logp = x.body;
+  if (sce) {
+    logp = identifier(node.output(0) + "_log_prob", "log_prob");
+    line(logp + " = log_softmax(" + x.body + ", axis=1)", "SoftmaxCrossEntropyLoss: log-probabilities");
+    if (node.output_size() > 1 && !node.output(1).empty()) values_[node.output(1)] = {logp, false, x.dims};
+  } else if (node.output_size() > 1) {
+    need_one_output(node);
+  }
+  // The weight of each element's target: O, or O * weight over the classes.
+  std::string picked = targets.body;
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    Value w = operand(node, 2);
+    std::string shape = std::to_string(c);
+    for (std::int64_t k = 2; k < rank; ++k) shape += ", 1";
+    picked = "(" + targets.body + " * " + w.body + ".reshape(" + shape + "))";
+  }
+  Dims per = d;
+  per.erase(per.begin() + 1);
+  const std::string loss = "neg(sum(" + logp + " * " + picked + ", axis=1, keepdims=false))";
+  if (reduction == "none") {
+    define(node, 0, loss, per);
+    return;
+  }
+  // Sums over every axis of a rank-r expression: keeping them (arithmetic on
+  // the result stays at rank r, where the kernels are), or to rank 0 (ONNX's
+  // scalar loss).
+  auto total = [](std::string e, std::int64_t r, bool keep) {
+    for (std::int64_t k = r - 1; k >= 0; --k) e = "sum(" + e + ", axis=" + std::to_string(k) + ", keepdims=" + (keep ? "true" : "false") + ")";
+    return e;
+  };
+  std::string expr = total(loss, rank - 1, false);
+  if (reduction == "mean" && picked == targets.body) {
+    if (counted == 0) unsupported(node, "a mean over targets that are all ignored");
+    expr = total(total(loss, rank - 1, true) + " * " + format_float(1.0f / static_cast<float>(counted)), rank - 1, false);
+  } else if (reduction == "mean") {
+    // [1 ...] (rank - 1) / [1 ...] (rank): the quotient has rank `rank`.
+    expr = total(total(loss, rank - 1, true) + " / " + total(picked, rank, true), rank, false);
+  }
+  define(node, 0, expr, Dims{});
+}
+
+// `operand` for a value named `name` (a constant the importer made) in the
+// error messages of `node`.
+Value Importer::operand_named(const onnx::NodeProto& node, const std::string& name) {
+  onnx::NodeProto renamed = node;
+  if (renamed.input_size() == 0) renamed.add_input(name);
+  else renamed.set_input(0, name);
+  return operand(renamed, 0);
 }
 
 }  // namespace wfgen::onnx_import::detail
