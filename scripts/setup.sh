@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build ccache g++ clang-14 pkg-config
   libyaml-cpp-dev libcli11-dev catch2 libvalijson-dev nlohmann-json3-dev
-  libopenblas-dev zlib1g-dev libonnx-dev libprotobuf-dev libonnx-testdata python3
+  libopenblas-dev zlib1g-dev libonnx-dev libprotobuf-dev libonnx-testdata python3 python3-onnx
   libclang-cpp14-dev libclang-14-dev llvm-14-dev libclang-rt-14-dev lld-14
   dataset-fashion-mnist
 )

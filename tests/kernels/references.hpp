@@ -309,6 +309,7 @@ inline const std::vector<NodeRef>& node_refs() {
        nullptr},
       {"relu", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0] > 0 ? x[0] : 0.0; },
        [](const std::int64_t* x, double, DType) { return x[0] > 0 ? x[0] : std::int64_t{0}; }},
+      {"erf", Kind::Unary, {D::Any}, [](const double* x, double) { return std::erf(x[0]); }, nullptr},
       {"gelu", Kind::Unary, {D::Any},
        [](const double* x, double) { return x[0] * 0.5 * std::erfc(-x[0] / std::sqrt(2.0)); }, nullptr},
       // ln(1 + e^x) straight from the definition (inputs stay within +-25, so

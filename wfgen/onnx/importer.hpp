@@ -117,6 +117,7 @@ class Importer {
   // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
   void import_conv(const onnx::NodeProto& node);
   void import_loss(const onnx::NodeProto& node);
+  void import_gather(const onnx::NodeProto& node);
   Value operand_named(const onnx::NodeProto& node, const std::string& name);
   // MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
   // as -1e30 and is left out of an average's count (count_include_pad 0) by a

@@ -123,6 +123,7 @@ std::set<std::string> Importer::inputs_needed_as_constants() const {
     if (op == "Expand") at = {1};
     if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
     if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") at = {1};  // the targets
+    if (op == "Gather") at = {1};
     for (int k : at)
       if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
   }
@@ -472,7 +473,7 @@ std::vector<std::string> operators_of(const std::string& path) {
 
 std::vector<std::string> supported_operators() {
   return {"Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Constant", "ConstantOfShape",
-          "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
+          "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
           "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "NegativeLogLikelihoodLoss",
           "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
           "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Slice",

@@ -30,7 +30,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
   static const std::map<std::string, std::string> unary = {
       {"Abs", "abs"},   {"Neg", "neg"},         {"Exp", "exp"},   {"Log", "log"},   {"Sqrt", "sqrt"},
       {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Sin", "sin"},   {"Cos", "cos"},
-      {"Sign", "sign"}, {"Softplus", "softplus"}};
+      {"Sign", "sign"}, {"Softplus", "softplus"}, {"Erf", "erf"}};
   static const std::map<std::string, std::string> binary_ops = {
       {"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}, {"Pow", "**"}};
   if (node.output_size() < 1) unsupported(node, "it has no output");
@@ -112,6 +112,10 @@ void Importer::import_node(const onnx::NodeProto& node) {
   }
   if (op == "Slice") {
     import_slice(node);
+    return;
+  }
+  if (op == "Gather") {
+    import_gather(node);
     return;
   }
   if (op == "Where") {
@@ -865,6 +869,77 @@ Value Importer::operand_named(const onnx::NodeProto& node, const std::string& na
   if (renamed.input_size() == 0) renamed.add_input(name);
   else renamed.set_input(0, name);
   return operand(renamed, 0);
+}
+
+// Gather of a computed tensor with constant indices (negative ones counted
+// from the end). A scalar index is a subscript, x[:, i]; other indices go to
+// the stdlib's gather (rows of a 2-D table): the axis moved first, the rest
+// flattened, the indices a FLOAT constant, the result put back in ONNX's order
+// x.dims[:axis] + indices.dims + x.dims[axis+1:].
+void Importer::import_gather(const onnx::NodeProto& node) {
+  only_attributes(node, {"axis"});
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its data is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  const std::int64_t axis = axis_in(node, attr_int(node, "axis", 0), rank);
+  const auto& n = (*x.dims)[static_cast<std::size_t>(axis)];
+  if (!n) unsupported(node, "gathering along axis " + std::to_string(axis) + ", whose size is known only at run time");
+  if (node.input_size() < 2 || values_.count(node.input(1)) || !constant(node.input(1))) {
+    unsupported(node, "indices computed at run time (wfgen needs them known when importing)");
+  }
+  const onnx::TensorProto& it = *constant(node.input(1));
+  std::vector<std::int64_t> idx = ints_of(it);
+  if (idx.empty() && element_count(it) != 0) unsupported(node, "indices of type " + onnx::TensorProto::DataType_Name(it.data_type()));
+  for (auto& i : idx) {
+    if (i < -*n || i >= *n) unsupported(node, "index " + std::to_string(i) + " outside [" + std::to_string(-*n) + ", " + std::to_string(*n) + ")");
+    if (i < 0) i += *n;
+  }
+  if (idx.empty()) unsupported(node, "no indices");
+  Dims out(x.dims->begin(), x.dims->begin() + axis);
+  for (auto d : it.dims()) out.push_back(d);
+  out.insert(out.end(), x.dims->begin() + axis + 1, x.dims->end());
+  if (it.dims_size() == 0) {
+    std::string sub;
+    for (std::int64_t k = 0; k < rank; ++k) sub += (k ? ", " : "") + (k == axis ? std::to_string(idx[0]) : std::string(":"));
+    define(node, 0, x.body + "[" + sub + "]", out);
+    return;
+  }
+  // The axis first: [n, the other axes in order].
+  std::string moved = x.body;
+  Dims rest;
+  for (std::int64_t k = 0; k < rank; ++k)
+    if (k != axis) rest.push_back((*x.dims)[static_cast<std::size_t>(k)]);
+  if (axis != 0) {
+    std::string perm = std::to_string(axis);
+    for (std::int64_t k = 0; k < rank; ++k)
+      if (k != axis) perm += ", " + std::to_string(k);
+    moved = x.body + ".permute(" + perm + ")";
+  }
+  auto indices = std::make_unique<onnx::TensorProto>();
+  indices->set_data_type(onnx::TensorProto::FLOAT);
+  for (auto d : it.dims()) indices->add_dims(d);
+  for (auto i : idx) indices->add_float_data(static_cast<float>(i));
+  keep_constant(node.output(0) + "_indices", std::move(indices));
+  const Value ids = operand_named(node, node.output(0) + "_indices");
+  const std::optional<std::int64_t> width = product(rest, 0, rest.size());
+  if (!width) unsupported(node, "data with a dim known only at run time besides the gathered axis");
+  // gather(W [n width], IDX [idx dims]) -> [idx dims, width]
+  std::string expr = "gather(" + moved + ".reshape(" + std::to_string(*n) + ", " + std::to_string(*width) + "), " + ids.body + ")";
+  Dims gathered;
+  for (auto d : it.dims()) gathered.push_back(d);
+  gathered.insert(gathered.end(), rest.begin(), rest.end());
+  expr += ".reshape(" + reshape_args(node, gathered) + ")";
+  if (axis != 0) {
+    // [idx dims, x.dims[:axis], x.dims[axis+1:]] -> [x.dims[:axis], idx dims, x.dims[axis+1:]]
+    const std::int64_t q = it.dims_size();
+    std::string perm;
+    for (std::int64_t k = 0; k < axis; ++k) perm += (perm.empty() ? "" : ", ") + std::to_string(q + k);
+    for (std::int64_t k = 0; k < q; ++k) perm += ", " + std::to_string(k);
+    for (std::int64_t k = axis; k < rank - 1; ++k) perm += ", " + std::to_string(q + k);
+    expr += ".permute(" + perm + ")";
+  }
+  define(node, 0, expr, out);
 }
 
 }  // namespace wfgen::onnx_import::detail
