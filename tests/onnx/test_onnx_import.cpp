@@ -310,3 +310,41 @@ TEST_CASE("losses: targets known when importing become a one-hot constant; the r
   CHECK_THAT(r.err, Catch::Contains("cannot import operator NegativeLogLikelihoodLoss of opset"));
   CHECK_THAT(r.err, Catch::Contains("an input of rank 7 (wfgen's standard kernels go up to rank 4)"));
 }
+
+TEST_CASE("Gelu (opset 20): the exact form is the stdlib's gelu, the tanh form a composition", "[onnx]") {
+  fs::path dir = scratch("gelu");
+  for (const char* approximate : {"none", "tanh", "cubic"}) {
+    onnx::ModelProto m;
+    {
+      std::ifstream in(kData + "test_relu/model.onnx", std::ios::binary);
+      REQUIRE(m.ParseFromIstream(&in));
+    }
+    auto* node = m.mutable_graph()->mutable_node(0);
+    node->set_op_type("Gelu");
+    auto* a = node->add_attribute();
+    a->set_name("approximate");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(approximate);
+    const fs::path model = dir / (std::string(approximate) + ".onnx");
+    {
+      std::ofstream out(model, std::ios::binary);
+      REQUIRE(m.SerializeToOstream(&out));
+    }
+    wfgen::cli::ImportOptions o;
+    o.model = model;
+    o.output = dir / (std::string(approximate) + ".yaml");
+    std::ostringstream out, err;
+    const int code = wfgen::cli::import_onnx(o, {out, err, false});
+    INFO(approximate << ": " << err.str());
+    if (std::string(approximate) == "cubic") {
+      CHECK(code == 2);
+      CHECK_THAT(err.str(), Catch::Contains("cannot import operator Gelu"));
+      CHECK_THAT(err.str(), Catch::Contains("approximate = 'cubic'"));
+      continue;
+    }
+    REQUIRE(code == 0);
+    const std::string spec = read(o.output);
+    if (std::string(approximate) == "none") CHECK_THAT(spec, Catch::Contains("y = gelu(x)  # Gelu"));
+    else CHECK_THAT(spec, Catch::Contains("y = x * (tanh((x + x * x * x * 0.044715) * 0.7978845608028654) + 1.0) * 0.5  # Gelu"));
+  }
+}

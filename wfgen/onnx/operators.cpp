@@ -161,6 +161,24 @@ void Importer::import_node(const onnx::NodeProto& node) {
     define(node, 0, expr, d);
     return;
   }
+  if (op == "Gelu") {
+    // Opset 20: approximate "none" is the exact erf GELU, the stdlib's gelu;
+    // "tanh" is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    only_attributes(node, {"approximate"});
+    need_one_output(node);
+    Value x = operand(node, 0);
+    if (x.literal) unsupported(node, "its operand is a constant");
+    const std::string approximate = attr(node, "approximate") ? attr(node, "approximate")->s() : "none";
+    if (approximate == "none") {
+      define(node, 0, "gelu(" + x.body + ")", x.dims);
+    } else if (approximate == "tanh") {
+      define(node, 0, x.body + " * (tanh((" + x.body + " + " + x.body + " * " + x.body + " * " + x.body +
+                          " * 0.044715) * 0.7978845608028654) + 1.0) * 0.5", x.dims);
+    } else {
+      unsupported(node, "approximate = '" + approximate + "'");
+    }
+    return;
+  }
   if (op == "LeakyRelu") {
     only_attributes(node, {"alpha"});
     Value x = operand(node, 0);
