@@ -28,6 +28,7 @@
 #include "causal_attention.hpp"
 #include "conv_pool.hpp"
 #include "embedding.hpp"
+#include "joins.hpp"
 #include "linalg.hpp"
 #include "linalg_cpu.hpp"
 #include "ops_r1.hpp"
@@ -153,6 +154,7 @@ TEST_CASE("element-wise nodes and reductions, rank 4") { check_gradients<gc::ops
 TEST_CASE("matmul through BLAS: batched, broadcast, transposed, sliced") { check_gradients<gc::linalg>("linalg"); }
 TEST_CASE("matmul with the std-only GEMM") { check_gradients<gc::linalg_cpu>("linalg_cpu"); }
 TEST_CASE("views: slices, indexing, transpose, reshape, permute, broadcasts") { check_gradients<gc::views>("views"); }
+TEST_CASE("concat along any axis, chained, and narrow views") { check_gradients<gc::joins>("joins"); }
 TEST_CASE("the main job's MLP with cross-entropy, parameters included") { check_gradients<gc::tiny_mlp>("tiny_mlp"); }
 TEST_CASE("standard models: softmax, log_softmax, layernorm, linear, mse, cross_entropy") {
   check_gradients<gc::std_models>("std_models");

@@ -156,6 +156,7 @@ enum class Kind {
   Col2im,      // COL[N C kh kw ho wo] LIKE[N C H W] OUT[N C H W]
   CausalMask,  // X[~ i j] OUT[~ i j], with a float argument
   ExtremeMask, // X[~ i] OUT[~ i], with a bool argument
+  Concat,      // A[~ i] B[~ j] OUT[~ k], k = i + j
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
   Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
 };
@@ -198,6 +199,7 @@ inline const char* kind_name(Kind k) {
     case Kind::Col2im: return "col2im";
     case Kind::CausalMask: return "causal-mask";
     case Kind::ExtremeMask: return "extreme-mask";
+    case Kind::Concat: return "concat";
     case Kind::Transpose: return "transpose";
     case Kind::Permute: return "permute";
     case Kind::CrossEntropy: return "cross-entropy";
@@ -223,6 +225,7 @@ inline int kind_tensors(Kind k) {
     case Kind::Col2im: return 3;
     case Kind::CausalMask: return 2;
     case Kind::ExtremeMask: return 2;
+    case Kind::Concat: return 3;
     case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
     case Kind::Permute: return 2;
     case Kind::CrossEntropy: return 3;
@@ -376,6 +379,7 @@ inline const std::vector<NodeRef>& node_refs() {
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
       // Discrete values: rows with ties, where only the first extreme gets the 1.
       {"extreme_mask", Kind::ExtremeMask, {D::Discrete}},
+      {"concat_last", Kind::Concat, {D::Any, D::Any}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
       // Any targets, not just probabilities: the loss is linear in TARGET, and
@@ -871,6 +875,24 @@ inline std::vector<Expected> ref_optimizer(Opt o, const std::vector<Dense>& in, 
     M1.tol[k] = mag_m > 0 ? tol.rtol * mag_m + tol.atol : 0.0;
   }
   return out;
+}
+
+// OUT[.. :i] = A, OUT[.. i:] = B: the rows of A and B one after the other.
+inline Expected ref_concat(const Dense& A, const Dense& B, DType t) {
+  const std::int64_t i = A.shape.back(), j = B.shape.back();
+  Shape out_shape = A.shape;
+  out_shape.back() = i + j;
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  const std::int64_t rows = i + j == 0 ? 0 : numel_of(out_shape) / (i + j);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < i + j; ++c) {
+      const std::size_t o = static_cast<std::size_t>(r * (i + j) + c);
+      const Dense& src = c < i ? A : B;
+      const std::size_t k = static_cast<std::size_t>(c < i ? r * i + c : r * j + (c - i));
+      if (is_int(t)) e.val.i[o] = src.i[k];
+      else e.val.f[o] = src.f[k];
+    }
+  return e;
 }
 
 }  // namespace kt

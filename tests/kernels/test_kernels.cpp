@@ -441,6 +441,29 @@ Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng
   return b;
 }
 
+// A[~ i] B[~ j] -> OUT[~ i+j]: each side empty in turn (8: j = 0, 9: i = 0),
+// in every layout; the leading axes are the same shape for all three.
+Built build_concat(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape sa = case_shape(c, e.rank, rng);
+  Shape sb = sa;
+  sb.back() = c == 8 ? 0 : rand_int(rng, 1, 6);
+  if (c == 9) sa.back() = 0;
+  Shape so = sa;
+  so.back() = sa.back() + sb.back();
+  cs.label = std::to_string(c);
+  const Layout la = input_layout(c, rng, true), lb = input_layout(c, rng, true);
+  cs.add("A", make_operand(dt, sa, la, rng, filler(r.dom[0], rng)), la);
+  cs.add("B", make_operand(dt, sb, lb, rng, filler(r.dom[1], rng)), lb);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, so, lo, rng), lo);
+  cs.out = 2;
+  b.reference = [dt](const std::vector<Dense>& in) { return ref_concat(in[0], in[1], dt); };
+  return b;
+}
+
 // LOGITS[~ c] TARGET[~ c] -> OUT[~ 1], cased like the reductions (5: no
 // classes, 6: no rows, 7: long rows, 8: one class), plus 9: logits in
 // [-1000, 1000], whose exp overflows unless the row's max is subtracted, and
@@ -581,6 +604,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Col2im: return build_col2im(e, r, c, rng);
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
     case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
+    case Kind::Concat: return build_concat(e, r, c, rng);
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     default: return {};

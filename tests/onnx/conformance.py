@@ -19,6 +19,7 @@ Every test ends as one of:
 Usage:
   tests/onnx/conformance.py --wfgen build/wfgen/wfgen --build build [--sample N | --tests a,b]
                             [--markdown docs/onnx-conformance.md] [--work DIR] [--expect-pass N]
+                            [--data /usr/share/libonnx-testdata/data/pytorch-converted]
 """
 import argparse
 import concurrent.futures
@@ -89,20 +90,68 @@ bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
   return true;
 }
 
-// ONNX's np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7).
+// The values of an expected output as doubles: FLOAT, or the BOOL and
+// integer outputs a wfgen model returns as f32 whole numbers (compared exactly).
+bool expected_values(const onnx::TensorProto& t, std::vector<double>& out, bool& exact, std::string& why) {
+  out.clear();
+  exact = t.data_type() != onnx::TensorProto::FLOAT;
+  const std::string& raw = t.raw_data();
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      for (float v : floats(t)) out.push_back(v);
+      return true;
+    case onnx::TensorProto::BOOL:
+      if (!raw.empty()) for (char c : raw) out.push_back(c != 0 ? 1.0 : 0.0);
+      else for (auto v : t.int32_data()) out.push_back(v != 0 ? 1.0 : 0.0);
+      return true;
+    case onnx::TensorProto::INT32:
+      if (!raw.empty()) {
+        std::vector<std::int32_t> v(raw.size() / 4);
+        std::memcpy(v.data(), raw.data(), v.size() * 4);
+        out.assign(v.begin(), v.end());
+      } else {
+        out.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return true;
+    case onnx::TensorProto::INT64:
+      if (!raw.empty()) {
+        std::vector<std::int64_t> v(raw.size() / 8);
+        std::memcpy(v.data(), raw.data(), v.size() * 8);
+        for (auto x : v) out.push_back(static_cast<double>(x));
+      } else {
+        for (auto x : t.int64_data()) out.push_back(static_cast<double>(x));
+      }
+      return true;
+    default:
+      why = "an expected output of type " + onnx::TensorProto::DataType_Name(t.data_type());
+      return false;
+  }
+}
+
+// ONNX's np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7); BOOL
+// and integer outputs exactly.
 bool close(const Tensor& got, const onnx::TensorProto& want, std::string& why) {
   wfgen::rt::Shape shape(want.dims().begin(), want.dims().end());
   if (got.shape() != shape) {
     why = "shape " + shape_text(got.shape()) + ", expected " + shape_text(shape);
     return false;
   }
-  std::vector<float> w = floats(want);
+  std::vector<double> w;
+  bool exact = false;
+  if (!expected_values(want, w, exact, why)) return false;
+  if (static_cast<std::int64_t>(w.size()) != got.numel()) {
+    why = std::to_string(w.size()) + " expected values for " + std::to_string(got.numel()) + " elements";
+    return false;
+  }
   Tensor c = got.contiguous();
   const float* g = c.data<float>();
   for (std::size_t i = 0; i < w.size(); ++i) {
     double a = g[i], b = w[i];
-    if (std::isnan(a) && std::isnan(b)) continue;
-    if (std::isinf(a) || std::isinf(b)) {
+    if (exact) {
+      if (a == b) continue;
+    } else if (std::isnan(a) && std::isnan(b)) {
+      continue;
+    } else if (std::isinf(a) || std::isinf(b)) {
       if (a == b) continue;
     } else if (std::fabs(a - b) <= 1e-7 + 1e-3 * std::fabs(b)) {
       continue;
@@ -248,6 +297,7 @@ def operators(wfgen, name):
 
 
 def main():
+    global DATA
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wfgen", required=True)
     ap.add_argument("--build", required=True, help="wfgen's build folder (for the runtime library)")
@@ -258,7 +308,10 @@ def main():
     ap.add_argument("--batch", type=int, default=80)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--expect-pass", type=int, default=-1, help="exit 1 unless at least this many pass")
+    ap.add_argument("--data", default=DATA, help="the folder of tests (default: the node tests; also "
+                    "/usr/share/libonnx-testdata/data/pytorch-converted, pytorch-operator, simple)")
     args = ap.parse_args()
+    DATA = os.path.abspath(args.data)
 
     wfgen = os.path.abspath(args.wfgen)
     names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(DATA, "test_*")))

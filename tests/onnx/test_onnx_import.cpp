@@ -240,7 +240,7 @@ TEST_CASE("windows, slices and constants: what the import writes and what it ref
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("storage_order = 1"));
 
-  // A grouped convolution, a Constant of strings: made from a backend model.
+  // A convolution of one channel in two groups, a Constant of strings: made from a backend model.
   onnx::ModelProto m;
   {
     std::ifstream in(kData + "test_basic_conv_with_padding/model.onnx", std::ios::binary);
@@ -260,7 +260,7 @@ TEST_CASE("windows, slices and constants: what the import writes and what it ref
   std::ostringstream out, err;
   CHECK(wfgen::cli::import_onnx(o, {out, err, false}) == 2);
   CHECK_THAT(err.str(), Catch::Contains("cannot import operator Conv"));
-  CHECK_THAT(err.str(), Catch::Contains("group = 2 (grouped convolutions are not mapped)"));
+  CHECK_THAT(err.str(), Catch::Contains("group = 2 with 1 input and 1 output channels (group must divide both)"));
   CHECK_FALSE(fs::exists(dir / "g.yaml"));
 
   onnx::ModelProto c;

@@ -208,6 +208,32 @@ void emit_causal_mask(CodeWriter& w, const KernelPlan& p) {
   w.close();
 }
 
+// OUT[..., :i] = A, OUT[..., i:] = B, row by row over the leading axes
+// (any strides: the rows of A, B and OUT are walked by one loop nest).
+void emit_concat_last(CodeWriter& w, const KernelPlan& p) {
+  const auto& a = p.tensors[0];
+  const auto& b = p.tensors[1];
+  const auto& o = p.tensors[2];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  const std::string last = num(r - 1);
+  w.comment(o.name + "[..., :i] = " + a.name + ", " + o.name + "[..., i:] = " + b.name + " (joined along the last axis)");
+  w.line("const std::int64_t wf_i = " + a.cpp + ".shape[" + last + "], wf_j = " + b.cpp + ".shape[" + last + "];");
+  w.line("const std::int64_t wf_sa = " + a.cpp + ".strides[" + last + "], wf_sb = " + b.cpp + ".strides[" + last + "], wf_so = " +
+         o.cpp + ".strides[" + last + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 3> wf_nest(wfgen::rt::head<1>(" + o.cpp + ".shape), {wfgen::rt::head<1>(" +
+         a.cpp + ".strides), wfgen::rt::head<1>(" + b.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 2);");
+  w.open("wf_nest.run(65536 / (wf_i + wf_j + 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("const " + t + "* wf_a = " + a.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
+  w.line("const " + t + "* wf_b = " + b.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line(t + "* wf_o = " + o.cpp + ".data + wf_off[2] + wf_r * wf_step[2];");
+  w.line("for (std::int64_t wf_c = 0; wf_c < wf_i; ++wf_c) wf_o[wf_c * wf_so] = wf_a[wf_c * wf_sa];");
+  w.line("for (std::int64_t wf_c = 0; wf_c < wf_j; ++wf_c) wf_o[(wf_i + wf_c) * wf_so] = wf_b[wf_c * wf_sb];");
+  w.close();
+  w.close(");");
+}
+
 // OUT[..., j] = 1 at the first largest (largest = true) or smallest element
 // of each row of X, else 0: where max's and min's backward send a row's
 // gradient (one element per row, as argmax picks it, never every tie).
@@ -362,6 +388,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "col2im") emit_col2im(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
   else if (b == "extreme_mask") emit_extreme_mask(w, p);
+  else if (b == "concat_last") emit_concat_last(w, p);
   else if (b == "softmax_cross_entropy") emit_softmax_cross_entropy(w, p);
   else emit_optimizer(w, p);  // sgd, adam, adamw (kernel_plan accepts no other builtin)
 }

@@ -332,6 +332,7 @@ class Planner {
     if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
     if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
     if (impl.builtin == "scatter_add") return want(4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]");
+    if (impl.builtin == "concat_last") return want(3, "A[~ i] B[~ j] OUT[~ k] -> OUT[~ k] where k = i + j");
     if (impl.builtin == "extreme_mask") {
       if (!want(2, "X[~ i] OUT[~ i] -> OUT[~ i]")) return false;
       for (const auto& s : p.scalars)

@@ -100,6 +100,13 @@ class Importer {
   // Slice with constant starts, ends, axes and steps (attributes before
   // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
   void import_slice(const onnx::NodeProto& node);
+  // Concat of computed tensors (all-constant ones are folded): the stdlib's
+  // concat, two operands at a time, along the axis (1 before opset 4).
+  void import_concat(const onnx::NodeProto& node);
+  // Split into narrow views along an axis of known size.
+  void import_split(const onnx::NodeProto& node);
+  // Trilu as X times a constant 0/1 mask of its last two axes.
+  void import_trilu(const onnx::NodeProto& node);
   // A constant known when importing (a Constant node, a folded Cast): an
   // initializer from here on.
   void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t);
@@ -114,7 +121,7 @@ class Importer {
   // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
   std::string windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
                       const std::string& tag);
-  // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
+  // Conv (2-D, any group) as im2col + one batched matmul, as the stdlib's conv2d.
   void import_conv(const onnx::NodeProto& node);
   void import_loss(const onnx::NodeProto& node);
   void import_gather(const onnx::NodeProto& node);

@@ -124,6 +124,8 @@ std::set<std::string> Importer::inputs_needed_as_constants() const {
     if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
     if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") at = {1};  // the targets
     if (op == "Gather") at = {1};
+    if (op == "Split" && opset_ >= 13) at = {1};
+    if (op == "Trilu") at = {1};
     for (int k : at)
       if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
   }
@@ -202,9 +204,20 @@ void Importer::read_input(const onnx::ValueInfoProto& vi) {
 }
 
 void Importer::read_output(const onnx::ValueInfoProto& vi) {
-  check_float(vi, "output");
+  // BOOL results (comparisons) and integer ones (ArgMax's indices) are whole
+  // numbers the FLOAT the body computes in holds exactly (up to 2^24): the
+  // model returns them as f32, and the spec says so.
+  const int type = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+  const bool whole = type == onnx::TensorProto::BOOL || type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
+  if (!whole) check_float(vi, "output");
   auto it = values_.find(vi.name());
   if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
+  if (type == onnx::TensorProto::BOOL) {
+    renamed_.push_back("output '" + vi.name() + "' is BOOL in ONNX: the model returns it as f32, 1.0 for true and 0.0 for false");
+  } else if (whole) {
+    renamed_.push_back("output '" + vi.name() + "' is " + onnx::TensorProto::DataType_Name(type) +
+                       " in ONNX: the model returns it as f32 holding the whole numbers (exact up to 2^24)");
+  }
   std::vector<std::string> symbols;
   dims_of(vi, &symbols);
   std::string body = it->second.body;
@@ -472,13 +485,13 @@ std::vector<std::string> operators_of(const std::string& path) {
 }
 
 std::vector<std::string> supported_operators() {
-  return {"Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Constant", "ConstantOfShape",
-          "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity",
-          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "NegativeLogLikelihoodLoss",
-          "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+  return {"Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Concat", "Constant", "ConstantOfShape",
+          "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity",
+          "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "NegativeLogLikelihoodLoss", "Not",
+          "Or", "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
           "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Slice",
-          "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
-          "Unsqueeze", "Where"};
+          "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
+          "Trilu", "Unsqueeze", "Where", "Xor"};
 }
 
 }  // namespace wfgen::onnx_import

@@ -56,6 +56,68 @@ void Importer::import_node(const onnx::NodeProto& node) {
     define(node, 0, binary(node, x, y, b->second), broadcast(x.dims, y.dims));
     return;
   }
+  static const std::map<std::string, std::string> compare = {
+      {"Equal", "=="}, {"Less", "<"}, {"Greater", ">"}, {"LessOrEqual", "<="}, {"GreaterOrEqual", ">="}};
+  if (compare.count(op)) {
+    // 1.0 where true, else 0.0 (the stdlib's eq, lt, ...).
+    only_attributes(node, {});
+    need_outputs(1);
+    if (opset_ < 7) unsupported(node, "broadcast attributes of opsets before 7");
+    Value x = operand(node, 0), y = operand(node, 1);
+    if (x.literal && y.literal) unsupported(node, "both operands are constants");
+    // The body compares tensors only: a scalar constant becomes a one-element
+    // parameter, broadcast like any other.
+    auto as_tensor = [&](const Value& v, int k) {
+      if (!v.literal) return v;
+      auto t = std::make_unique<onnx::TensorProto>(*constant(node.input(k)));
+      t->clear_dims();
+      t->add_dims(1);
+      keep_constant(node.output(0) + "_operand" + std::to_string(k), std::move(t));
+      return operand_named(node, node.output(0) + "_operand" + std::to_string(k));
+    };
+    const std::string& forward = compare.at(op);
+    define(node, 0, as_tensor(x, 0).body + " " + forward + " " + as_tensor(y, 1).body, broadcast(x.dims, y.dims));
+    return;
+  }
+  if (op == "And" || op == "Or" || op == "Xor" || op == "Not") {
+    // On computed BOOLs, which are 0.0 / 1.0 here (comparisons): And is
+    // a * b, Or a + b - a * b, Xor a != b, Not 1 - a (each broadcasting).
+    only_attributes(node, {});
+    need_outputs(1);
+    Value x = operand(node, 0);
+    if (op == "Not") {
+      if (x.literal) unsupported(node, "its operand is a constant");
+      define(node, 0, x.body + " * -1.0 + 1.0", x.dims);
+      return;
+    }
+    Value y = operand(node, 1);
+    if (x.literal || y.literal) unsupported(node, "a constant operand");
+    const std::string expr = op == "And" ? x.body + " * " + y.body
+                             : op == "Or" ? x.body + " + " + y.body + " - " + x.body + " * " + y.body
+                                          : x.body + " != " + y.body;
+    define(node, 0, expr, broadcast(x.dims, y.dims));
+    return;
+  }
+  if (op == "ArgMax" || op == "ArgMin") {
+    // The index of the first largest (smallest) element along the axis, as
+    // f32 (the stdlib's argmax); select_last_index = 1 is not mapped.
+    only_attributes(node, {"axis", "keepdims", "select_last_index"});
+    need_outputs(1);
+    if (attr_int(node, "select_last_index", 0) != 0) unsupported(node, "select_last_index = 1 (wfgen's argmax picks the first)");
+    Value x = operand(node, 0);
+    if (x.literal) unsupported(node, "its operand is a constant");
+    const std::int64_t rank = rank_of(node, x);
+    const std::int64_t axis = axis_in(node, attr_int(node, "axis", 0), rank);
+    const bool keep = attr_int(node, "keepdims", 1) != 0;
+    Dims out = *x.dims;
+    if (keep) out[static_cast<std::size_t>(axis)] = 1;
+    else out.erase(out.begin() + axis);
+    if (out.empty()) unsupported(node, "a result of rank 0");
+    define(node, 0, std::string(op == "ArgMax" ? "argmax(" : "argmin(") + x.body + ", axis=" + std::to_string(axis) +
+                        ", keepdims=" + (keep ? "true" : "false") + ")",
+           out);
+    return;
+  }
   if (op == "Identity" || op == "Dropout") {
     only_attributes(node, {"ratio", "seed"});
     need_outputs(1);
@@ -112,6 +174,18 @@ void Importer::import_node(const onnx::NodeProto& node) {
   }
   if (op == "Slice") {
     import_slice(node);
+    return;
+  }
+  if (op == "Concat") {
+    import_concat(node);
+    return;
+  }
+  if (op == "Split") {
+    import_split(node);
+    return;
+  }
+  if (op == "Trilu") {
+    import_trilu(node);
     return;
   }
   if (op == "Gather") {
@@ -404,6 +478,116 @@ Value Importer::condition(const onnx::NodeProto& node) {
   return operand(node, 0);
 }
 
+// Concat of computed tensors (all-constant ones are folded): the stdlib's
+// concat, two operands at a time, along the axis (1 before opset 4).
+void Importer::import_concat(const onnx::NodeProto& node) {
+  only_attributes(node, {"axis"});
+  need_one_output(node);
+  if (opset_ >= 4 && !attr(node, "axis")) unsupported(node, "it has no 'axis' attribute");
+  std::vector<Value> parts;
+  for (int k = 0; k < node.input_size(); ++k) {
+    if (node.input(k).empty()) continue;
+    parts.push_back(operand(node, k));
+    if (parts.back().literal) unsupported(node, "a scalar operand (Concat joins tensors of rank 1 or more)");
+  }
+  if (parts.empty()) unsupported(node, "it has no input");
+  const std::int64_t rank = rank_of(node, parts[0]);
+  const std::int64_t axis = axis_in(node, attr_int(node, "axis", 1), rank);
+  Dims out = *parts[0].dims;
+  std::string expr = parts[0].body;
+  for (std::size_t k = 1; k < parts.size(); ++k) {
+    if (rank_of(node, parts[k]) != rank) {
+      unsupported(node, "inputs of ranks " + std::to_string(rank) + " and " + std::to_string(rank_of(node, parts[k])));
+    }
+    const Dims& d = *parts[k].dims;
+    for (std::size_t a = 0; a < d.size(); ++a) {
+      auto& o = out[a];
+      if (static_cast<std::int64_t>(a) == axis) o = o && d[a] ? std::optional<std::int64_t>(*o + *d[a]) : std::nullopt;
+      else if (o && d[a] && *o != *d[a]) unsupported(node, "inputs of sizes " + std::to_string(*o) + " and " + std::to_string(*d[a]) + " on axis " + std::to_string(a));
+      else if (!o) o = d[a];
+    }
+    expr = "concat(" + expr + ", " + parts[k].body + ", axis=" + std::to_string(axis) + ")";
+  }
+  define(node, 0, parts.size() == 1 ? expr + " * 1.0" : expr, out);
+}
+
+// Split along an axis of known size into parts given by `split` (an
+// attribute before opset 13, a constant input after), `num_outputs` (opset
+// 18: equal parts, the last smaller) or the number of outputs (equal parts):
+// each output the view x.narrow(axis, start, length).
+void Importer::import_split(const onnx::NodeProto& node) {
+  only_attributes(node, {"axis", "split", "num_outputs"});
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  const std::int64_t axis = axis_in(node, attr_int(node, "axis", 0), rank);
+  const auto& size = (*x.dims)[static_cast<std::size_t>(axis)];
+  if (!size) unsupported(node, "splitting axis " + std::to_string(axis) + ", whose size is known only at run time");
+  const std::int64_t outputs = node.output_size();
+  std::vector<std::int64_t> parts;
+  if (opset_ < 13) parts = attr_ints(node, "split").value_or(std::vector<std::int64_t>{});
+  else if (node.input_size() > 1 && !node.input(1).empty()) parts = int_constant(node, 1, "its split");
+  if (parts.empty()) {
+    const std::int64_t n = attr(node, "num_outputs") ? attr_int(node, "num_outputs", outputs) : outputs;
+    if (n != outputs) unsupported(node, "num_outputs = " + std::to_string(n) + " with " + std::to_string(outputs) + " outputs");
+    // ONNX: equal parts of ceil(size / n), the last one smaller when n does not divide size.
+    const std::int64_t each = (*size + n - 1) / n;
+    for (std::int64_t k = 0, left = *size; k < n; ++k, left -= each) parts.push_back(std::max<std::int64_t>(0, std::min(each, left)));
+    if (!attr(node, "num_outputs") && *size % n != 0) unsupported(node, "an axis of " + std::to_string(*size) + " in " + std::to_string(n) + " equal parts");
+  }
+  if (static_cast<std::int64_t>(parts.size()) != outputs) {
+    unsupported(node, std::to_string(parts.size()) + " split sizes for " + std::to_string(outputs) + " outputs");
+  }
+  std::int64_t total = 0;
+  for (auto p : parts) {
+    if (p < 0) unsupported(node, "a negative split size");
+    total += p;
+  }
+  if (total != *size) unsupported(node, "split sizes that add up to " + std::to_string(total) + ", not the axis size " + std::to_string(*size));
+  std::int64_t start = 0;
+  for (int k = 0; k < outputs; ++k) {
+    const std::int64_t n = parts[static_cast<std::size_t>(k)];
+    if (n == 0) unsupported(node, "an empty output (split size 0)");
+    Dims out = *x.dims;
+    out[static_cast<std::size_t>(axis)] = n;
+    if (!node.output(k).empty()) {
+      define(node, k, x.body + ".narrow(" + std::to_string(axis) + ", " + std::to_string(start) + ", " + std::to_string(n) + ")", out);
+    }
+    start += n;
+  }
+}
+
+// Trilu: X times a constant mask of its last two axes, 1 where the element
+// is kept (upper: j - i >= k, lower: j - i <= k), broadcast over the rest.
+void Importer::import_trilu(const onnx::NodeProto& node) {
+  only_attributes(node, {"upper"});
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank) + " (Trilu needs at least 2)");
+  const auto& rows = (*x.dims)[static_cast<std::size_t>(rank - 2)];
+  const auto& cols = (*x.dims)[static_cast<std::size_t>(rank - 1)];
+  if (!rows || !cols) unsupported(node, "a matrix whose size is known only at run time");
+  if (*rows == 0 || *cols == 0) unsupported(node, "an empty matrix");
+  std::int64_t k = 0;
+  if (node.input_size() > 1 && !node.input(1).empty()) {
+    const std::vector<std::int64_t> kk = int_constant(node, 1, "its k");
+    if (kk.size() != 1) unsupported(node, "a k of " + std::to_string(kk.size()) + " values");
+    k = kk[0];
+  }
+  const bool upper = attr_int(node, "upper", 1) != 0;
+  auto mask = std::make_unique<onnx::TensorProto>();
+  mask->set_data_type(onnx::TensorProto::FLOAT);
+  mask->add_dims(*rows);
+  mask->add_dims(*cols);
+  for (std::int64_t i = 0; i < *rows; ++i)
+    for (std::int64_t j = 0; j < *cols; ++j) mask->add_float_data(upper ? (j - i >= k ? 1.0f : 0.0f) : (j - i <= k ? 1.0f : 0.0f));
+  keep_constant(node.output(0) + "_mask", std::move(mask));
+  const Value m = operand_named(node, node.output(0) + "_mask");
+  define(node, 0, x.body + " * " + m.body, x.dims);
+}
+
 // Slice with constant starts, ends, axes and steps (attributes before
 // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
 void Importer::import_slice(const onnx::NodeProto& node) {
@@ -554,17 +738,35 @@ void Importer::import_conv(const onnx::NodeProto& node) {
   need_one_output(node);
   Value x = operand(node, 0), w = operand(node, 1);
   const std::vector<std::int64_t> in = image_size(node, x);
-  if (attr_int(node, "group", 1) != 1) unsupported(node, "group = " + std::to_string(attr_int(node, "group", 1)) + " (grouped convolutions are not mapped)");
   if (w.literal || !w.dims || w.dims->size() != 4 || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[3]) {
-    unsupported(node, "weights that are not a known [M C kh kw] tensor");
+    unsupported(node, "weights that are not a known [M C/group kh kw] tensor");
   }
   const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = *(*w.dims)[2], kw = *(*w.dims)[3];
-  if ((*w.dims)[1] != c) unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels, the input has " + std::to_string(c));
+  const std::int64_t groups = attr_int(node, "group", 1);
+  if (groups < 1 || c % groups != 0 || m % groups != 0) {
+    unsupported(node, "group = " + std::to_string(groups) + " with " + std::to_string(c) + " input and " + std::to_string(m) +
+                          " output channels (group must divide both)");
+  }
+  if ((*w.dims)[1] != c / groups) {
+    unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels per group, the input has " +
+                          std::to_string(c) + " channels in " + std::to_string(groups) + " group(s)");
+  }
   const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {kh, kw}));
   const std::string col = windows(node, x.body, c, p, "col");
-  const std::int64_t patch = c * kh * kw, pixels = p[0].out * p[1].out;
-  std::string expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
-                     std::to_string(patch) + ", " + std::to_string(pixels) + ")";
+  const std::int64_t patch = c / groups * kh * kw, pixels = p[0].out * p[1].out;
+  std::string expr;
+  if (groups == 1) {
+    expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
+           std::to_string(patch) + ", " + std::to_string(pixels) + ")";
+  } else {
+    // A grouped convolution is one matmul batched over the groups: group g's
+    // m/group filters see only its c/group channels, which are the rows
+    // g*patch .. (g+1)*patch of the windows (im2col is channel-major).
+    const std::string g = std::to_string(groups);
+    expr = "(" + w.body + ".reshape(" + g + ", " + std::to_string(m / groups) + ", " + std::to_string(patch) + ") @ " + col +
+           ".reshape(-1, " + g + ", " + std::to_string(patch) + ", " + std::to_string(pixels) + ")).reshape(-1, " + std::to_string(m) +
+           ", " + std::to_string(pixels) + ")";
+  }
   if (node.input_size() > 2 && !node.input(2).empty()) {
     Value b = operand(node, 2);
     expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";

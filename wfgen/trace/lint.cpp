@@ -28,7 +28,7 @@ const std::map<std::string, std::vector<std::string>>& builtins() {
 
 const std::set<std::string>& methods() {
   static const std::set<std::string> m = {"reshape", "view", "permute", "transpose", "unsqueeze", "squeeze",
-                                          "broadcast_to", "expand_as", "size"};
+                                          "broadcast_to", "expand_as", "size", "narrow"};
   return m;
 }
 

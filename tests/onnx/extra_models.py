@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""ONNX test models the backend suite lacks, in its layout, for conformance.py.
+
+Writes <out>/<test>/model.onnx and test_data_set_0/{input,output}_*.pb, like
+ONNX's backend node tests: grouped and depthwise convolutions (the node suite
+has none; its pytorch-converted ones are opset 6), Concat of computed tensors
+Trilu of FLOAT tensors (the suite's Trilu tests are all INT64), and And, Or,
+Xor, Not on computed BOOLs (the suite's take BOOL inputs) with a BOOL output. The expected outputs come from naive loops written here, not from an
+ONNX runtime.
+
+Usage: tests/onnx/extra_models.py OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+
+
+def conv_reference(x, w, b, group, stride, pad, dilation):
+    """Y[n, m, y, x] by the definition: group g's filters see its channels only."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    oh = (h + 2 * pad - dilation * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * pad - dilation * (kw - 1) - 1) // stride + 1
+    mg = m // group
+    y = np.zeros((n, m, oh, ow), dtype=np.float64)
+    for i in range(n):
+        for o in range(m):
+            g = o // mg
+            for r in range(oh):
+                for q in range(ow):
+                    acc = float(b[o]) if b is not None else 0.0
+                    for ci in range(cg):
+                        for a in range(kh):
+                            for e in range(kw):
+                                yy = r * stride - pad + a * dilation
+                                xx = q * stride - pad + e * dilation
+                                if 0 <= yy < h and 0 <= xx < wd:
+                                    acc += float(x[i, g * cg + ci, yy, xx]) * float(w[o, ci, a, e])
+                    y[i, o, r, q] = acc
+    return y.astype(np.float32)
+
+
+def write(out, name, nodes, inputs, outputs, initializers, feeds, expected):
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in inputs],
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in outputs],
+        [numpy_helper.from_array(v, k) for k, v in initializers])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    save(model, os.path.join(d, "model.onnx"))
+    for k, (n, v) in enumerate(feeds):
+        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(v, n).SerializeToString())
+    for k, (n, v) in enumerate(expected):
+        with open(os.path.join(d, "test_data_set_0", "output_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(v, n).SerializeToString())
+
+
+def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1, bias=True):
+    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
+    b = rng.standard_normal((m,)).astype(np.float32) if bias else None
+    y = conv_reference(x, w, b, group, stride, pad, dilation)
+    attrs = dict(group=group, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, dilations=[dilation] * 2)
+    node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], name="conv", **attrs)
+    inits = [("W", w)] + ([("B", b)] if bias else [])
+    write(out, name, [node], [("x", x)], [("y", y)], inits, [("x", x)], [("y", y)])
+
+
+def concat_test(out, name, rng, shapes, axis):
+    """Concat of computed tensors (each input plus 1), so none is folded."""
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    nodes = [helper.make_node("Add", ["x%d" % k, "one"], ["a%d" % k]) for k in range(len(xs))]
+    nodes.append(helper.make_node("Concat", ["a%d" % k for k in range(len(xs))], ["y"], axis=axis))
+    parts = [x + np.float32(1) for x in xs]
+    rank = len(shapes[0])
+    ax = axis % rank
+    # The reference joins along `ax` by index arithmetic, not np.concatenate's own code path.
+    out_shape = list(shapes[0])
+    out_shape[ax] = sum(s[ax] for s in shapes)
+    y = np.zeros(out_shape, dtype=np.float32)
+    start = 0
+    for p in parts:
+        index = [slice(None)] * rank
+        index[ax] = slice(start, start + p.shape[ax])
+        y[tuple(index)] = p
+        start += p.shape[ax]
+    write(out, name, nodes, [("x%d" % k, x) for k, x in enumerate(xs)], [("y", y)],
+          [("one", np.array(1.0, dtype=np.float32))], [("x%d" % k, x) for k, x in enumerate(xs)], [("y", y)])
+
+
+def trilu_test(out, name, rng, shape, upper, k):
+    """Trilu of a computed FLOAT tensor, k a constant input."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    rows, cols = shape[-2], shape[-1]
+    y = x.copy()
+    for index in np.ndindex(*shape):
+        i, j = index[-2], index[-1]
+        keep = j - i >= k if upper else j - i <= k
+        if not keep:
+            y[index] = 0.0
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Neg", ["n"], ["p"]),
+             helper.make_node("Trilu", ["p", "k"], ["y"], upper=1 if upper else 0)]
+    write(out, name, nodes, [("x", x)], [("y", y)], [("k", np.array(k, dtype=np.int64))], [("x", x)], [("y", y)])
+
+
+def logic_test(out, name, rng, shape_x, shape_y):
+    """BOOLs computed by comparisons, combined by And, Or, Xor and Not; a BOOL output."""
+    x = rng.standard_normal(shape_x).astype(np.float32)
+    y = rng.standard_normal(shape_y).astype(np.float32)
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["a"]), helper.make_node("Less", ["y", "half"], ["b"]),
+             helper.make_node("And", ["a", "b"], ["ab"]), helper.make_node("Or", ["a", "b"], ["a_or_b"]),
+             helper.make_node("Not", ["a_or_b"], ["neither"]), helper.make_node("Xor", ["ab", "neither"], ["z"])]
+    xb, yb = np.broadcast_arrays(x, y)
+    z = np.zeros(xb.shape, dtype=bool)
+    for index in np.ndindex(*xb.shape):
+        a, b = bool(xb[index] > 0), bool(yb[index] < 0.5)
+        z[index] = (a and b) != (not (a or b))
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))],
+        [helper.make_tensor_value_info("z", TensorProto.BOOL, list(z.shape))],
+        [numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+         numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    save(model, os.path.join(d, "model.onnx"))
+    for k, (n, v) in enumerate([("x", x), ("y", y)]):
+        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(v, n).SerializeToString())
+    with open(os.path.join(d, "test_data_set_0", "output_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(z, "z").SerializeToString())
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    rng = np.random.default_rng(7)
+    conv_test(out, "test_conv_groups_2", rng, n=2, c=4, hw=6, m=6, group=2, k=3, pad=1)
+    conv_test(out, "test_conv_depthwise", rng, n=1, c=3, hw=7, m=3, group=3, k=3, stride=2, pad=1)
+    conv_test(out, "test_conv_depthwise_multiplier", rng, n=2, c=2, hw=5, m=6, group=2, k=2, dilation=2, bias=False)
+    conv_test(out, "test_conv_groups_4_strided", rng, n=1, c=8, hw=9, m=4, group=4, k=3, stride=2)
+    concat_test(out, "test_concat_computed_3_inputs_axis_1", rng, [(2, 3, 4), (2, 1, 4), (2, 5, 4)], 1)
+    concat_test(out, "test_concat_computed_axis_0", rng, [(2, 3), (4, 3)], 0)
+    concat_test(out, "test_concat_computed_axis_negative_1", rng, [(2, 2, 3), (2, 2, 1)], -1)
+    concat_test(out, "test_concat_computed_nchw_channels", rng, [(1, 2, 3, 3), (1, 3, 3, 3)], 1)
+    trilu_test(out, "test_trilu_float_upper_k1", rng, (2, 4, 5), True, 1)
+    trilu_test(out, "test_trilu_float_lower_neg", rng, (3, 6), False, -1)
+    trilu_test(out, "test_trilu_float_lower_wide", rng, (2, 2, 3, 7), False, 2)
+    logic_test(out, "test_logic_computed_bools", rng, (3, 4), (3, 4))
+    logic_test(out, "test_logic_computed_bools_broadcast", rng, (2, 3, 4), (4,))
+
+
+if __name__ == "__main__":
+    main()
