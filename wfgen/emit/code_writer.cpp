@@ -32,6 +32,14 @@ CodeWriter& CodeWriter::otherwise() {
   return *this;
 }
 
+CodeWriter& CodeWriter::otherwise_if(std::string_view condition) {
+  WFGEN_ASSERT(depth_ > 0, "otherwise_if() outside a scope");
+  --depth_;
+  line("} else if (" + std::string(condition) + ") {");
+  ++depth_;
+  return *this;
+}
+
 CodeWriter& CodeWriter::comment(std::string_view text) {
   std::size_t start = 0;
   while (start <= text.size()) {

@@ -16,6 +16,8 @@ class CodeWriter {
   CodeWriter& close(std::string_view tail = {});
   // Between the branches of an if: `} else {` at the scope's level.
   CodeWriter& otherwise();
+  // Between the branches of an if: `} else if (condition) {`.
+  CodeWriter& otherwise_if(std::string_view condition);
   // A `// comment` line per line of text.
   CodeWriter& comment(std::string_view text);
   // Raw text, indented line by line (for templates).

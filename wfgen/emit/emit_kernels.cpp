@@ -81,17 +81,27 @@ std::size_t written_index(const KernelPlan& p) {
 // build with `math: fast` gets rt::math::fast (its faster exp).
 std::string math_namespace(const KernelPlan& p) { return p.fast_math ? "wfgen::rt::math::fast" : "wfgen::rt::math"; }
 
+// How a row of an element-wise kernel indexes its tensors: all with step 1
+// (Unit), each with its run-time step (Strided), or the output with step 1
+// and the inputs with their steps held in locals wf_s<k> (UnitOutput: the
+// compiler then sees the output's and the unit inputs' accesses as
+// consecutive, which a transposed operand's tiles need to be fast).
+enum class Indexing { Unit, Strided, UnitOutput };
+
 // The C++ for a name of a kernel expression: tensors are read through their
 // row pointers, scalars are parameters.
-expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_unit, bool strided) {
+expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_unit, Indexing indexing) {
   expr::EmitContext ctx;
   ctx.dtype = p.dtype;
   ctx.math = math_namespace(p);
-  ctx.name = [&p, index_suffix_unit, strided](const std::string& name) -> std::string {
+  ctx.name = [&p, index_suffix_unit, indexing](const std::string& name) -> std::string {
     for (std::size_t k = 0; k < p.tensors.size(); ++k) {
-      if (p.tensors[k].name == name) {
-        return "wf_" + p.tensors[k].cpp + "[" + (strided ? "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]" : index_suffix_unit) + "]";
-      }
+      if (p.tensors[k].name != name) continue;
+      const std::string ks = num(static_cast<std::int64_t>(k));
+      std::string index = index_suffix_unit;
+      if (indexing == Indexing::Strided) index = "wf_i * wf_step[" + ks + "]";
+      if (indexing == Indexing::UnitOutput && !p.tensors[k].written) index = "wf_i * wf_s" + ks;
+      return "wf_" + p.tensors[k].cpp + "[" + index + "]";
     }
     for (const auto& s : p.scalars)
       if (s.name == name) return s.cpp;
@@ -118,7 +128,7 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   w.line("const bool wf_contiguous = wf_nest.inner_contiguous();");
   const std::string run = "wf_nest.run(" + num(p.impl->parallel_grain) +
                           ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)";
-  const std::string value = expr::to_cpp(*p.body, context(p, "wf_i", false));
+  const std::string value = expr::to_cpp(*p.body, context(p, "wf_i", Indexing::Unit));
   const std::string plain = "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " + value + ";";
   // A large contiguous output is written past the caches (rt::stream_store),
   // unless it partly overlaps an input: the streamed blocks are computed
@@ -150,9 +160,22 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   row_pointers(w, p);
   w.open("if (wf_contiguous)");
   w.line(plain);
+  // The output walks its row with step 1 (LoopNest orders the loops by the
+  // output's strides, so this is the usual strided case: a transposed or
+  // broadcast input): the inputs' steps in locals, the output's known.
+  w.otherwise_if("wf_step[" + num(static_cast<std::int64_t>(out)) + "] == 1");
+  std::string steps;
+  for (std::size_t k = 0; k < p.tensors.size(); ++k) {
+    if (k == out) continue;
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    steps += (steps.empty() ? "const std::int64_t " : ", ") + std::string("wf_s") + ks + " = wf_step[" + ks + "]";
+  }
+  if (!steps.empty()) w.line(steps + ";");
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
+         expr::to_cpp(*p.body, context(p, "wf_i", Indexing::UnitOutput)) + ";");
   w.otherwise();
   w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i * wf_step[" +
-         num(static_cast<std::int64_t>(out)) + "]] = " + expr::to_cpp(*p.body, context(p, "", true)) + ";");
+         num(static_cast<std::int64_t>(out)) + "]] = " + expr::to_cpp(*p.body, context(p, "", Indexing::Strided)) + ";");
   w.close();
   w.close(");");
 }

@@ -42,6 +42,9 @@ void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::Vi
     float* wf_out = out.data + wf_off[2];
     if (wf_contiguous) {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i]);
+    } else if (wf_step[2] == 1) {
+      const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
     }
@@ -81,6 +84,9 @@ void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<
     float* wf_out = out.data + wf_off[2];
     if (wf_contiguous) {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i] + wf_in1[wf_i]);
+    } else if (wf_step[2] == 1) {
+      const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = std::tanh(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
     }

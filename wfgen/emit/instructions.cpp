@@ -1,0 +1,137 @@
+// The instruction tables of a generated model and `wfgen disasm`
+// (emit_model.hpp, model_parts.hpp).
+#include "wfgen/emit/model_parts.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "wfgen/support/names.hpp"
+
+namespace wfgen::emit {
+
+using namespace detail;
+
+std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std::string>* list_consts_out) {
+  std::vector<ModelInstruction> insts;
+  std::vector<std::string> list_consts;
+  for (const auto& v : g.values) {
+    if (v.kind != Kind::Call) continue;
+    std::string where_from = v.source + "  (" + v.loc.str() + ")";
+    auto spec_of = [&](int id, int group, std::uint8_t flags) {
+      return "{" + dtype_cpp(g[id].dtype) + ", " + num(static_cast<std::int64_t>(g[id].shape.size())) + ", " + num(group) + ", " +
+             num(flags) + "}";
+    };
+    if (v.init_from >= 0) {
+      ModelInstruction c;
+      c.backward = v.backward;
+      c.op = "COPY-CPU";
+      c.kernel = lower::kernel_name("copy", "cpu", v.dtype, v.rank);
+      c.source = where_from;
+      c.operands = {v.init_from, v.id};
+      c.written = 2;
+      c.specs = {spec_of(v.init_from, 0, 0), spec_of(v.id, 0, 0)};
+      insts.push_back(std::move(c));
+    }
+    ModelInstruction in;
+    in.backward = v.backward;
+    in.op = upper(v.node->name) + (v.accumulate ? "-ACC-" : "-") + upper(v.impl->device);
+    in.kernel = kernel_of(v);
+    in.source = where_from;
+    in.operands = v.operands;
+    bool ew = v.impl->kind == spec::BodyKind::Elementwise;
+    bool no_alias = v.impl->kind == spec::BodyKind::Gemm || v.impl->kind == spec::BodyKind::Builtin ||
+                    v.impl->kind == spec::BodyKind::Reduce || v.impl->kind == spec::BodyKind::Cpp ||
+                    v.impl->kind == spec::BodyKind::Fused;
+    for (std::size_t k = 0; k < v.operands.size(); ++k) {
+      bool w = v.operands[k] == v.id;
+      if (w) in.written |= 1u << k;
+      std::uint8_t flags = w && no_alias ? 4 : 0;
+      in.specs.push_back(spec_of(v.operands[k], ew ? 0 : -1, flags));
+    }
+    for (std::size_t k = 0; k < v.args.size(); ++k) {
+      const auto& a = v.args[k];
+      std::string s;
+      if (const auto* i = std::get_if<std::int64_t>(&a)) s = "{.i = " + num(*i) + "}";
+      else if (const auto* f = std::get_if<double>(&a)) s = "{.f = " + fp(*f) + "}";
+      else if (const auto* b = std::get_if<bool>(&a)) s = std::string("{.b = ") + (*b ? "true" : "false") + "}";
+      else if (const auto* l = std::get_if<std::vector<std::int64_t>>(&a)) {
+        std::string arr = "kList" + num(static_cast<std::int64_t>(list_consts.size()));
+        std::string vals;
+        for (auto x : *l) vals += (vals.empty() ? "" : ", ") + num(x);
+        list_consts.push_back("const std::int64_t " + arr + "[] = {" + (vals.empty() ? "0" : vals) + "};");
+        s = "{.ints = " + arr + ", .count = " + num(static_cast<std::int64_t>(l->size())) + "}";
+      } else if (const auto* fl = std::get_if<std::vector<double>>(&a)) {
+        std::string arr = "kList" + num(static_cast<std::int64_t>(list_consts.size()));
+        std::string vals;
+        for (auto x : *fl) vals += (vals.empty() ? "" : ", ") + fp(x);
+        list_consts.push_back("const double " + arr + "[] = {" + (vals.empty() ? "0.0" : vals) + "};");
+        s = "{.floats = " + arr + ", .count = " + num(static_cast<std::int64_t>(fl->size())) + "}";
+      }
+      in.scalars.push_back(s);
+    }
+    insts.push_back(std::move(in));
+  }
+  if (list_consts_out) *list_consts_out = std::move(list_consts);
+  return insts;
+}
+
+std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const spec::Build& build, const Graph& g) {
+  std::set<lower::KernelRequest> out;
+  if (build.optimizer && g.has_backward) {
+    for (const auto& [param, grad] : trainable(g)) {
+      int rank = static_cast<int>(g[g.params[param]].shape.size());
+      out.insert({optimizer_impl(spec, build, rank), build.dtype, rank, true});
+    }
+  }
+  for (const auto& v : g.values) {
+    if (v.kind != Kind::Call) continue;
+    out.insert({v.impl, v.dtype, v.rank, true, v.accumulate});
+    if (v.init_from >= 0) {
+      const spec::Impl* c = copy_impl(spec);
+      WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");
+      out.insert({c, v.dtype, v.rank, true});
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+std::string disassemble(const Graph& g) {
+  const std::vector<ModelInstruction> insts = plan_instructions(g, nullptr);
+  const std::vector<std::string> names = tensor_names(g);
+  auto head = [](const ModelInstruction& in) { return "<WfInst[op=" + in.op + "]"; };
+  std::size_t width = 0;
+  for (const auto& in : insts) width = std::max(width, head(in).size());
+  std::string out = "disassemble-waffe2-ir:\n";
+  std::set<int> tensors;
+  std::size_t scalars = 0;
+  for (bool pullback : {false, true}) {
+    if (pullback && !g.has_backward) break;
+    out += pullback ? "\n [Pullback]: \n" : " [Forward]: \n";
+    for (const auto& in : insts) {
+      if (in.backward != pullback) continue;
+      std::string line = head(in);
+      line += std::string(width - line.size(), ' ') + " : ";
+      std::string outs, args;
+      for (std::size_t k = 0; k < in.operands.size(); ++k) {
+        int id = in.operands[k];
+        tensors.insert(id);
+        const Value& v = g[id];
+        std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
+        std::string name = prefix + names[static_cast<std::size_t>(id)];
+        if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
+        // An integer input is read as the build's dtype, converted before the pass.
+        const std::string dtype = std::string(rt::dtype_c_name(v.dtype)) +
+                                  (v.caller_dtype ? std::string(" from ") + rt::dtype_c_name(*v.caller_dtype) : "");
+        args += (args.empty() ? "" : " ") + name + "{" + dtype + ", " + shape::shape_str(v.shape) + "}";
+      }
+      scalars += in.scalars.size();
+      out += line + outs + " <= op(" + args + ")>\n";
+    }
+  }
+  out += "\n" + num(static_cast<std::int64_t>(insts.size())) + " Instructions | " + num(static_cast<std::int64_t>(tensors.size())) +
+         " Tensors | " + num(static_cast<std::int64_t>(scalars)) + " Scalars\n";
+  return out;
+}
+
+}  // namespace wfgen::emit
