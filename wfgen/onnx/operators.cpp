@@ -541,6 +541,7 @@ void Importer::import_split(const onnx::NodeProto& node) {
   std::int64_t total = 0;
   for (auto p : parts) {
     if (p < 0) unsupported(node, "a negative split size");
+    if (p > *size - total) unsupported(node, "split sizes that add up to more than the axis size " + std::to_string(*size));
     total += p;
   }
   if (total != *size) unsupported(node, "split sizes that add up to " + std::to_string(total) + ", not the axis size " + std::to_string(*size));
@@ -570,6 +571,9 @@ void Importer::import_trilu(const onnx::NodeProto& node) {
   const auto& cols = (*x.dims)[static_cast<std::size_t>(rank - 1)];
   if (!rows || !cols) unsupported(node, "a matrix whose size is known only at run time");
   if (*rows == 0 || *cols == 0) unsupported(node, "an empty matrix");
+  // The mask is written into the parameter file: keep it to a sane size.
+  constexpr std::int64_t kMaxMask = std::int64_t{1} << 24;
+  if (*rows > kMaxMask / *cols) unsupported(node, "a " + std::to_string(*rows) + " x " + std::to_string(*cols) + " matrix (its mask would have more than 2^24 elements)");
   std::int64_t k = 0;
   if (node.input_size() > 1 && !node.input(1).empty()) {
     const std::vector<std::int64_t> kk = int_constant(node, 1, "its k");

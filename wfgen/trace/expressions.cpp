@@ -441,7 +441,7 @@ TValue Tracer::tensor_method(const body::Expr& e, const std::string& name, int x
     const Dim& size = s[static_cast<std::size_t>(a)];
     if (!size.is_known()) fail_at(e, "narrow of axis " + std::to_string(a) + ", whose size " + size.str() + " is known only at run time");
     const std::int64_t n = size.value(), start = flat[1].i, length = flat[2].i;
-    if (start < 0 || length < 0 || start + length > n) {
+    if (start < 0 || length < 0 || start > n || length > n - start) {
       fail_at(e, "narrow(" + std::to_string(flat[0].i) + ", " + std::to_string(start) + ", " + std::to_string(length) +
                      ") is out of range for axis " + std::to_string(a) + " of size " + std::to_string(n));
     }
