@@ -14,7 +14,7 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import helper, mapping, numpy_helper, save
 
 
 def conv_reference(x, w, b, group, stride, pad, dilation):
@@ -42,23 +42,21 @@ def conv_reference(x, w, b, group, stride, pad, dilation):
     return y.astype(np.float32)
 
 
-def write(out, name, nodes, inputs, outputs, initializers, feeds, expected):
-    graph = helper.make_graph(
-        nodes, name,
-        [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in inputs],
-        [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in outputs],
-        [numpy_helper.from_array(v, k) for k, v in initializers])
+def write(out, name, nodes, inputs, outputs, initializers):
+    """The model (opset 13) and its one data set: `inputs` are fed, `outputs` expected."""
+    def info(k, v):
+        return helper.make_tensor_value_info(k, mapping.NP_TYPE_TO_TENSOR_TYPE[v.dtype], list(v.shape))
+    graph = helper.make_graph(nodes, name, [info(k, v) for k, v in inputs], [info(k, v) for k, v in outputs],
+                              [numpy_helper.from_array(v, k) for k, v in initializers])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 7
     d = os.path.join(out, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     save(model, os.path.join(d, "model.onnx"))
-    for k, (n, v) in enumerate(feeds):
-        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), "wb") as f:
-            f.write(numpy_helper.from_array(v, n).SerializeToString())
-    for k, (n, v) in enumerate(expected):
-        with open(os.path.join(d, "test_data_set_0", "output_%d.pb" % k), "wb") as f:
-            f.write(numpy_helper.from_array(v, n).SerializeToString())
+    for prefix, tensors in (("input", inputs), ("output", outputs)):
+        for k, (n, v) in enumerate(tensors):
+            with open(os.path.join(d, "test_data_set_0", "%s_%d.pb" % (prefix, k)), "wb") as f:
+                f.write(numpy_helper.from_array(v, n).SerializeToString())
 
 
 def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1, bias=True):
@@ -69,7 +67,7 @@ def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1
     attrs = dict(group=group, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, dilations=[dilation] * 2)
     node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], name="conv", **attrs)
     inits = [("W", w)] + ([("B", b)] if bias else [])
-    write(out, name, [node], [("x", x)], [("y", y)], inits, [("x", x)], [("y", y)])
+    write(out, name, [node], [("x", x)], [("y", y)], inits)
 
 
 def concat_test(out, name, rng, shapes, axis):
@@ -91,13 +89,12 @@ def concat_test(out, name, rng, shapes, axis):
         y[tuple(index)] = p
         start += p.shape[ax]
     write(out, name, nodes, [("x%d" % k, x) for k, x in enumerate(xs)], [("y", y)],
-          [("one", np.array(1.0, dtype=np.float32))], [("x%d" % k, x) for k, x in enumerate(xs)], [("y", y)])
+          [("one", np.array(1.0, dtype=np.float32))])
 
 
 def trilu_test(out, name, rng, shape, upper, k):
     """Trilu of a computed FLOAT tensor, k a constant input."""
     x = rng.standard_normal(shape).astype(np.float32)
-    rows, cols = shape[-2], shape[-1]
     y = x.copy()
     for index in np.ndindex(*shape):
         i, j = index[-2], index[-1]
@@ -106,7 +103,7 @@ def trilu_test(out, name, rng, shape, upper, k):
             y[index] = 0.0
     nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Neg", ["n"], ["p"]),
              helper.make_node("Trilu", ["p", "k"], ["y"], upper=1 if upper else 0)]
-    write(out, name, nodes, [("x", x)], [("y", y)], [("k", np.array(k, dtype=np.int64))], [("x", x)], [("y", y)])
+    write(out, name, nodes, [("x", x)], [("y", y)], [("k", np.array(k, dtype=np.int64))])
 
 
 def logic_test(out, name, rng, shape_x, shape_y):
@@ -121,23 +118,8 @@ def logic_test(out, name, rng, shape_x, shape_y):
     for index in np.ndindex(*xb.shape):
         a, b = bool(xb[index] > 0), bool(yb[index] < 0.5)
         z[index] = (a and b) != (not (a or b))
-    graph = helper.make_graph(
-        nodes, name,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
-         helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))],
-        [helper.make_tensor_value_info("z", TensorProto.BOOL, list(z.shape))],
-        [numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
-         numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    d = os.path.join(out, name)
-    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
-    save(model, os.path.join(d, "model.onnx"))
-    for k, (n, v) in enumerate([("x", x), ("y", y)]):
-        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), "wb") as f:
-            f.write(numpy_helper.from_array(v, n).SerializeToString())
-    with open(os.path.join(d, "test_data_set_0", "output_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(z, "z").SerializeToString())
+    write(out, name, nodes, [("x", x), ("y", y)], [("z", z)],
+          [("zero", np.array(0.0, dtype=np.float32)), ("half", np.array(0.5, dtype=np.float32))])
 
 
 def main():

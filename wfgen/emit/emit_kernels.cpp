@@ -84,8 +84,8 @@ std::string math_namespace(const KernelPlan& p) { return p.fast_math ? "wfgen::r
 // How a row of an element-wise kernel indexes its tensors: all with step 1
 // (Unit), each with its run-time step (Strided), or the output with step 1
 // and the inputs with their steps held in locals wf_s<k> (UnitOutput: the
-// compiler then sees the output's and the unit inputs' accesses as
-// consecutive, which a transposed operand's tiles need to be fast).
+// compiler then knows the output's writes are consecutive and keeps the
+// inputs' steps in registers, which a transposed operand's tiles need).
 enum class Indexing { Unit, Strided, UnitOutput };
 
 // The C++ for a name of a kernel expression: tensors are read through their

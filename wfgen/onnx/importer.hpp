@@ -110,6 +110,10 @@ class Importer {
   // A constant known when importing (a Constant node, a folded Cast): an
   // initializer from here on.
   void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t);
+  // A FLOAT constant made while importing (indices, masks, one-hot targets,
+  // a scalar widened to a tensor): kept as a parameter, and its body value.
+  Value float_parameter(const onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& dims,
+                        const std::vector<float>& values);
   // Cast and CastLike: folded when the input is a constant; on a computed
   // tensor only to FLOAT, the type every computed value has here.
   void import_cast(const onnx::NodeProto& node);

@@ -69,11 +69,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
     // parameter, broadcast like any other.
     auto as_tensor = [&](const Value& v, int k) {
       if (!v.literal) return v;
-      auto t = std::make_unique<onnx::TensorProto>(*constant(node.input(k)));
-      t->clear_dims();
-      t->add_dims(1);
-      keep_constant(node.output(0) + "_operand" + std::to_string(k), std::move(t));
-      return operand_named(node, node.output(0) + "_operand" + std::to_string(k));
+      return float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k))));
     };
     const std::string& forward = compare.at(op);
     define(node, 0, as_tensor(x, 0).body + " " + forward + " " + as_tensor(y, 1).body, broadcast(x.dims, y.dims));
@@ -581,14 +577,10 @@ void Importer::import_trilu(const onnx::NodeProto& node) {
     k = kk[0];
   }
   const bool upper = attr_int(node, "upper", 1) != 0;
-  auto mask = std::make_unique<onnx::TensorProto>();
-  mask->set_data_type(onnx::TensorProto::FLOAT);
-  mask->add_dims(*rows);
-  mask->add_dims(*cols);
+  std::vector<float> mask;
   for (std::int64_t i = 0; i < *rows; ++i)
-    for (std::int64_t j = 0; j < *cols; ++j) mask->add_float_data(upper ? (j - i >= k ? 1.0f : 0.0f) : (j - i <= k ? 1.0f : 0.0f));
-  keep_constant(node.output(0) + "_mask", std::move(mask));
-  const Value m = operand_named(node, node.output(0) + "_mask");
+    for (std::int64_t j = 0; j < *cols; ++j) mask.push_back(upper ? (j - i >= k ? 1.0f : 0.0f) : (j - i <= k ? 1.0f : 0.0f));
+  const Value m = float_parameter(node, node.output(0) + "_mask", {*rows, *cols}, mask);
   define(node, 0, x.body + " * " + m.body, x.dims);
 }
 
@@ -643,6 +635,18 @@ void Importer::keep_constant(const std::string& name, std::unique_ptr<onnx::Tens
   t->set_name(name);
   initializers_[name] = t.get();
   frozen_.push_back(std::move(t));
+}
+
+// A FLOAT constant made while importing (indices, masks, one-hot targets,
+// a scalar widened to a tensor): kept as a parameter, and its body value.
+Value Importer::float_parameter(const onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& dims,
+                                const std::vector<float>& values) {
+  auto t = std::make_unique<onnx::TensorProto>();
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (auto d : dims) t->add_dims(d);
+  for (float v : values) t->add_float_data(v);
+  keep_constant(name, std::move(t));
+  return operand_named(node, name);
 }
 
 // Cast and CastLike: folded when the input is a constant; on a computed
@@ -1027,9 +1031,6 @@ void Importer::import_loss(const onnx::NodeProto& node) {
     unsupported(node, "targets of " + std::to_string(target.size()) + " values for an input of " + std::to_string(n * inner) + " positions");
   }
   const auto* ii = attr(node, "ignore_index");
-  auto onehot = std::make_unique<onnx::TensorProto>();
-  onehot->set_data_type(onnx::TensorProto::FLOAT);
-  for (const auto& e : d) onehot->add_dims(*e);
   std::vector<float> o(static_cast<std::size_t>(n * c * inner), 0.0f);
   std::int64_t counted = 0;
   for (std::int64_t b = 0; b < n; ++b)
@@ -1040,10 +1041,9 @@ void Importer::import_loss(const onnx::NodeProto& node) {
       o[static_cast<std::size_t>((b * c + t) * inner + i)] = 1.0f;
       ++counted;
     }
-  for (float v : o) onehot->add_float_data(v);
-  const std::string onehot_name = node.output(0) + "_targets";
-  keep_constant(onehot_name, std::move(onehot));
-  const Value targets = operand_named(node, onehot_name);
+  std::vector<std::int64_t> onehot_dims;
+  for (const auto& e : d) onehot_dims.push_back(*e);
+  const Value targets = float_parameter(node, node.output(0) + "_targets", onehot_dims, o);
 
   std::string logp = x.body;
   if (sce) {
@@ -1140,12 +1140,8 @@ void Importer::import_gather(const onnx::NodeProto& node) {
       if (k != axis) perm += ", " + std::to_string(k);
     moved = x.body + ".permute(" + perm + ")";
   }
-  auto indices = std::make_unique<onnx::TensorProto>();
-  indices->set_data_type(onnx::TensorProto::FLOAT);
-  for (auto d : it.dims()) indices->add_dims(d);
-  for (auto i : idx) indices->add_float_data(static_cast<float>(i));
-  keep_constant(node.output(0) + "_indices", std::move(indices));
-  const Value ids = operand_named(node, node.output(0) + "_indices");
+  const Value ids = float_parameter(node, node.output(0) + "_indices", {it.dims().begin(), it.dims().end()},
+                                    {idx.begin(), idx.end()});
   const std::optional<std::int64_t> width = product(rest, 0, rest.size());
   if (!width) unsupported(node, "data with a dim known only at run time besides the gathered axis");
   // gather(W [n width], IDX [idx dims]) -> [idx dims, width]

@@ -26,6 +26,15 @@ int Tracer::view(int base, ViewKind kind, Shape shape, const body::Expr& e) {
   return add(std::move(v));
 }
 
+int Tracer::slice(int base, Shape shape, std::vector<Dim> starts, std::vector<Dim> stops, std::vector<Dim> steps,
+                  const body::Expr& e) {
+  const int id = view(base, ViewKind::Slice, std::move(shape), e);
+  g_[id].starts = std::move(starts);
+  g_[id].stops = std::move(stops);
+  g_[id].steps = std::move(steps);
+  return id;
+}
+
 int Tracer::permute(int base, const std::vector<int>& perm, const body::Expr& e) {
   const Shape& s = val(base).shape;
   Shape out;

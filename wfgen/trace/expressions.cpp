@@ -454,11 +454,7 @@ TValue Tracer::tensor_method(const body::Expr& e, const std::string& name, int x
       steps.push_back(Dim(1));
       if (cut) out[static_cast<std::size_t>(k)] = Dim(length);
     }
-    int id = view(x, ViewKind::Slice, out, e);
-    g_[id].starts = starts;
-    g_[id].stops = stops;
-    g_[id].steps = steps;
-    return TValue::tensor(id);
+    return TValue::tensor(slice(x, out, std::move(starts), std::move(stops), std::move(steps), e));
   }
   fail_at(e, "unknown method '" + name + "' (known: reshape, view, permute, transpose, unsqueeze, squeeze, broadcast_to, expand_as, size, narrow)");
 }
@@ -535,10 +531,7 @@ TValue Tracer::subscript(Frame& frame, const body::Expr& e) {
     steps.push_back(Dim(step));
     out.push_back(Dim(len));
   }
-  int id = view(x, ViewKind::Slice, out, e);
-  g_[id].starts = starts;
-  g_[id].stops = stops;
-  g_[id].steps = steps;
+  int id = slice(x, out, std::move(starts), std::move(stops), std::move(steps), e);
   if (!drop.empty()) {
     Shape kept;
     for (std::size_t k = 0; k < out.size(); ++k)

@@ -171,6 +171,9 @@ class Tracer {
   // --- views ----------------------------------------------------------------------
 
   int view(int base, ViewKind kind, Shape shape, const body::Expr& e);
+  // A Slice view: on each axis, the elements start, start + step, ... before stop.
+  int slice(int base, Shape shape, std::vector<Dim> starts, std::vector<Dim> stops, std::vector<Dim> steps,
+            const body::Expr& e);
   int permute(int base, const std::vector<int>& perm, const body::Expr& e);
   int reshape(int base, Shape shape, const body::Expr& e);
   int broadcast(int base, const Shape& to, const body::Expr& e);
