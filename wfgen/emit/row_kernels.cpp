@@ -1,0 +1,527 @@
+#include "wfgen/emit/row_kernels.hpp"
+
+#include <algorithm>
+#include <functional>
+
+namespace wfgen::emit {
+
+std::string math_namespace(const lower::KernelPlan& p) { return p.fast_math ? "wfgen::rt::math::fast" : "wfgen::rt::math"; }
+
+namespace {
+
+using lower::KernelPlan;
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::string elem(rt::DType d) { return expr::cpp_type(d); }
+
+bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
+
+// --- rewrites of a fused row kernel's expressions ---------------------------------------
+
+// Structural equality of two checked expressions.
+bool same_tree(const expr::Expr& a, const expr::Expr& b) {
+  if (a.op != b.op || a.type != b.type || a.args.size() != b.args.size()) return false;
+  switch (a.op) {
+    case expr::Op::Name: if (a.text != b.text) return false; break;
+    case expr::Op::BoolLit:
+    case expr::Op::IntLit: if (a.ivalue != b.ivalue) return false; break;
+    case expr::Op::FloatLit: if (a.fvalue != b.fvalue || a.text != b.text) return false; break;
+    case expr::Op::Call: if (a.fn != b.fn) return false; break;
+    default: break;
+  }
+  for (std::size_t k = 0; k < a.args.size(); ++k)
+    if (!same_tree(a.args[k], b.args[k])) return false;
+  return true;
+}
+
+// Whether computing `e` costs more than a load: a call (exp, tanh...) or a division.
+bool costly(const expr::Expr& e) {
+  if (e.op == expr::Op::Call || e.op == expr::Op::Div || e.op == expr::Op::Mod) return true;
+  for (const auto& a : e.args)
+    if (costly(a)) return true;
+  return false;
+}
+
+// A name the emitter adds to a checked expression: a value of `type`
+// computed elsewhere in the kernel (printed through EmitContext::name).
+expr::Expr kernel_name(const std::string& text, expr::Type type, rt::DType dtype) {
+  expr::Expr e;
+  e.op = expr::Op::Name;
+  e.text = text;
+  e.type = type;
+  e.checked_for = dtype;
+  e.binding.kind = expr::Binding::Kind::Scalar;
+  e.binding.type = type;
+  return e;
+}
+
+// `e` with every subtree equal to `target` replaced by `with`; counts the replacements.
+expr::Expr replace_tree(const expr::Expr& e, const expr::Expr& target, const expr::Expr& with, int& count) {
+  if (same_tree(e, target)) {
+    ++count;
+    return with;
+  }
+  expr::Expr copy = e;
+  for (auto& a : copy.args) a = replace_tree(a, target, with, count);
+  return copy;
+}
+
+// `e` with each floating division by a value that is the same along the row
+// (`invariant`) turned into a product with its reciprocal, computed once per
+// row: `x / s` becomes `x * inv0`, with inv0 = 1 / s in `divisors`. A
+// division costs several multiplications and stops nothing from
+// vectorising, so a row of softmax or layernorm is then bound by its loads;
+// the result differs from the division by at most an ulp or so.
+expr::Expr hoist_divisors(const expr::Expr& e, const std::function<bool(const expr::Expr&)>& invariant,
+                          std::vector<expr::Expr>& divisors, rt::DType dtype) {
+  expr::Expr copy = e;
+  for (auto& a : copy.args) a = hoist_divisors(a, invariant, divisors, dtype);
+  if (e.op != expr::Op::Div || e.type != expr::Type::Float || !invariant(e.args[1]) || invariant(e.args[0])) return copy;
+  std::size_t k = 0;
+  while (k < divisors.size() && !same_tree(divisors[k], e.args[1])) ++k;
+  if (k == divisors.size()) divisors.push_back(e.args[1]);
+  expr::Expr mul = copy;
+  mul.op = expr::Op::Mul;
+  mul.args[1] = kernel_name("inv" + num(static_cast<std::int64_t>(k)), expr::Type::Float, dtype);
+  return mul;
+}
+
+// Rows shorter than two sets of lanes (the rows the row path below reduces
+// in a plain scalar loop, such as softmax over 10 classes or layernorm over
+// 32 features): a tile of as many rows as a 64-byte vector has lanes (16
+// floats, 8 doubles) at a time, one row per lane. Each input's rows are
+// copied into a column-major tile (column c of the tile's rows contiguous),
+// every reduction and element-wise step runs over the columns as vector
+// operations across the rows, and the output tile is copied back row by
+// row. The tile reads every input element before it writes an output one,
+// so an output over its own input (in place) is fine. Emitted inside the
+// nest's chunk, before the row loop, which takes the rows left over
+// (wf_r counts the rows done).
+void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::Expr& cached_out) {
+  const lower::FusedBody& f = *p.fused;
+  const std::size_t n = p.tensors.size();
+  const std::size_t out = n - 1;
+  const std::string t = elem(p.dtype);
+  const std::int64_t size = static_cast<std::int64_t>(rt::dtype_size(p.dtype));
+  const std::int64_t lanes = 64 / size;
+  const std::int64_t max_len = 2 * std::min<std::int64_t>(32, 128 / size);
+  const std::string T = num(lanes);
+  const std::string cap = num(max_len * lanes);
+  // Whether expression e reads the name `name`.
+  std::function<bool(const expr::Expr&, const std::string&)> reads = [&](const expr::Expr& e, const std::string& name) {
+    if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant && e.text == name) return true;
+    for (const auto& a : e.args)
+      if (reads(a, name)) return true;
+    return false;
+  };
+  // The output goes through a tile only when it reads the cached element
+  // (softmax: exp is computed once, in the tile); otherwise the last loop
+  // runs along each row, reading the inputs where they are (a broadcast
+  // gamma needs no tile) and writing the output row-major, with the row's
+  // values from its lane. Inputs get a tile when a reduction reads them (or
+  // a tiled output does).
+  const expr::Expr& out_expr = cache >= 0 ? cached_out : f.out;
+  const bool tile_out = !f.out_per_row && cache >= 0;
+  std::vector<bool> tiled(out, false);
+  for (std::size_t k = 0; k < out; ++k) {
+    if (f.row_input[k]) continue;
+    for (const auto& rv : f.rows)
+      if (rv.reduce && reads(rv.element, p.tensors[k].name)) tiled[k] = true;
+    if (tile_out && reads(out_expr, p.tensors[k].name)) tiled[k] = true;
+  }
+  w.open("if (wf_unit && wf_len < " + num(max_len) + ")");
+  w.comment("rows shorter than " + num(max_len) + ": " + T + " rows at a time, one per lane (column c of a tile at [c * " + T + "])");
+  for (std::size_t k = 0; k < out; ++k)
+    if (tiled[k]) w.line("alignas(64) " + t + " wf_tile_" + p.tensors[k].cpp + "[" + cap + "];");
+  if (tile_out) w.line("alignas(64) " + t + " wf_tile_" + p.tensors[out].cpp + "[" + cap + "];");
+  if (cache >= 0) w.line("alignas(64) " + t + " wf_tile_cache[" + cap + "];");
+  w.open("for (; wf_r + " + T + " <= wf_rows; wf_r += " + T + ")");
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& tp = p.tensors[k];
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    w.line(std::string(tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" + ks + "] + wf_r * wf_step[" + ks + "];");
+  }
+  for (std::size_t k = 0; k < out; ++k) {
+    const auto& tp = p.tensors[k];
+    const std::string ks = num(static_cast<std::int64_t>(k));
+    if (f.row_input[k]) {
+      w.line(t + " wf_tile_" + tp.cpp + "[" + T + "];");
+      w.line("for (int wf_l = 0; wf_l < " + T + "; ++wf_l) wf_tile_" + tp.cpp + "[wf_l] = wf_" + tp.cpp + "[wf_l * wf_step[" + ks + "]];");
+      continue;
+    }
+    if (!tiled[k]) continue;
+    w.open("for (int wf_l = 0; wf_l < " + T + "; ++wf_l)");
+    w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_tile_" + tp.cpp + "[wf_c * " + T + " + wf_l] = wf_" + tp.cpp + "[wf_l * wf_step[" + ks + "] + wf_c];");
+    w.close();
+  }
+  expr::EmitContext ctx;
+  ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
+  std::string acc;
+  bool along_rows = false;  // the last loop of a row-major output: inputs read in place
+  ctx.name = [&](const std::string& name) -> std::string {
+    if (name == "acc") return acc;
+    if (name == "n") return "wf_len";
+    if (name == "cached") return "wf_tile_cache[wf_c * " + T + " + wf_l]";
+    if (name.rfind("row", 0) == 0 || name.rfind("inv", 0) == 0) return "wf_" + name + "[wf_l]";
+    for (std::size_t k = 0; k < out; ++k) {
+      if (p.tensors[k].name != name) continue;
+      if (f.row_input[k]) return "wf_tile_" + p.tensors[k].cpp + "[wf_l]";
+      if (along_rows || !tiled[k]) return "wf_" + p.tensors[k].cpp + "[wf_l * wf_step[" + num(static_cast<std::int64_t>(k)) + "] + wf_c]";
+      return "wf_tile_" + p.tensors[k].cpp + "[wf_c * " + T + " + wf_l]";
+    }
+    return name;
+  };
+  std::function<bool(const expr::Expr&)> invariant = [&](const expr::Expr& e) {
+    if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant) {
+      if (e.text == "n" || e.text.rfind("row", 0) == 0 || e.text.rfind("inv", 0) == 0) return true;
+      for (std::size_t k = 0; k < out; ++k)
+        if (p.tensors[k].name == e.text) return static_cast<bool>(f.row_input[k]);
+      return false;
+    }
+    for (const auto& a : e.args)
+      if (!invariant(a)) return false;
+    return true;
+  };
+  const std::string per_lane = "for (int wf_l = 0; wf_l < " + T + "; ++wf_l) ";
+  std::vector<expr::Expr> divisors;
+  auto loop_expr = [&](const expr::Expr& e) {
+    const std::size_t before = divisors.size();
+    expr::Expr hoisted = hoist_divisors(e, invariant, divisors, p.dtype);
+    for (std::size_t k = before; k < divisors.size(); ++k) {
+      const std::string inv = "wf_inv" + num(static_cast<std::int64_t>(k));
+      w.line(t + " " + inv + "[" + T + "];");
+      w.line(per_lane + inv + "[wf_l] = " + t + "(1) / " + expr::to_cpp(divisors[k], ctx) + ";");
+    }
+    return hoisted;
+  };
+  auto columns = [&](const std::string& statement) {
+    w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+    w.line(per_lane + statement);
+    w.close();
+  };
+  for (std::size_t k = 0; k < f.rows.size(); ++k) {
+    const auto& rv = f.rows[k];
+    const std::string var = "wf_row" + num(static_cast<std::int64_t>(k));
+    if (!rv.reduce) {
+      w.line(t + " " + var + "[" + T + "];");
+      w.line(per_lane + var + "[wf_l] = " + expr::to_cpp(rv.element, ctx) + ";");
+      continue;
+    }
+    expr::Expr element = loop_expr(rv.element);
+    if (static_cast<int>(k) == cache) {
+      columns("wf_tile_cache[wf_c * " + T + " + wf_l] = " + expr::to_cpp(element, ctx) + ";");
+      element = kernel_name("cached", expr::Type::Float, p.dtype);
+    }
+    const std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
+                             : rv.op == spec::ReduceOp::Min ? "wfgen::rt::highest_value<" + t + ">()"
+                                                            : t + "(0)";
+    const std::string a = "wf_acc" + num(static_cast<std::int64_t>(k));
+    w.line(t + " " + a + "[" + T + "];");
+    w.line(per_lane + a + "[wf_l] = " + init + ";");
+    const std::string al = a + "[wf_l]", v = "wf_v";
+    // a <- a combined with v, branch-free; for max and min NaN wins, as in the reduce kernels.
+    std::string combine;
+    switch (rv.op) {
+      case spec::ReduceOp::Max: combine = al + " = ((" + v + " > " + al + ") | ((" + v + " != " + v + ") & (" + al + " == " + al + "))) ? " + v + " : " + al + ";"; break;
+      case spec::ReduceOp::Min: combine = al + " = ((" + v + " < " + al + ") | ((" + v + " != " + v + ") & (" + al + " == " + al + "))) ? " + v + " : " + al + ";"; break;
+      default: combine = al + " += " + v + ";"; break;
+    }
+    w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+    w.open("for (int wf_l = 0; wf_l < " + T + "; ++wf_l)");
+    w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
+    w.line(combine);
+    w.close();
+    w.close();
+    acc = rv.op == spec::ReduceOp::Mean ? "(" + al + " / static_cast<" + t + ">(wf_len))" : al;
+    w.line(t + " " + var + "[" + T + "];");
+    w.line(per_lane + var + "[wf_l] = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+  }
+  const std::string os = "wf_step[" + num(static_cast<std::int64_t>(out)) + "]";
+  const std::string out_ptr = "wf_" + p.tensors[out].cpp;
+  if (f.out_per_row) {
+    w.line(per_lane + out_ptr + "[wf_l * " + os + "] = " + expr::to_cpp(f.out, ctx) + ";");
+  } else {
+    const expr::Expr value = loop_expr(out_expr);
+    if (tile_out) {
+      const std::string tile = "wf_tile_" + p.tensors[out].cpp;
+      columns(tile + "[wf_c * " + T + " + wf_l] = " + expr::to_cpp(value, ctx) + ";");
+      w.open("for (int wf_l = 0; wf_l < " + T + "; ++wf_l)");
+      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_ptr + "[wf_l * " + os + " + wf_c] = " + tile + "[wf_c * " + T + " + wf_l];");
+      w.close();
+    } else {
+      along_rows = true;
+      w.open("for (int wf_l = 0; wf_l < " + T + "; ++wf_l)");
+      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_ptr + "[wf_l * " + os + " + wf_c] = " + expr::to_cpp(value, ctx) + ";");
+      w.close();
+    }
+  }
+  w.close();
+  w.close();
+}
+
+// A fused row kernel (passes/fuse.cpp): per row of the iteration space, the
+// row values in order (each reduction one loop over the row, which stays in
+// cache), then one loop writing the output.
+//
+// When the output expression repeats a costly reduction element (softmax:
+// out = exp(x - max) / sum, with sum = sum(exp(x - max))), the contiguous
+// path first stores that element in the output row, reduces it from there,
+// and the final loop reads it back: exp once per element, not twice. It
+// does so only when the output row overlaps no input row.
+}  // namespace
+
+void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
+  const lower::FusedBody& f = *p.fused;
+  const int r = p.rank;
+  const std::size_t n = p.tensors.size();
+  const std::size_t out = n - 1;
+  const std::string t = elem(p.dtype);
+  // The reduction whose element the output row caches (-1: none), and the
+  // output expression reading that cache as `cached`.
+  int cache = -1;
+  expr::Expr cached_out;
+  if (!f.out_per_row && is_float(p.dtype)) {
+    for (std::size_t k = f.rows.size(); k-- > 0 && cache < 0;) {
+      const auto& rv = f.rows[k];
+      if (!rv.reduce || rv.element.type != expr::Type::Float || !costly(rv.element)) continue;
+      int uses = 0;
+      expr::Expr e = replace_tree(f.out, rv.element, kernel_name("cached", expr::Type::Float, p.dtype), uses);
+      if (uses == 0) continue;
+      cache = static_cast<int>(k);
+      cached_out = std::move(e);
+    }
+  }
+  std::string plan_text;
+  for (std::size_t k = 0; k < f.rows.size(); ++k) {
+    const auto& rv = f.rows[k];
+    plan_text += "row" + num(static_cast<std::int64_t>(k)) + " = " +
+                 (rv.reduce ? std::string(spec::reduce_op_name(rv.op)) + "(" + rv.element.str() + ")" : rv.element.str()) +
+                 (rv.epilogue ? " then " + rv.epilogue->str() : "") + "; ";
+  }
+  w.comment("per row: " + plan_text + "out = " + f.out.str());
+  std::size_t lead = 0;
+  while (lead < out && f.row_input[lead]) ++lead;
+  const std::string& len_of = lead < out ? p.tensors[lead].cpp : p.tensors[out].cpp;
+  w.line("const std::int64_t wf_len = " + len_of + ".shape[" + num(r - 1) + "];");
+  std::string strides = "{";
+  for (std::size_t k = 0; k < n; ++k) strides += (k ? ", " : "") + std::string("wfgen::rt::head<1>(") + p.tensors[k].cpp + ".strides)";
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", " + num(static_cast<std::int64_t>(n)) + "> wf_nest(wfgen::rt::head<1>(" +
+         p.tensors[out].cpp + ".shape), " + strides + "}, " + num(static_cast<std::int64_t>(out)) + ");");
+  std::string unit;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k < out ? f.row_input[k] : f.out_per_row) continue;
+    w.line("const std::int64_t wf_s" + num(static_cast<std::int64_t>(k)) + " = " + p.tensors[k].cpp + ".strides[" + num(r - 1) + "];");
+    unit += (unit.empty() ? "" : " && ") + std::string("wf_s") + num(static_cast<std::int64_t>(k)) + " == 1";
+  }
+  w.line("const bool wf_unit = " + (unit.empty() ? std::string("true") : unit) + ";");
+  // A large output is written past the caches (rt::stream_store), from a
+  // row of scratch on the stack when the output row would cache an element.
+  const bool may_stream = !f.out_per_row;
+  constexpr std::int64_t kScratch = 4096;
+  if (may_stream)
+    w.line("const bool wf_stream = wf_unit && wfgen::rt::streams_output<" + t + ">(wf_nest.total() * wf_len)" +
+           (cache >= 0 ? " && wf_len <= " + num(kScratch) : std::string()) + ";");
+  w.open("wf_nest.run(16384 / (wf_len > 0 ? wf_len : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  if (may_stream && cache >= 0) w.line("alignas(64) " + t + " wf_scratch[" + num(kScratch) + "];");
+  w.line("std::int64_t wf_r = 0;");
+  emit_row_tiles(w, p, cache, cached_out);
+  w.open("for (; wf_r < wf_rows; ++wf_r)");
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& tp = p.tensors[k];
+    w.line(std::string(tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" +
+           num(static_cast<std::int64_t>(k)) + "] + wf_r * wf_step[" + num(static_cast<std::int64_t>(k)) + "];");
+  }
+  auto body = [&](bool unit_stride) {
+    const bool caching = unit_stride && cache >= 0;
+    expr::EmitContext ctx;
+    ctx.dtype = p.dtype;
+    ctx.math = math_namespace(p);
+    std::string acc;            // the reduced value an epilogue reads as `acc`
+    std::string col = "wf_c";   // the column being read
+    const std::string out_row = "wf_" + p.tensors[out].cpp;
+    const bool streaming = unit_stride && may_stream;
+    // Where the cached element is stored: the output row, or (wf_cache) the
+    // scratch row when the output is streamed.
+    const std::string cache_row = streaming ? "wf_cache" : out_row;
+    if (streaming) {
+      // The streamed stores compute a block before storing it: only an
+      // output row apart from every input row gives the same result.
+      std::string apart = "wf_stream";
+      if (!caching) {  // (the caching path checked this already)
+        for (std::size_t k = 0; k < out; ++k)
+          apart += " && wfgen::rt::disjoint(" + out_row + ", wf_len, wf_" + p.tensors[k].cpp + ", " + (f.row_input[k] ? "1" : "wf_len") + ")";
+      }
+      w.line("const bool wf_stream_row = " + apart + ";");
+      if (caching) w.line(t + "* const wf_cache = wf_stream_row ? wf_scratch : " + out_row + ";");
+    }
+    ctx.name = [&](const std::string& name) -> std::string {
+      if (name == "acc") return acc;
+      if (name == "n") return "wf_len";
+      if (name == "cached") return cache_row + "[" + col + "]";
+      if (name.rfind("row", 0) == 0 || name.rfind("inv", 0) == 0) return "wf_" + name;
+      for (std::size_t k = 0; k < out; ++k) {
+        if (p.tensors[k].name != name) continue;
+        if (f.row_input[k]) return "wf_" + name + "[0]";
+        return "wf_" + name + (unit_stride ? "[" + col + "]" : "[" + col + " * wf_s" + num(static_cast<std::int64_t>(k)) + "]");
+      }
+      return name;
+    };
+    // Names whose value is the same along the row: row values, divisors'
+    // reciprocals, row inputs, the row length and constants.
+    std::function<bool(const expr::Expr&)> invariant = [&](const expr::Expr& e) {
+      if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant) {
+        if (e.text == "n" || e.text.rfind("row", 0) == 0 || e.text.rfind("inv", 0) == 0) return true;
+        for (std::size_t k = 0; k < out; ++k)
+          if (p.tensors[k].name == e.text) return static_cast<bool>(f.row_input[k]);
+        return false;
+      }
+      for (const auto& a : e.args)
+        if (!invariant(a)) return false;
+      return true;
+    };
+    std::vector<expr::Expr> divisors;  // of this path's loops, reciprocals named inv0, inv1...
+    // The loop expression `e` with its divisions by row values hoisted: the
+    // reciprocals it adds are declared before the loop.
+    auto loop_expr = [&](const expr::Expr& e) {
+      const std::size_t before = divisors.size();
+      expr::Expr hoisted = hoist_divisors(e, invariant, divisors, p.dtype);
+      for (std::size_t k = before; k < divisors.size(); ++k)
+        w.line("const " + t + " wf_inv" + num(static_cast<std::int64_t>(k)) + " = " + t + "(1) / " +
+               expr::to_cpp(divisors[k], ctx) + ";");
+      return hoisted;
+    };
+    for (std::size_t k = 0; k < f.rows.size(); ++k) {
+      const auto& rv = f.rows[k];
+      const std::string var = "wf_row" + num(static_cast<std::int64_t>(k));
+      if (!rv.reduce) {
+        w.line("const " + t + " " + var + " = " + expr::to_cpp(rv.element, ctx) + ";");
+        continue;
+      }
+      expr::Expr element = loop_expr(rv.element);
+      // The cached element: a loop that only stores it in the output row
+      // (a plain map, which vectorises at the machine's full width), then
+      // the reduction reads it back from there.
+      if (caching && static_cast<int>(k) == cache) {
+        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + cache_row + "[wf_c] = " +
+               expr::to_cpp(element, ctx) + ";");
+        element = kernel_name("cached", expr::Type::Float, p.dtype);
+      }
+      std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
+                         : rv.op == spec::ReduceOp::Min ? "wfgen::rt::highest_value<" + t + ">()"
+                                                        : t + "(0)";
+      // a <- a combined with v; for max and min NaN wins, as in the reduce kernels.
+      auto combine = [&](const std::string& a, const std::string& v) {
+        switch (rv.op) {
+          // | and & on bools, not || and &&: no branches, so the loop vectorises.
+          case spec::ReduceOp::Max: return a + " = ((" + v + " > " + a + ") | ((" + v + " != " + v + ") & (" + a + " == " + a + "))) ? " + v + " : " + a + ";";
+          case spec::ReduceOp::Min: return a + " = ((" + v + " < " + a + ") | ((" + v + " != " + v + ") & (" + a + " == " + a + "))) ? " + v + " : " + a + ";";
+          default: return a + " += " + v + ";";
+        }
+      };
+      const std::string a = "wf_acc" + num(static_cast<std::int64_t>(k));
+      if (unit_stride) {
+        // Independent accumulators, 128 bytes of them (32 floats, 16
+        // doubles), so the loop vectorises into four chains of vector
+        // operations that do not wait on each other (one chain is bound by
+        // the latency of an add). The sum's order differs from a sequential
+        // one by rounding only.
+        const std::int64_t lane_count = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+        const std::string lanes = num(lane_count);
+        // Short rows take a plain loop here: setting up and folding the
+        // lanes would cost more than the row (contiguous rows shorter than
+        // two sets of lanes went through the tiles above; measured on 64 x 32
+        // layernorm, 16 lanes here took 1.9 us against 1.5 us in tiles).
+        const std::string result = a + "_row";
+        w.line(t + " " + result + " = " + init + ";");
+        w.open("if (wf_len >= " + num(2 * lane_count) + ")");
+        w.line(t + " " + a + "[" + lanes + "];");
+        w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) " + a + "[wf_l] = " + init + ";");
+        // max/min: a plain comparison per lane (it vectorises) and a NaN
+        // flag per lane; a NaN anywhere makes the result NaN, as in the reduce kernels.
+        const bool extreme = rv.op == spec::ReduceOp::Max || rv.op == spec::ReduceOp::Min;
+        const std::string nan = "wf_nan" + num(static_cast<std::int64_t>(k));
+        const std::string cmp = rv.op == spec::ReduceOp::Max ? " > " : " < ";
+        if (extreme) w.line("int " + nan + "[" + lanes + "] = {};");
+        const std::string j = "wf_j" + num(static_cast<std::int64_t>(k));
+        w.line("std::int64_t " + j + " = 0;");
+        w.open("for (; " + j + " + " + lanes + " <= wf_len; " + j + " += " + lanes + ")");
+        w.open("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
+        col = j + " + wf_l";
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
+        if (extreme) {
+          w.line(a + "[wf_l] = wf_v" + cmp + a + "[wf_l] ? wf_v : " + a + "[wf_l];");
+          w.line(nan + "[wf_l] |= wf_v != wf_v;");
+        } else {
+          w.line(combine(a + "[wf_l]", "wf_v"));
+        }
+        w.close();
+        w.close();
+        col = j;
+        w.open("for (; " + j + " < wf_len; ++" + j + ")");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
+        w.line(combine(a + "[0]", "wf_v"));
+        w.close();
+        col = "wf_c";
+        // Fold the lanes in halves, each half one vector operation: a chain
+        // of 31 scalar steps (with NaN tests) took a fifth of a row of 1024.
+        // Only lane 0 can hold a NaN here (from the tail loop) and it stays
+        // there; the lanes' NaN flags are or-ed the same way.
+        for (std::int64_t half = lane_count / 2; half >= 1; half /= 2) {
+          const std::string other = a + "[wf_l + " + num(half) + "]";
+          w.line("for (int wf_l = 0; wf_l < " + num(half) + "; ++wf_l) " +
+                 (extreme ? a + "[wf_l] = " + other + cmp + a + "[wf_l] ? " + other + " : " + a + "[wf_l];" : combine(a + "[wf_l]", other)));
+          if (extreme) w.line("for (int wf_l = 0; wf_l < " + num(half) + "; ++wf_l) " + nan + "[wf_l] |= " + nan + "[wf_l + " + num(half) + "];");
+        }
+        if (extreme) w.line("if (" + nan + "[0]) " + a + "[0] = std::numeric_limits<" + t + ">::quiet_NaN();");
+        w.line(result + " = " + a + "[0];");
+        w.otherwise();
+        w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
+        w.line(combine(result, "wf_v"));
+        w.close();
+        w.close();
+        acc = result;
+      } else {
+        w.line(t + " " + a + " = " + init + ";");
+        w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+        w.line("const " + t + " wf_v = " + expr::to_cpp(element, ctx) + ";");
+        w.line(combine(a, "wf_v"));
+        w.close();
+        acc = a;
+      }
+      if (rv.op == spec::ReduceOp::Mean) acc = "(" + acc + " / static_cast<" + t + ">(wf_len))";
+      w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+    }
+    if (f.out_per_row) {
+      w.line(out_row + "[0] = " + expr::to_cpp(f.out, ctx) + ";");
+    } else {
+      const expr::Expr value = loop_expr(caching ? cached_out : f.out);
+      if (streaming) {
+        w.open("if (wf_stream_row)");
+        w.line("wfgen::rt::stream_store(" + out_row + ", wf_len, [&](std::int64_t wf_c) { return " + t + "(" + expr::to_cpp(value, ctx) + "); });");
+        w.otherwise();
+      }
+      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_row +
+             (unit_stride ? "[wf_c]" : "[wf_c * wf_s" + num(static_cast<std::int64_t>(out)) + "]") + " = " + expr::to_cpp(value, ctx) + ";");
+      if (streaming) w.close();
+    }
+  };
+  std::string contiguous = "wf_unit";
+  if (cache >= 0) {
+    // The cache writes the output row before the inputs are read again.
+    for (std::size_t k = 0; k < out; ++k)
+      contiguous += " && wfgen::rt::disjoint(wf_" + p.tensors[out].cpp + ", wf_len, wf_" + p.tensors[k].cpp + ", " +
+                    (f.row_input[k] ? "1" : "wf_len") + ")";
+  }
+  w.open("if (" + contiguous + ")");
+  body(true);
+  w.otherwise();
+  body(false);
+  w.close();
+  w.close();
+  w.close(");");
+}
+
+}  // namespace wfgen::emit
