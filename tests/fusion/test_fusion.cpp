@@ -18,6 +18,8 @@
 #include "layernorm3_f.hpp"
 #include "layernorm3_fast.hpp"
 #include "layernorm3_nofuse.hpp"
+#include "layernorm_wide_f.hpp"
+#include "layernorm_wide_f64.hpp"
 #include "log_softmax_rows_f.hpp"
 #include "log_softmax_rows_fast.hpp"
 #include "log_softmax_rows_nofuse.hpp"
@@ -235,6 +237,50 @@ TEST_CASE("log_softmax and layernorm are one row kernel each") {
   CHECK(instructions(f.disassemble()) == 1);
   CHECK(f.disassemble().find("FUSED-LAYERNORM-CPU") != std::string::npos);
   CHECK(instructions(u.disassemble()) >= 8);
+}
+
+// Layernorm over rows held contiguously: the mean and the sum of squares
+// about it come from one pass of shifted sums (d = x - x[0]), with a second
+// pass when x[0] lies far from the mean. Rows of 100: 32 lanes (16 for f64)
+// and a tail; layernorm3's rows of 16 left over from the tiles: a plain loop.
+std::vector<double> layernorm_ref(const Tensor& x, std::int64_t rows, std::int64_t cols, double eps) {
+  std::vector<double> ref(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (std::int64_t c = 0; c < cols; ++c) m += at(x, r * cols + c) / static_cast<double>(cols);
+    for (std::int64_t c = 0; c < cols; ++c) v += (at(x, r * cols + c) - m) * (at(x, r * cols + c) - m) / static_cast<double>(cols);
+    for (std::int64_t c = 0; c < cols; ++c) ref[static_cast<std::size_t>(r * cols + c)] = (at(x, r * cols + c) - m) / std::sqrt(v + eps);
+  }
+  return ref;
+}
+
+TEST_CASE("layernorm's mean and variance come from one pass over the row, and stay accurate when x[0] is far from the mean") {
+  fz::layernorm_wide_f f;
+  fz::layernorm_wide_f64 d;
+  Tensor x = random(DType::f32, {37, 100}, 91);
+  same_as(f.forward(x)[0], layernorm_ref(x, 37, 100, 1e-5), 1e-5, "rows of 100, f32");
+  Tensor x64 = random(DType::f64, {9, 100}, 92);
+  same_as(d.forward(x64)[0], layernorm_ref(x64, 9, 100, 1e-5), 1e-12, "rows of 100, f64");
+  // x[0] a large outlier (the second pass), a constant row (variance 0), a
+  // row with its outlier elsewhere (one pass), and a NaN (that row only).
+  for (std::int64_t r = 0; r < 8; ++r) x.data<float>()[r * 100] = static_cast<float>(1e4 * static_cast<double>(r + 1));
+  for (std::int64_t c = 0; c < 100; ++c) x.data<float>()[8 * 100 + c] = 2.5f;
+  x.data<float>()[9 * 100 + 57] = 3e4f;
+  x.data<float>()[10 * 100 + 99] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor y = f.forward(x)[0];
+  const std::vector<double> ref = layernorm_ref(x, 37, 100, 1e-5);
+  for (std::int64_t i = 0; i < 37 * 100; ++i) {
+    INFO("element " << i);
+    if (i / 100 == 10) CHECK(std::isnan(at(y, i)));
+    else if (i / 100 == 8) CHECK(at(y, i) == 0.0);
+    else CHECK(std::fabs(at(y, i) - ref[static_cast<std::size_t>(i)]) <= 1e-5 * std::max(1.0, std::fabs(ref[static_cast<std::size_t>(i)])));
+  }
+  // Rows of 16 left over from the tiles (7 rows): the one-pass plain loop.
+  fz::layernorm3_f small;
+  Tensor x3 = random(DType::f32, {1, 7, 16}, 93);
+  x3.data<float>()[2 * 16] = 5e3f;
+  std::vector<double> ref3 = layernorm_ref(x3, 7, 16, 1e-3);
+  same_as(small.forward(x3)[0], ref3, 1e-5, "rows of 16 in the row loop, one with x[0] an outlier");
 }
 
 // `math: fast` (rt::math::fast::exp, within 6 ulp) against naive double

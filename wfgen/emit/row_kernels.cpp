@@ -87,6 +87,31 @@ expr::Expr hoist_divisors(const expr::Expr& e, const std::function<bool(const ex
   return mul;
 }
 
+// For each row value j, the row value k > j that is the spread of the
+// elements around it, or -1: row j = mean(E) and row k = sum or mean of
+// (E - row j) * (E - row j), as in layernorm's variance. The contiguous row
+// path computes both in one pass over the row (shifted sums).
+std::vector<int> spread_rows(const lower::FusedBody& f) {
+  std::vector<int> spread(f.rows.size(), -1);
+  std::vector<bool> taken(f.rows.size(), false);
+  for (std::size_t j = 0; j < f.rows.size(); ++j) {
+    const auto& mean = f.rows[j];
+    if (!mean.reduce || mean.op != spec::ReduceOp::Mean || mean.element.type != expr::Type::Float) continue;
+    const std::string row = "row" + num(static_cast<std::int64_t>(j));
+    for (std::size_t k = j + 1; k < f.rows.size() && spread[j] < 0; ++k) {
+      const auto& rv = f.rows[k];
+      if (taken[k] || !rv.reduce || (rv.op != spec::ReduceOp::Sum && rv.op != spec::ReduceOp::Mean)) continue;
+      const expr::Expr& e = rv.element;
+      if (e.op != expr::Op::Mul || !same_tree(e.args[0], e.args[1])) continue;
+      const expr::Expr& d = e.args[0];
+      if (d.op != expr::Op::Sub || d.args[1].op != expr::Op::Name || d.args[1].text != row || !same_tree(d.args[0], mean.element)) continue;
+      spread[j] = static_cast<int>(k);
+      taken[k] = true;
+    }
+  }
+  return spread;
+}
+
 // Rows shorter than two sets of lanes (the rows the row path below reduces
 // in a plain scalar loop, such as softmax over 10 classes or layernorm over
 // 32 features): a tile of as many rows as a 64-byte vector has lanes (16
@@ -392,11 +417,91 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
                expr::to_cpp(divisors[k], ctx) + ";");
       return hoisted;
     };
+    // Row j = mean(E) and the sum of (E - row j)^2 of row k in one pass over
+    // the row, as sums of d = E - s and of d * d with the shift s = E at
+    // column 0: sum((E - mean)^2) = sum(d * d) - sum(d)^2 / n. Such a sum
+    // loses to cancellation only what the shift's distance from the mean
+    // adds to sum(d * d); when that is more than seven eighths of it (s more
+    // than 2.6 standard deviations from the mean, or a NaN), a second pass
+    // over the row, which is in cache, sums (E - row j)^2 as written. As the
+    // shift is one of the elements, n (mean - s)^2 <= (n - 1) sum((E -
+    // mean)^2), so even without that pass at most log2(n) bits cancel. Sets
+    // `acc` to the mean and `sum_name` to the variable holding row k's sum.
+    auto emit_mean_and_spread = [&](int j, int k, std::string& sum_name) {
+      const std::string js = num(j), ks = num(k);
+      const std::string shift = "wf_shift" + js, a = "wf_acc" + js, q = "wf_sq" + ks, sum = "wf_sum" + ks;
+      const std::int64_t lane_count = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+      const std::string lanes = num(lane_count);
+      w.comment("row" + js + " and the sum of row" + ks + " in one pass: shifted sums (d = element - shift)");
+      const expr::Expr element = loop_expr(f.rows[static_cast<std::size_t>(j)].element);
+      col = "0";
+      w.line("const " + t + " " + shift + " = wf_len > 0 ? " + t + "(" + expr::to_cpp(element, ctx) + ") : " + t + "(0);");
+      w.line(t + " " + a + "_row = " + t + "(0), " + q + "_row = " + t + "(0);");
+      const auto step = [&](const std::string& column, const std::string& into_a, const std::string& into_q) {
+        col = column;
+        w.line("const " + t + " wf_d = " + t + "(" + expr::to_cpp(element, ctx) + ") - " + shift + ";");
+        w.line(into_a + " += wf_d;");
+        w.line(into_q + " += wf_d * wf_d;");
+      };
+      w.open("if (wf_len >= " + num(2 * lane_count) + ")");
+      w.line(t + " " + a + "[" + lanes + "], " + q + "[" + lanes + "];");
+      w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) " + a + "[wf_l] = " + q + "[wf_l] = " + t + "(0);");
+      const std::string jv = "wf_j" + js;
+      w.line("std::int64_t " + jv + " = 0;");
+      w.open("for (; " + jv + " + " + lanes + " <= wf_len; " + jv + " += " + lanes + ")");
+      w.open("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
+      step(jv + " + wf_l", a + "[wf_l]", q + "[wf_l]");
+      w.close();
+      w.close();
+      w.open("for (; " + jv + " < wf_len; ++" + jv + ")");
+      step(jv, a + "[0]", q + "[0]");
+      w.close();
+      for (std::int64_t half = lane_count / 2; half >= 1; half /= 2) {
+        const std::string hs = num(half);
+        w.line("for (int wf_l = 0; wf_l < " + hs + "; ++wf_l) " + a + "[wf_l] += " + a + "[wf_l + " + hs + "], " + q + "[wf_l] += " + q + "[wf_l + " + hs + "];");
+      }
+      w.line(a + "_row = " + a + "[0];");
+      w.line(q + "_row = " + q + "[0];");
+      w.otherwise();
+      w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+      step("wf_c", a + "_row", q + "_row");
+      w.close();
+      w.close();
+      col = "wf_c";
+      acc = "(" + shift + " + " + a + "_row / static_cast<" + t + ">(wf_len))";
+      w.line(t + " " + sum + " = " + q + "_row - " + a + "_row * (" + a + "_row / static_cast<" + t + ">(wf_len));");
+      sum_name = sum;
+    };
+    // After row j's declaration: the second pass for row k when the shift cancelled too much.
+    auto emit_spread_check = [&](int k) {
+      const std::string ks = num(k), q = "wf_sq" + ks + "_row", sum = "wf_sum" + ks;
+      const expr::Expr element = loop_expr(f.rows[static_cast<std::size_t>(k)].element);
+      w.comment("the shift lay far from the mean: sum row" + ks + "'s elements as written");
+      w.open("if (!(" + sum + " >= " + t + "(0.125) * " + q + "))");
+      w.line(sum + " = " + t + "(0);");
+      w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + sum + " += " + expr::to_cpp(element, ctx) + ";");
+      w.close();
+    };
+    // Row values computed in one pass with the mean before them (spread_rows):
+    // the C++ of their sum, read where the row value is declared.
+    std::vector<std::string> summed(f.rows.size());
+    const std::vector<int> spread = unit_stride ? spread_rows(f) : std::vector<int>(f.rows.size(), -1);
     for (std::size_t k = 0; k < f.rows.size(); ++k) {
       const auto& rv = f.rows[k];
       const std::string var = "wf_row" + num(static_cast<std::int64_t>(k));
       if (!rv.reduce) {
         w.line("const " + t + " " + var + " = " + expr::to_cpp(rv.element, ctx) + ";");
+        continue;
+      }
+      if (!summed[k].empty()) {
+        acc = rv.op == spec::ReduceOp::Mean ? "(" + summed[k] + " / static_cast<" + t + ">(wf_len))" : summed[k];
+        w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+        continue;
+      }
+      if (spread[k] >= 0 && cache != static_cast<int>(k) && cache != spread[k]) {
+        emit_mean_and_spread(static_cast<int>(k), spread[k], summed[static_cast<std::size_t>(spread[k])]);
+        w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+        emit_spread_check(spread[k]);
         continue;
       }
       expr::Expr element = loop_expr(rv.element);
