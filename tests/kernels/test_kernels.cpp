@@ -40,7 +40,8 @@ using wfgen::rt::ScalarArg;
 using wfgen::rt::TensorRef;
 
 // Cases 0-9 each stress one thing (see case_shape, input_layout and the
-// builders); the rest draw shapes and layouts at random.
+// builders: 8 and 9 transpose one input of an element-wise kernel); the rest
+// draw shapes and layouts at random.
 constexpr int kCasesPerKernel = 24;
 
 std::uint64_t seed_of(std::string_view name) {  // FNV-1a: one fixed seed per kernel
@@ -180,7 +181,14 @@ Built build_elementwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
   Built b;
   Case& cs = b.cs;
   const DType dt = e.dtype;
-  const Shape shape = case_shape(c, e.rank, rng);
+  const std::size_t n_in = r.kind == Kind::Fill ? 0 : r.dom.size();
+  // Cases 8 and 9: one input transposed (the first; the last) and the others
+  // and the output row-major, the tiles whose rows read one input across
+  // its rows and the others along theirs; in the large shapes of case 7
+  // (tiles of 32 and their remainders).
+  const bool one_transposed = (c == 8 || c == 9) && n_in >= 2;
+  const std::size_t transposed = c == 8 ? 0 : n_in - 1;
+  const Shape shape = case_shape(one_transposed ? 7 : c, e.rank, rng);
   static const char* const kUnary[] = {"X", "OUT"};
   static const char* const kBinary[] = {"A", "B", "OUT"};
   static const char* const kSelect[] = {"C", "A", "B", "OUT"};
@@ -188,17 +196,17 @@ Built build_elementwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
                              : r.kind == Kind::Unary  ? kUnary
                              : r.kind == Kind::Binary ? kBinary
                                                       : kSelect;
-  const std::size_t n_in = r.kind == Kind::Fill ? 0 : r.dom.size();
   cs.label = std::to_string(c);
   cs.in_place = c == 6 && n_in > 0;
   for (std::size_t k = 0; k < n_in; ++k) {
-    Layout l = input_layout(c, rng, /*allow_broadcast=*/!(cs.in_place && k == 0));
+    Layout l = one_transposed ? (k == transposed ? Layout::Permuted : Layout::Contig)
+                              : input_layout(c, rng, /*allow_broadcast=*/!(cs.in_place && k == 0));
     cs.add(names[k], make_operand(dt, shape, l, rng, filler(r.dom[k], rng)), l);
   }
   if (cs.in_place) {
     cs.add(names[n_in], cs.t[0], cs.lay[0]);
   } else {
-    const Layout l = output_layout(c, rng);
+    const Layout l = one_transposed ? Layout::Offset : output_layout(c, rng);
     cs.add(r.kind == Kind::Fill ? "OUT" : names[n_in], make_view(dt, shape, l, rng), l);
   }
   cs.out = static_cast<int>(cs.t.size()) - 1;
