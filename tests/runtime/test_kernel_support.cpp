@@ -4,9 +4,11 @@
 // by columns) and LoopNest's tiles for operands that disagree on the
 // fastest dim (a transposed add, an NCHW -> NHWC permute), at 1 and 2
 // threads.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "test_util.hpp"
@@ -25,47 +27,90 @@ std::vector<T> random_values(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(u(rng));
+  // Integers: small values in [-3, 3], so that every product is exact.
+  for (auto& x : v) x = std::is_integral_v<T> ? static_cast<T>(std::lround(3 * u(rng))) : static_cast<T>(u(rng));
   return v;
 }
 
-// C = A B (+ C0) (+ bias) (relu) in double, A and B given by strides.
+// How a matrix is laid out in check_gemm: rows of stride `cols` (plain),
+// stored transposed (columns of stride `rows`), or every other element of
+// every other row (neither stride 1, as a sliced view).
+enum class Layout { Plain, Transposed, Spread };
+
+struct Strides {
+  std::int64_t rs, cs, size;
+};
+Strides layout_strides(Layout l, std::int64_t rows, std::int64_t cols) {
+  switch (l) {
+    case Layout::Plain: return {cols, 1, rows * cols};
+    case Layout::Transposed: return {1, rows, rows * cols};
+    case Layout::Spread: return {4 * cols, 2, 4 * rows * cols};
+  }
+  return {};
+}
+
+// The std-only gemm's driver with a tile and cache blocks of the test's
+// choosing: small blocks reach every remainder (of K, of B's column blocks,
+// of A's row blocks) with small matrices.
 template <class T>
-void check_gemm(std::int64_t M, std::int64_t N, std::int64_t K, bool transpose_a, bool transpose_b, bool accumulate,
-                bool bias, bool relu, double tol) {
-  INFO("M " << M << " N " << N << " K " << K << (transpose_a ? " A^T" : "") << (transpose_b ? " B^T" : "")
+using GemmFn = void (*)(const rt::detail::GemmArgs<T>&);
+template <class T>
+void default_gemm(const rt::detail::GemmArgs<T>& g) {
+  rt::gemm<T>(g.M, g.N, g.K, g.A, g.rsa, g.csa, g.B, g.rsb, g.csb, g.C, g.rsc, g.csc, g.accumulate, *g.ep);
+}
+template <class T, int MR_, int NV_, std::int64_t KC_, std::int64_t MC_, std::int64_t NC_PANELS>
+struct SmallTile {
+  static constexpr int VL = rt::detail::GemmTile<T>::VL, NV = NV_, NR = VL * NV, MR = MR_;
+  static constexpr std::int64_t KC = KC_, MC = MC_, NC = NC_PANELS * NR;
+};
+
+// C = A B (+ C0) (+ bias) (relu) in double, A, B and C laid out as asked.
+template <class T>
+void check_gemm(std::int64_t M, std::int64_t N, std::int64_t K, Layout la, Layout lb, Layout lc, bool accumulate,
+                bool bias, bool relu, double tol, GemmFn<T> fn = &default_gemm<T>) {
+  INFO("M " << M << " N " << N << " K " << K << " layouts A " << int(la) << " B " << int(lb) << " C " << int(lc)
             << (accumulate ? " +=" : "") << (bias ? " bias" : "") << (relu ? " relu" : "") << " threads "
             << rt::num_threads());
-  const std::vector<T> A = random_values<T>(static_cast<std::size_t>(M * K), 1 + M);
-  const std::vector<T> B = random_values<T>(static_cast<std::size_t>(K * N), 2 + N);
+  const Strides sa = layout_strides(la, M, K), sb = layout_strides(lb, K, N), sc = layout_strides(lc, M, N);
+  const std::vector<T> A = random_values<T>(static_cast<std::size_t>(sa.size), 1 + M);
+  const std::vector<T> B = random_values<T>(static_cast<std::size_t>(sb.size), 2 + N);
   const std::vector<T> bv = random_values<T>(static_cast<std::size_t>(2 * N), 3 + K);
-  std::vector<T> C = random_values<T>(static_cast<std::size_t>(M * N), 4);
+  std::vector<T> C = random_values<T>(static_cast<std::size_t>(sc.size), 4);
   const std::vector<T> C0 = C;
-  // A stored K x M when transposed (element (i, k) at k * M + i), likewise B.
-  const std::int64_t rsa = transpose_a ? 1 : K, csa = transpose_a ? M : 1;
-  const std::int64_t rsb = transpose_b ? 1 : N, csb = transpose_b ? K : 1;
   rt::GemmEpilogue<T> ep;
   if (bias) {
     ep.bias = bv.data();
     ep.bias_stride = 2;
   }
   ep.relu = relu;
-  rt::gemm<T>(M, N, K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), N, 1, accumulate, ep);
+  fn({M, N, K, A.data(), sa.rs, sa.cs, B.data(), sb.rs, sb.cs, C.data(), sc.rs, sc.cs, accumulate, &ep});
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < M; ++i) {
     for (std::int64_t j = 0; j < N; ++j) {
-      double s = accumulate ? static_cast<double>(C0[static_cast<std::size_t>(i * N + j)]) : 0.0;
+      const auto at = [&](std::int64_t ii, std::int64_t jj) { return static_cast<std::size_t>(ii * sc.rs + jj * sc.cs); };
+      double s = accumulate ? static_cast<double>(C0[at(i, j)]) : 0.0;
       for (std::int64_t k = 0; k < K; ++k)
-        s += static_cast<double>(A[static_cast<std::size_t>(i * rsa + k * csa)]) * static_cast<double>(B[static_cast<std::size_t>(k * rsb + j * csb)]);
+        s += static_cast<double>(A[static_cast<std::size_t>(i * sa.rs + k * sa.cs)]) *
+             static_cast<double>(B[static_cast<std::size_t>(k * sb.rs + j * sb.cs)]);
       if (bias) s += static_cast<double>(bv[static_cast<std::size_t>(2 * j)]);
       if (relu) s = s > 0 ? s : 0;
-      const double got = static_cast<double>(C[static_cast<std::size_t>(i * N + j)]);
+      const double got = static_cast<double>(C[at(i, j)]);
       if (!(std::fabs(got - s) <= tol * (1 + std::sqrt(static_cast<double>(K))))) {
         if (bad++ < 3) UNSCOPED_INFO("C(" << i << ", " << j << ") = " << got << ", expected " << s);
       }
     }
   }
   CHECK(bad == 0);
+  // Elements of a spread C between the matrix's own are untouched.
+  if (lc == Layout::Spread) {
+    std::int64_t touched = 0;
+    for (std::int64_t e = 0; e < sc.size; ++e) {
+      const std::int64_t i = e / sc.rs, j = (e % sc.rs) / sc.cs;
+      const bool own = e % sc.rs % sc.cs == 0 && j < N;
+      if (!own && C[static_cast<std::size_t>(e)] != C0[static_cast<std::size_t>(e)] && i < M) ++touched;
+    }
+    CHECK(touched == 0);
+  }
 }
 
 }  // namespace
@@ -75,18 +120,49 @@ TEST_CASE("std-only gemm: remainders, strides, accumulation, the epilogue, threa
   struct Size {
     std::int64_t m, n, k;
   };
-  // MR 6, NR 16 (f32), KC 256, MC 96; the last ones are large enough to be
-  // split across threads (2^21 multiply-adds), by rows (M >= N) and by columns.
-  const Size sizes[] = {{1, 1, 1}, {5, 7, 3}, {6, 16, 256}, {7, 17, 257}, {97, 33, 300}, {13, 40, 0},
-                        {130, 90, 200}, {40, 300, 200}, {131, 129, 130}};
+  using L = Layout;
+  // MR 6 or 8, NR two vectors, KC up to 512 (K in equal blocks), MC 96, NC
+  // 4096. Tiles with mr < MR and nr < NR, M or N smaller than a tile, K = 0,
+  // K over KC; from 2^21 multiply-adds the product is split across threads:
+  // by rows (130 x 90 x 200), by rows and columns when C has few rows
+  // (8 x 600 x 500, 20 x 4200 x 30, the latter over two blocks of NC).
+  const Size sizes[] = {{1, 1, 1},     {5, 7, 3},       {6, 16, 256},  {7, 17, 257},   {97, 33, 300},
+                        {13, 40, 0},   {130, 90, 200},  {40, 300, 200}, {131, 129, 130}, {20, 37, 1100},
+                        {70, 50, 1100}, {8, 600, 500}, {20, 4200, 30}};
   for (int threads : {1, 2}) {
     rt::set_num_threads(threads);
     for (const Size& s : sizes) {
-      check_gemm<float>(s.m, s.n, s.k, false, false, false, false, false, 2e-5);
-      check_gemm<float>(s.m, s.n, s.k, true, true, true, false, false, 2e-5);
-      check_gemm<float>(s.m, s.n, s.k, false, true, false, true, true, 2e-5);
-      check_gemm<float>(s.m, s.n, s.k, true, false, true, true, false, 2e-5);
-      check_gemm<double>(s.m, s.n, s.k, false, false, true, true, true, 1e-12);
+      check_gemm<float>(s.m, s.n, s.k, L::Plain, L::Plain, L::Plain, false, false, false, 2e-5);
+      check_gemm<float>(s.m, s.n, s.k, L::Transposed, L::Transposed, L::Plain, true, false, false, 2e-5);
+      check_gemm<float>(s.m, s.n, s.k, L::Plain, L::Transposed, L::Transposed, false, true, true, 2e-5);
+      check_gemm<float>(s.m, s.n, s.k, L::Transposed, L::Plain, L::Spread, true, true, false, 2e-5);
+      check_gemm<float>(s.m, s.n, s.k, L::Spread, L::Spread, L::Plain, true, false, true, 2e-5);
+      check_gemm<double>(s.m, s.n, s.k, L::Plain, L::Plain, L::Plain, true, true, true, 1e-12);
+      check_gemm<double>(s.m, s.n, s.k, L::Transposed, L::Spread, L::Plain, false, false, false, 1e-12);
+      check_gemm<std::int32_t>(s.m, s.n, s.k, L::Plain, L::Plain, L::Plain, true, true, true, 0);
+      check_gemm<std::int64_t>(s.m, s.n, s.k, L::Transposed, L::Plain, L::Plain, false, false, false, 0);
+    }
+  }
+}
+
+TEST_CASE("std-only gemm with small blocks: every block remainder, other tile shapes", "[gemm]") {
+  ThreadCountGuard guard;
+  using L = Layout;
+  // KC 24 or 40, MC 16 or 24, NC 1 or 3 panels: K, A's rows and B's
+  // columns run over several blocks with remainders; tiles of 8 x 2 vectors
+  // (the AVX-512 shape), 4 x 3 and 6 x 1 of the target's vectors.
+  const GemmFn<float> fns[] = {&rt::detail::gemm_impl<float, SmallTile<float, 8, 2, 24, 16, 3>>,
+                               &rt::detail::gemm_impl<float, SmallTile<float, 4, 3, 24, 24, 3>>,
+                               &rt::detail::gemm_impl<float, SmallTile<float, 6, 1, 40, 24, 1>>};
+  const GemmFn<double> dfn = &rt::detail::gemm_impl<double, SmallTile<double, 8, 2, 24, 16, 3>>;
+  for (int threads : {1, 2}) {
+    rt::set_num_threads(threads);
+    for (auto [m, n, k] : {std::array<std::int64_t, 3>{1, 1, 1}, {9, 13, 25}, {33, 70, 49}, {64, 96, 48}, {150, 140, 130}}) {
+      for (GemmFn<float> fn : fns) {
+        check_gemm<float>(m, n, k, L::Plain, L::Plain, L::Plain, false, false, false, 2e-5, fn);
+        check_gemm<float>(m, n, k, L::Transposed, L::Spread, L::Transposed, true, true, true, 2e-5, fn);
+      }
+      check_gemm<double>(m, n, k, L::Spread, L::Transposed, L::Plain, true, true, false, 1e-12, dfn);
     }
   }
 }

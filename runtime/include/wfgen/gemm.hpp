@@ -1,0 +1,413 @@
+// Std-only GEMM: C = A * B for one matrix, any strides (elements).
+// Included by kernel_support.hpp; header-only, portable C++ with GCC/Clang
+// vector extensions (no intrinsics).
+//
+// A is M x K, B is K x N, C is M x N. Blocked for the caches as in GotoBLAS /
+// BLIS: for each block of B (KC rows x NC columns), B is packed into NR-wide
+// panels, then each block of A (MC rows x KC) is packed into MR-high panels,
+// and the micro-kernel multiplies one A panel by one B panel into an MR x NR
+// tile of C held in registers. An epilogue (a bias along the columns, then
+// relu) is applied to the tile while it is in registers, after the last
+// block of K.
+//
+// Threads: B's block is packed once, its panels shared out among the
+// runtime's threads, and the threads then take blocks of C's rows (or, for a
+// short C, rows x columns), each packing only its own rows of A. Nothing is
+// packed twice, and no thread waits for another inside a parallel_for (the
+// pool may run every chunk on one thread).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+#include "wfgen/runtime.hpp"
+
+namespace wfgen::rt {
+
+// What gemm() applies to each element of C = A B (+ C) before storing it:
+// c + bias[j * bias_stride] when `bias` is set, then max(c, 0) with `relu`.
+template <class T>
+struct GemmEpilogue {
+  const T* bias = nullptr;
+  std::int64_t bias_stride = 1;
+  bool relu = false;
+  bool any() const { return bias != nullptr || relu; }
+};
+
+namespace detail {
+
+// The target's vector registers (GCC/Clang vector extensions compile to
+// them): their width and how many there are.
+#if defined(__AVX512F__)
+inline constexpr int kGemmVectorBytes = 64, kGemmVectorRegisters = 32;
+#elif defined(__AVX__)
+inline constexpr int kGemmVectorBytes = 32, kGemmVectorRegisters = 16;
+#elif defined(__aarch64__)
+inline constexpr int kGemmVectorBytes = 16, kGemmVectorRegisters = 32;
+#else
+inline constexpr int kGemmVectorBytes = 16, kGemmVectorRegisters = 16;
+#endif
+
+// Register tile and cache blocks. Floating point: a tile row is two vectors
+// (NR = 2 VL) and the MR x 2 accumulators take 12 of 16 registers (6 x 16
+// floats with AVX2) or 16 of 32 (8 x 32 floats with AVX-512): enough
+// independent multiply-adds to cover the FMA latency on two ports, the rest
+// for B's two vectors and the broadcasts of A. (6 x 32 and 12 x 32 with
+// AVX-512 ran within 3 % of 8 x 32 on Zen 4.) Integers keep a narrower
+// tile (no FMA; not performance-tuned).
+// Cache blocks (elements): B's panel (KC x NR, at most 32 KB) stays in L1
+// while the block of A (MC x KC) passes under it from L2; B's block (KC x
+// NC, packed once and shared by the threads) is in L3. A larger KC means
+// fewer passes over C and fewer calls of the micro-kernel: KC 512 was 4-7 %
+// faster than 256 with AVX2 (f32, 512^3 and 1024^3).
+template <class T>
+struct GemmTile {
+  static constexpr bool kFloat = std::is_floating_point_v<T>;
+  static constexpr int kLanes = kGemmVectorBytes / static_cast<int>(sizeof(T)) > 0
+                                    ? kGemmVectorBytes / static_cast<int>(sizeof(T))
+                                    : 1;
+  static constexpr int NR = kFloat ? 2 * kLanes : (64 / static_cast<int>(sizeof(T)) >= 16 ? 16 : 64 / static_cast<int>(sizeof(T)));
+  static constexpr int VL = kLanes < NR ? kLanes : NR;
+  static constexpr int NV = NR / VL;
+  static constexpr int MR = kFloat && kGemmVectorRegisters >= 32 ? 8 : 6;
+  static constexpr std::int64_t KC = std::min<std::int64_t>(512, 32768 / (NR * static_cast<std::int64_t>(sizeof(T))));
+  static constexpr std::int64_t MC = 96;
+  static constexpr std::int64_t NC = 4096;
+};
+
+// A buffer for packed panels, aligned to a cache line (a 64-byte vector load
+// from a packed panel never straddles two lines), grown as needed and kept.
+template <class T>
+class GemmBuffer {
+ public:
+  GemmBuffer() = default;
+  GemmBuffer(const GemmBuffer&) = delete;
+  GemmBuffer& operator=(const GemmBuffer&) = delete;
+  ~GemmBuffer() { release(); }
+  T* get(std::size_t n) {
+    if (n > size_) {
+      release();
+      data_ = static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+      size_ = n;
+    }
+    return data_;
+  }
+
+ private:
+  void release() {
+    if (data_ != nullptr) ::operator delete(data_, std::align_val_t{64});
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// One MR x NR tile at c (mr x nr of it inside C): acc = A panel * B panel,
+// plus C when `accumulate`; the epilogue when `last` (the last block of K),
+// with `bias` already at the tile's first column.
+template <class T, class Tile>
+inline void gemm_micro(std::int64_t kc, const T* __restrict ap, const T* __restrict bp, T* c, std::int64_t rsc,
+                       std::int64_t csc, int mr, int nr, bool accumulate, bool last, const GemmEpilogue<T>& ep,
+                       const T* bias) {
+  constexpr int MR = Tile::MR, NR = Tile::NR, VL = Tile::VL, NV = Tile::NV;
+  // A tile row is NV vectors: the MR x NV accumulators stay in registers and
+  // each step of k is NV loads of B, MR broadcasts of A and MR x NV
+  // multiply-adds (FMAs; with AVX-512 the broadcast is the FMA's memory
+  // operand). Vectors move between memory and the tile only whole (memcpy):
+  // writing single lanes of `acc` would keep the tile in memory.
+  typedef T Vec __attribute__((vector_size(VL * sizeof(T))));
+  // C's rows are read (or written) once the sums are done: start fetching
+  // them now.
+  for (int r = 0; r < mr; ++r) {
+    __builtin_prefetch(c + r * rsc, 1);
+    __builtin_prefetch(c + r * rsc + (nr - 1) * csc, 1);
+  }
+  Vec acc[MR][NV] = {};
+#pragma GCC unroll 4
+  for (std::int64_t k = 0; k < kc; ++k) {
+    Vec b[NV];
+#pragma GCC unroll 8
+    for (int q = 0; q < NV; ++q) std::memcpy(&b[q], bp + k * NR + q * VL, sizeof(Vec));
+    const T* a = ap + k * MR;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const T ar = a[r];
+#pragma GCC unroll 8
+      for (int q = 0; q < NV; ++q) acc[r][q] += ar * b[q];
+    }
+  }
+  const bool epilogue = last && ep.any();
+  const bool full = nr == NR && csc == 1;
+  if (full && mr == MR && !epilogue) {
+    // The usual tile: whole rows of C, contiguous, nothing to apply.
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      T* crow = c + r * rsc;
+#pragma GCC unroll 8
+      for (int q = 0; q < NV; ++q) {
+        Vec v = acc[r][q];
+        if (accumulate) {
+          Vec cv;
+          std::memcpy(&cv, crow + q * VL, sizeof cv);
+          v += cv;
+        }
+        std::memcpy(crow + q * VL, &v, sizeof v);
+      }
+    }
+    return;
+  }
+  // The epilogue on the registers (when `last`): C's earlier partial sums
+  // first, then the bias (the same vectors for every row) and relu.
+  Vec bv[NV] = {};
+  if (epilogue && bias != nullptr) {
+    if (nr == NR && ep.bias_stride == 1) {
+      std::memcpy(bv, bias, sizeof bv);
+    } else {
+      T lanes[NR] = {};
+      for (int j = 0; j < nr; ++j) lanes[j] = bias[j * ep.bias_stride];
+      std::memcpy(bv, lanes, sizeof bv);
+    }
+  }
+  const Vec zero = {};
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    T* crow = c + r * rsc;
+    Vec v[NV];
+#pragma GCC unroll 8
+    for (int q = 0; q < NV; ++q) v[q] = acc[r][q];
+    if (accumulate) {
+      Vec cv[NV];
+      if (full) {
+        std::memcpy(cv, crow, sizeof cv);
+      } else {
+        T lanes[NR] = {};
+        for (int j = 0; j < nr; ++j) lanes[j] = crow[j * csc];
+        std::memcpy(cv, lanes, sizeof cv);
+      }
+#pragma GCC unroll 8
+      for (int q = 0; q < NV; ++q) v[q] += cv[q];
+    }
+    if (epilogue) {
+#pragma GCC unroll 8
+      for (int q = 0; q < NV; ++q) v[q] += bv[q];
+      if (ep.relu) {
+#pragma GCC unroll 8
+        for (int q = 0; q < NV; ++q) v[q] = v[q] > zero ? v[q] : zero;
+      }
+    }
+    if (full) {
+      std::memcpy(crow, v, sizeof v);
+    } else {
+      T lanes[NR];
+      std::memcpy(lanes, v, sizeof v);
+      for (int j = 0; j < nr; ++j) crow[j * csc] = lanes[j];
+    }
+  }
+}
+
+// Packs B's kc x nr block at b into a kc x NR panel (row k at dst + k NR),
+// zero-padded to NR columns.
+template <class T, class Tile>
+inline void gemm_pack_b(std::int64_t kc, int nr, const T* b, std::int64_t rsb, std::int64_t csb, T* __restrict dst) {
+  constexpr int NR = Tile::NR;
+  if (csb == 1 && nr == NR) {
+    for (std::int64_t k = 0; k < kc; ++k) std::memcpy(dst + k * NR, b + k * rsb, sizeof(T) * NR);
+    return;
+  }
+  if (csb == 1) {
+    for (std::int64_t k = 0; k < kc; ++k) {
+      std::memcpy(dst + k * NR, b + k * rsb, sizeof(T) * static_cast<std::size_t>(nr));
+      std::fill(dst + k * NR + nr, dst + (k + 1) * NR, T(0));
+    }
+    return;
+  }
+  if (rsb == 1) {
+    // B transposed: each column is contiguous; read it down, write across.
+    for (int j = 0; j < nr; ++j) {
+      const T* src = b + j * csb;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
+    }
+  } else {
+    for (std::int64_t k = 0; k < kc; ++k)
+      for (int j = 0; j < nr; ++j) dst[k * NR + j] = b[k * rsb + j * csb];
+  }
+  if (nr < NR)
+    for (std::int64_t k = 0; k < kc; ++k) std::fill(dst + k * NR + nr, dst + (k + 1) * NR, T(0));
+}
+
+// Packs A's mr x kc block at a into a kc x MR panel (column k of the block
+// at dst + k MR), zero-padded to MR rows.
+template <class T, class Tile>
+inline void gemm_pack_a(std::int64_t kc, int mr, const T* a, std::int64_t rsa, std::int64_t csa, T* __restrict dst) {
+  constexpr int MR = Tile::MR;
+  if (mr == MR && csa == 1) {
+    // Row-major A: MR rows read side by side, a column of them per step.
+    const T* rows[MR];
+    for (int r = 0; r < MR; ++r) rows[r] = a + r * rsa;
+    for (std::int64_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) dst[k * MR + r] = rows[r][k];
+    }
+    return;
+  }
+  if (mr == MR && rsa == 1) {
+    // A transposed: a column of the block is contiguous.
+    for (std::int64_t k = 0; k < kc; ++k) std::memcpy(dst + k * MR, a + k * csa, sizeof(T) * MR);
+    return;
+  }
+  for (std::int64_t k = 0; k < kc; ++k) {
+    for (int r = 0; r < mr; ++r) dst[k * MR + r] = a[r * rsa + k * csa];
+    for (int r = mr; r < MR; ++r) dst[k * MR + r] = T(0);
+  }
+}
+
+template <class T>
+struct GemmArgs {
+  std::int64_t M, N, K;
+  const T* A;
+  std::int64_t rsa, csa;
+  const T* B;
+  std::int64_t rsb, csb;
+  T* C;
+  std::int64_t rsc, csc;
+  bool accumulate;
+  const GemmEpilogue<T>* ep;
+};
+
+// Packs panels [p0, p1) of B's block (rows pc..pc+kc, columns from jc) into
+// bpack (panel p at bpack + p kc NR).
+template <class T, class Tile>
+void gemm_pack_b_panels(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int64_t jc, std::int64_t p0,
+                        std::int64_t p1, T* bpack) {
+  constexpr int NR = Tile::NR;
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const std::int64_t j0 = jc + p * NR;
+    const int nr = static_cast<int>(std::min<std::int64_t>(NR, g.N - j0));
+    gemm_pack_b<T, Tile>(kc, nr, g.B + pc * g.rsb + j0 * g.csb, g.rsb, g.csb, bpack + p * kc * NR);
+  }
+}
+
+// C's rows [i0, i1) x B's packed panels [p0, p1) (columns from jc) for the
+// block of K at pc: packs those rows of A block by block (MC rows) and runs
+// the micro-kernel over them.
+template <class T, class Tile>
+void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int64_t jc, const T* bpack,
+               std::int64_t p0, std::int64_t p1, std::int64_t i0, std::int64_t i1) {
+  constexpr int MR = Tile::MR, NR = Tile::NR;
+  thread_local GemmBuffer<T> abuf;
+  T* apack = abuf.get(static_cast<std::size_t>(Tile::MC * Tile::KC));
+  const bool last = pc + kc >= g.K;
+  const bool accumulate = g.accumulate || pc > 0;
+  const GemmEpilogue<T>& ep = *g.ep;
+  for (std::int64_t ic = i0; ic < i1; ic += Tile::MC) {
+    const std::int64_t mc = std::min<std::int64_t>(Tile::MC, i1 - ic);
+    const std::int64_t mpanels = (mc + MR - 1) / MR;
+    for (std::int64_t pm = 0; pm < mpanels; ++pm) {
+      const std::int64_t r0 = ic + pm * MR;
+      const int mr = static_cast<int>(std::min<std::int64_t>(MR, i1 - r0));
+      gemm_pack_a<T, Tile>(kc, mr, g.A + r0 * g.rsa + pc * g.csa, g.rsa, g.csa, apack + pm * kc * MR);
+    }
+    // B's panel (kc x NR) stays in the cache while the block of A (in L2)
+    // passes under it.
+    for (std::int64_t pn = p0; pn < p1; ++pn) {
+      const std::int64_t j0 = jc + pn * NR;
+      const int nr = static_cast<int>(std::min<std::int64_t>(NR, g.N - j0));
+      const T* bias = ep.bias != nullptr ? ep.bias + j0 * ep.bias_stride : nullptr;
+      for (std::int64_t pm = 0; pm < mpanels; ++pm) {
+        const std::int64_t r0 = ic + pm * MR;
+        const int mr = static_cast<int>(std::min<std::int64_t>(MR, i1 - r0));
+        gemm_micro<T, Tile>(kc, apack + pm * kc * MR, bpack + pn * kc * NR, g.C + r0 * g.rsc + j0 * g.csc, g.rsc,
+                            g.csc, mr, nr, accumulate, last, ep, bias);
+      }
+    }
+  }
+}
+
+// Below this many multiply-adds a product stays on one thread (waking the
+// pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
+inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
+
+template <class T, class Tile>
+void gemm_impl(const GemmArgs<T>& g) {
+  constexpr int MR = Tile::MR, NR = Tile::NR;
+  static_assert(Tile::NR == Tile::VL * Tile::NV && Tile::MC % MR == 0 && Tile::NC % NR == 0,
+                "blocks of whole tiles");
+  thread_local GemmBuffer<T> bbuf;
+  const std::int64_t threads = num_threads();
+  const double work = static_cast<double>(g.M) * static_cast<double>(g.N) * static_cast<double>(g.K);
+  const bool parallel =
+      threads > 1 && work >= static_cast<double>(kGemmParallelWork) && !in_parallel_region();
+  const std::int64_t ncmax = std::min<std::int64_t>(Tile::NC, g.N);
+  const std::int64_t mtiles = (g.M + MR - 1) / MR;
+  // Blocks of K of equal size (up to KC): K = 600 is 2 x 300, not 512 + 88.
+  const std::int64_t kblocks = (g.K + Tile::KC - 1) / Tile::KC;
+  const std::int64_t kblock = (g.K + kblocks - 1) / kblocks;
+  T* bpack = bbuf.get(static_cast<std::size_t>((ncmax + NR - 1) / NR * NR * kblock));
+  for (std::int64_t jc = 0; jc < g.N; jc += Tile::NC) {
+    const std::int64_t nc = std::min<std::int64_t>(Tile::NC, g.N - jc);
+    const std::int64_t npanels = (nc + NR - 1) / NR;
+    for (std::int64_t pc = 0; pc < g.K; pc += kblock) {
+      const std::int64_t kc = std::min<std::int64_t>(kblock, g.K - pc);
+      if (!parallel) {
+        gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, 0, npanels, bpack);
+        gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
+        continue;
+      }
+      // B's block: its panels shared out among the threads.
+      parallel_for(0, npanels, 1, [&](std::int64_t lo, std::int64_t hi) {
+        gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, lo, hi, bpack);
+      });
+      // C's block: a few parts per thread, so that the pool's threads, taking
+      // them as they come, balance a thread that runs late (its core busy).
+      // Whole tiles of rows; when there are too few rows for that, also
+      // columns (each part then packs its rows of A, a little more packing).
+      const std::int64_t want = threads * 3;
+      const std::int64_t rparts = std::min(mtiles, want);
+      const std::int64_t cparts = std::min(npanels, (want + rparts - 1) / rparts);
+      if (rparts * cparts <= 1) {
+        gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
+        continue;
+      }
+      parallel_for(0, rparts * cparts, 1, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t part = lo; part < hi; ++part) {
+          const std::int64_t rp = part / cparts, cp = part % cparts;
+          const std::int64_t i0 = mtiles * rp / rparts * MR, i1 = std::min(g.M, mtiles * (rp + 1) / rparts * MR);
+          const std::int64_t p0 = npanels * cp / cparts, p1 = npanels * (cp + 1) / cparts;
+          if (i1 > i0 && p1 > p0) gemm_rows<T, Tile>(g, pc, kc, jc, bpack, p0, p1, i0, i1);
+        }
+      });
+    }
+  }
+}
+
+}  // namespace detail
+
+// C = A * B (C += A * B when `accumulate`), then the epilogue, std-only:
+// packed panels, a register-tiled micro kernel, and blocks of C split across
+// the runtime's threads (num_threads(); none inside another parallel_for).
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
+          const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
+          bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (std::int64_t j = 0; j < N; ++j) {
+        T v = accumulate ? C[i * rsc + j * csc] : T(0);
+        if (ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
+        if (ep.relu) v = v > T(0) ? v : T(0);
+        C[i * rsc + j * csc] = v;
+      }
+    }
+    return;
+  }
+  detail::gemm_impl<T, detail::GemmTile<T>>({M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, &ep});
+}
+
+}  // namespace wfgen::rt
