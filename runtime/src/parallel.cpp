@@ -31,8 +31,14 @@ namespace wfgen::rt {
 namespace {
 
 constexpr int kMaxThreads = 1024;
-// How long an idle thread spins before it sleeps.
-constexpr auto kSpinTime = std::chrono::microseconds(50);
+// How long an idle thread spins before it sleeps: 1 ms, so that workers
+// stay awake through the gaps of a stream of kernels (a GEMM's packing
+// between its parallel parts, the next call of a model). A worker that slept
+// was often woken on the caller's CPU and shared it for the rest of a
+// 20 ms benchmark pass (VM, 2 vCPUs): the std-only GEMM at 2 threads ran
+// at its 1-thread speed in most passes with 50 us here, and scaled 1.9-2.0x
+// with 1 ms. OpenMP runtimes spin for a similar time by default.
+constexpr auto kSpinTime = std::chrono::microseconds(1000);
 // Chunks per thread: a few, so a slow chunk does not leave others idle, but
 // few enough that claiming them costs nothing next to the work.
 constexpr std::int64_t kChunksPerThread = 4;
