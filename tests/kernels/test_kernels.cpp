@@ -229,8 +229,16 @@ Built build_reduce(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   if (c == 6 && e.rank > 1) shape[0] = 0;                   // no rows at all
   if (c == 7) shape.back() = e.rank == 1 ? 1000 : 257;      // long rows
   if (c == 8) shape.back() = 1;
+  // 9: the rows side by side in memory and the reduced axis strided (a
+  // permuted X of a few dozen rows and a short axis, as a pool's window),
+  // the path that reduces 16 rows at a time, one per lane, and its leftovers.
+  if (c == 9 && e.rank > 1) {
+    for (auto& d : shape) d = 1;
+    shape[0] = 37 + static_cast<std::int64_t>(rng.next_u64() % 16);
+    shape.back() = 4;
+  }
   cs.label = std::to_string(c);
-  const Layout lx = input_layout(c, rng, true);
+  const Layout lx = c == 9 && e.rank > 1 ? Layout::Permuted : input_layout(c, rng, true);
   cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
   Shape out_shape = shape;
   out_shape.back() = 1;
@@ -970,6 +978,34 @@ TEST_CASE("typed kernels: add_f32_r2 on a transposed and a broadcast operand", "
   wfgen_kernels::add_f32_r2(a.cview<float, 2>(), b.cview<float, 2>(), out.view<float, 2>());
   const std::vector<float> want = {11, 23, 35, 12, 24, 36};
   for (int k = 0; k < 6; ++k) CHECK(out.at<float>({k / 3, k % 3}) == want[static_cast<std::size_t>(k)]);
+}
+
+TEST_CASE("typed kernels: max and min over a window of rows side by side keep NaN per row", "[kernels][typed]") {
+  // X (20 4) transposed from a (4 20) buffer: 16 rows in lanes, 4 left over.
+  std::vector<float> data(80);
+  for (int k = 0; k < 80; ++k) data[static_cast<std::size_t>(k)] = static_cast<float>((k * 37) % 23) - 11.0f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  data[2 * 20 + 3] = nan;   // row 3 (in the lanes)
+  data[1 * 20 + 18] = nan;  // row 18 (left over)
+  Tensor x = Tensor::from_data<float>({4, 20}, data).T();
+  Tensor mx = Tensor::zeros(DType::f32, {20, 1}), mn = Tensor::zeros(DType::f32, {20, 1});
+  wfgen_kernels::max_f32_r2(x.cview<float, 2>(), mx.view<float, 2>());
+  wfgen_kernels::min_f32_r2(x.cview<float, 2>(), mn.view<float, 2>());
+  for (int r = 0; r < 20; ++r) {
+    INFO("row " << r);
+    if (r == 3 || r == 18) {
+      CHECK(std::isnan(mx.at<float>({r, 0})));
+      CHECK(std::isnan(mn.at<float>({r, 0})));
+      continue;
+    }
+    float hi = -1e30f, lo = 1e30f;
+    for (int i = 0; i < 4; ++i) {
+      hi = std::max(hi, data[static_cast<std::size_t>(i * 20 + r)]);
+      lo = std::min(lo, data[static_cast<std::size_t>(i * 20 + r)]);
+    }
+    CHECK(mx.at<float>({r, 0}) == hi);
+    CHECK(mn.at<float>({r, 0}) == lo);
+  }
 }
 
 TEST_CASE("typed kernels: integer division and u8 arithmetic follow the expression semantics", "[kernels][typed]") {

@@ -177,6 +177,82 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// The C++ of a reduce kernel's value for `element` (its prologue, if any).
+std::string reduce_value(const KernelPlan& p, const std::string& element) {
+  if (!p.prologue) return element;
+  expr::EmitContext ctx;
+  ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
+  ctx.name = [&](const std::string& n) -> std::string {
+    if (n == p.tensors[0].name) return element;
+    for (const auto& s : p.scalars)
+      if (s.name == n) return s.cpp;
+    return n;
+  };
+  return expr::to_cpp(*p.prologue, ctx);
+}
+
+// The reduce kernel's result from `result` (the accumulator, mean divided): the epilogue, if any.
+std::string reduce_result(const KernelPlan& p, const std::string& result) {
+  if (!p.epilogue) return result;
+  expr::EmitContext ctx;
+  ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
+  const std::string reduced = "static_cast<" + elem(p.dtype) + ">(" + result + ")";
+  ctx.name = [&](const std::string& n) -> std::string {
+    if (n == "acc") return reduced;
+    if (n == "n") return "wf_len";
+    for (const auto& s : p.scalars)
+      if (s.name == n) return s.cpp;
+    return n;
+  };
+  return expr::to_cpp(*p.epilogue, ctx);
+}
+
+// Rows of the input side by side in memory (step 1 from one output to the
+// next) and their reduced axis strided, as a pool's window through im2col
+// is: 16 outputs at a time, one per lane, each step of the reduction one
+// vector load across them. Sums add in the same order as one row alone;
+// max and min compare per lane with a NaN flag per lane (a NaN anywhere
+// makes the result NaN). The rows left over take the loop after it.
+void emit_reduce_lanes(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const spec::ReduceOp op = p.impl->reduce_op;
+  const bool additive = op == spec::ReduceOp::Sum || op == spec::ReduceOp::Mean;
+  const std::string t = elem(p.dtype), acc_t = additive && !is_float(p.dtype) ? "std::int64_t" : t;
+  constexpr int kLanes = 16;
+  const std::string lanes = num(kLanes), per_lane = "for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) ";
+  w.open("if (wf_step[0] == 1 && wf_stride != 1)");
+  w.comment("rows side by side: " + lanes + " at a time, one per lane");
+  w.open("for (; wf_r + " + lanes + " <= wf_rows; wf_r += " + lanes + ")");
+  w.line("const " + t + "* wf_" + x.cpp + " = " + x.cpp + ".data + wf_off[0] + wf_r;");
+  const std::string init = additive                       ? acc_t + "(0)"
+                           : op == spec::ReduceOp::Max    ? "wfgen::rt::lowest_value<" + t + ">()"
+                                                          : "wfgen::rt::highest_value<" + t + ">()";
+  w.line(acc_t + " wf_acc[" + lanes + "];");
+  w.line(per_lane + "wf_acc[wf_l] = " + init + ";");
+  if (!additive) w.line("int wf_nan[" + lanes + "] = {};");
+  w.open("for (std::int64_t wf_i = 0; wf_i < wf_len; ++wf_i)");
+  w.open("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
+  w.line("const " + t + " wf_v = " + reduce_value(p, "wf_" + x.cpp + "[wf_l + wf_i * wf_stride]") + ";");
+  if (additive) {
+    w.line("wf_acc[wf_l] += wf_v;");
+  } else {
+    w.line(std::string("wf_acc[wf_l] = wf_v ") + (op == spec::ReduceOp::Max ? ">" : "<") + " wf_acc[wf_l] ? wf_v : wf_acc[wf_l];");
+    w.line("wf_nan[wf_l] |= wf_v != wf_v;");
+  }
+  w.close();
+  w.close();
+  if (!additive) w.line(per_lane + "if (wf_nan[wf_l]) wf_acc[wf_l] = std::numeric_limits<" + t + ">::quiet_NaN();");
+  std::string result = "wf_acc[wf_l]";
+  if (op == spec::ReduceOp::Mean)
+    result = is_float(p.dtype) ? result + " / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? " + result + " / wf_len : 0)";
+  w.line(per_lane + o.cpp + ".data[wf_off[1] + (wf_r + wf_l) * wf_step[1]] = static_cast<" + t + ">(" + reduce_result(p, result) + ");");
+  w.close();
+  w.close();
+}
+
 void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   const auto& x = p.tensors[0];
   const auto& o = p.tensors[1];
@@ -194,7 +270,9 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
          ".shape), {wfgen::rt::head<1>(" + x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
   w.open("wf_nest.run(" + num(p.impl->parallel_grain) +
          ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
-  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("std::int64_t wf_r = 0;");
+  if (!arg) emit_reduce_lanes(w, p);
+  w.open("for (; wf_r < wf_rows; ++wf_r)");
   w.line("const " + t + "* wf_" + x.cpp + " = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
   std::string init;
   switch (op) {
@@ -208,20 +286,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.line(acc_t + " wf_acc = " + init + ";");
   if (arg) w.line("std::int64_t wf_arg = 0;");
   auto loop = [&](bool unit) {
-    std::string element = "wf_" + x.cpp + "[" + std::string(unit ? "wf_i" : "wf_i * wf_stride") + "]";
-    std::string value = element;
-    if (p.prologue) {
-      expr::EmitContext ctx;
-      ctx.dtype = p.dtype;
-      ctx.math = math_namespace(p);
-      ctx.name = [&](const std::string& n) -> std::string {
-        if (n == x.name) return element;
-        for (const auto& s : p.scalars)
-          if (s.name == n) return s.cpp;
-        return n;
-      };
-      value = expr::to_cpp(*p.prologue, ctx);
-    }
+    const std::string value = reduce_value(p, "wf_" + x.cpp + "[" + std::string(unit ? "wf_i" : "wf_i * wf_stride") + "]");
     w.open("for (std::int64_t wf_i = 0; wf_i < wf_len; ++wf_i)");
     w.line("const " + t + " wf_v = " + value + ";");
     switch (op) {
@@ -252,21 +317,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   if (op == spec::ReduceOp::Mean) {
     result = is_float(p.dtype) ? "wf_acc / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? wf_acc / wf_len : 0)";
   }
-  if (p.epilogue) {
-    expr::EmitContext ctx;
-    ctx.dtype = p.dtype;
-    ctx.math = math_namespace(p);
-    std::string reduced = "static_cast<" + t + ">(" + result + ")";
-    ctx.name = [&](const std::string& n) -> std::string {
-      if (n == "acc") return reduced;
-      if (n == "n") return "wf_len";
-      for (const auto& s : p.scalars)
-        if (s.name == n) return s.cpp;
-      return n;
-    };
-    result = expr::to_cpp(*p.epilogue, ctx);
-  }
-  w.line(o.cpp + ".data[wf_off[1] + wf_r * wf_step[1]] = static_cast<" + t + ">(" + result + ");");
+  w.line(o.cpp + ".data[wf_off[1] + wf_r * wf_step[1]] = static_cast<" + t + ">(" + reduce_result(p, result) + ");");
   w.close();
   w.close(");");
 }
