@@ -87,6 +87,21 @@ expr::Expr hoist_divisors(const expr::Expr& e, const std::function<bool(const ex
   return mul;
 }
 
+// Whether `e` has the same value all along a row of the fused kernel `p`:
+// it reads only row values (rowK), divisors' reciprocals (invK), the row
+// length n, constants and inputs with one element per row.
+bool row_invariant(const KernelPlan& p, const expr::Expr& e) {
+  if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant) {
+    if (e.text == "n" || e.text.rfind("row", 0) == 0 || e.text.rfind("inv", 0) == 0) return true;
+    for (std::size_t k = 0; k + 1 < p.tensors.size(); ++k)
+      if (p.tensors[k].name == e.text) return static_cast<bool>(p.fused->row_input[k]);
+    return false;
+  }
+  for (const auto& a : e.args)
+    if (!row_invariant(p, a)) return false;
+  return true;
+}
+
 // For each row value j, the row value k > j that is the spread of the
 // elements around it, or -1: row j = mean(E) and row k = sum or mean of
 // (E - row j) * (E - row j), as in layernorm's variance. The contiguous row
@@ -201,17 +216,7 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
     }
     return name;
   };
-  std::function<bool(const expr::Expr&)> invariant = [&](const expr::Expr& e) {
-    if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant) {
-      if (e.text == "n" || e.text.rfind("row", 0) == 0 || e.text.rfind("inv", 0) == 0) return true;
-      for (std::size_t k = 0; k < out; ++k)
-        if (p.tensors[k].name == e.text) return static_cast<bool>(f.row_input[k]);
-      return false;
-    }
-    for (const auto& a : e.args)
-      if (!invariant(a)) return false;
-    return true;
-  };
+  const auto invariant = [&p](const expr::Expr& e) { return row_invariant(p, e); };
   const std::string per_lane = "for (int wf_l = 0; wf_l < " + T + "; ++wf_l) ";
   std::vector<expr::Expr> divisors;
   auto loop_expr = [&](const expr::Expr& e) {
@@ -405,19 +410,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       }
       return name;
     };
-    // Names whose value is the same along the row: row values, divisors'
-    // reciprocals, row inputs, the row length and constants.
-    std::function<bool(const expr::Expr&)> invariant = [&](const expr::Expr& e) {
-      if (e.op == expr::Op::Name && e.binding.kind != expr::Binding::Kind::Constant) {
-        if (e.text == "n" || e.text.rfind("row", 0) == 0 || e.text.rfind("inv", 0) == 0) return true;
-        for (std::size_t k = 0; k < out; ++k)
-          if (p.tensors[k].name == e.text) return static_cast<bool>(f.row_input[k]);
-        return false;
-      }
-      for (const auto& a : e.args)
-        if (!invariant(a)) return false;
-      return true;
-    };
+    const auto invariant = [&p](const expr::Expr& e) { return row_invariant(p, e); };
     std::vector<expr::Expr> divisors;  // of this path's loops, reciprocals named inv0, inv1...
     // The loop expression `e` with its divisions by row values hoisted: the
     // reciprocals it adds are declared before the loop.
