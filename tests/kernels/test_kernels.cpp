@@ -444,10 +444,18 @@ Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng
   Case& cs = b.cs;
   const DType dt = e.dtype;
   Shape shape = case_shape(c, e.rank, rng);
+  // 8 and 9: rows side by side in X and OUT (both permuted), a few dozen
+  // rows of 4, as a pool's windows: the path that takes 16 rows per lane.
+  const bool side_by_side = (c == 8 || c == 9) && e.rank > 1;
+  if (side_by_side) {
+    for (auto& d : shape) d = 1;
+    shape[0] = 37 + static_cast<std::int64_t>(rng.next_u64() % 16);
+    shape.back() = 4;
+  }
   cs.label = std::to_string(c);
-  const Layout lx = input_layout(c, rng, true);
+  const Layout lx = side_by_side ? Layout::Permuted : input_layout(c, rng, true);
   cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
-  const Layout lo = output_layout(c, rng);
+  const Layout lo = side_by_side ? Layout::Permuted : output_layout(c, rng);
   cs.add("OUT", make_view(dt, shape, lo, rng), lo);
   cs.out = 1;
   const bool largest = c % 2 == 0;

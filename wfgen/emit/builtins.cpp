@@ -250,7 +250,31 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
   w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp + ".shape), {wfgen::rt::head<1>(" +
          x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
   w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
-  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("std::int64_t wf_r = 0;");
+  // Rows side by side in X (a pool's windows after im2col): 16 rows
+  // at a time, one per lane, the comparisons as selects (a branch per
+  // element mispredicted on every other element of random windows).
+  w.open("if (wf_step[0] == 1 && wf_sx != 1 && wf_c > 0)");
+  w.open("for (; wf_r + 16 <= wf_rows; wf_r += 16)");
+  w.line("const " + ty + "* wf_x = " + x.cpp + ".data + wf_off[0] + wf_r;");
+  w.line(ty + "* wf_o = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line(ty + " wf_bv[16];");
+  w.line("std::int64_t wf_bi[16];");
+  w.line("for (int wf_l = 0; wf_l < 16; ++wf_l) wf_bv[wf_l] = wf_x[wf_l], wf_bi[wf_l] = 0;");
+  w.open("for (std::int64_t wf_i = 1; wf_i < wf_c; ++wf_i)");
+  w.open("for (int wf_l = 0; wf_l < 16; ++wf_l)");
+  w.line("const " + ty + " wf_v = wf_x[wf_l + wf_i * wf_sx];");
+  w.line("const bool wf_take = " + largest + " ? wf_v > wf_bv[wf_l] : wf_v < wf_bv[wf_l];");
+  w.line("wf_bv[wf_l] = wf_take ? wf_v : wf_bv[wf_l];");
+  w.line("wf_bi[wf_l] = wf_take ? wf_i : wf_bi[wf_l];");
+  w.close();
+  w.close();
+  w.open("for (int wf_l = 0; wf_l < 16; ++wf_l)");
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i) wf_o[wf_l * wf_step[1] + wf_i * wf_so] = " + ty + "(wf_bi[wf_l] == wf_i ? 1 : 0);");
+  w.close();
+  w.close();
+  w.close();
+  w.open("for (; wf_r < wf_rows; ++wf_r)");
   w.line("const " + ty + "* wf_x = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
   w.line(ty + "* wf_o = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
   w.line("std::int64_t wf_best = 0;");
