@@ -431,8 +431,8 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     // over the row, which is in cache, sums (E - row j)^2 as written. As the
     // shift is one of the elements, n (mean - s)^2 <= (n - 1) sum((E -
     // mean)^2), so even without that pass at most log2(n) bits cancel. Sets
-    // `acc` to the mean and `sum_name` to the variable holding row k's sum.
-    auto emit_mean_and_spread = [&](int j, int k, std::string& sum_name) {
+    // `acc` to the mean; row k's sum is left in wf_sum<k>.
+    auto emit_mean_and_spread = [&](int j, int k) {
       const std::string js = num(j), ks = num(k);
       const std::string shift = "wf_shift" + js, a = "wf_acc" + js, q = "wf_sq" + ks, sum = "wf_sum" + ks;
       const std::int64_t lane_count = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
@@ -475,7 +475,6 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       col = "wf_c";
       acc = "(" + shift + " + " + a + "_row / static_cast<" + t + ">(wf_len))";
       w.line(t + " " + sum + " = " + q + "_row - " + a + "_row * (" + a + "_row / static_cast<" + t + ">(wf_len));");
-      sum_name = sum;
     };
     // After row j's declaration: the second pass for row k when the shift cancelled too much.
     auto emit_spread_check = [&](int k) {
@@ -487,9 +486,12 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + sum + " += " + expr::to_cpp(element, ctx) + ";");
       w.close();
     };
-    // Row values computed in one pass with the mean before them (spread_rows):
-    // the C++ of their sum, read where the row value is declared.
-    std::vector<std::string> summed(f.rows.size());
+    // The row value `var` from `acc` (a mean already divided), through the row's epilogue if it has one.
+    const auto declare_row = [&](const std::string& var, const lower::RowValue& rv) {
+      w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+    };
+    // Row values summed in the pass of the mean before them (spread_rows), once that pass is written.
+    std::vector<bool> in_mean_pass(f.rows.size(), false);
     const std::vector<int> spread = unit_stride ? spread_rows(f) : std::vector<int>(f.rows.size(), -1);
     for (std::size_t k = 0; k < f.rows.size(); ++k) {
       const auto& rv = f.rows[k];
@@ -498,14 +500,16 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         w.line("const " + t + " " + var + " = " + expr::to_cpp(rv.element, ctx) + ";");
         continue;
       }
-      if (!summed[k].empty()) {
-        acc = rv.op == spec::ReduceOp::Mean ? "(" + summed[k] + " / static_cast<" + t + ">(wf_len))" : summed[k];
-        w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+      if (in_mean_pass[k]) {
+        const std::string sum = "wf_sum" + num(static_cast<std::int64_t>(k));
+        acc = rv.op == spec::ReduceOp::Mean ? "(" + sum + " / static_cast<" + t + ">(wf_len))" : sum;
+        declare_row(var, rv);
         continue;
       }
       if (spread[k] >= 0 && cache != static_cast<int>(k) && cache != spread[k]) {
-        emit_mean_and_spread(static_cast<int>(k), spread[k], summed[static_cast<std::size_t>(spread[k])]);
-        w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+        emit_mean_and_spread(static_cast<int>(k), spread[k]);
+        in_mean_pass[static_cast<std::size_t>(spread[k])] = true;
+        declare_row(var, rv);
         emit_spread_check(spread[k]);
         continue;
       }
@@ -602,7 +606,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         acc = a;
       }
       if (rv.op == spec::ReduceOp::Mean) acc = "(" + acc + " / static_cast<" + t + ">(wf_len))";
-      w.line("const " + t + " " + var + " = " + (rv.epilogue ? "static_cast<" + t + ">(" + expr::to_cpp(*rv.epilogue, ctx) + ")" : acc) + ";");
+      declare_row(var, rv);
     }
     if (f.out_per_row) {
       w.line(out_row + "[0] = " + expr::to_cpp(f.out, ctx) + ";");
