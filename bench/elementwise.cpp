@@ -15,9 +15,11 @@
 //                   touches when the caller holds each result until the
 //                   next call (`y = model.forward(x)[0]` in a loop), which
 //                   computes into the model's other set of outputs
-//    wfgen_vm       the same model's instruction sequence alone,
-//                   vm().run(Section::Forward), on the inputs bound by the
-//                   forward() that was checked (no binding check, no copy)
+//    wfgen_vm       the model's instruction sequence alone,
+//                   vm().run(Section::Forward), on a fourth model object
+//                   bound by a forward() that was checked (no binding
+//                   check, no copy); not wfgen's object, whose output sets
+//                   its reruns would keep in cache for wfgen's row
 //    wfgen_nofuse_vm  the same with the model generated with --no-fuse
 //    wfgen_node     the hand-declared fused node of bench/specs/relu_fma.yaml
 //                   (one element-wise kernel, rank 1, grain 65536), called directly
@@ -64,7 +66,7 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
   const auto O = view<1>(out.data, shape, unit);
   const wfgen::rt::Tensor TA = wfgen::rt::Tensor::borrow(a.data, {n}), TB = wfgen::rt::Tensor::borrow(b.data, {n}),
                           TC = wfgen::rt::Tensor::borrow(c.data, {n});
-  bench_models::relu_fma_model model, model_into, model_alternating;
+  bench_models::relu_fma_model model, model_into, model_alternating, model_vm;
   bench_models_nofuse::relu_fma_model model_nofuse;
   wfgen::rt::Tensor result, result_into, result_alternating[2];
   int alternate = 0;
@@ -75,7 +77,7 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
     std::vector<Impl> impls = {
         {"wfgen", [&] { result = model.forward(TA, TB, TC)[0]; }},
         {"wfgen_into", [&] { model_into.forward_into(result_into, TA, TB, TC); }},
-        {"wfgen_vm", [&] { model.vm().run(wfgen::rt::Section::Forward); }},
+        {"wfgen_vm", [&] { model_vm.vm().run(wfgen::rt::Section::Forward); }},
         {"wfgen_into_alt", [&] { alternate ^= 1; model_alternating.forward_into(result_alternating[alternate], TA, TB, TC); }},
         {"wfgen_nofuse_vm", [&] { model_nofuse.vm().run(wfgen::rt::Section::Forward); }},
         {"wfgen_node", [&] { bench_user::relu_fma_f32_r1(A, B, C, O); }},
@@ -97,6 +99,8 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
     result_into = wfgen::rt::Tensor();
     impls[1].call();
     check_close("wfgen relu_fma_model::forward_into " + tag, result_into.data<float>(), ref.data, n, 1e-5f, 1e-6f);
+    const wfgen::rt::Tensor vm_out = model_vm.forward(TA, TB, TC)[0];  // binds what wfgen_vm reruns
+    check_close("wfgen relu_fma_model::forward (the wfgen_vm object) " + tag, vm_out.data<float>(), ref.data, n, 1e-5f, 1e-6f);
     const wfgen::rt::Tensor nofuse_out = model_nofuse.forward(TA, TB, TC)[0];
     check_close("wfgen (--no-fuse) relu_fma_model::forward " + tag, nofuse_out.data<float>(), ref.data, n, 1e-5f, 1e-6f);
     for (int k = 0; k < 2; ++k) {

@@ -83,6 +83,7 @@ enum class Dom {
   Sum,       // like Any, but i64 stays below 2^40 (the kernel's int64 accumulator must not overflow)
   Small,     // [-4, 4] for i32/i64 (GEMM accumulates in the element type); u8 any; floats [-3, 3]
   Huge,      // [-1000, 1000]: logits whose exp overflows unless the row's max is subtracted first
+  Ties,      // four values for floats, [-2, 2] (u8: [0, 2]) and some extremes for integers: most pool windows tie
 };
 
 inline double gen_float(Dom d, Rng& rng) {
@@ -94,6 +95,10 @@ inline double gen_float(Dom d, Rng& rng) {
     case Dom::Exp: return rng.uniform(-10.0, 10.0);
     case Dom::Wide: return rng.uniform(-25.0, 25.0);
     case Dom::Huge: return rng.uniform(-1000.0, 1000.0);
+    case Dom::Ties: {
+      static constexpr double kVals[] = {-1.5, -0.25, 0.5, 2.0};
+      return pick(kVals, rng);
+    }
     case Dom::Divisor: return (rng.next_u64() & 1 ? 1.0 : -1.0) * rng.uniform(0.25, 4.0);
     case Dom::Cond: {
       static constexpr double kVals[] = {0.0, 0.0, 1.0, 1.0, -2.5, 0.25};
@@ -126,6 +131,9 @@ inline std::int64_t gen_int(Dom d, DType t, Rng& rng) {
       static constexpr std::int64_t kVals[] = {0, 0, 1, 1, 7, 2};
       return pick(kVals, rng);
     }
+    case Dom::Ties:
+      if (rng.uniform01() < 0.1) return extreme(t, rng);
+      return u8 ? rand_int(rng, 0, 2) : rand_int(rng, -2, 2);
     case Dom::Small:
       if (u8) return rand_int(rng, 0, 255);
       return rand_int(rng, -4, 4);
@@ -159,6 +167,9 @@ enum class Kind {
   Concat,      // A[~ i] B[~ j] OUT[~ k], k = i + j
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
   Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
+  MaxPool,       // X[N C H W] OUT[N C ho wo], with six int arguments (k_h k_w stride_h stride_w pad_h pad_w)
+  MaxPoolGrad,   // DOUT[N C ho wo] X[N C H W] OUT[N C H W], the same six
+  MaxPoolPick,   // D[N C H W] X[N C H W] OUT[N C ho wo], the same six
 };
 enum class Red { None, Sum, Mean, Max, Min, ArgMax, ArgMin, InvCount };
 enum class Opt { None, Sgd, Adam, AdamW };
@@ -204,6 +215,9 @@ inline const char* kind_name(Kind k) {
     case Kind::Permute: return "permute";
     case Kind::CrossEntropy: return "cross-entropy";
     case Kind::Optimizer: return "optimizer";
+    case Kind::MaxPool: return "max-pool";
+    case Kind::MaxPoolGrad: return "max-pool-grad";
+    case Kind::MaxPoolPick: return "max-pool-pick";
   }
   return "?";
 }
@@ -230,6 +244,9 @@ inline int kind_tensors(Kind k) {
     case Kind::Permute: return 2;
     case Kind::CrossEntropy: return 3;
     case Kind::Optimizer: return -1;  // 3 for sgd (P G M), 4 for adam/adamw (P G M V)
+    case Kind::MaxPool: return 2;
+    case Kind::MaxPoolGrad: return 3;
+    case Kind::MaxPoolPick: return 3;
   }
   return -1;
 }
@@ -379,6 +396,11 @@ inline const std::vector<NodeRef>& node_refs() {
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
       // Discrete values: rows with ties, where only the first extreme gets the 1.
       {"extreme_mask", Kind::ExtremeMask, {D::Discrete}},
+      // X: four values (floats), so most windows tie and only the first
+      // largest may win; DOUT and D: any values, so a wrong winner shows.
+      {"max_pool", Kind::MaxPool, {D::Ties}},
+      {"max_pool_grad", Kind::MaxPoolGrad, {D::Any, D::Ties}},
+      {"max_pool_pick", Kind::MaxPoolPick, {D::Any, D::Ties}},
       {"concat_last", Kind::Concat, {D::Any, D::Any}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
@@ -685,6 +707,107 @@ inline Expected ref_col2im(const Dense& COL, const Shape& out_shape, const Conv&
             }
   if (!is_int(t))
     for (std::size_t o = 0; o < mag.size(); ++o) e.tol[o] = tol.rtol * 4 * mag[o] + tol.atol;
+  return e;
+}
+
+// Max pooling: window (y x) of plane (n c) covers X[n c (y*sh - ph + i)
+// (x*sw - pw + j)] for i < kh, j < kw, the positions inside X only.
+struct Pool {
+  std::int64_t kh, kw, sh, sw, ph, pw;
+};
+
+// OUT[n c y x] = the largest element of the window, NaN if one is NaN, the
+// dtype's lowest value (-inf for floats) when the window lies wholly in the
+// padding.
+inline Expected ref_max_pool(const Dense& X, const Shape& out_shape, const Pool& p, DType t) {
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  const std::int64_t C = X.shape[1], H = X.shape[2], W = X.shape[3];
+  std::size_t o = 0;
+  for (std::int64_t n = 0; n < out_shape[0]; ++n)
+    for (std::int64_t c = 0; c < out_shape[1]; ++c)
+      for (std::int64_t y = 0; y < out_shape[2]; ++y)
+        for (std::int64_t x = 0; x < out_shape[3]; ++x, ++o) {
+          std::int64_t vi = int_min(t);
+          double vf = -std::numeric_limits<double>::infinity();
+          for (std::int64_t i = 0; i < p.kh; ++i)
+            for (std::int64_t j = 0; j < p.kw; ++j) {
+              const std::int64_t iy = y * p.sh - p.ph + i, ix = x * p.sw - p.pw + j;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              const auto k = static_cast<std::size_t>(((n * C + c) * H + iy) * W + ix);
+              if (is_int(t)) vi = std::max(vi, X.i[k]);
+              else if (std::isnan(X.f[k]) || std::isnan(vf)) vf = std::numeric_limits<double>::quiet_NaN();
+              else vf = std::max(vf, X.f[k]);
+            }
+          if (is_int(t)) e.val.i[o] = vi;
+          else e.val.f[o] = vf;
+        }
+  return e;
+}
+
+// The row-major position in X of the winner of window (n c y x): scanning i,
+// then j, its first NaN, else its first largest element; -1 for a window
+// wholly in the padding.
+inline std::int64_t ref_pool_winner(const Dense& X, std::int64_t n, std::int64_t c, std::int64_t y, std::int64_t x,
+                                    const Pool& p) {
+  const std::int64_t C = X.shape[1], H = X.shape[2], W = X.shape[3];
+  std::int64_t best = -1;
+  for (std::int64_t i = 0; i < p.kh; ++i)
+    for (std::int64_t j = 0; j < p.kw; ++j) {
+      const std::int64_t iy = y * p.sh - p.ph + i, ix = x * p.sw - p.pw + j;
+      if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+      const std::int64_t k = ((n * C + c) * H + iy) * W + ix;
+      const auto ku = static_cast<std::size_t>(k);
+      if (X.is_int) {
+        if (best < 0 || X.i[ku] > X.i[static_cast<std::size_t>(best)]) best = k;
+      } else {
+        if (std::isnan(X.f[ku])) return k;
+        if (best < 0 || X.f[ku] > X.f[static_cast<std::size_t>(best)]) best = k;
+      }
+    }
+  return best;
+}
+
+// OUT[n c h w] = the sum of DOUT[n c y x] over the windows whose winner is
+// (h w); the tolerance of a sum, as for col2im.
+inline Expected ref_max_pool_grad(const Dense& DOUT, const Dense& X, const Pool& p, DType t) {
+  Expected e{Dense::make(X.shape, is_int(t)), {}};
+  const Tol tol = tol_for(t);
+  std::vector<double> mag(static_cast<std::size_t>(X.numel()), 0.0);
+  std::size_t d = 0;
+  for (std::int64_t n = 0; n < DOUT.shape[0]; ++n)
+    for (std::int64_t c = 0; c < DOUT.shape[1]; ++c)
+      for (std::int64_t y = 0; y < DOUT.shape[2]; ++y)
+        for (std::int64_t x = 0; x < DOUT.shape[3]; ++x, ++d) {
+          const std::int64_t w = ref_pool_winner(X, n, c, y, x, p);
+          if (w < 0) continue;
+          const auto o = static_cast<std::size_t>(w);
+          if (is_int(t)) {
+            e.val.i[o] = wrap(t, u(e.val.i[o]) + u(DOUT.i[d]));
+          } else {
+            e.val.f[o] += DOUT.f[d];
+            mag[o] += std::fabs(DOUT.f[d]);
+          }
+        }
+  if (!is_int(t)) {
+    e.tol.assign(mag.size(), 0.0);
+    for (std::size_t o = 0; o < mag.size(); ++o) e.tol[o] = tol.rtol * 4 * mag[o] + tol.atol;
+  }
+  return e;
+}
+
+// OUT[n c y x] = D at the winner of window (y x) in X, 0 for a window wholly
+// in the padding. Exact: the kernel only copies.
+inline Expected ref_max_pool_pick(const Dense& D, const Dense& X, const Shape& out_shape, const Pool& p, DType t) {
+  Expected e{Dense::make(out_shape, is_int(t)), {}};
+  std::size_t o = 0;
+  for (std::int64_t n = 0; n < out_shape[0]; ++n)
+    for (std::int64_t c = 0; c < out_shape[1]; ++c)
+      for (std::int64_t y = 0; y < out_shape[2]; ++y)
+        for (std::int64_t x = 0; x < out_shape[3]; ++x, ++o) {
+          const std::int64_t w = ref_pool_winner(X, n, c, y, x, p);
+          if (is_int(t)) e.val.i[o] = w < 0 ? 0 : D.i[static_cast<std::size_t>(w)];
+          else e.val.f[o] = w < 0 ? 0.0 : D.f[static_cast<std::size_t>(w)];
+        }
   return e;
 }
 

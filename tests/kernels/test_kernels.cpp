@@ -531,6 +531,158 @@ Built build_cross_entropy(const KernelEntry& e, const NodeRef& r, int c, Rng& rn
   return b;
 }
 
+// Max pooling, drawn like im2col's cases: X's shape [N C H W] and the six
+// arguments of case c of max_pool, max_pool_grad and max_pool_pick, with
+// h_out, w_out >= 1. Random cases: kernels 1..3 (often non-square), strides
+// 1..3 (overlapping windows, and gaps between them), pads 0..k (pad = k: a
+// window wholly in the padding). 0: 3x3, stride 1, pad 1; 5: N = 0; 6: pads
+// of k and more; 7: H and W smaller than the kernel, with padding; 8: stride
+// 1 and w_out above 64, not a multiple of it (the kernel's blocks of 64
+// windows and their remainder); 9: the same with stride 2 or 3 and padding;
+// 10-12: overlapping windows for the NaN and -inf values of pool_filler.
+// X is never broadcast in 8-12, so that neighbouring windows differ.
+struct PoolDraw {
+  Shape xs;
+  Pool p;
+  std::int64_t ho, wo;
+};
+
+PoolDraw draw_pool(int c, Rng& rng) {
+  for (;;) {
+    Shape xs = {rand_int(rng, 1, 2), rand_int(rng, 1, 3), rand_int(rng, 1, 7), rand_int(rng, 1, 7)};
+    Pool p{rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 3), 0, 0};
+    p.ph = rand_int(rng, 0, p.kh);
+    p.pw = rand_int(rng, 0, p.kw);
+    switch (c) {
+      case 0: p = {3, 3, 1, 1, 1, 1}; break;
+      case 6:
+        p.ph = p.kh + rand_int(rng, 0, 1);
+        p.pw = p.kw + rand_int(rng, 0, 1);
+        break;
+      case 7:
+        p.kh = 3, p.kw = rand_int(rng, 2, 3);
+        xs[2] = rand_int(rng, 1, 2), xs[3] = rand_int(rng, 1, p.kw - 1);
+        p.ph = rand_int(rng, 1, 2), p.pw = rand_int(rng, 1, 2);
+        break;
+      case 8:
+        xs = {1, rand_int(rng, 1, 2), rand_int(rng, 1, 3), rand_int(rng, 130, 160)};
+        p = {rand_int(rng, 1, 3), rand_int(rng, 2, 3), 1, 1, 0, rand_int(rng, 0, 1)};
+        p.ph = rand_int(rng, 0, p.kh - 1);
+        break;
+      case 9:
+        xs = {1, rand_int(rng, 1, 2), rand_int(rng, 1, 4), rand_int(rng, 200, 260)};
+        p.sw = rand_int(rng, 2, 3), p.kw = rand_int(rng, 2, 3), p.pw = rand_int(rng, 1, p.kw);
+        p.ph = rand_int(rng, 0, p.kh - 1);  // no row of windows wholly in the padding
+        break;
+      case 10:
+      case 11:
+      case 12:
+        xs[2] = rand_int(rng, 3, 6), xs[3] = rand_int(rng, 3, 6);
+        p.kh = rand_int(rng, 2, 3), p.kw = rand_int(rng, 2, 3), p.sh = rand_int(rng, 1, 2), p.sw = 1;
+        p.ph = rand_int(rng, 0, 1), p.pw = rand_int(rng, 0, 1);
+        if (c == 11) p.kh = p.kw = 2;  // small windows: many of -inf only
+        break;
+      default: break;
+    }
+    const std::int64_t eh = xs[2] + 2 * p.ph - p.kh, ew = xs[3] + 2 * p.pw - p.kw;
+    if (eh < 0 || ew < 0) continue;  // no window: draw again
+    const std::int64_t ho = eh / p.sh + 1, wo = ew / p.sw + 1;
+    if ((c == 8 || c == 9) && (wo <= 64 || wo % 64 == 0)) continue;
+    if (c == 5) xs[0] = 0;
+    return {xs, p, ho, wo};
+  }
+}
+
+void add_pool_args(Case& cs, const Pool& p) {
+  for (std::int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw}) cs.s.push_back(int_arg(v));
+  std::ostringstream os;
+  os << "k_h=" << p.kh << " k_w=" << p.kw << " stride_h=" << p.sh << " stride_w=" << p.sw << " pad_h=" << p.ph
+     << " pad_w=" << p.pw;
+  cs.args = os.str();
+}
+
+// X of a max pool: values of `d` (Ties: most windows tie), and for float
+// dtypes in case 10 about 15% NaN (windows with one and with several, the
+// first of which wins), in 11 about 65% -inf (windows of -inf only: their
+// first element wins), in 12 15% NaN and 45% -inf. Integer dtypes get their
+// lowest value where floats get -inf.
+std::function<void(const Tensor&)> pool_filler(Dom d, int c, Rng& rng) {
+  return [d, c, &rng](const Tensor& t) {
+    const DType dt = t.dtype();
+    const bool nans = c == 10 || c == 12, lows = c == 11 || c == 12;
+    for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) {
+      const double r = rng.uniform01();
+      if (nans && r < 0.15 && !is_int(dt)) put(t, idx, std::numeric_limits<double>::quiet_NaN(), 0);
+      else if (lows && r >= (c == 11 ? 0.35 : 0.55)) put(t, idx, -std::numeric_limits<double>::infinity(), int_min(dt));
+      else if (is_int(dt)) put(t, idx, 0, gen_int(d, dt, rng));
+      else put(t, idx, gen_float(d, rng), 0);
+    });
+  };
+}
+
+// X[N C H W] -> OUT[N C ho wo].
+Built build_max_pool(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const PoolDraw d = draw_pool(c, rng);
+  const Shape xs = d.xs;
+  const Pool p = d.p;
+  const Shape os = {xs[0], xs[1], d.ho, d.wo};
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, c < 8 || c > 12);
+  cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[0], c, rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, os, lo, rng), lo);
+  cs.out = 1;
+  add_pool_args(cs, p);
+  b.reference = [os, p, dt](const std::vector<Dense>& in) { return ref_max_pool(in[0], os, p, dt); };
+  return b;
+}
+
+// DOUT[N C ho wo] X[N C H W] -> OUT[N C H W]: stride < kernel sums several
+// windows into one pixel; stride > kernel leaves pixels in no window (0).
+Built build_max_pool_grad(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const PoolDraw d = draw_pool(c, rng);
+  const Shape xs = d.xs;
+  const Pool p = d.p;
+  const Shape ds = {xs[0], xs[1], d.ho, d.wo};
+  cs.label = std::to_string(c);
+  const Layout ld = input_layout(c, rng, true), lx = input_layout(c, rng, c < 8 || c > 12);
+  cs.add("DOUT", make_operand(dt, ds, ld, rng, filler(r.dom[0], rng)), ld);
+  cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[1], c, rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, xs, lo, rng), lo);
+  cs.out = 2;
+  add_pool_args(cs, p);
+  b.reference = [p, dt](const std::vector<Dense>& in) { return ref_max_pool_grad(in[0], in[1], p, dt); };
+  return b;
+}
+
+// D[N C H W] X[N C H W] -> OUT[N C ho wo].
+Built build_max_pool_pick(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const PoolDraw d = draw_pool(c, rng);
+  const Shape xs = d.xs;
+  const Pool p = d.p;
+  const Shape os = {xs[0], xs[1], d.ho, d.wo};
+  cs.label = std::to_string(c);
+  const Layout ld = input_layout(c, rng, true), lx = input_layout(c, rng, c < 8 || c > 12);
+  cs.add("D", make_operand(dt, xs, ld, rng, filler(r.dom[0], rng)), ld);
+  cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[1], c, rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, os, lo, rng), lo);
+  cs.out = 2;
+  add_pool_args(cs, p);
+  b.reference = [os, p, dt](const std::vector<Dense>& in) { return ref_max_pool_pick(in[0], in[1], os, p, dt); };
+  return b;
+}
+
 // P G M (V): every tensor but G is read and updated in place. The updated
 // ones are never broadcast and lie inside bigger buffers (output layouts), so
 // a write outside them is caught; G takes any input layout. Hyperparameters
@@ -631,6 +783,9 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Concat: return build_concat(e, r, c, rng);
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
+    case Kind::MaxPool: return build_max_pool(e, r, c, rng);
+    case Kind::MaxPoolGrad: return build_max_pool_grad(e, r, c, rng);
+    case Kind::MaxPoolPick: return build_max_pool_pick(e, r, c, rng);
     default: return {};
   }
 }
@@ -735,6 +890,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
     const int want_tensors =
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
     const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im ? 8
+                             : r->kind == Kind::MaxPool || r->kind == Kind::MaxPoolGrad || r->kind == Kind::MaxPoolPick ? 6
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||
                                 !r->scalars.empty())

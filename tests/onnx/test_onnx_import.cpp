@@ -217,14 +217,20 @@ TEST_CASE("windows, slices and constants: what the import writes and what it ref
   const std::string conv = read(dir / "c.yaml");
   CHECK_THAT(conv, Catch::Contains("y_col = im2col(x, k_h=3, k_w=3, stride_h=2, stride_w=2, pad_h=1, pad_w=0, dilation_h=1, dilation_w=1).reshape(-1, 9, 4, 2)"));
   CHECK_THAT(conv, Catch::Contains("y = (W.reshape(1, 9) @ y_col.reshape(-1, 9, 8)).reshape(1, 1, 4, 2)  # Conv"));
-  // SAME_UPPER with an odd total (0 before, 1 after): im2col pads 1 at both ends, the first row and column are dropped.
+  // SAME_UPPER with an odd total (0 before, 1 after): max_pool pads 1 at both ends, the first row and column are dropped.
   r = import("test_maxpool_2d_same_upper", dir / "u.yaml");
   REQUIRE(r.code == 0);
-  CHECK_THAT(read(dir / "u.yaml"), Catch::Contains("y_windows = y_windows[:, :, 1:33, 1:33]  # ONNX's pads differ at the two ends"));
-  // A max pool with padding: the padding enters the max as -1e30.
+  CHECK_THAT(read(dir / "u.yaml"),
+             Catch::Contains("y = max_pool(x, k_h=2, k_w=2, stride_h=1, stride_w=1, pad_h=1, pad_w=1)[:, :, 1:33, 1:33]  # MaxPool"));
+  // A max pool with padding: the node max_pool, whose padding never wins.
   r = import("test_maxpool_2d_pads", dir / "m.yaml");
   REQUIRE(r.code == 0);
-  CHECK_THAT(read(dir / "m.yaml"), Catch::Contains("- 1.0) * 1e30), axis=2)"));
+  CHECK_THAT(read(dir / "m.yaml"), Catch::Contains("y = max_pool(x, k_h=3, k_w=3, stride_h=1, stride_w=1, pad_h=2, pad_w=2)  # MaxPool"));
+  // A dilated one: im2col's windows and a max over them.
+  r = import("test_maxpool_2d_dilations", dir / "d.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "d.yaml"), Catch::Contains("dilation_h=2, dilation_w=2"));
+  CHECK_THAT(read(dir / "d.yaml"), Catch::Contains("y = (max(y_windows.reshape(-1, 1, 4, 4), axis=2)).reshape(1, 1, 2, 2)  # MaxPool"));
   // Shape arithmetic of an expanded function folds into constants.
   r = import("test_softmax_axis_1_expanded", dir / "s.yaml");
   CHECK(r.code == 0);

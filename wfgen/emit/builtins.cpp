@@ -287,6 +287,111 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// max_pool and its two adjoints, one walk over the windows shared by all
+// three. Each (n, c) plane is independent (split across threads; a plane's
+// windows are visited in a fixed order, so max_pool_grad's sums do not
+// depend on the number of threads). A window row is processed 64 windows at
+// a time, each window one lane of a block: for every (i, j) of the kernel,
+// the lanes whose element is inside X compare it with their best so far.
+// The winner is the first NaN, else the first largest (i, then j), the
+// element max_pool_grad routes the window's gradient to.
+enum class PoolMode { Value, Grad, Pick };
+
+void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
+  const bool value = mode == PoolMode::Value;
+  const auto& x = p.tensors[value ? 0 : 1];
+  const auto& o = p.tensors[value ? 1 : 2];
+  // The tensor of the windows' shape [N C h_out w_out], and the one the
+  // winners' offsets index (grad: the output image; pick: D).
+  const auto& win = mode == PoolMode::Grad ? p.tensors[0] : o;
+  const auto& target = mode == PoolMode::Grad ? o : p.tensors[0];
+  const std::string t = elem(p.dtype);
+  const bool is_float = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
+  const std::string window = "[n c (y*stride_h - pad_h + i) (x*stride_w - pad_w + j)] over i < k_h, j < k_w inside " + x.name;
+  if (value) w.comment(o.name + "[n c y x] = max of " + x.name + window + " (NaN if one is NaN)");
+  else if (mode == PoolMode::Grad)
+    w.comment(o.name + "[n c h w] = sum of " + win.name + "[n c y x] over the windows whose winner in " + x.name + window + " is (h w)");
+  else w.comment(o.name + "[n c y x] = " + target.name + " at the winner in " + x.name + window);
+  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");
+  w.line("const std::int64_t wf_ho = " + win.cpp + ".shape[2], wf_wo = " + win.cpp + ".shape[3];");
+  w.line("const std::int64_t wf_kh = " + scalar(p, "k_h") + ", wf_kw = " + scalar(p, "k_w") + ", wf_sh = " + scalar(p, "stride_h") +
+         ", wf_sw = " + scalar(p, "stride_w") + ", wf_ph = " + scalar(p, "pad_h") + ", wf_pw = " + scalar(p, "pad_w") + ";");
+  w.line("const std::int64_t wf_xs2 = " + x.cpp + ".strides[2], wf_xs3 = " + x.cpp + ".strides[3];");
+  if (!value) w.line("const std::int64_t wf_ts2 = " + target.cpp + ".strides[2], wf_ts3 = " + target.cpp + ".strides[3];");
+  w.line("const std::int64_t wf_channels = " + x.cpp + ".shape[1];");
+  w.open("wfgen::rt::parallel_for(0, " + x.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_h * wf_w)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
+  w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
+  auto plane = [&](const TensorParam& tp) { return tp.cpp + ".data + wf_b * " + tp.cpp + ".strides[0] + wf_c * " + tp.cpp + ".strides[1]"; };
+  w.line("const " + t + "* wf_src = " + plane(x) + ";");
+  if (mode == PoolMode::Grad) {
+    w.line(t + "* wf_img = " + plane(o) + ";");
+    w.line("const " + t + "* wf_win = " + plane(win) + ";");
+    w.line("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
+    w.line("  for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = " + t + "(0);");
+  } else {
+    w.line(t + "* wf_dst = " + plane(o) + ";");
+    if (mode == PoolMode::Pick) w.line("const " + t + "* wf_from = " + plane(target) + ";");
+  }
+  w.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y)");
+  w.line("const std::int64_t wf_iy0 = wf_y * wf_sh - wf_ph;");
+  w.line("const std::int64_t wf_i_lo = std::max<std::int64_t>(0, -wf_iy0), wf_i_hi = std::min<std::int64_t>(wf_kh, wf_h - wf_iy0);");
+  w.open("for (std::int64_t wf_x0 = 0; wf_x0 < wf_wo; wf_x0 += 64)");
+  w.line("const std::int64_t wf_lanes = std::min<std::int64_t>(64, wf_wo - wf_x0);");
+  w.line(t + " wf_best[64];");
+  const std::string lowest = is_float ? "-std::numeric_limits<" + t + ">::infinity()" : "std::numeric_limits<" + t + ">::lowest()";
+  if (value) {
+    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_best[wf_l] = " + lowest + ";");
+  } else {
+    // (Offsets can be negative: a view with a reversed axis.)
+    w.line("constexpr std::int64_t wf_none = std::numeric_limits<std::int64_t>::min();");
+    w.line("std::int64_t wf_at[64];  // the winner's offset in " + target.name + "'s plane, wf_none: none yet");
+    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_best[wf_l] = " + t + "(0), wf_at[wf_l] = wf_none;");
+  }
+  w.open("for (std::int64_t wf_i = wf_i_lo; wf_i < wf_i_hi; ++wf_i)");
+  w.line("const " + t + "* wf_row = wf_src + (wf_iy0 + wf_i) * wf_xs2;");
+  if (!value) w.line("const std::int64_t wf_row_at = (wf_iy0 + wf_i) * wf_ts2;");
+  w.open("for (std::int64_t wf_j = 0; wf_j < wf_kw; ++wf_j)");
+  w.comment("the lanes whose column x*stride_w - shift falls inside [0, w)");
+  w.line("const std::int64_t wf_shift = wf_pw - wf_j;");
+  w.line("std::int64_t wf_l_lo = (wf_shift > 0 ? (wf_shift + wf_sw - 1) / wf_sw : 0) - wf_x0;");
+  w.line("std::int64_t wf_l_hi = (wf_w + wf_shift > 0 ? (wf_w + wf_shift + wf_sw - 1) / wf_sw : 0) - wf_x0;");
+  w.line("wf_l_hi = std::min<std::int64_t>(wf_l_hi, wf_lanes);");
+  w.line("wf_l_lo = std::max<std::int64_t>(0, std::min<std::int64_t>(wf_l_lo, wf_l_hi));");
+  w.open("for (std::int64_t wf_l = wf_l_lo; wf_l < wf_l_hi; ++wf_l)");
+  w.line("const std::int64_t wf_ix = (wf_x0 + wf_l) * wf_sw - wf_shift;");
+  w.line("const " + t + " wf_v = wf_row[wf_ix * wf_xs3];");
+  if (value) {
+    w.line(is_float ? "wf_best[wf_l] = wf_v > wf_best[wf_l] || wf_v != wf_v ? wf_v : wf_best[wf_l];"
+                    : "wf_best[wf_l] = wf_v > wf_best[wf_l] ? wf_v : wf_best[wf_l];");
+  } else {
+    if (is_float) {
+      w.comment("the first element, else one larger than a best that is not NaN, or a NaN");
+      w.line("const bool wf_take = wf_at[wf_l] == wf_none || (wf_best[wf_l] == wf_best[wf_l] && (wf_v > wf_best[wf_l] || wf_v != wf_v));");
+    } else {
+      w.line("const bool wf_take = wf_at[wf_l] == wf_none || wf_v > wf_best[wf_l];");
+    }
+    w.line("wf_best[wf_l] = wf_take ? wf_v : wf_best[wf_l];");
+    w.line("wf_at[wf_l] = wf_take ? wf_row_at + wf_ix * wf_ts3 : wf_at[wf_l];");
+  }
+  w.close();
+  w.close();
+  w.close();
+  const std::string at_window = "wf_y * " + win.cpp + ".strides[2] + (wf_x0 + wf_l) * " + win.cpp + ".strides[3]";
+  if (value) {
+    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_dst[" + at_window + "] = wf_best[wf_l];");
+  } else if (mode == PoolMode::Grad) {
+    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l)");
+    w.line("  if (wf_at[wf_l] != wf_none) wf_img[wf_at[wf_l]] += wf_win[" + at_window + "];");
+  } else {
+    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_dst[" + at_window + "] = wf_at[wf_l] != wf_none ? wf_from[wf_at[wf_l]] : " + t + "(0);");
+  }
+  w.close();
+  w.close();
+  w.close();
+  w.close(");");
+}
+
 // One row of the loss per row of the logits: log-sum-exp with the row's max
 // subtracted (so exp never overflows), accumulated in double.
 void emit_softmax_cross_entropy(CodeWriter& w, const KernelPlan& p) {
@@ -412,6 +517,9 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "col2im") emit_col2im(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
   else if (b == "extreme_mask") emit_extreme_mask(w, p);
+  else if (b == "max_pool") emit_max_pool(w, p, PoolMode::Value);
+  else if (b == "max_pool_grad") emit_max_pool(w, p, PoolMode::Grad);
+  else if (b == "max_pool_pick") emit_max_pool(w, p, PoolMode::Pick);
   else if (b == "concat_last") emit_concat_last(w, p);
   else if (b == "softmax_cross_entropy") emit_softmax_cross_entropy(w, p);
   else emit_optimizer(w, p);  // sgd, adam, adamw (kernel_plan accepts no other builtin)

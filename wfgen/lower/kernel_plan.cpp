@@ -329,6 +329,18 @@ class Planner {
                                ", but the node has " + node.where.str()));
       return false;
     };
+    // The window builtins' int constructor arguments, each one needed.
+    auto int_args = [&](std::initializer_list<const char*> names) {
+      for (const char* a : names) {
+        bool found = false;
+        for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Int);
+        if (!found) {
+          error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs an int constructor argument '" + a + "'"));
+          return false;
+        }
+      }
+      return true;
+    };
     if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
     if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
     if (impl.builtin == "scatter_add") return want(4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]");
@@ -352,15 +364,15 @@ class Planner {
       if (!want(forward ? 2 : 3, forward ? "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]"
                                          : "COL[N C k_h k_w h_out w_out] LIKE[N C H W] OUT[N C H W] -> OUT[...]"))
         return false;
-      for (const char* a : {"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"}) {
-        bool found = false;
-        for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Int);
-        if (!found) {
-          error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs an int constructor argument '" + a + "'"));
-          return false;
-        }
-      }
-      return true;
+      return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"});
+    }
+    if (impl.builtin == "max_pool" || impl.builtin == "max_pool_grad" || impl.builtin == "max_pool_pick") {
+      const bool forward = impl.builtin == "max_pool";
+      const char* shape = forward                            ? "X[N C H W] OUT[N C h_out w_out] -> OUT[...]"
+                          : impl.builtin == "max_pool_grad" ? "DOUT[N C h_out w_out] X[N C H W] OUT[N C H W] -> OUT[...]"
+                                                            : "D[N C H W] X[N C H W] OUT[N C h_out w_out] -> OUT[...]";
+      if (!want(forward ? 2 : 3, shape)) return false;
+      return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w"});
     }
     if (impl.builtin == "softmax_cross_entropy") return want(3, "LOGITS[~ c] TARGET[~ c] OUT[~ 1] -> OUT[~ 1]");
     if (impl.builtin == "sgd" || impl.builtin == "adam" || impl.builtin == "adamw") {

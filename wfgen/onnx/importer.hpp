@@ -125,6 +125,8 @@ class Importer {
   // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
   std::string windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
                       const std::string& tag);
+  // `[:, :, a:b, c:d]`: ONNX's windows out of a window builtin's grid, "" when they are the grid.
+  static std::string window_slice(const std::vector<WindowAxis>& p);
   // Conv (2-D, any group) as im2col + one batched matmul, as the stdlib's conv2d.
   void import_conv(const onnx::NodeProto& node);
   void import_loss(const onnx::NodeProto& node);

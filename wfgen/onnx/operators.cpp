@@ -733,11 +733,16 @@ std::string Importer::windows(const onnx::NodeProto& node, const std::string& x,
            ", dilation_w=" + std::to_string(p[1].dilation) + ").reshape(-1, " + std::to_string(c * p[0].kernel * p[1].kernel) +
            ", " + std::to_string(p[0].grid) + ", " + std::to_string(p[1].grid) + ")",
        "the windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
-  if (p[0].offset || p[1].offset || p[0].grid != p[0].out || p[1].grid != p[1].out) {
-    auto range = [](const WindowAxis& w) { return std::to_string(w.offset) + ":" + std::to_string(w.offset + w.out); };
-    line(col + " = " + col + "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]", "ONNX's pads differ at the two ends");
-  }
+  if (const std::string slice = window_slice(p); !slice.empty()) line(col + " = " + col + slice, "ONNX's pads differ at the two ends");
   return col;
+}
+
+// The slice `[:, :, a:b, c:d]` that keeps ONNX's windows of the grid a
+// window builtin computes with symmetric padding, or "" when they are the grid.
+std::string Importer::window_slice(const std::vector<WindowAxis>& p) {
+  if (!p[0].offset && !p[1].offset && p[0].grid == p[0].out && p[1].grid == p[1].out) return "";
+  auto range = [](const WindowAxis& w) { return std::to_string(w.offset) + ":" + std::to_string(w.offset + w.out); };
+  return "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]";
 }
 
 // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
@@ -783,9 +788,10 @@ void Importer::import_conv(const onnx::NodeProto& node) {
   define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
 }
 
-// MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
-// as -1e30 and is left out of an average's count (count_include_pad 0) by a
-// second im2col of a tensor of ones, which is 0 in the padding.
+// MaxPool (2-D, no dilation) as the node max_pool; a dilated MaxPool and
+// AveragePool over im2col's windows. Padding enters a max as -1e30 and is
+// left out of an average's count (count_include_pad 0) by a second im2col of
+// a tensor of ones, which is 0 in the padding.
 void Importer::import_pool(const onnx::NodeProto& node) {
   const bool is_max = node.op_type() == "MaxPool";
   if (is_max) {
@@ -803,6 +809,17 @@ void Importer::import_pool(const onnx::NodeProto& node) {
   auto as_windows = [&](const std::string& col) {
     return col + ".reshape(-1, " + std::to_string(c) + ", " + std::to_string(k) + ", " + std::to_string(pixels) + ")";
   };
+  if (is_max && p[0].dilation == 1 && p[1].dilation == 1) {
+    // The node max_pool: one pass over the input, the padding never the max,
+    // and a backward that routes each window's gradient to one element.
+    std::string v = "max_pool(" + x.body + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
+                    ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
+                    std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ")";
+    if (const std::string slice = window_slice(p); !slice.empty()) v += slice;
+    Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
+    define(node, 0, v, out);
+    return;
+  }
   std::string col = windows(node, x.body, c, p, "windows");
   std::string inside;  // 1 where a window reads the input, 0 in the padding
   const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
