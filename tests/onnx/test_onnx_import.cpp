@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <onnx/onnx_pb.h>
 
 #include "wfgen/cli/import.hpp"
@@ -45,7 +47,8 @@ std::string read(const fs::path& p) {
 }
 
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("wfgen-onnx-" + name);
+  // The process id too: two runs of the suite (or of one case) at once never share a folder.
+  fs::path dir = fs::temp_directory_path() / ("wfgen-onnx-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

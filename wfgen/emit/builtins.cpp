@@ -290,11 +290,12 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
 // max_pool and its two adjoints, one walk over the windows shared by all
 // three. Each (n, c) plane is independent (split across threads; a plane's
 // windows are visited in a fixed order, so max_pool_grad's sums do not
-// depend on the number of threads). A window row is processed 64 windows at
-// a time, each window one lane of a block: for every (i, j) of the kernel,
-// the lanes whose element is inside X compare it with their best so far.
-// The winner is the first NaN, else the first largest (i, then j), the
-// element max_pool_grad routes the window's gradient to.
+// depend on the number of threads). A window's best so far stays in a
+// register; the windows wholly inside X run without bounds checks (2x2 and
+// 3x3 windows of stride 2 and 3 with the kernel's width as a constant), the
+// few over the padding check each column. The winner is the first NaN, else
+// the first largest (i, then j), the element max_pool_grad routes the
+// window's gradient to.
 enum class PoolMode { Value, Grad, Pick };
 
 void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
@@ -312,14 +313,20 @@ void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
   else if (mode == PoolMode::Grad)
     w.comment(o.name + "[n c h w] = sum of " + win.name + "[n c y x] over the windows whose winner in " + x.name + window + " is (h w)");
   else w.comment(o.name + "[n c y x] = " + target.name + " at the winner in " + x.name + window);
-  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3];");
+  w.open("wfgen::rt::parallel_for(0, " + x.cpp + ".shape[0] * " + x.cpp + ".shape[1], std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, " +
+         x.cpp + ".shape[2] * " + x.cpp + ".shape[3])), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  // The sizes as locals of the body, not captured: the compiler would reload
+  // a captured one after every store into the int64 offsets below.
+  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3], wf_channels = " + x.cpp + ".shape[1];");
   w.line("const std::int64_t wf_ho = " + win.cpp + ".shape[2], wf_wo = " + win.cpp + ".shape[3];");
   w.line("const std::int64_t wf_kh = " + scalar(p, "k_h") + ", wf_kw = " + scalar(p, "k_w") + ", wf_sh = " + scalar(p, "stride_h") +
          ", wf_sw = " + scalar(p, "stride_w") + ", wf_ph = " + scalar(p, "pad_h") + ", wf_pw = " + scalar(p, "pad_w") + ";");
   w.line("const std::int64_t wf_xs2 = " + x.cpp + ".strides[2], wf_xs3 = " + x.cpp + ".strides[3];");
+  w.line("const std::int64_t wf_ws2 = " + win.cpp + ".strides[2], wf_ws3 = " + win.cpp + ".strides[3];");
   if (!value) w.line("const std::int64_t wf_ts2 = " + target.cpp + ".strides[2], wf_ts3 = " + target.cpp + ".strides[3];");
-  w.line("const std::int64_t wf_channels = " + x.cpp + ".shape[1];");
-  w.open("wfgen::rt::parallel_for(0, " + x.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_h * wf_w)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.comment("the windows x in [wf_inner_lo, wf_inner_hi) have every column x*stride_w - pad_w + j inside [0, w)");
+  w.line("const std::int64_t wf_inner_hi = wf_w - wf_kw + wf_pw >= 0 ? std::min<std::int64_t>((wf_w - wf_kw + wf_pw) / wf_sw + 1, wf_wo) : 0;");
+  w.line("const std::int64_t wf_inner_lo = std::min<std::int64_t>((wf_pw + wf_sw - 1) / wf_sw, wf_inner_hi);");
   w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
   w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
   auto plane = [&](const TensorParam& tp) { return tp.cpp + ".data + wf_b * " + tp.cpp + ".strides[0] + wf_c * " + tp.cpp + ".strides[1]"; };
@@ -327,8 +334,10 @@ void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
   if (mode == PoolMode::Grad) {
     w.line(t + "* wf_img = " + plane(o) + ";");
     w.line("const " + t + "* wf_win = " + plane(win) + ";");
-    w.line("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
-    w.line("  for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = " + t + "(0);");
+    w.open("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
+    w.line("if (wf_ts3 == 1) std::fill(wf_img + wf_iy * wf_ts2, wf_img + wf_iy * wf_ts2 + wf_w, " + t + "(0));");
+    w.line("else for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = " + t + "(0);");
+    w.close();
   } else {
     w.line(t + "* wf_dst = " + plane(o) + ";");
     if (mode == PoolMode::Pick) w.line("const " + t + "* wf_from = " + plane(target) + ";");
@@ -336,55 +345,116 @@ void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
   w.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y)");
   w.line("const std::int64_t wf_iy0 = wf_y * wf_sh - wf_ph;");
   w.line("const std::int64_t wf_i_lo = std::max<std::int64_t>(0, -wf_iy0), wf_i_hi = std::min<std::int64_t>(wf_kh, wf_h - wf_iy0);");
-  w.open("for (std::int64_t wf_x0 = 0; wf_x0 < wf_wo; wf_x0 += 64)");
-  w.line("const std::int64_t wf_lanes = std::min<std::int64_t>(64, wf_wo - wf_x0);");
-  w.line(t + " wf_best[64];");
   const std::string lowest = is_float ? "-std::numeric_limits<" + t + ">::infinity()" : "std::numeric_limits<" + t + ">::lowest()";
-  if (value) {
-    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_best[wf_l] = " + lowest + ";");
-  } else {
+  if (!value) {
     // (Offsets can be negative: a view with a reversed axis.)
     w.line("constexpr std::int64_t wf_none = std::numeric_limits<std::int64_t>::min();");
-    w.line("std::int64_t wf_at[64];  // the winner's offset in " + target.name + "'s plane, wf_none: none yet");
-    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_best[wf_l] = " + t + "(0), wf_at[wf_l] = wf_none;");
   }
-  w.open("for (std::int64_t wf_i = wf_i_lo; wf_i < wf_i_hi; ++wf_i)");
-  w.line("const " + t + "* wf_row = wf_src + (wf_iy0 + wf_i) * wf_xs2;");
-  if (!value) w.line("const std::int64_t wf_row_at = (wf_iy0 + wf_i) * wf_ts2;");
-  w.open("for (std::int64_t wf_j = 0; wf_j < wf_kw; ++wf_j)");
-  w.comment("the lanes whose column x*stride_w - shift falls inside [0, w)");
-  w.line("const std::int64_t wf_shift = wf_pw - wf_j;");
-  w.line("std::int64_t wf_l_lo = (wf_shift > 0 ? (wf_shift + wf_sw - 1) / wf_sw : 0) - wf_x0;");
-  w.line("std::int64_t wf_l_hi = (wf_w + wf_shift > 0 ? (wf_w + wf_shift + wf_sw - 1) / wf_sw : 0) - wf_x0;");
-  w.line("wf_l_hi = std::min<std::int64_t>(wf_l_hi, wf_lanes);");
-  w.line("wf_l_lo = std::max<std::int64_t>(0, std::min<std::int64_t>(wf_l_lo, wf_l_hi));");
-  w.open("for (std::int64_t wf_l = wf_l_lo; wf_l < wf_l_hi; ++wf_l)");
-  w.line("const std::int64_t wf_ix = (wf_x0 + wf_l) * wf_sw - wf_shift;");
-  w.line("const " + t + " wf_v = wf_row[wf_ix * wf_xs3];");
-  if (value) {
-    w.line(is_float ? "wf_best[wf_l] = wf_v > wf_best[wf_l] || wf_v != wf_v ? wf_v : wf_best[wf_l];"
-                    : "wf_best[wf_l] = wf_v > wf_best[wf_l] ? wf_v : wf_best[wf_l];");
-  } else {
-    if (is_float) {
-      w.comment("the first element, else one larger than a best that is not NaN, or a NaN");
-      w.line("const bool wf_take = wf_at[wf_l] == wf_none || (wf_best[wf_l] == wf_best[wf_l] && (wf_v > wf_best[wf_l] || wf_v != wf_v));");
-    } else {
-      w.line("const bool wf_take = wf_at[wf_l] == wf_none || wf_v > wf_best[wf_l];");
+  // One window x: its best over rows i and columns j (an expression: the
+  // width of the kernel or a constant), then what the mode does with it.
+  // max_pool_grad and max_pool_pick compare order keys (kernel_support.hpp):
+  // integer selects, vectorised, never branches.
+  const std::string key = p.dtype == rt::DType::f64 ? "std::int64_t" : "std::int32_t";
+  const bool keyed = !value && is_float;
+  // Windows x of `lanes`: each one's best over rows i and columns j (`width`:
+  // the kernel's width or a constant), then the output (max_pool) or the
+  // winner's offset in wf_ats (the adjoints, which use it after the loop, so
+  // the loop itself has no scatter or gather and vectorises).
+  // One element of window x: `row` (a pointer to row i of the window) at
+  // `offset`; `at` its offset in the target.
+  auto element = [&](const std::string& row, const std::string& offset, const std::string& at) {
+    w.line("const " + t + " wf_v = " + row + "[" + offset + "];");
+    // Every step a compare, a max or a select: a branch here would be
+    // mispredicted on every other element of random windows.
+    if (value) {
+      w.line("wf_best = wf_v > wf_best ? wf_v : wf_best;  // NaNs left out: v > best is false for them");
+      if (is_float) w.line("wf_nan = wf_nan | (wf_v != wf_v);");
+      return;
     }
-    w.line("wf_best[wf_l] = wf_take ? wf_v : wf_best[wf_l];");
-    w.line("wf_at[wf_l] = wf_take ? wf_row_at + wf_ix * wf_ts3 : wf_at[wf_l];");
+    if (keyed) {
+      w.line("const " + key + " wf_k = wfgen::rt::order_key(wf_v);  // NaNs: the largest key");
+      w.line("const bool wf_take = wf_k > wf_best;");
+      w.line("wf_best = wf_take ? wf_k : wf_best;");
+    } else {
+      w.line("const bool wf_take = (wf_at == wf_none) | (wf_v > wf_best);");
+      w.line("wf_best = wf_take ? wf_v : wf_best;");
+    }
+    w.line("wf_at = wf_take ? " + at + " : wf_at;");
+  };
+  // Windows x of `lanes`: each one's best over its rows and columns (`k`
+  // > 0: a k x k window wholly inside X, written out element by element so
+  // that the loop over windows is innermost and vectorises; 0: loops over
+  // the window, `checked` for the columns outside X), then the output
+  // (max_pool, into wf_maxes) or the winner's offset (the adjoints, into
+  // wf_ats), used after the loop.
+  auto window_loop = [&](const std::string& lanes, int k, int stride, bool checked) {
+    w.open("for (std::int64_t wf_x = " + lanes + ")");
+    w.line("const std::int64_t wf_ix0 = wf_x * " + (k > 0 ? num(stride) : std::string("wf_sw")) + " - wf_pw;");
+    if (keyed) w.line(key + " wf_best = std::numeric_limits<" + key + ">::min();  // below every key");
+    else w.line(t + " wf_best = " + lowest + ";");
+    if (value && is_float) w.line("bool wf_nan = false;");
+    if (!value) w.line("std::int64_t wf_at = wf_none;");
+    if (k > 0) {
+      for (int i = 0; i < k; ++i) {
+        for (int j = 0; j < k; ++j) {
+          w.open("");
+          element("(wf_src + (wf_iy0 + " + num(i) + ") * wf_xs2)", "wf_ix0 + " + num(j),  // a row of stride 1
+                  "(wf_iy0 + " + num(i) + ") * wf_ts2 + (wf_ix0 + " + num(j) + ") * wf_ts3");
+          w.close();
+        }
+      }
+    } else {
+      w.open("for (std::int64_t wf_i = wf_i_lo; wf_i < wf_i_hi; ++wf_i)");
+      w.line("const " + t + "* wf_row = wf_src + (wf_iy0 + wf_i) * wf_xs2;");
+      w.open("for (std::int64_t wf_j = 0; wf_j < wf_kw; ++wf_j)");
+      if (checked) w.line("if (wf_ix0 + wf_j < 0 || wf_ix0 + wf_j >= wf_w) continue;");
+      element("wf_row", "(wf_ix0 + wf_j) * wf_xs3", "(wf_iy0 + wf_i) * wf_ts2 + (wf_ix0 + wf_j) * wf_ts3");
+      w.close();
+      w.close();
+    }
+    if (value) {
+      w.line("wf_maxes[wf_x - wf_x0] = " +
+             std::string(is_float ? "wf_nan ? std::numeric_limits<" + t + ">::quiet_NaN() : wf_best;" : "wf_best;"));
+    } else {
+      w.line("wf_ats[wf_x - wf_x0] = wf_at;");
+    }
+    w.close();
+  };
+  w.open("for (std::int64_t wf_x0 = 0; wf_x0 < wf_wo; wf_x0 += 64)");
+  w.line("const std::int64_t wf_x1 = std::min<std::int64_t>(wf_x0 + 64, wf_wo);");
+  // The loops over windows store into these arrays of the stack, never into
+  // a tensor the compiler must assume they read (which stops it vectorising).
+  if (value) w.line(t + " wf_maxes[64];");
+  else w.line("std::int64_t wf_ats[64];  // the winners' offsets in " + target.name + "'s plane, wf_none for none");
+  const std::string inner = "std::max(wf_x0, wf_inner_lo); wf_x < std::min(wf_x1, wf_inner_hi); ++wf_x";
+  w.comment("windows over the left padding, those inside X, windows over the right padding");
+  window_loop("wf_x0; wf_x < std::min(wf_x1, wf_inner_lo); ++wf_x", 0, 0, true);
+  // The usual pools (2x2 stride 2, 3x3 stride 3 and 2) on rows of stride 1,
+  // windows wholly inside X: the kernel and stride as constants, so that the
+  // loop over windows vectorises.
+  bool first = true;
+  for (auto [k, stride] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{3, 2}}) {
+    const std::string ks = num(k), condition = "wf_xs3 == 1 && wf_kh == " + ks + " && wf_kw == " + ks + " && wf_sw == " + num(stride) +
+                                                  " && wf_i_lo == 0 && wf_i_hi == " + ks;
+    if (first) w.open("if (" + condition + ")");
+    else w.otherwise_if(condition);
+    first = false;
+    window_loop(inner, k, stride, false);
   }
+  w.otherwise();
+  window_loop(inner, 0, 0, false);
   w.close();
-  w.close();
-  w.close();
-  const std::string at_window = "wf_y * " + win.cpp + ".strides[2] + (wf_x0 + wf_l) * " + win.cpp + ".strides[3]";
+  window_loop("std::max(wf_x0, std::max(wf_inner_lo, wf_inner_hi)); wf_x < wf_x1; ++wf_x", 0, 0, true);
   if (value) {
-    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_dst[" + at_window + "] = wf_best[wf_l];");
+    w.line("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x) wf_dst[wf_y * wf_ws2 + wf_x * wf_ws3] = wf_maxes[wf_x - wf_x0];");
   } else if (mode == PoolMode::Grad) {
-    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l)");
-    w.line("  if (wf_at[wf_l] != wf_none) wf_img[wf_at[wf_l]] += wf_win[" + at_window + "];");
-  } else {
-    w.line("for (std::int64_t wf_l = 0; wf_l < wf_lanes; ++wf_l) wf_dst[" + at_window + "] = wf_at[wf_l] != wf_none ? wf_from[wf_at[wf_l]] : " + t + "(0);");
+    w.open("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x)");
+    w.line("if (wf_ats[wf_x - wf_x0] != wf_none) wf_img[wf_ats[wf_x - wf_x0]] += wf_win[wf_y * wf_ws2 + wf_x * wf_ws3];");
+    w.close();
+  } else if (mode == PoolMode::Pick) {
+    w.open("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x)");
+    w.line("wf_dst[wf_y * wf_ws2 + wf_x * wf_ws3] = wf_ats[wf_x - wf_x0] != wf_none ? wf_from[wf_ats[wf_x - wf_x0]] : " + t + "(0);");
+    w.close();
   }
   w.close();
   w.close();

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -258,6 +259,25 @@ std::int64_t index_of(T v) {
     if (!(v >= T(0)) || v >= T(9.0e18) || v != static_cast<T>(static_cast<std::int64_t>(v))) return -1;
   }
   return static_cast<std::int64_t>(v);
+}
+
+// An integer that orders floating-point values as max_pool's winner is
+// chosen: by value (-0 and +0 equal), every NaN above +inf and equal to the
+// others. max_pool_grad and max_pool_pick compare these instead of the
+// floats: integer compares and selects, which the compiler vectorises and
+// never turns into branches (a float compare with a NaN test became two
+// mispredicted branches per element on random windows).
+template <class T>
+auto order_key(T v) noexcept {
+  static_assert(std::is_floating_point_v<T> && (sizeof(T) == 4 || sizeof(T) == 8));
+  using I = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  constexpr I kInfinity = sizeof(T) == 4 ? I(0x7f800000) : I(0x7ff0000000000000);
+  // Integer operations only (a float NaN test compiles to a branch):
+  // |v|'s bits, negated for a negative v (-0 and +0 both 0), NaN above all.
+  const I bits = std::bit_cast<I>(v);
+  const I magnitude = bits & std::numeric_limits<I>::max();
+  const I key = bits < 0 ? -magnitude : magnitude;
+  return magnitude > kInfinity ? std::numeric_limits<I>::max() : key;
 }
 
 // Whether the contiguous ranges [a, a + na) and [b, b + nb) share no
