@@ -114,7 +114,14 @@ void emit_im2col(CodeWriter& w, const KernelPlan& p) {
   w.close();
   w.line("const " + t + "* wf_row = wf_src + wf_iy * " + x.cpp + ".strides[2];");
   w.line("for (std::int64_t wf_x = 0; wf_x < wf_x_lo; ++wf_x) wf_dst[wf_x * wf_cs5] = " + t + "(0);");
+  // Rows of stride 1 on both sides with stride_w 1 (every convolution of
+  // stride 1): a copy the compiler vectorises; the strides as variables
+  // would make it a gather.
+  w.open("if (wf_cs5 == 1 && wf_xs3 == 1 && wf_sw == 1)");
+  w.line("for (std::int64_t wf_x = wf_x_lo; wf_x < wf_x_hi; ++wf_x) wf_dst[wf_x] = wf_row[wf_x - wf_shift];");
+  w.otherwise();
   w.line("for (std::int64_t wf_x = wf_x_lo; wf_x < wf_x_hi; ++wf_x) wf_dst[wf_x * wf_cs5] = wf_row[(wf_x * wf_sw - wf_shift) * wf_xs3];");
+  w.close();
   w.line("for (std::int64_t wf_x = wf_x_hi; wf_x < " + c.cpp + ".shape[5]; ++wf_x) wf_dst[wf_x * wf_cs5] = " + t + "(0);");
   for (int i = 0; i < 4; ++i) w.close();
   w.close(");");
@@ -170,7 +177,12 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   w.line("const " + t + "* wf_src = " + c.cpp + ".data + wf_b * " + c.cpp + ".strides[0] + wf_c * " + c.cpp + ".strides[1] + wf_kh * " +
          c.cpp + ".strides[2] + wf_kw * " + c.cpp + ".strides[3] + wf_y * " + c.cpp + ".strides[4];");
   w.line(t + "* wf_row = wf_img + wf_iy * " + o.cpp + ".strides[2];");
+  // Unit strides (a convolution of stride 1): a vectorised add, as in im2col.
+  w.open("if (wf_cs5 == 1 && wf_os3 == 1 && wf_sw == 1)");
+  w.line("for (std::int64_t wf_x = wf_x_lo; wf_x < wf_x_hi; ++wf_x) wf_row[wf_x - wf_shift] += wf_src[wf_x];");
+  w.otherwise();
   w.line("for (std::int64_t wf_x = wf_x_lo; wf_x < wf_x_hi; ++wf_x) wf_row[(wf_x * wf_sw - wf_shift) * wf_os3] += wf_src[wf_x * wf_cs5];");
+  w.close();
   for (int i = 0; i < 4; ++i) w.close();
   w.close(");");
 }
