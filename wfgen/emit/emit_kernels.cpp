@@ -83,7 +83,13 @@ std::size_t written_index(const KernelPlan& p) {
 // and the inputs with their steps held in locals wf_s<k> (UnitOutput: the
 // compiler then knows the output's writes are consecutive and keeps the
 // inputs' steps in registers, which a transposed operand's tiles need).
-enum class Indexing { Unit, Strided, UnitOutput };
+// How a loop over a row reads its operands: every step 1 (Unit), the steps
+// in wf_step (Strided), the output's step 1 and the inputs' in locals wf_s<k>
+// (UnitOutput), or the output's step 1 and each input's 1 or 0, a value
+// repeated along the row (UnitOrRepeated: `wf_s<k> != 0 ? wf_i : 0`, which
+// the compiler unswitches into loops it vectorises, where a step in a
+// variable would make every load a gather).
+enum class Indexing { Unit, Strided, UnitOutput, UnitOrRepeated };
 
 // The C++ for a name of a kernel expression: tensors are read through their
 // row pointers, scalars are parameters.
@@ -98,6 +104,7 @@ expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_u
       std::string index = index_suffix_unit;
       if (indexing == Indexing::Strided) index = "wf_i * wf_step[" + ks + "]";
       if (indexing == Indexing::UnitOutput && !p.tensors[k].written) index = "wf_i * wf_s" + ks;
+      if (indexing == Indexing::UnitOrRepeated && !p.tensors[k].written) index = "wf_s" + ks + " != 0 ? wf_i : 0";
       return "wf_" + p.tensors[k].cpp + "[" + index + "]";
     }
     for (const auto& s : p.scalars)
@@ -161,15 +168,27 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   // output's strides, so this is the usual strided case: a transposed or
   // broadcast input): the inputs' steps in locals, the output's known.
   w.otherwise_if("wf_step[" + num(static_cast<std::int64_t>(out)) + "] == 1");
-  std::string steps;
+  std::string steps, repeated;
   for (std::size_t k = 0; k < p.tensors.size(); ++k) {
     if (k == out) continue;
     const std::string ks = num(static_cast<std::int64_t>(k));
     steps += (steps.empty() ? "const std::int64_t " : ", ") + std::string("wf_s") + ks + " = wf_step[" + ks + "]";
+    repeated += (repeated.empty() ? "" : " && ") + std::string("(wf_s") + ks + " | 1) == 1";
   }
   if (!steps.empty()) w.line(steps + ";");
-  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
-         expr::to_cpp(*p.body, context(p, "wf_i", Indexing::UnitOutput)) + ";");
+  const std::string unit_output = "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
+                                  expr::to_cpp(*p.body, context(p, "wf_i", Indexing::UnitOutput)) + ";";
+  if (repeated.empty()) {
+    w.line(unit_output);
+  } else {
+    // A broadcast input (a bias along a row): each input's step 1 or 0.
+    w.open("if (" + repeated + ")");
+    w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
+           expr::to_cpp(*p.body, context(p, "wf_i", Indexing::UnitOrRepeated)) + ";");
+    w.otherwise();
+    w.line(unit_output);
+    w.close();
+  }
   w.otherwise();
   w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i * wf_step[" +
          num(static_cast<std::int64_t>(out)) + "]] = " + expr::to_cpp(*p.body, context(p, "", Indexing::Strided)) + ";");

@@ -44,7 +44,11 @@ void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::Vi
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i]);
     } else if (wf_step[2] == 1) {
       const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
+      if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_s0 != 0 ? wf_i : 0] + wf_in1[wf_s1 != 0 ? wf_i : 0]);
+      } else {
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
+      }
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
     }
@@ -86,7 +90,11 @@ void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i] + wf_in1[wf_i]);
     } else if (wf_step[2] == 1) {
       const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
+      if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_s0 != 0 ? wf_i : 0] + wf_in1[wf_s1 != 0 ? wf_i : 0]);
+      } else {
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
+      }
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = std::tanh(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
     }
