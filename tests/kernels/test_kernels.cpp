@@ -640,46 +640,28 @@ Built build_max_pool(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   return b;
 }
 
-// DOUT[N C ho wo] X[N C H W] -> OUT[N C H W]: stride < kernel sums several
-// windows into one pixel; stride > kernel leaves pixels in no window (0).
-Built build_max_pool_grad(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
-  Built b;
-  Case& cs = b.cs;
-  const DType dt = e.dtype;
-  const PoolDraw d = draw_pool(c, rng);
-  const Shape xs = d.xs;
-  const Pool p = d.p;
-  const Shape ds = {xs[0], xs[1], d.ho, d.wo};
-  cs.label = std::to_string(c);
-  const Layout ld = input_layout(c, rng, true), lx = input_layout(c, rng, c < 8 || c > 12);
-  cs.add("DOUT", make_operand(dt, ds, ld, rng, filler(r.dom[0], rng)), ld);
-  cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[1], c, rng)), lx);
-  const Layout lo = output_layout(c, rng);
-  cs.add("OUT", make_view(dt, xs, lo, rng), lo);
-  cs.out = 2;
-  add_pool_args(cs, p);
-  b.reference = [p, dt](const std::vector<Dense>& in) { return ref_max_pool_grad(in[0], in[1], p, dt); };
-  return b;
-}
-
+// The adjoints, which read X's winners: max_pool_grad, DOUT[N C ho wo] X[N C
+// H W] -> OUT[N C H W] (stride < kernel sums several windows into one
+// pixel; stride > kernel leaves pixels in no window: 0), and max_pool_pick,
 // D[N C H W] X[N C H W] -> OUT[N C ho wo].
-Built build_max_pool_pick(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+Built build_max_pool_adjoint(const KernelEntry& e, const NodeRef& r, int c, Rng& rng, bool grad) {
   Built b;
   Case& cs = b.cs;
   const DType dt = e.dtype;
   const PoolDraw d = draw_pool(c, rng);
   const Shape xs = d.xs;
   const Pool p = d.p;
-  const Shape os = {xs[0], xs[1], d.ho, d.wo};
+  const Shape windows = {xs[0], xs[1], d.ho, d.wo};
   cs.label = std::to_string(c);
   const Layout ld = input_layout(c, rng, true), lx = input_layout(c, rng, c < 8 || c > 12);
-  cs.add("D", make_operand(dt, xs, ld, rng, filler(r.dom[0], rng)), ld);
+  cs.add(grad ? "DOUT" : "D", make_operand(dt, grad ? windows : xs, ld, rng, filler(r.dom[0], rng)), ld);
   cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[1], c, rng)), lx);
   const Layout lo = output_layout(c, rng);
-  cs.add("OUT", make_view(dt, os, lo, rng), lo);
+  cs.add("OUT", make_view(dt, grad ? xs : windows, lo, rng), lo);
   cs.out = 2;
   add_pool_args(cs, p);
-  b.reference = [os, p, dt](const std::vector<Dense>& in) { return ref_max_pool_pick(in[0], in[1], os, p, dt); };
+  if (grad) b.reference = [p, dt](const std::vector<Dense>& in) { return ref_max_pool_grad(in[0], in[1], p, dt); };
+  else b.reference = [windows, p, dt](const std::vector<Dense>& in) { return ref_max_pool_pick(in[0], in[1], windows, p, dt); };
   return b;
 }
 
@@ -784,8 +766,8 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     case Kind::MaxPool: return build_max_pool(e, r, c, rng);
-    case Kind::MaxPoolGrad: return build_max_pool_grad(e, r, c, rng);
-    case Kind::MaxPoolPick: return build_max_pool_pick(e, r, c, rng);
+    case Kind::MaxPoolGrad: return build_max_pool_adjoint(e, r, c, rng, true);
+    case Kind::MaxPoolPick: return build_max_pool_adjoint(e, r, c, rng, false);
     default: return {};
   }
 }
