@@ -303,11 +303,12 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
 // three. Each (n, c) plane is independent (split across threads; a plane's
 // windows are visited in a fixed order, so max_pool_grad's sums do not
 // depend on the number of threads). A window's best so far stays in a
-// register; the windows wholly inside X run without bounds checks (2x2 and
-// 3x3 windows of stride 2 and 3 with the kernel's width as a constant), the
-// few over the padding check each column. The winner is the first NaN, else
-// the first largest (i, then j), the element max_pool_grad routes the
-// window's gradient to.
+// register; the windows wholly inside X run without bounds checks (2x2/2,
+// 3x3/3 and 3x3/2 written out with constants, so the loop over windows
+// vectorises), the few over the padding check each column. The winner is
+// the first NaN, else the first largest (i, then j), the element
+// max_pool_grad routes the window's gradient to. (docs/performance.md,
+// "What changed", says what each of these choices was worth.)
 enum class PoolMode { Value, Grad, Pick };
 
 void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
@@ -362,36 +363,32 @@ void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
     // (Offsets can be negative: a view with a reversed axis.)
     w.line("constexpr std::int64_t wf_none = std::numeric_limits<std::int64_t>::min();");
   }
-  // One window x: its best over rows i and columns j (an expression: the
-  // width of the kernel or a constant), then what the mode does with it.
   // max_pool_grad and max_pool_pick compare order keys (kernel_support.hpp):
   // integer selects, vectorised, never branches.
   const std::string key = p.dtype == rt::DType::f64 ? "std::int64_t" : "std::int32_t";
   const bool keyed = !value && is_float;
-  // Windows x of `lanes`: each one's best over rows i and columns j (`width`:
-  // the kernel's width or a constant), then the output (max_pool) or the
-  // winner's offset in wf_ats (the adjoints, which use it after the loop, so
-  // the loop itself has no scatter or gather and vectorises).
   // One element of window x: `row` (a pointer to row i of the window) at
-  // `offset`; `at` its offset in the target.
-  auto element = [&](const std::string& row, const std::string& offset, const std::string& at) {
-    w.line("const " + t + " wf_v = " + row + "[" + offset + "];");
+  // `offset`; `at` its offset in the target; `n` tells the names of one
+  // element from the next when a window is written out.
+  auto element = [&](const std::string& row, const std::string& offset, const std::string& at, const std::string& n = "") {
+    const std::string v = "wf_v" + n, k = "wf_k" + n, take = "wf_take" + n;
+    w.line("const " + t + " " + v + " = " + row + "[" + offset + "];");
     // Every step a compare, a max or a select: a branch here would be
     // mispredicted on every other element of random windows.
     if (value) {
-      w.line("wf_best = wf_v > wf_best ? wf_v : wf_best;  // NaNs left out: v > best is false for them");
-      if (is_float) w.line("wf_nan = wf_nan | (wf_v != wf_v);");
+      w.line("wf_best = " + v + " > wf_best ? " + v + " : wf_best;" + (n.empty() || n == "0" ? "  // NaNs left out: v > best is false for them" : ""));
+      if (is_float) w.line("wf_nan = wf_nan | (" + v + " != " + v + ");");
       return;
     }
     if (keyed) {
-      w.line("const " + key + " wf_k = wfgen::rt::order_key(wf_v);  // NaNs: the largest key");
-      w.line("const bool wf_take = wf_k > wf_best;");
-      w.line("wf_best = wf_take ? wf_k : wf_best;");
+      w.line("const " + key + " " + k + " = wfgen::rt::order_key(" + v + ");" + (n.empty() || n == "0" ? "  // NaNs: the largest key" : ""));
+      w.line("const bool " + take + " = " + k + " > wf_best;");
+      w.line("wf_best = " + take + " ? " + k + " : wf_best;");
     } else {
-      w.line("const bool wf_take = (wf_at == wf_none) | (wf_v > wf_best);");
-      w.line("wf_best = wf_take ? wf_v : wf_best;");
+      w.line("const bool " + take + " = (wf_at == wf_none) | (" + v + " > wf_best);");
+      w.line("wf_best = " + take + " ? " + v + " : wf_best;");
     }
-    w.line("wf_at = wf_take ? " + at + " : wf_at;");
+    w.line("wf_at = " + take + " ? " + at + " : wf_at;");
   };
   // Windows x of `lanes`: each one's best over its rows and columns (`k`
   // > 0: a k x k window wholly inside X, written out element by element so
@@ -408,12 +405,10 @@ void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
     if (!value) w.line("std::int64_t wf_at = wf_none;");
     if (k > 0) {
       for (int i = 0; i < k; ++i) {
-        for (int j = 0; j < k; ++j) {
-          w.open("");
-          element("(wf_src + (wf_iy0 + " + num(i) + ") * wf_xs2)", "wf_ix0 + " + num(j),  // a row of stride 1
-                  "(wf_iy0 + " + num(i) + ") * wf_ts2 + (wf_ix0 + " + num(j) + ") * wf_ts3");
-          w.close();
-        }
+        w.line("const " + t + "* wf_row" + num(i) + " = wf_src + (wf_iy0 + " + num(i) + ") * wf_xs2;");
+        for (int j = 0; j < k; ++j)
+          element("wf_row" + num(i), "wf_ix0 + " + num(j),  // a row of stride 1
+                  "(wf_iy0 + " + num(i) + ") * wf_ts2 + (wf_ix0 + " + num(j) + ") * wf_ts3", num(i * k + j));
       }
     } else {
       w.open("for (std::int64_t wf_i = wf_i_lo; wf_i < wf_i_hi; ++wf_i)");

@@ -389,7 +389,10 @@ void check_strings(const Source& src, const YAML::Node& root, const YAML::Node& 
       if (!kv.first.IsScalar()) continue;
       std::string key = kv.first.Scalar();
       YAML::Node sub = child(props, key);
-      if (!sub && extra && extra.IsMap()) sub = extra;
+      // rebind, not `sub = extra`: that would merge the static schema's node
+      // memory with this call's, and the schema's set would grow with every
+      // spec a process loads (each load slower than the last).
+      if (!sub && extra && extra.IsMap()) rebind(sub, extra);
       if (!sub) continue;
       path.push_back(key);
       check_strings(src, root, sub, kv.second, path, out);
