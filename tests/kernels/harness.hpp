@@ -401,4 +401,15 @@ inline std::string unchanged_outside(const char* what, const Snapshot& s, const 
   return "";
 }
 
+// Sets the streaming-store threshold for a scope (rt::set_streaming_store_bytes).
+struct StreamingStores {
+  explicit StreamingStores(std::int64_t bytes) : saved(wfgen::rt::streaming_store_bytes()) {
+    wfgen::rt::set_streaming_store_bytes(bytes);
+  }
+  ~StreamingStores() { wfgen::rt::set_streaming_store_bytes(saved); }
+  StreamingStores(const StreamingStores&) = delete;
+  StreamingStores& operator=(const StreamingStores&) = delete;
+  std::int64_t saved;
+};
+
 }  // namespace kt

@@ -1,0 +1,359 @@
+// Kernels of the standard library called through their typed signatures
+// (View<T, R> arguments, as generated models call them) on hand-picked cases
+// whose results are written out in the test: transposed and broadcast
+// operands, NaN in windows of rows side by side, integer semantics, GEMMs
+// that accumulate, and the view kernels. test_kernels.cpp holds the random
+// cases over every entry of the kernel table.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+#include "kernels.hpp"
+#include "references.hpp"
+#include "wfgen/blas_support.hpp"
+
+namespace {
+
+using namespace kt;
+using wfgen::rt::KernelEntry;
+using wfgen::rt::ScalarArg;
+using wfgen::rt::TensorRef;
+
+}  // namespace
+
+TEST_CASE("typed kernels: add_f32_r2 on a transposed and a broadcast operand", "[kernels][typed]") {
+  Tensor a = Tensor::from_data<float>({3, 2}, {1, 2, 3, 4, 5, 6}).T();  // (2 3): 1 3 5 / 2 4 6
+  Tensor b = Tensor::from_data<float>({3}, {10, 20, 30}).broadcast_to({2, 3});
+  Tensor out = Tensor::zeros(DType::f32, {2, 3});
+  wfgen_kernels::add_f32_r2(a.cview<float, 2>(), b.cview<float, 2>(), out.view<float, 2>());
+  const std::vector<float> want = {11, 23, 35, 12, 24, 36};
+  for (int k = 0; k < 6; ++k) CHECK(out.at<float>({k / 3, k % 3}) == want[static_cast<std::size_t>(k)]);
+}
+
+TEST_CASE("typed kernels: max and min over a window of rows side by side keep NaN per row", "[kernels][typed]") {
+  // X (20 4) transposed from a (4 20) buffer: 16 rows in lanes, 4 left over.
+  std::vector<float> data(80);
+  for (int k = 0; k < 80; ++k) data[static_cast<std::size_t>(k)] = static_cast<float>((k * 37) % 23) - 11.0f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  data[2 * 20 + 3] = nan;   // row 3 (in the lanes)
+  data[1 * 20 + 18] = nan;  // row 18 (left over)
+  Tensor x = Tensor::from_data<float>({4, 20}, data).T();
+  Tensor mx = Tensor::zeros(DType::f32, {20, 1}), mn = Tensor::zeros(DType::f32, {20, 1});
+  wfgen_kernels::max_f32_r2(x.cview<float, 2>(), mx.view<float, 2>());
+  wfgen_kernels::min_f32_r2(x.cview<float, 2>(), mn.view<float, 2>());
+  for (int r = 0; r < 20; ++r) {
+    INFO("row " << r);
+    if (r == 3 || r == 18) {
+      CHECK(std::isnan(mx.at<float>({r, 0})));
+      CHECK(std::isnan(mn.at<float>({r, 0})));
+      continue;
+    }
+    float hi = -1e30f, lo = 1e30f;
+    for (int i = 0; i < 4; ++i) {
+      hi = std::max(hi, data[static_cast<std::size_t>(i * 20 + r)]);
+      lo = std::min(lo, data[static_cast<std::size_t>(i * 20 + r)]);
+    }
+    CHECK(mx.at<float>({r, 0}) == hi);
+    CHECK(mn.at<float>({r, 0}) == lo);
+  }
+}
+
+TEST_CASE("typed kernels: integer division and u8 arithmetic follow the expression semantics", "[kernels][typed]") {
+  const std::int32_t mn = std::numeric_limits<std::int32_t>::min();
+  Tensor a = Tensor::from_data<std::int32_t>({5}, {7, -7, mn, 5, mn});
+  Tensor b = Tensor::from_data<std::int32_t>({5}, {0, 2, -1, -3, 1});
+  Tensor q = Tensor::zeros(DType::i32, {5});
+  wfgen_kernels::div_i32_r1(a.cview<std::int32_t, 1>(), b.cview<std::int32_t, 1>(), q.view<std::int32_t, 1>());
+  const std::vector<std::int32_t> want = {0, -3, mn, -1, mn};
+  for (int k = 0; k < 5; ++k) CHECK(q.at<std::int32_t>({k}) == want[static_cast<std::size_t>(k)]);
+
+  Tensor x = Tensor::from_data<std::uint8_t>({3}, {250, 3, 16});
+  Tensor y = Tensor::from_data<std::uint8_t>({3}, {10, 5, 16});
+  Tensor o = Tensor::zeros(DType::u8, {3});
+  wfgen_kernels::add_u8_r1(x.cview<std::uint8_t, 1>(), y.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>());
+  CHECK(o.at<std::uint8_t>({0}) == 4);  // 260 mod 256
+  wfgen_kernels::sub_u8_r1(x.cview<std::uint8_t, 1>(), y.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>());
+  CHECK(o.at<std::uint8_t>({1}) == 254);  // -2 mod 256
+  wfgen_kernels::mul_u8_r1(x.cview<std::uint8_t, 1>(), y.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>());
+  CHECK(o.at<std::uint8_t>({2}) == 0);  // 256 mod 256
+  // A float argument makes the expression a double, converted back with saturation.
+  wfgen_kernels::sub_scalar_u8_r1(x.cview<std::uint8_t, 1>(), o.view<std::uint8_t, 1>(), 4.5);
+  CHECK(o.at<std::uint8_t>({0}) == 245);
+  CHECK(o.at<std::uint8_t>({1}) == 0);  // -1.5 saturates at 0
+  wfgen_kernels::fill_u8_r1(o.view<std::uint8_t, 1>(), 300.0);
+  CHECK(o.at<std::uint8_t>({2}) == 255);
+  wfgen_kernels::fill_i32_r1(q.view<std::int32_t, 1>(), std::numeric_limits<double>::quiet_NaN());
+  CHECK(q.at<std::int32_t>({0}) == 0);
+}
+
+TEST_CASE("typed kernels: matmul (cpu and blas) and sum", "[kernels][typed]") {
+  Tensor a = Tensor::from_data<double>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = Tensor::from_data<double>({2, 3}, {1, 0, -1, 2, 1, 0}).T();  // (3 2), column-major
+  Tensor c = Tensor::zeros(DType::f64, {2, 2});
+  const std::vector<double> want = {1 * 1 + 2 * 0 + 3 * -1, 1 * 2 + 2 * 1 + 3 * 0, 4 * 1 + 5 * 0 + 6 * -1, 4 * 2 + 5 * 1 + 6 * 0};
+  wfgen_kernels::matmul_f64_r2(a.cview<double, 2>(), b.cview<double, 2>(), c.view<double, 2>());
+  for (int k = 0; k < 4; ++k) CHECK(c.at<double>({k / 2, k % 2}) == want[static_cast<std::size_t>(k)]);
+  Tensor c2 = Tensor::zeros(DType::f64, {2, 2});
+  wfgen_kernels::matmul_blas_f64_r2(a.cview<double, 2>(), b.cview<double, 2>(), c2.view<double, 2>());
+  for (int k = 0; k < 4; ++k) CHECK(c2.at<double>({k / 2, k % 2}) == want[static_cast<std::size_t>(k)]);
+
+  Tensor x = Tensor::from_data<std::int32_t>({2, 3}, {1, 2, 3, std::numeric_limits<std::int32_t>::max(), 1, 0});
+  Tensor s = Tensor::zeros(DType::i32, {2, 1});
+  wfgen_kernels::sum_i32_r2(x.cview<std::int32_t, 2>(), s.view<std::int32_t, 2>());
+  CHECK(s.at<std::int32_t>({0, 0}) == 6);
+  CHECK(s.at<std::int32_t>({1, 0}) == std::numeric_limits<std::int32_t>::min());  // wraps
+}
+
+TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C row-major and transposed", "[kernels][gemm]") {
+  // Sizes that cross the std-only GEMM's tile edges (MR/NR remainders and
+  // more than one KC block), so every partial tile adds into C.
+  const std::int64_t M = 13, N = 37, K = 300;
+  std::vector<double> A(static_cast<std::size_t>(M * K)), B(static_cast<std::size_t>(K * N)), C0(static_cast<std::size_t>(M * N));
+  for (std::size_t i = 0; i < A.size(); ++i) A[i] = static_cast<double>((i * 7) % 11) - 5;
+  for (std::size_t i = 0; i < B.size(); ++i) B[i] = static_cast<double>((i * 5) % 13) - 6;
+  for (std::size_t i = 0; i < C0.size(); ++i) C0[i] = static_cast<double>(i % 17) - 8;
+  std::vector<double> want = C0;  // C0 + A B: small integers, exact in double
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t k = 0; k < K; ++k) want[static_cast<std::size_t>(i * N + j)] += A[static_cast<std::size_t>(i * K + k)] * B[static_cast<std::size_t>(k * N + j)];
+  for (bool blas : {false, true}) {
+    for (bool transposed_c : {false, true}) {
+      // C stored row-major (strides N, 1) or column-major (strides 1, M).
+      const std::int64_t rsc = transposed_c ? 1 : N, csc = transposed_c ? M : 1;
+      std::vector<double> C(C0.size());
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) C[static_cast<std::size_t>(i * rsc + j * csc)] = C0[static_cast<std::size_t>(i * N + j)];
+      if (blas) wfgen::rt::blas_gemm<double>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
+      else wfgen::rt::gemm<double>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
+      int bad = 0;
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j)
+          bad += C[static_cast<std::size_t>(i * rsc + j * csc)] != want[static_cast<std::size_t>(i * N + j)];
+      INFO((blas ? "blas" : "std-only") << (transposed_c ? ", C column-major" : ", C row-major"));
+      CHECK(bad == 0);
+    }
+    // K = 0: the product is empty, C stays as it was.
+    std::vector<double> C = C0;
+    if (blas) wfgen::rt::blas_gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
+    else wfgen::rt::gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
+    CHECK(C == C0);
+  }
+}
+
+TEST_CASE("view kernels: transpose and permute, typed, and invalid permutations", "[kernels][views]") {
+  Tensor t = Tensor::from_data<std::int64_t>({2, 3, 4}, std::vector<std::int64_t>(24, 0));
+  const auto v = t.view<std::int64_t, 3>();
+  const auto tr = wfgen_kernels::transpose_i64_r3(v);
+  CHECK(tr.data == v.data);
+  CHECK(tr.shape == std::array<std::int64_t, 3>{2, 4, 3});
+  CHECK(tr.strides == std::array<std::int64_t, 3>{12, 1, 4});
+
+  const std::int64_t perm[] = {2, 0, 1};
+  const auto p = wfgen_kernels::permute_i64_r3(v, perm);
+  CHECK(p.shape == std::array<std::int64_t, 3>{4, 2, 3});
+  CHECK(p.strides == std::array<std::int64_t, 3>{1, 12, 4});
+
+  const std::vector<std::vector<std::int64_t>> bad = {{0, 1}, {0, 1, 2, 3}, {0, 0, 1}, {0, 1, 3}, {-1, 0, 1}, {}};
+  for (const auto& b : bad) {
+    INFO("perm " << str(b));
+    try {
+      (void)wfgen_kernels::permute_i64_r3(v, b);
+      FAIL_CHECK("permute_i64_r3 accepted an invalid permutation");
+    } catch (const wfgen::rt::Error& err) {
+      CHECK(err.code() == wfgen::rt::ErrorCode::InvalidArgument);
+      CHECK(std::string(err.what()).find("permute_i64_r3") != std::string::npos);
+    }
+  }
+  // Through the erased entry as well.
+  for (const KernelEntry& e : wfgen_kernels::kernel_table()) {
+    if (std::string(e.node) != "permute" || e.rank != 2 || e.dtype != DType::f32) continue;
+    Tensor m = Tensor::zeros(DType::f32, {2, 3});
+    TensorRef refs[2] = {m.ref(), {}};
+    const std::int64_t dup[] = {1, 1};
+    ScalarArg arg;
+    arg.ints = dup;
+    arg.count = 2;
+    CHECK_THROWS_AS(e.fn(refs, &arg), wfgen::rt::Error);
+  }
+}
+
+TEST_CASE("gather and one_hot: out-of-range and non-numeric indices give zeros", "[kernels][indices]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor w = Tensor::from_data<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor idx = Tensor::from_data<float>({7}, {0, 2, -0.5f, 3, nan, 1e30f, 1});
+  Tensor out = Tensor::full(DType::f32, {7, 2}, 99);
+  wfgen_kernels::gather_f32_r2(w.cview<float, 2>(), idx.cview<float, 1>(), out.view<float, 2>());
+  const std::vector<float> want = {1, 2, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4};
+  for (int k = 0; k < 14; ++k) {
+    INFO("OUT(" << k / 2 << " " << k % 2 << ")");
+    CHECK(out.at<float>({k / 2, k % 2}) == want[static_cast<std::size_t>(k)]);
+  }
+
+  Tensor ii = Tensor::from_data<std::int32_t>({5}, {0, 2, -1, 3, 5});
+  Tensor oh = Tensor::full(DType::i32, {5, 4}, 7);
+  wfgen_kernels::one_hot_i32_r2(ii.cview<std::int32_t, 1>(), oh.view<std::int32_t, 2>(), 4);
+  for (int r = 0; r < 5; ++r)
+    for (int k = 0; k < 4; ++k) {
+      INFO("OUT(" << r << " " << k << ")");
+      CHECK(oh.at<std::int32_t>({r, k}) == ((r == 0 && k == 0) || (r == 1 && k == 2) || (r == 3 && k == 3) ? 1 : 0));
+    }
+
+  Tensor iu = Tensor::from_data<std::uint8_t>({2}, {255, 1});
+  Tensor wu = Tensor::from_data<std::uint8_t>({2, 1}, {7, 9});
+  Tensor ou = Tensor::full(DType::u8, {2, 1}, 3);
+  wfgen_kernels::gather_u8_r2(wu.cview<std::uint8_t, 2>(), iu.cview<std::uint8_t, 1>(), ou.view<std::uint8_t, 2>());
+  CHECK(ou.at<std::uint8_t>({0, 0}) == 0);
+  CHECK(ou.at<std::uint8_t>({1, 0}) == 9);
+}
+
+TEST_CASE("erased kernels reject operands of the wrong dtype or rank", "[kernels][erased]") {
+  const KernelEntry* add = nullptr;
+  for (const KernelEntry& e : wfgen_kernels::kernel_table())
+    if (std::string(e.name) == "add_f32_r2") add = &e;
+  REQUIRE(add != nullptr);
+  Tensor a = Tensor::zeros(DType::f32, {2, 2}), b = Tensor::zeros(DType::f64, {2, 2}), c = Tensor::zeros(DType::f32, {4});
+  ScalarArg none;
+  TensorRef wrong_dtype[] = {a.ref(), b.ref(), a.ref()};
+  try {
+    add->fn(wrong_dtype, &none);
+    FAIL_CHECK("no error for an f64 operand");
+  } catch (const wfgen::rt::Error& err) {
+    CHECK(err.code() == wfgen::rt::ErrorCode::DTypeMismatch);
+    CHECK_THAT(err.what(), Catch::Matchers::Contains("add_f32_r2") && Catch::Matchers::Contains("B"));
+  }
+  TensorRef wrong_rank[] = {a.ref(), a.ref(), c.ref()};
+  try {
+    add->fn(wrong_rank, &none);
+    FAIL_CHECK("no error for a rank-1 output");
+  } catch (const wfgen::rt::Error& err) {
+    CHECK(err.code() == wfgen::rt::ErrorCode::RankMismatch);
+    CHECK_THAT(err.what(), Catch::Matchers::Contains("OUT"));
+  }
+}
+
+// Element-wise stdlib kernels split across threads above their grain (65536
+// elements): the parallel path must cover every element exactly once, also
+// with a transposed operand and a strided output.
+TEST_CASE("element-wise kernels above their grain run on several threads", "[kernels][threads]") {
+  using wfgen::rt::Tensor;
+  const int saved = wfgen::rt::num_threads();
+  wfgen::rt::set_num_threads(2);
+  Tensor a = Tensor::empty(wfgen::rt::DType::f32, {600, 700});
+  Tensor b = Tensor::empty(wfgen::rt::DType::f32, {700, 600});
+  wfgen::rt::Rng rng(11);
+  wfgen::rt::fill_uniform(a, -1, 1, rng);
+  wfgen::rt::fill_uniform(b, -1, 1, rng);
+  Tensor big = Tensor::zeros(wfgen::rt::DType::f32, {600, 1400});
+  Tensor out = big.slice(1, 0, 1400, 2);  // every other column
+  wfgen_kernels::add_f32_r2(a.cview<float, 2>(), b.T().cview<float, 2>(), out.view<float, 2>());
+  wfgen::rt::set_num_threads(saved);
+  std::int64_t wrong = 0;
+  for (int i = 0; i < 600; ++i)
+    for (int j = 0; j < 700; ++j) {
+      wrong += out.at<float>({i, j}) != a.at<float>({i, j}) + b.at<float>({j, i});
+      wrong += big.at<float>({i, 2 * j + 1}) != 0.0f;
+    }
+  REQUIRE(wrong == 0);
+}
+
+// ---------------------------------------------------------------------------
+// Streaming stores (rt::stream_store): a contiguous output at least
+// rt::streaming_store_bytes() large is written in 256-byte blocks with
+// non-temporal stores, after plain stores up to the first 64-byte boundary
+// and before plain stores of the tail. Every length and misalignment around
+// those edges must give what the loop gives, touch nothing else, and be left
+// out when the output partly overlaps an input.
+
+namespace {
+
+template <class T>
+wfgen::rt::View<const T, 1> cview1(const T* p, std::int64_t n) { return {p, {n}, {1}}; }
+template <class T>
+wfgen::rt::View<T, 1> view1(T* p, std::int64_t n) { return {p, {n}, {1}}; }
+
+// out = a + b through the typed rank-1 add kernel, streamed, against the sum
+// computed here (T's own wrap-around for u8), with guard elements around.
+template <class T, class Add>
+std::int64_t streamed_add_mismatches(Add add, std::int64_t n, std::int64_t offset) {
+  const std::int64_t pad = 16;
+  std::vector<T> a(static_cast<std::size_t>(n + 2 * pad)), b(a.size()), out(a.size(), T(77));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<T>(static_cast<int>(i * 7 % 251) - 100);
+    b[i] = static_cast<T>(static_cast<int>(i * 13 % 241) - 50);
+  }
+  // Inputs and output at different misalignments from each other.
+  const T* pa = a.data() + pad + (offset + 1) % 4;
+  const T* pb = b.data() + pad;
+  T* po = out.data() + pad + offset;
+  add(cview1(pa, n), cview1(pb, n), view1(po, n));
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(out.size()); ++i) {
+    const std::int64_t k = i - (pad + offset);
+    const T want = k >= 0 && k < n ? static_cast<T>(pa[k] + pb[k]) : T(77);
+    bad += out[static_cast<std::size_t>(i)] != want;
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("streamed outputs: element-wise kernels write what plain stores write", "[kernels][streaming]") {
+  const StreamingStores stores(0);  // stream every contiguous output
+  for (std::int64_t n : {0, 1, 3, 15, 16, 17, 63, 64, 65, 100, 255, 256, 257, 1000, 4099}) {
+    for (std::int64_t offset : {0, 1, 2, 3, 5, 13}) {
+      INFO("n " << n << ", output offset " << offset << " elements");
+      CHECK(streamed_add_mismatches<float>(wfgen_kernels::add_f32_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<double>(wfgen_kernels::add_f64_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<std::int32_t>(wfgen_kernels::add_i32_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<std::int64_t>(wfgen_kernels::add_i64_r1, n, offset) == 0);
+      CHECK(streamed_add_mismatches<std::uint8_t>(wfgen_kernels::add_u8_r1, n, offset) == 0);
+    }
+  }
+  SECTION("on two threads, in chunks of the kernel's grain") {
+    const int saved = wfgen::rt::num_threads();
+    wfgen::rt::set_num_threads(2);
+    const std::int64_t mismatches = streamed_add_mismatches<float>(wfgen_kernels::add_f32_r1, 300001, 3);
+    wfgen::rt::set_num_threads(saved);
+    CHECK(mismatches == 0);
+  }
+  SECTION("exactly in place: out is a") {
+    std::vector<float> a(1000), b(1000), want(1000);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = static_cast<float>(i) * 0.5f;
+      b[i] = 3.0f - static_cast<float>(i);
+      want[i] = a[i] + b[i];
+    }
+    wfgen_kernels::add_f32_r1(cview1(a.data(), 1000), cview1(b.data(), 1000), view1(a.data(), 1000));
+    CHECK(a == want);
+  }
+  SECTION("an output one element past its input is not streamed: the loop's order shows") {
+    // out[i] = a[i] + b[i] with out = a + 1: the loop reads each a[i] after
+    // the previous iteration wrote it (a running sum); blocks computed
+    // before they are stored would read the old values.
+    std::vector<float> a(601, 1.0f), b(600, 1.0f), want(601, 1.0f);
+    for (std::size_t i = 0; i < 600; ++i) want[i + 1] = want[i] + b[i];
+    wfgen_kernels::add_f32_r1(cview1(a.data(), 600), cview1(b.data(), 600), view1(a.data() + 1, 600));
+    CHECK(a == want);
+  }
+}
+
+TEST_CASE("the streaming-store threshold is validated", "[kernels][streaming]") {
+  const StreamingStores stores(-1);
+  CHECK(wfgen::rt::streaming_store_bytes() == -1);
+  CHECK_THROWS_AS(wfgen::rt::set_streaming_store_bytes(-2), wfgen::rt::Error);
+  CHECK(wfgen::rt::streaming_store_bytes() == -1);
+  CHECK(wfgen::rt::streams_output<float>(std::int64_t{1} << 40) == false);
+  wfgen::rt::set_streaming_store_bytes(1024);
+  CHECK(wfgen::rt::streams_output<float>(255) == false);
+  CHECK(wfgen::rt::streams_output<float>(256) == true);
+  CHECK(wfgen::rt::streams_output<double>(128) == true);
+  wfgen::rt::set_streaming_store_bytes(0);  // still never less than one 256-byte block
+  CHECK(wfgen::rt::streams_output<float>(63) == false);
+  CHECK(wfgen::rt::streams_output<float>(64) == true);
+  CHECK(wfgen::rt::streams_output<std::uint8_t>(256) == true);
+}
