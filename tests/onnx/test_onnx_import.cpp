@@ -8,8 +8,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
 #include <onnx/onnx_pb.h>
 
 #include "wfgen/cli/import.hpp"
@@ -47,8 +45,7 @@ std::string read(const fs::path& p) {
 }
 
 fs::path scratch(const std::string& name) {
-  // The process id too: two runs of the suite (or of one case) at once never share a folder.
-  fs::path dir = fs::temp_directory_path() / ("wfgen-onnx-" + name + "-" + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() / ("wfgen-onnx-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -82,13 +82,11 @@ std::size_t written_index(const KernelPlan& p) {
 // (Unit), each with its run-time step (Strided), or the output with step 1
 // and the inputs with their steps held in locals wf_s<k> (UnitOutput: the
 // compiler then knows the output's writes are consecutive and keeps the
-// inputs' steps in registers, which a transposed operand's tiles need).
-// How a loop over a row reads its operands: every step 1 (Unit), the steps
-// in wf_step (Strided), the output's step 1 and the inputs' in locals wf_s<k>
-// (UnitOutput), or the output's step 1 and each input's 1 or 0, a value
-// repeated along the row (UnitOrRepeated: `wf_s<k> != 0 ? wf_i : 0`, which
-// the compiler unswitches into loops it vectorises, where a step in a
-// variable would make every load a gather).
+// inputs' steps in registers, which a transposed operand's tiles need), or
+// the output with step 1 and each input with step 1 or 0, a value repeated
+// along the row (UnitOrRepeated: `wf_s<k> != 0 ? wf_i : 0`, which the
+// compiler unswitches into loops it vectorises, where a step in a variable
+// would make every load of a broadcast input a gather).
 enum class Indexing { Unit, Strided, UnitOutput, UnitOrRepeated };
 
 // The C++ for a name of a kernel expression: tensors are read through their
@@ -176,17 +174,18 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
     repeated += (repeated.empty() ? "" : " && ") + std::string("(wf_s") + ks + " | 1) == 1";
   }
   if (!steps.empty()) w.line(steps + ";");
-  const std::string unit_output = "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
-                                  expr::to_cpp(*p.body, context(p, "wf_i", Indexing::UnitOutput)) + ";";
+  auto unit_output_row = [&](Indexing indexing) {
+    return "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
+           expr::to_cpp(*p.body, context(p, "wf_i", indexing)) + ";";
+  };
   if (repeated.empty()) {
-    w.line(unit_output);
+    w.line(unit_output_row(Indexing::UnitOutput));
   } else {
     // A broadcast input (a bias along a row): each input's step 1 or 0.
     w.open("if (" + repeated + ")");
-    w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
-           expr::to_cpp(*p.body, context(p, "wf_i", Indexing::UnitOrRepeated)) + ";");
+    w.line(unit_output_row(Indexing::UnitOrRepeated));
     w.otherwise();
-    w.line(unit_output);
+    w.line(unit_output_row(Indexing::UnitOutput));
     w.close();
   }
   w.otherwise();
