@@ -479,7 +479,7 @@ class Reader {
               all_int = false;
               floats.push_back(f);
             } else {
-              error(item, "expected a number in the list '" + name + "' of build '" + b.name + "', but got " + yaml_kind(item));
+              error(item, "expected a number in the list '" + quote(name) + "' of build '" + quote(b.name) + "', but got " + yaml_kind(item));
             }
           }
           v = all_int ? ArgValue(ints) : ArgValue(floats);
@@ -490,7 +490,7 @@ class Reader {
         } else if (x.IsScalar() && YAML::convert<bool>::decode(x, flag)) {
           v = flag;
         } else {
-          error(x, "expected a number, true/false or a list for the argument '" + name + "' of build '" + b.name +
+          error(x, "expected a number, true/false or a list for the argument '" + quote(name) + "' of build '" + quote(b.name) +
                        "', but got " + yaml_kind(x));
           continue;
         }

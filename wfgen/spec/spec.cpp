@@ -280,7 +280,7 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
                                             : ""));
         }
       }
-      if (!known) add(b.arg_locs.at(name), "build '" + b.name + "' sets '" + name + "', which is not an argument of model '" +
+      if (!known) add(b.arg_locs.at(name), "build '" + b.name + "' sets '" + quote(name) + "', which is not an argument of model '" +
                                                 m->name + "'" + did_you_mean(name, arg_names));
     }
     for (const auto& a : m->args) {
