@@ -82,9 +82,15 @@ int passes() {
 }
 
 std::vector<Stats> time_round_robin(const std::vector<Impl>& impls, int passes, double min_pass_seconds) {
-  // Warm-up call, which also sizes a pass.
+  // Two warm-up calls; the second sizes a pass. (The first can be far
+  // slower than the steady state: a model's forward() allocates its second
+  // set of outputs there, and a huge-page fault may compact memory for
+  // milliseconds. Sized from it, a pass of a 250 us call held 3 calls, so
+  // the cold first call of each pass, after the other implementations had
+  // evicted its data, weighed a third of every sample.)
   std::vector<int> reps(impls.size(), 1);
   for (std::size_t k = 0; k < impls.size(); ++k) {
+    impls[k].call();
     auto t0 = Clock::now();
     impls[k].call();
     const double t = seconds_since(t0);

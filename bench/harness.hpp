@@ -3,7 +3,7 @@
 //
 // Conventions (issue 9): the machine is shared and noisy, so every figure is
 // a ratio to a baseline measured in the same run; each implementation is run
-// once as a warm-up and then for several short passes, and the median, p10
+// twice as a warm-up and then for several short passes, and the median, p10
 // and p90 of the per-call time over the passes are reported. Implementations
 // of one workload are timed round-robin (pass 1 of each, pass 2 of each, ...)
 // so that a burst of noise hits all of them rather than one.

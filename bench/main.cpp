@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   extra << std::fixed;
   extra << "- OpenBLAS: " << bench::openblas_version() << "\n";
   extra << "- wfgen: " << BENCH_WFGEN_VERSION << "; flags: `" << BENCH_CXX_FLAGS << "`\n";
-  extra << "- Passes: " << bench::passes() << " per implementation after a warm-up call, implementations interleaved\n";
+  extra << "- Passes: " << bench::passes() << " per implementation after two warm-up calls, implementations interleaved\n";
   extra << "- Run: " << seconds << " s; hypervisor steal " << bench::steal_percent(cpu0, cpu1)
         << " % of CPU time; load average " << load_before << " before, " << bench::load_average() << " after\n";
   const std::time_t now = std::time(nullptr);
