@@ -109,7 +109,8 @@ Shape case_shape(int c, int rank, Rng& rng) {
   if (c == 4) s[a] = 1;
   if (c == 5) s[a] = 0;
   if (c == 7) {
-    static const Shape big[] = {{}, {3001}, {37, 61}, {9, 13, 17}, {5, 7, 6, 11}};
+    // More than one 64 x 64 block in the two inner dims (rt::kTileSide), with remainders.
+    static const Shape big[] = {{}, {3001}, {70, 131}, {3, 67, 70}, {2, 3, 66, 70}};
     s = big[rank];
   }
   return s;
@@ -185,7 +186,7 @@ Built build_elementwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
   // Cases 8 and 9: one input transposed (the first; the last) and the others
   // and the output row-major, the tiles whose rows read one input across
   // its rows and the others along theirs; in the large shapes of case 7
-  // (tiles of 32 and their remainders).
+  // (blocks of 64 x 64, rt::kTileSide, and their remainders).
   const bool one_transposed = (c == 8 || c == 9) && n_in >= 2;
   const std::size_t transposed = c == 8 ? 0 : n_in - 1;
   const Shape shape = case_shape(one_transposed ? 7 : c, e.rank, rng);

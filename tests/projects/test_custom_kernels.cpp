@@ -54,6 +54,25 @@ TEST_CASE("element-wise SoftClip matches a naive loop, f32 and f64") {
   REQUIRE(od.at<double>({1}) == Approx(std::tanh(0.5)).epsilon(1e-12));
 }
 
+TEST_CASE("element-wise Blend: tensors named step, off, n, row and an argument i, on transposed blocks") {
+  // The names of the generated kernel's own locals (wf_step, wf_n, wf_off,
+  // wf_row, wf_i) must not collide with the spec's; `off` is a transposed
+  // view larger than one 64 x 64 block, so the blocked path runs too.
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{3, 5}, {70, 131}}) {
+    INFO(rows << " x " << cols);
+    Tensor step = random_tensor({rows, cols}, 3), off = random_tensor({cols, rows}, 4), n = random_tensor({1, cols}, 5);
+    Tensor off_t = off.T();
+    Tensor n_rows = n.broadcast_to({rows, cols});
+    Tensor row = Tensor::zeros(wfgen::rt::DType::f32, {rows, cols});
+    wfgen_custom::blend_f32_r2(step.cview<float, 2>(), off_t.cview<float, 2>(), n_rows.cview<float, 2>(), row.view<float, 2>(), 0.5f);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const double want = double(step.at<float>({i, j})) + double(off.at<float>({j, i})) * n.at<float>({0, j}) + 0.5;
+        REQUIRE(row.at<float>({i, j}) == Approx(want).epsilon(1e-5).margin(1e-5));
+      }
+  }
+}
+
 TEST_CASE("fixed-rank C++ kernel RowScale through the kernel table") {
   Tensor x = random_tensor({3, 4}, 3);
   Tensor s = random_tensor({3, 1}, 4);

@@ -4,6 +4,7 @@
 // by columns) and LoopNest's tiles for operands that disagree on the
 // fastest dim (a transposed add, an NCHW -> NHWC permute), at 1 and 2
 // threads.
+#include <atomic>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -218,4 +219,72 @@ TEST_CASE("LoopNest tiles a transposed operand and covers every element once", "
   CHECK(!rt::LoopNest<2, 2>({64, 64}, {std::array<std::int64_t, 2>{1, 64}, {64, 1}}, 1).tiled());
   CHECK(!rt::LoopNest<2, 2>({64, 64}, {std::array<std::int64_t, 2>{64, 1}, {64, 1}}, 1, true).tiled());
   CHECK(!rt::LoopNest<2, 2>({64, 64}, {std::array<std::int64_t, 2>{0, 1}, {64, 1}}, 1, true).tiled());
+}
+
+TEST_CASE("LoopNest::run_tiles hands out blocks that cover every element once; TileOperand reads them", "[loopnest]") {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2}) {
+    rt::set_num_threads(threads);
+    // Blocks of kTileSide and remainders; a batch dim outside the block.
+    for (auto [batch, rows, cols] : {std::array<std::int64_t, 3>{1, 2, 2}, {1, 64, 64}, {1, 65, 129}, {3, 70, 7}, {2, 130, 66}}) {
+      INFO(batch << " x " << rows << " x " << cols << ", threads " << threads);
+      const std::int64_t count = batch * rows * cols;
+      // out[b, i, j] = a[b, j, i] (transposed) + b[b, i, j] + c[j] (broadcast along rows) + d[b, i, cols - 1 - j] (reversed).
+      const std::vector<double> a = random_values<double>(static_cast<std::size_t>(count), 7);
+      const std::vector<double> b = random_values<double>(static_cast<std::size_t>(count), 8);
+      const std::vector<double> c = random_values<double>(static_cast<std::size_t>(cols), 9);
+      const std::vector<double> d = random_values<double>(static_cast<std::size_t>(count), 10);
+      std::vector<double> out(static_cast<std::size_t>(count), -1.0);
+      std::vector<int> hits(out.size(), 0);
+      using S = std::array<std::int64_t, 3>;
+      const std::int64_t d_start = cols - 1;  // d's element (0, 0, 0) is its first row's last
+      const rt::LoopNest<3, 5> nest({batch, rows, cols},
+                                    {S{rows * cols, 1, rows}, S{rows * cols, cols, 1}, S{0, 0, 1}, S{rows * cols, cols, -1}, S{rows * cols, cols, 1}}, 4,
+                                    true);
+      REQUIRE(nest.tiled() == (rows > 1 && cols > 1));
+      if (!nest.tiled()) continue;
+      for (std::int64_t grain : {0, 100, 1000000}) {
+        std::fill(hits.begin(), hits.end(), 0);
+        std::atomic<int> wrong{0};
+        nest.run_tiles(grain, [&](const std::int64_t* off, const std::int64_t* row_step, const std::int64_t* col_step, std::int64_t n_rows, std::int64_t n_cols) {
+          // (Catch2's assertions are for the test's thread: workers count what is wrong.)
+          if (n_rows < 1 || n_rows > rt::kTileSide || n_cols < 1 || n_cols > rt::kTileSide) ++wrong;
+          const rt::TileOperand<const double> ta(a.data() + off[0], row_step[0], col_step[0], n_rows, n_cols);
+          const rt::TileOperand<const double> tb(b.data() + off[1], row_step[1], col_step[1], n_rows, n_cols);
+          const rt::TileOperand<const double> tc(c.data() + off[2], row_step[2], col_step[2], n_rows, n_cols);
+          const rt::TileOperand<const double> td(d.data() + d_start + off[3], row_step[3], col_step[3], n_rows, n_cols);
+          // a copied (column step rows), b read in place, c copied (step 0 along rows, 1 along columns: in place), d copied (step -1)
+          if (ta.step() != 1 || ta.row(0) == a.data() + off[0] || tb.row(0) != b.data() + off[1] || tc.row(0) != c.data() + off[2] ||
+              td.step() != 1)
+            ++wrong;
+          for (std::int64_t r = 0; r < n_rows; ++r) {
+            for (std::int64_t j = 0; j < n_cols; ++j) {
+              const auto at = static_cast<std::size_t>(off[4] + r * row_step[4] + j * col_step[4]);
+              out[at] = ta.row(r)[j * ta.step()] + tb.row(r)[j * tb.step()] + tc.row(r)[j * tc.step()] + td.row(r)[j * td.step()];
+              if (grain == 0) hits[at]++;
+            }
+          }
+        });
+        REQUIRE(wrong == 0);
+        for (std::int64_t n = 0; n < batch; ++n)
+          for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j) {
+              const auto o = static_cast<std::size_t>((n * rows + i) * cols + j);
+              const double want = a[static_cast<std::size_t>((n * cols + j) * rows + i)] + b[o] + c[static_cast<std::size_t>(j)] +
+                                  d[static_cast<std::size_t>((n * rows + i) * cols + (cols - 1 - j))];
+              REQUIRE(out[o] == want);
+            }
+        if (grain == 0)
+          for (int h : hits) REQUIRE(h == 1);
+      }
+    }
+  }
+  // A column step of 0 or 1 is read in place; a broadcast row (row step 0) too.
+  const std::vector<float> v{1, 2, 3, 4};
+  const rt::TileOperand<const float> same(v.data(), 0, 1, 5, 4);
+  CHECK(same.row(3) == v.data());
+  CHECK(same.step() == 1);
+  const rt::TileOperand<const float> scalar(v.data() + 2, 0, 0, 3, 3);
+  CHECK(scalar.step() == 0);
+  CHECK(*scalar.row(2) == 3.0f);
 }

@@ -535,11 +535,11 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
   w.open("wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
   for (std::size_t k = 0; k < n; ++k) {
     const auto& t = p.tensors[k];
-    w.line(std::string(t.written ? "" : "const ") + ty + "* wf_" + t.cpp + " = " + t.cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "];");
+    w.line(std::string(t.written ? "" : "const ") + ty + "* " + t.local() + " = " + t.cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "];");
   }
   auto loop = [&](bool unit) {
     auto at = [&](std::size_t k) {
-      return "wf_" + p.tensors[k].cpp + "[" + (unit ? std::string("wf_i") : "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]") + "]";
+      return p.tensors[k].local() + "[" + (unit ? std::string("wf_i") : "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]") + "]";
     };
     w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
     w.line(ty + "& wf_p = " + at(0) + ";");
@@ -568,8 +568,8 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
   if (sgd) {
     // Plain SGD (no momentum) needs neither the buffer nor a branch.
     w.open("if (wf_unit && " + arg("momentum") + " == 0)");
-    w.line(ty + "* wf_p = wf_" + P.cpp + ";");
-    w.line("const " + ty + "* wf_g = wf_" + p.tensors[1].cpp + ";");
+    w.line(ty + "* wf_p = " + P.local() + ";");
+    w.line("const " + ty + "* wf_g = " + p.tensors[1].local() + ";");
     w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p[wf_i] -= " + arg("lr") + " * (wf_g[wf_i] + " + arg("weight_decay") +
            " * wf_p[wf_i]);");
     w.line("return;");

@@ -4,6 +4,8 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "wfgen/emit/builtins.hpp"
 #include "wfgen/emit/code_writer.hpp"
@@ -103,7 +105,7 @@ expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_u
       if (indexing == Indexing::Strided) index = "wf_i * wf_step[" + ks + "]";
       if (indexing == Indexing::UnitOutput && !p.tensors[k].written) index = "wf_i * wf_s" + ks;
       if (indexing == Indexing::UnitOrRepeated && !p.tensors[k].written) index = "wf_s" + ks + " != 0 ? wf_i : 0";
-      return "wf_" + p.tensors[k].cpp + "[" + index + "]";
+      return p.tensors[k].local() + "[" + index + "]";
     }
     for (const auto& s : p.scalars)
       if (s.name == name) return s.cpp;
@@ -115,7 +117,7 @@ expr::EmitContext context(const KernelPlan& p, const std::string& index_suffix_u
 void row_pointers(CodeWriter& w, const KernelPlan& p, const std::string& extra = "") {
   for (std::size_t k = 0; k < p.tensors.size(); ++k) {
     const auto& t = p.tensors[k];
-    w.line(std::string(t.written ? "" : "const ") + elem(p.dtype) + "* wf_" + t.cpp + " = " + t.cpp + ".data + wf_off[" +
+    w.line(std::string(t.written ? "" : "const ") + elem(p.dtype) + "* " + t.local() + " = " + t.cpp + ".data + wf_off[" +
            num(static_cast<std::int64_t>(k)) + "]" + extra + ";");
   }
 }
@@ -131,7 +133,7 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   const std::string run = "wf_nest.run(" + num(p.impl->parallel_grain) +
                           ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)";
   const std::string value = expr::to_cpp(*p.body, context(p, "wf_i", Indexing::Unit));
-  const std::string plain = "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " + value + ";";
+  const std::string plain = "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) " + o.local() + "[wf_i] = " + value + ";";
   // A large contiguous output is written past the caches (rt::stream_store),
   // unless it partly overlaps an input: the streamed blocks are computed
   // before they are stored, which only an exact in-place call tolerates. It
@@ -146,11 +148,11 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   std::string apart;
   for (std::size_t k = 0; k < p.tensors.size(); ++k) {
     if (k == out) continue;
-    const std::string in = "wf_" + p.tensors[k].cpp, dst = "wf_" + o.cpp;
+    const std::string in = p.tensors[k].local(), dst = o.local();
     apart += (apart.empty() ? "" : " && ") + std::string("(") + in + " == " + dst + " || wfgen::rt::disjoint(" + dst + ", wf_n, " + in + ", wf_n))";
   }
   w.open("if (" + (apart.empty() ? std::string("true") : apart) + ")");
-  w.line("wfgen::rt::stream_store(wf_" + o.cpp + ", wf_n, [&](std::int64_t wf_i) { return " + elem(p.dtype) + "(" + value + "); });");
+  w.line("wfgen::rt::stream_store(" + o.local() + ", wf_n, [&](std::int64_t wf_i) { return " + elem(p.dtype) + "(" + value + "); });");
   w.otherwise();
   w.line(plain);
   w.close();
@@ -158,8 +160,26 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
   w.line("return;");
   w.close();
-  w.open(run);
-  row_pointers(w, p);
+  // One run of wf_n elements along the nest's inner dim, operand k's elements wf_step[k] apart.
+  std::string params, steps_of_tiles, tile_rows, run_rows;
+  std::vector<std::string> tiles;
+  for (std::size_t k = 0; k < p.tensors.size(); ++k) {
+    const auto& t = p.tensors[k];
+    const std::string ks = num(static_cast<std::int64_t>(k)), sep = k ? ", " : "";
+    params += sep + (t.written ? "" : "const ") + elem(p.dtype) + "* " + t.local();
+    run_rows += sep + t.cpp + ".data + wf_off[" + ks + "]";
+    if (k == out) {
+      steps_of_tiles += sep + "wf_col_step[" + ks + "]";
+      tile_rows += sep + t.cpp + ".data + wf_off[" + ks + "] + wf_r * wf_row_step[" + ks + "]";
+      continue;
+    }
+    const std::string tile = t.block();
+    tiles.push_back("const wfgen::rt::TileOperand<const " + elem(p.dtype) + "> " + tile + "(" + t.cpp + ".data + wf_off[" + ks + "], wf_row_step[" +
+                    ks + "], wf_col_step[" + ks + "], wf_rows, wf_cols);");
+    steps_of_tiles += sep + tile + ".step()";
+    tile_rows += sep + tile + ".row(wf_r)";
+  }
+  w.open("auto wf_row = [&](" + params + ", const std::int64_t* wf_step, std::int64_t wf_n)");
   w.open("if (wf_contiguous)");
   w.line(plain);
   // The output walks its row with step 1 (LoopNest orders the loops by the
@@ -175,7 +195,7 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
   }
   if (!steps.empty()) w.line(steps + ";");
   auto unit_output_row = [&](Indexing indexing) {
-    return "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i] = " +
+    return "for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) " + o.local() + "[wf_i] = " +
            expr::to_cpp(*p.body, context(p, "wf_i", indexing)) + ";";
   };
   if (repeated.empty()) {
@@ -189,10 +209,26 @@ void emit_elementwise(CodeWriter& w, const KernelPlan& p) {
     w.close();
   }
   w.otherwise();
-  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_" + o.cpp + "[wf_i * wf_step[" +
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) " + o.local() + "[wf_i * wf_step[" +
          num(static_cast<std::int64_t>(out)) + "]] = " + expr::to_cpp(*p.body, context(p, "", Indexing::Strided)) + ";");
   w.close();
-  w.close(");");
+  w.close(";");
+  if (p.rank >= 2) {
+    // A transposed input (the nest is tiled): 64 x 64 blocks, each such
+    // input copied once per block, so that every row reads it with step 1.
+    w.open("if (wf_nest.tiled())");
+    w.open("wf_nest.run_tiles(" + num(p.impl->parallel_grain) +
+           ", [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, "
+           "std::int64_t wf_cols)");
+    for (const std::string& line : tiles) w.line(line);
+    w.line("const std::int64_t wf_step[] = {" + steps_of_tiles + "};");
+    w.line("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) wf_row(" + tile_rows + ", wf_step, wf_cols);");
+    w.close(");");
+    w.line("return;");
+    w.close();
+  }
+  w.line("wf_nest.run(" + num(p.impl->parallel_grain) + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(" +
+         run_rows + ", wf_step, wf_n); });");
 }
 
 // The C++ of a reduce kernel's value for `element` (its prologue, if any).
@@ -244,7 +280,7 @@ void emit_reduce_lanes(CodeWriter& w, const KernelPlan& p) {
   w.open("if (wf_step[0] == 1 && wf_stride != 1)");
   w.comment("rows side by side: " + lanes + " at a time, one per lane");
   w.open("for (; wf_r + " + lanes + " <= wf_rows; wf_r += " + lanes + ")");
-  w.line("const " + t + "* wf_" + x.cpp + " = " + x.cpp + ".data + wf_off[0] + wf_r;");
+  w.line("const " + t + "* " + x.local() + " = " + x.cpp + ".data + wf_off[0] + wf_r;");
   const std::string init = additive                       ? acc_t + "(0)"
                            : op == spec::ReduceOp::Max    ? "wfgen::rt::lowest_value<" + t + ">()"
                                                           : "wfgen::rt::highest_value<" + t + ">()";
@@ -253,7 +289,7 @@ void emit_reduce_lanes(CodeWriter& w, const KernelPlan& p) {
   if (!additive) w.line("int wf_nan[" + lanes + "] = {};");
   w.open("for (std::int64_t wf_i = 0; wf_i < wf_len; ++wf_i)");
   w.open("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l)");
-  w.line("const " + t + " wf_v = " + reduce_value(p, "wf_" + x.cpp + "[wf_l + wf_i * wf_stride]") + ";");
+  w.line("const " + t + " wf_v = " + reduce_value(p, x.local() + "[wf_l + wf_i * wf_stride]") + ";");
   if (additive) {
     w.line("wf_acc[wf_l] += wf_v;");
   } else {
@@ -291,7 +327,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.line("std::int64_t wf_r = 0;");
   if (!arg) emit_reduce_lanes(w, p);
   w.open("for (; wf_r < wf_rows; ++wf_r)");
-  w.line("const " + t + "* wf_" + x.cpp + " = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
+  w.line("const " + t + "* " + x.local() + " = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
   std::string init;
   switch (op) {
     case spec::ReduceOp::Sum:
@@ -304,7 +340,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.line(acc_t + " wf_acc = " + init + ";");
   if (arg) w.line("std::int64_t wf_arg = 0;");
   auto loop = [&](bool unit) {
-    const std::string value = reduce_value(p, "wf_" + x.cpp + "[" + std::string(unit ? "wf_i" : "wf_i * wf_stride") + "]");
+    const std::string value = reduce_value(p, x.local() + "[" + std::string(unit ? "wf_i" : "wf_i * wf_stride") + "]");
     w.open("for (std::int64_t wf_i = 0; wf_i < wf_len; ++wf_i)");
     w.line("const " + t + " wf_v = " + value + ";");
     switch (op) {
@@ -438,8 +474,8 @@ void emit_kernel(CodeWriter& w, const KernelPlan& p) {
         // Lists go as std::vector lvalues, which bind to both forms a kernel may take.
         if (s.type == ArgType::Ints || s.type == ArgType::Floats) {
           std::string vt = s.type == ArgType::Ints ? "std::vector<std::int64_t>" : "std::vector<double>";
-          w.line("const " + vt + " wf_" + s.cpp + "(" + s.cpp + ".begin(), " + s.cpp + ".end());");
-          v = "wf_" + s.cpp;
+          w.line("const " + vt + " " + s.local() + "(" + s.cpp + ".begin(), " + s.cpp + ".end());");
+          v = s.local();
         }
         args += (args.empty() ? "" : ", ") + v;
       }

@@ -19,18 +19,25 @@
 
 namespace wfgen::lower {
 
+// A kernel's own locals are named wf_<word> (wf_i, wf_n, wf_off, wf_step...);
+// a local derived from a spec name is wf_p_<name> (a row pointer, a copy of
+// a list argument) or wf_t_<name> (a block copy), prefixes no other local
+// has, so that a tensor named `n` or `step` cannot collide with them.
 struct TensorParam {
   std::string name;  // the pointer name in the DSL ("A"), or "arg0" when unnamed
   std::string cpp;   // the C++ parameter name
   int rank = 0;
   bool written = false;  // an output (a non-const View)
   std::string dsl;       // "A[~ i j]"
+  std::string local() const { return "wf_p_" + cpp; }  // its row pointer in a kernel
+  std::string block() const { return "wf_t_" + cpp; }  // its block copy (rt::TileOperand)
 };
 
 struct ScalarParam {
   std::string name;  // the constructor argument
   std::string cpp;
   spec::ArgType type = spec::ArgType::Int;
+  std::string local() const { return "wf_p_" + cpp; }  // a kernel's copy of it (an int list as a std::vector)
 };
 
 // A value computed once per row by a fused row kernel (passes/fuse.cpp):

@@ -24,35 +24,42 @@ void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::Vi
     wfgen::rt::out_of_line([&] {
       wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
         (void)wf_step;  // contiguous: every step is 1
-        const float* wf_in0 = in0.data + wf_off[0];
-        const float* wf_in1 = in1.data + wf_off[1];
-        float* wf_out = out.data + wf_off[2];
-        if ((wf_in0 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in0, wf_n)) && (wf_in1 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in1, wf_n))) {
-          wfgen::rt::stream_store(wf_out, wf_n, [&](std::int64_t wf_i) { return float(wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i])); });
+        const float* wf_p_in0 = in0.data + wf_off[0];
+        const float* wf_p_in1 = in1.data + wf_off[1];
+        float* wf_p_out = out.data + wf_off[2];
+        if ((wf_p_in0 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in0, wf_n)) && (wf_p_in1 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in1, wf_n))) {
+          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float(wfgen::rt::math::sigmoid(wf_p_in0[wf_i] + wf_p_in1[wf_i])); });
         } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i]);
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::sigmoid(wf_p_in0[wf_i] + wf_p_in1[wf_i]);
         }
       });
     });
     return;
   }
-  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
-    const float* wf_in0 = in0.data + wf_off[0];
-    const float* wf_in1 = in1.data + wf_off[1];
-    float* wf_out = out.data + wf_off[2];
+  auto wf_row = [&](const float* wf_p_in0, const float* wf_p_in1, float* wf_p_out, const std::int64_t* wf_step, std::int64_t wf_n) {
     if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i] + wf_in1[wf_i]);
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::sigmoid(wf_p_in0[wf_i] + wf_p_in1[wf_i]);
     } else if (wf_step[2] == 1) {
       const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
       if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_s0 != 0 ? wf_i : 0] + wf_in1[wf_s1 != 0 ? wf_i : 0]);
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::sigmoid(wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0]);
       } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::sigmoid(wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1]);
       }
     } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = wfgen::rt::math::sigmoid(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[2]] = wfgen::rt::math::sigmoid(wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]]);
     }
-  });
+  };
+  if (wf_nest.tiled()) {
+    wf_nest.run_tiles(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
+      const wfgen::rt::TileOperand<const float> wf_t_in0(in0.data + wf_off[0], wf_row_step[0], wf_col_step[0], wf_rows, wf_cols);
+      const wfgen::rt::TileOperand<const float> wf_t_in1(in1.data + wf_off[1], wf_row_step[1], wf_col_step[1], wf_rows, wf_cols);
+      const std::int64_t wf_step[] = {wf_t_in0.step(), wf_t_in1.step(), wf_col_step[2]};
+      for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) wf_row(wf_t_in0.row(wf_r), wf_t_in1.row(wf_r), out.data + wf_off[2] + wf_r * wf_row_step[2], wf_step, wf_cols);
+    });
+    return;
+  }
+  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], out.data + wf_off[2], wf_step, wf_n); });
 }
 
 void fused_add_sigmoid_f32_r2_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
@@ -70,35 +77,42 @@ void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<
     wfgen::rt::out_of_line([&] {
       wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
         (void)wf_step;  // contiguous: every step is 1
-        const float* wf_in0 = in0.data + wf_off[0];
-        const float* wf_in1 = in1.data + wf_off[1];
-        float* wf_out = out.data + wf_off[2];
-        if ((wf_in0 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in0, wf_n)) && (wf_in1 == wf_out || wfgen::rt::disjoint(wf_out, wf_n, wf_in1, wf_n))) {
-          wfgen::rt::stream_store(wf_out, wf_n, [&](std::int64_t wf_i) { return float(std::tanh(wf_in0[wf_i] + wf_in1[wf_i])); });
+        const float* wf_p_in0 = in0.data + wf_off[0];
+        const float* wf_p_in1 = in1.data + wf_off[1];
+        float* wf_p_out = out.data + wf_off[2];
+        if ((wf_p_in0 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in0, wf_n)) && (wf_p_in1 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in1, wf_n))) {
+          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float(std::tanh(wf_p_in0[wf_i] + wf_p_in1[wf_i])); });
         } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i] + wf_in1[wf_i]);
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = std::tanh(wf_p_in0[wf_i] + wf_p_in1[wf_i]);
         }
       });
     });
     return;
   }
-  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
-    const float* wf_in0 = in0.data + wf_off[0];
-    const float* wf_in1 = in1.data + wf_off[1];
-    float* wf_out = out.data + wf_off[2];
+  auto wf_row = [&](const float* wf_p_in0, const float* wf_p_in1, float* wf_p_out, const std::int64_t* wf_step, std::int64_t wf_n) {
     if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i] + wf_in1[wf_i]);
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = std::tanh(wf_p_in0[wf_i] + wf_p_in1[wf_i]);
     } else if (wf_step[2] == 1) {
       const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
       if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_s0 != 0 ? wf_i : 0] + wf_in1[wf_s1 != 0 ? wf_i : 0]);
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = std::tanh(wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0]);
       } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i] = std::tanh(wf_in0[wf_i * wf_s0] + wf_in1[wf_i * wf_s1]);
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = std::tanh(wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1]);
       }
     } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_out[wf_i * wf_step[2]] = std::tanh(wf_in0[wf_i * wf_step[0]] + wf_in1[wf_i * wf_step[1]]);
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[2]] = std::tanh(wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]]);
     }
-  });
+  };
+  if (wf_nest.tiled()) {
+    wf_nest.run_tiles(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
+      const wfgen::rt::TileOperand<const float> wf_t_in0(in0.data + wf_off[0], wf_row_step[0], wf_col_step[0], wf_rows, wf_cols);
+      const wfgen::rt::TileOperand<const float> wf_t_in1(in1.data + wf_off[1], wf_row_step[1], wf_col_step[1], wf_rows, wf_cols);
+      const std::int64_t wf_step[] = {wf_t_in0.step(), wf_t_in1.step(), wf_col_step[2]};
+      for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) wf_row(wf_t_in0.row(wf_r), wf_t_in1.row(wf_r), out.data + wf_off[2] + wf_r * wf_row_step[2], wf_step, wf_cols);
+    });
+    return;
+  }
+  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], out.data + wf_off[2], wf_step, wf_n); });
 }
 
 void fused_add_tanh_f32_r2_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
