@@ -288,3 +288,41 @@ TEST_CASE("LoopNest::run_tiles hands out blocks that cover every element once; T
   CHECK(scalar.step() == 0);
   CHECK(*scalar.row(2) == 3.0f);
 }
+
+namespace {
+
+// rows_to_lanes and lanes_to_rows against the index formula, for one element type.
+template <class T, int Lanes>
+void check_lanes_round_trip() {
+  for (std::int64_t len : {0, 1, Lanes - 1, Lanes, Lanes + 1, 2 * Lanes + 3, 70}) {
+    for (std::int64_t extra : {0, 5}) {  // rows further apart than their length
+      INFO("len " << len << ", row stride " << len + extra << ", lanes " << Lanes << ", element size " << sizeof(T));
+      const std::int64_t stride = len + extra;
+      std::vector<T> rows(static_cast<std::size_t>(Lanes * stride + 1));
+      for (std::size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<T>((k * 7 + 3) % 101);
+      std::vector<T> tile(static_cast<std::size_t>(Lanes * len + 1), T(-1));
+      rt::rows_to_lanes<Lanes>(rows.data(), stride, len, tile.data());
+      for (std::int64_t c = 0; c < len; ++c)
+        for (int l = 0; l < Lanes; ++l) REQUIRE(tile[static_cast<std::size_t>(c * Lanes + l)] == rows[static_cast<std::size_t>(l * stride + c)]);
+      REQUIRE(tile.back() == T(-1));  // nothing past the tile
+      std::vector<T> back(rows.size(), T(-2));
+      rt::lanes_to_rows<Lanes>(tile.data(), len, back.data(), stride);
+      for (std::int64_t l = 0; l < Lanes; ++l)
+        for (std::int64_t c = 0; c < stride; ++c) {
+          const auto at = static_cast<std::size_t>(l * stride + c);
+          REQUIRE(back[at] == (c < len ? rows[at] : T(-2)));  // the gaps between rows untouched
+        }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rows_to_lanes and lanes_to_rows: column-major tiles of rows, blocks transposed in registers", "[rowtiles]") {
+  check_lanes_round_trip<float, 16>();
+  check_lanes_round_trip<double, 8>();
+  check_lanes_round_trip<std::int32_t, 16>();
+  check_lanes_round_trip<std::int64_t, 8>();
+  check_lanes_round_trip<std::uint8_t, 64>();  // copied one by one
+  check_lanes_round_trip<float, 4>();          // fewer lanes than a vector: one by one
+}

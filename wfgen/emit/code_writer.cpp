@@ -13,7 +13,7 @@ CodeWriter& CodeWriter::line(std::string_view text) {
 }
 
 CodeWriter& CodeWriter::open(std::string_view head) {
-  line(std::string(head) + " {");
+  line(head.empty() ? std::string("{") : std::string(head) + " {");
   ++depth_;
   return *this;
 }

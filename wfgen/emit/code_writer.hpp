@@ -10,7 +10,7 @@ class CodeWriter {
  public:
   // One line at the current indentation ("" writes an empty line).
   CodeWriter& line(std::string_view text = {});
-  // Opens a scope: writes `head {` and indents.
+  // Opens a scope: writes `head {` (a bare `{` for an empty head) and indents.
   CodeWriter& open(std::string_view head);
   // Closes a scope: dedents and writes `}` followed by `tail` (e.g. ");").
   CodeWriter& close(std::string_view tail = {});

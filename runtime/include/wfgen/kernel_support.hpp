@@ -28,6 +28,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "wfgen/gemm.hpp"
@@ -345,6 +346,84 @@ class TileOperand {
   T* data_;
   std::int64_t row_step_, step_;
 };
+
+// --- rows <-> lanes: the tiles of the fused row kernels ---------------------
+//
+// A fused row kernel on rows shorter than a few vectors works on `Lanes`
+// rows at a time, one per lane of a 64-byte vector, in a column-major tile:
+// tile[c * Lanes + l] is element c of row l. These copy rows into such a
+// tile and back. Blocks of Lanes columns are transposed in registers
+// (log2(Lanes) rounds of two-vector shuffles: 64 shuffles for 16 floats,
+// where a scalar copy moves 256 elements one by one); the columns left over
+// are copied one by one.
+namespace detail {
+
+// One round of the transpose: swaps the off-diagonal B x B blocks of each
+// 2B x 2B block (row i with row i + B, for the i with bit B clear).
+template <class V, int B, std::size_t... P>
+inline V block_swap_low(V a, V b, std::index_sequence<P...>) {
+  return __builtin_shufflevector(a, b, ((P & B) == 0 ? int(P) : int(P + sizeof...(P) - B))...);
+}
+template <class V, int B, std::size_t... P>
+inline V block_swap_high(V a, V b, std::index_sequence<P...>) {
+  return __builtin_shufflevector(a, b, ((P & B) == 0 ? int(P + B) : int(P + sizeof...(P)))...);
+}
+template <class V, int N, int B>
+inline void transpose_round(V (&r)[N]) {
+  if constexpr (B >= 1) {
+    for (int i = 0; i < N; ++i) {
+      if ((i & B) != 0) continue;
+      const V low = block_swap_low<V, B>(r[i], r[i + B], std::make_index_sequence<N>{});
+      const V high = block_swap_high<V, B>(r[i], r[i + B], std::make_index_sequence<N>{});
+      r[i] = low;
+      r[i + B] = high;
+    }
+    transpose_round<V, N, B / 2>(r);
+  }
+}
+
+// Transposes the Lanes x Lanes block whose row i starts at from + i * from_stride
+// into the block whose row i starts at to + i * to_stride.
+template <class T, int Lanes>
+inline void transpose_block(const T* from, std::int64_t from_stride, T* to, std::int64_t to_stride) {
+  typedef T V __attribute__((vector_size(Lanes * sizeof(T))));
+  V r[Lanes];
+  for (int i = 0; i < Lanes; ++i) std::memcpy(&r[i], from + i * from_stride, sizeof(V));
+  transpose_round<V, Lanes, Lanes / 2>(r);
+  for (int i = 0; i < Lanes; ++i) std::memcpy(to + i * to_stride, &r[i], sizeof(V));
+}
+
+template <class T, int Lanes>
+constexpr bool transposes_in_registers() {
+  return (sizeof(T) == 4 || sizeof(T) == 8) && Lanes * sizeof(T) == 64;
+}
+
+}  // namespace detail
+
+// tile[c * Lanes + l] = rows[l * row_stride + c] for l < Lanes, c < len.
+// (The tile is the kernel's own array: __restrict lets the copy of the
+// columns left over build each column as one vector.)
+template <int Lanes, class T>
+void rows_to_lanes(const T* __restrict rows, std::int64_t row_stride, std::int64_t len, T* __restrict tile) {
+  std::int64_t c = 0;
+  if constexpr (detail::transposes_in_registers<T, Lanes>()) {
+    for (; c + Lanes <= len; c += Lanes) detail::transpose_block<T, Lanes>(rows + c, row_stride, tile + c * Lanes, Lanes);
+  }
+  for (; c < len; ++c)
+    for (int l = 0; l < Lanes; ++l) tile[c * Lanes + l] = rows[l * row_stride + c];
+}
+
+// rows[l * row_stride + c] = tile[c * Lanes + l]: the inverse of rows_to_lanes.
+template <int Lanes, class T>
+void lanes_to_rows(const T* __restrict tile, std::int64_t len, T* __restrict rows, std::int64_t row_stride) {
+  std::int64_t c = 0;
+  if constexpr (detail::transposes_in_registers<T, Lanes>()) {
+    for (; c + Lanes <= len; c += Lanes) detail::transpose_block<T, Lanes>(tile + c * Lanes, Lanes, rows + c, row_stride);
+  }
+  // Column by column: one vector load of the tile, then a store per row.
+  for (; c < len; ++c)
+    for (int l = 0; l < Lanes; ++l) rows[l * row_stride + c] = tile[c * Lanes + l];
+}
 
 // Whether the contiguous ranges [a, a + na) and [b, b + nb) share no
 // element. A fused row kernel stores a value it reuses in its output row
