@@ -180,7 +180,8 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
   for (std::size_t k = 0; k < n; ++k) {
     const auto& tp = p.tensors[k];
     const std::string ks = num(static_cast<std::int64_t>(k));
-    w.line(std::string(tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" + ks + "] + wf_r * wf_step[" + ks + "];");
+    // (maybe_unused: an input that only a row value reads is read through its tile.)
+    w.line(std::string("[[maybe_unused]] ") + (tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" + ks + "] + wf_r * wf_step[" + ks + "];");
   }
   for (std::size_t k = 0; k < out; ++k) {
     const auto& tp = p.tensors[k];
@@ -199,17 +200,18 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
   ctx.dtype = p.dtype;
   ctx.math = math_namespace(p);
   std::string acc;
+  std::string col = "wf_c";  // the column the expressions read
   bool along_rows = false;  // the last loop of a row-major output: inputs read in place
   ctx.name = [&](const std::string& name) -> std::string {
     if (name == "acc") return acc;
     if (name == "n") return "wf_len";
-    if (name == "cached") return "wf_tile_cache[wf_c * " + T + " + wf_l]";
+    if (name == "cached") return "wf_tile_cache[" + col + " * " + T + " + wf_l]";
     if (name.rfind("row", 0) == 0 || name.rfind("inv", 0) == 0) return "wf_" + name + "[wf_l]";
     for (std::size_t k = 0; k < out; ++k) {
       if (p.tensors[k].name != name) continue;
       if (f.row_input[k]) return "wf_tile_" + p.tensors[k].cpp + "[wf_l]";
-      if (along_rows || !tiled[k]) return "wf_" + p.tensors[k].cpp + "[wf_l * wf_step[" + num(static_cast<std::int64_t>(k)) + "] + wf_c]";
-      return "wf_tile_" + p.tensors[k].cpp + "[wf_c * " + T + " + wf_l]";
+      if (along_rows || !tiled[k]) return "wf_" + p.tensors[k].cpp + "[wf_l * wf_step[" + num(static_cast<std::int64_t>(k)) + "] + " + col + "]";
+      return "wf_tile_" + p.tensors[k].cpp + "[" + col + " * " + T + " + wf_l]";
     }
     return name;
   };
@@ -276,11 +278,10 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
       w.open("for (; " + c4 + " + 4 <= wf_len; " + c4 + " += 4)");
       for (int part = 0; part < 4; ++part) {
         const std::string into = part == 0 ? al : a + "_" + num(part) + "[wf_l]";
-        w.open("");
-        w.line("const std::int64_t wf_c = " + c4 + (part == 0 ? std::string() : " + " + num(part)) + ";");
-        w.line(per_lane + "{ const " + t + " wf_v = " + expr::to_cpp(element, ctx) + "; " + into + " += wf_v; }");
-        w.close();
+        col = part == 0 ? c4 : "(" + c4 + " + " + num(part) + ")";
+        w.line(per_lane + into + " += " + expr::to_cpp(element, ctx) + ";");
       }
+      col = "wf_c";
       w.close();
       w.open("for (std::int64_t wf_c = " + c4 + "; wf_c < wf_len; ++wf_c)");
     } else {
@@ -388,7 +389,8 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
   w.open("for (; wf_r < wf_rows; ++wf_r)");
   for (std::size_t k = 0; k < n; ++k) {
     const auto& tp = p.tensors[k];
-    w.line(std::string(tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" +
+    // (maybe_unused: a row value may leave an input unread, e.g. a mean of ones.)
+    w.line(std::string("[[maybe_unused]] ") + (tp.written ? "" : "const ") + t + "* wf_" + tp.cpp + " = " + tp.cpp + ".data + wf_off[" +
            num(static_cast<std::int64_t>(k)) + "] + wf_r * wf_step[" + num(static_cast<std::int64_t>(k)) + "];");
   }
   auto body = [&](bool unit_stride) {

@@ -358,6 +358,7 @@ class TileOperand {
 // are copied one by one.
 namespace detail {
 
+#if defined(__AVX512F__)
 // One round of the transpose: swaps the off-diagonal B x B blocks of each
 // 2B x 2B block (row i with row i + B, for the i with bit B clear).
 template <class V, int B, std::size_t... P>
@@ -392,10 +393,17 @@ inline void transpose_block(const T* from, std::int64_t from_stride, T* to, std:
   transpose_round<V, Lanes, Lanes / 2>(r);
   for (int i = 0; i < Lanes; ++i) std::memcpy(to + i * to_stride, &r[i], sizeof(V));
 }
+#endif
 
+// Only where a 64-byte vector is a register (AVX-512): elsewhere such a
+// vector would be passed in memory (and GCC warns of the ABI change).
 template <class T, int Lanes>
 constexpr bool transposes_in_registers() {
+#if defined(__AVX512F__)
   return (sizeof(T) == 4 || sizeof(T) == 8) && Lanes * sizeof(T) == 64;
+#else
+  return false;
+#endif
 }
 
 }  // namespace detail
@@ -407,7 +415,9 @@ template <int Lanes, class T>
 void rows_to_lanes(const T* __restrict rows, std::int64_t row_stride, std::int64_t len, T* __restrict tile) {
   std::int64_t c = 0;
   if constexpr (detail::transposes_in_registers<T, Lanes>()) {
+#if defined(__AVX512F__)
     for (; c + Lanes <= len; c += Lanes) detail::transpose_block<T, Lanes>(rows + c, row_stride, tile + c * Lanes, Lanes);
+#endif
   }
   for (; c < len; ++c)
     for (int l = 0; l < Lanes; ++l) tile[c * Lanes + l] = rows[l * row_stride + c];
@@ -418,7 +428,9 @@ template <int Lanes, class T>
 void lanes_to_rows(const T* __restrict tile, std::int64_t len, T* __restrict rows, std::int64_t row_stride) {
   std::int64_t c = 0;
   if constexpr (detail::transposes_in_registers<T, Lanes>()) {
+#if defined(__AVX512F__)
     for (; c + Lanes <= len; c += Lanes) detail::transpose_block<T, Lanes>(tile + c * Lanes, Lanes, rows + c, row_stride);
+#endif
   }
   // Column by column: one vector load of the tile, then a store per row.
   for (; c < len; ++c)
