@@ -540,8 +540,13 @@ Built build_cross_entropy(const KernelEntry& e, const NodeRef& r, int c, Rng& rn
 // of k and more; 7: H and W smaller than the kernel, with padding; 8: stride
 // 1 and w_out above 64, not a multiple of it (the kernel's blocks of 64
 // windows and their remainder); 9: the same with stride 2 or 3 and padding;
-// 10-12: overlapping windows for the NaN and -inf values of pool_filler.
-// X is never broadcast in 8-12, so that neighbouring windows differ.
+// 10-12: overlapping windows for the NaN and -inf values of pool_filler;
+// 13-16: windows that tile X (stride = kernel, no padding: the kernels'
+// block path), all tensors row-major: 13 small, 14 2x2 on planes wide and
+// tall enough for several blocks of rows (and a partial one), 15 with the
+// NaN and -inf values of 12, 16 3x3 on large planes; H and W need not be
+// multiples of the kernel (rows and columns in no window).
+// X is never broadcast in 8-16, so that neighbouring windows differ.
 struct PoolDraw {
   Shape xs;
   Pool p;
@@ -583,6 +588,20 @@ PoolDraw draw_pool(int c, Rng& rng) {
         p.ph = rand_int(rng, 0, 1), p.pw = rand_int(rng, 0, 1);
         if (c == 11) p.kh = p.kw = 2;  // small windows: many of -inf only
         break;
+      case 13:
+      case 15:
+        xs[2] = rand_int(rng, 2, 9), xs[3] = rand_int(rng, 2, 9);
+        p.kh = rand_int(rng, 2, 3), p.kw = rand_int(rng, 2, 3);
+        p = {p.kh, p.kw, p.kh, p.kw, 0, 0};
+        break;
+      case 14:
+        xs = {1, rand_int(rng, 1, 2), rand_int(rng, 30, 45), rand_int(rng, 130, 160)};
+        p = {2, 2, 2, 2, 0, 0};
+        break;
+      case 16:
+        xs = {1, 1, rand_int(rng, 20, 40), rand_int(rng, 100, 130)};
+        p = {3, 3, 3, 3, 0, 0};
+        break;
       default: break;
     }
     const std::int64_t eh = xs[2] + 2 * p.ph - p.kh, ew = xs[3] + 2 * p.pw - p.kw;
@@ -610,7 +629,7 @@ void add_pool_args(Case& cs, const Pool& p) {
 std::function<void(const Tensor&)> pool_filler(Dom d, int c, Rng& rng) {
   return [d, c, &rng](const Tensor& t) {
     const DType dt = t.dtype();
-    const bool nans = c == 10 || c == 12, lows = c == 11 || c == 12;
+    const bool nans = c == 10 || c == 12 || c == 15, lows = c == 11 || c == 12 || c == 15;
     for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) {
       const double r = rng.uniform01();
       if (nans && r < 0.15 && !is_int(dt)) put(t, idx, std::numeric_limits<double>::quiet_NaN(), 0);
@@ -631,9 +650,10 @@ Built build_max_pool(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   const Pool p = d.p;
   const Shape os = {xs[0], xs[1], d.ho, d.wo};
   cs.label = std::to_string(c);
-  const Layout lx = input_layout(c, rng, c < 8 || c > 12);
+  const bool tiles = c >= 13 && c <= 16;  // the block path: row-major tensors
+  const Layout lx = tiles ? Layout::Contig : input_layout(c, rng, c < 8 || c > 16);
   cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[0], c, rng)), lx);
-  const Layout lo = output_layout(c, rng);
+  const Layout lo = tiles ? Layout::Contig : output_layout(c, rng);
   cs.add("OUT", make_view(dt, os, lo, rng), lo);
   cs.out = 1;
   add_pool_args(cs, p);
@@ -654,10 +674,12 @@ Built build_max_pool_adjoint(const KernelEntry& e, const NodeRef& r, int c, Rng&
   const Pool p = d.p;
   const Shape windows = {xs[0], xs[1], d.ho, d.wo};
   cs.label = std::to_string(c);
-  const Layout ld = input_layout(c, rng, true), lx = input_layout(c, rng, c < 8 || c > 12);
+  const bool tiles = c >= 13 && c <= 16;  // the block path: row-major tensors
+  const Layout ld = tiles ? Layout::Contig : input_layout(c, rng, true);
+  const Layout lx = tiles ? Layout::Contig : input_layout(c, rng, c < 8 || c > 16);
   cs.add(grad ? "DOUT" : "D", make_operand(dt, grad ? windows : xs, ld, rng, filler(r.dom[0], rng)), ld);
   cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[1], c, rng)), lx);
-  const Layout lo = output_layout(c, rng);
+  const Layout lo = tiles ? Layout::Contig : output_layout(c, rng);
   cs.add("OUT", make_view(dt, grad ? xs : windows, lo, rng), lo);
   cs.out = 2;
   add_pool_args(cs, p);
