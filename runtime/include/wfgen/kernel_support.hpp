@@ -15,7 +15,7 @@
 //    when an operand walks the inner dim with a stride (a transposed
 //    operand, an NCHW <-> NHWC permute) and has a dim of smaller stride, that
 //    dim becomes the second innermost and the two inner dims run in
-//    kTile x kTile blocks: the strided operand is then read a few cache
+//    kTileSide x kTileSide blocks: the strided operand is then read a few cache
 //    lines at a time, each line reused by the block's rows, instead of one
 //    cache line (and often one TLB entry) per element.
 #pragma once
@@ -47,12 +47,14 @@ namespace wfgen::rt {
 // at a time: 1.7x slower on add_2048x2048_transposed_a, bench/.)
 inline constexpr std::int64_t kTileSide = 64;
 
+namespace detail {
+inline std::int64_t abs64(std::int64_t v) { return v < 0 ? -v : v; }
+}  // namespace detail
+
 template <int R, int N>
 class LoopNest {
  public:
   using Strides = std::array<std::int64_t, R>;
-
-  static constexpr std::int64_t kTile = kTileSide;
 
   // `order_by` is the operand whose strides decide the loop order; `tiles`
   // allows blocking the two inner dims (see above).
@@ -71,7 +73,7 @@ class LoopNest {
     for (int i = 1; i < kept; ++i) {
       const int d = dims[i];
       int j = i;
-      for (; j > 0 && abs64(strides[order_by][dims[j - 1]]) < abs64(strides[order_by][d]); --j) dims[j] = dims[j - 1];
+      for (; j > 0 && detail::abs64(strides[order_by][dims[j - 1]]) < detail::abs64(strides[order_by][d]); --j) dims[j] = dims[j - 1];
       dims[j] = d;
     }
     rank_ = 0;
@@ -102,7 +104,7 @@ class LoopNest {
 
   std::int64_t total() const { return total_; }
   int rank() const { return rank_; }
-  // Whether run() goes in kTile x kTile blocks of the two inner dims.
+  // Whether run() goes in kTileSide x kTileSide blocks of the two inner dims.
   bool tiled() const { return tiled_; }
   std::int64_t inner_size() const { return rank_ == 0 ? 1 : shape_[rank_ - 1]; }
 
@@ -140,8 +142,6 @@ class LoopNest {
   }
 
  private:
-  static std::int64_t abs64(std::int64_t v) { return v < 0 ? -v : v; }
-
   // The first operand that walks the inner dim with a stride (not 0 or 1)
   // and has an outer dim of smaller stride: that dim moves next to the
   // inner one (the order of the outer dims does not matter to the result)
@@ -150,12 +150,12 @@ class LoopNest {
     if (rank_ < 2) return;
     const int inner = rank_ - 1;
     for (int k = 0; k < N; ++k) {
-      const std::int64_t s = abs64(strides_[k][inner]);
+      const std::int64_t s = detail::abs64(strides_[k][inner]);
       if (s <= 1) continue;
       int best = -1;
       for (int d = 0; d < inner; ++d) {
-        const std::int64_t sd = abs64(strides_[k][d]);
-        if (sd != 0 && sd < s && (best < 0 || sd < abs64(strides_[k][best]))) best = d;
+        const std::int64_t sd = detail::abs64(strides_[k][d]);
+        if (sd != 0 && sd < s && (best < 0 || sd < detail::abs64(strides_[k][best]))) best = d;
       }
       if (best < 0) continue;
       for (int d = best; d < inner - 1; ++d) {
@@ -167,15 +167,15 @@ class LoopNest {
     }
   }
 
-  // Tiles: rows (dim rank_ - 2) and columns (the inner dim) in kTile x kTile
-  // blocks. A work item is one block of kTile rows across every column
+  // Tiles: rows (dim rank_ - 2) and columns (the inner dim) in kTileSide x kTileSide
+  // blocks. A work item is one block of kTileSide rows across every column
   // block, for one index of the outer dims; items are what the threads
   // share.
   template <class F>
   void for_each_tile(std::int64_t grain, F& tile) const {
     const int inner = rank_ - 1;
     const std::int64_t rows = shape_[inner - 1], cols = shape_[inner];
-    const std::int64_t row_blocks = (rows + kTile - 1) / kTile;
+    const std::int64_t row_blocks = (rows + kTileSide - 1) / kTileSide;
     std::int64_t outer = 1;
     for (int d = 0; d < inner - 1; ++d) outer *= shape_[d];
     const std::int64_t items = outer * row_blocks;
@@ -187,20 +187,20 @@ class LoopNest {
       }
       for (std::int64_t it = lo; it < hi; ++it) {
         std::int64_t rest = it / row_blocks;
-        const std::int64_t r0 = (it % row_blocks) * kTile, n_rows = std::min(kTile, rows - r0);
+        const std::int64_t r0 = (it % row_blocks) * kTileSide, n_rows = std::min(kTileSide, rows - r0);
         std::array<std::int64_t, N> base{};
         for (int d = inner - 2; d >= 0; --d) {
           const std::int64_t i = rest % shape_[d];
           rest /= shape_[d];
           for (int k = 0; k < N; ++k) base[k] += i * strides_[k][d];
         }
-        for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        for (std::int64_t c0 = 0; c0 < cols; c0 += kTileSide) {
           for (int k = 0; k < N; ++k) off[k] = base[k] + r0 * row_step[k] + c0 * col_step[k];
-          tile(off.data(), row_step.data(), col_step.data(), n_rows, std::min(kTile, cols - c0));
+          tile(off.data(), row_step.data(), col_step.data(), n_rows, std::min(kTileSide, cols - c0));
         }
       }
     };
-    const std::int64_t per_item = std::min(kTile, rows) * cols;
+    const std::int64_t per_item = std::min(kTileSide, rows) * cols;
     if (grain <= 0 || total_ <= grain) {
       work(0, items);
       return;
@@ -323,7 +323,7 @@ class TileOperand {
       step_ = col_step;
       return;
     }
-    if ((row_step < 0 ? -row_step : row_step) <= (col_step < 0 ? -col_step : col_step)) {
+    if (detail::abs64(row_step) <= detail::abs64(col_step)) {
       for (std::int64_t c = 0; c < cols; ++c)
         for (std::int64_t r = 0; r < rows; ++r) block_[r * kTileSide + c] = data[r * row_step + c * col_step];
     } else {
@@ -358,6 +358,8 @@ class TileOperand {
 // are copied one by one.
 namespace detail {
 
+// Only where a 64-byte vector is a register (AVX-512): elsewhere such a
+// vector would be passed in memory (and GCC warns of the ABI change).
 #if defined(__AVX512F__)
 // One round of the transpose: swaps the off-diagonal B x B blocks of each
 // 2B x 2B block (row i with row i + B, for the i with bit B clear).
@@ -393,18 +395,11 @@ inline void transpose_block(const T* from, std::int64_t from_stride, T* to, std:
   transpose_round<V, Lanes, Lanes / 2>(r);
   for (int i = 0; i < Lanes; ++i) std::memcpy(to + i * to_stride, &r[i], sizeof(V));
 }
-#endif
 
-// Only where a 64-byte vector is a register (AVX-512): elsewhere such a
-// vector would be passed in memory (and GCC warns of the ABI change).
+// Blocks of 4- and 8-byte elements that fill a 64-byte vector.
 template <class T, int Lanes>
-constexpr bool transposes_in_registers() {
-#if defined(__AVX512F__)
-  return (sizeof(T) == 4 || sizeof(T) == 8) && Lanes * sizeof(T) == 64;
-#else
-  return false;
+inline constexpr bool transposes_in_registers = (sizeof(T) == 4 || sizeof(T) == 8) && Lanes * sizeof(T) == 64;
 #endif
-}
 
 }  // namespace detail
 
@@ -414,11 +409,10 @@ constexpr bool transposes_in_registers() {
 template <int Lanes, class T>
 void rows_to_lanes(const T* __restrict rows, std::int64_t row_stride, std::int64_t len, T* __restrict tile) {
   std::int64_t c = 0;
-  if constexpr (detail::transposes_in_registers<T, Lanes>()) {
 #if defined(__AVX512F__)
+  if constexpr (detail::transposes_in_registers<T, Lanes>)
     for (; c + Lanes <= len; c += Lanes) detail::transpose_block<T, Lanes>(rows + c, row_stride, tile + c * Lanes, Lanes);
 #endif
-  }
   for (; c < len; ++c)
     for (int l = 0; l < Lanes; ++l) tile[c * Lanes + l] = rows[l * row_stride + c];
 }
@@ -427,11 +421,10 @@ void rows_to_lanes(const T* __restrict rows, std::int64_t row_stride, std::int64
 template <int Lanes, class T>
 void lanes_to_rows(const T* __restrict tile, std::int64_t len, T* __restrict rows, std::int64_t row_stride) {
   std::int64_t c = 0;
-  if constexpr (detail::transposes_in_registers<T, Lanes>()) {
 #if defined(__AVX512F__)
+  if constexpr (detail::transposes_in_registers<T, Lanes>)
     for (; c + Lanes <= len; c += Lanes) detail::transpose_block<T, Lanes>(tile + c * Lanes, Lanes, rows + c, row_stride);
 #endif
-  }
   // Column by column: one vector load of the tile, then a store per row.
   for (; c < len; ++c)
     for (int l = 0; l < Lanes; ++l) rows[l * row_stride + c] = tile[c * Lanes + l];
