@@ -1,7 +1,10 @@
 #include "wfgen/emit/builtins.hpp"
 
+#include <functional>
 #include <initializer_list>
 #include <string>
+
+#include "wfgen/emit/vector_lanes.hpp"
 
 namespace wfgen::emit {
 
@@ -173,7 +176,7 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   // of the previous kw: 4x slower on the CNN's 16x14x14 planes.) The sums
   // run in the same (kh, kw) order from the same 0, so the results are the
   // same to the bit.
-  const std::string lanes = num(64 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+  const std::string lanes = num(vector_lanes(p.dtype));
   w.open("if (wf_cs5 == 1 && wf_os3 == 1 && wf_sw == 1)");
   w.line("const std::int64_t wf_ho = " + c.cpp + ".shape[4], wf_wo = " + c.cpp + ".shape[5];");
   w.line("const std::int64_t wf_sh = " + scalar(p, "stride_h") + ", wf_ph = " + scalar(p, "pad_h") + ", wf_dh = " + scalar(p, "dilation_h") +
@@ -185,10 +188,8 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) wf_acc[wf_l] = " + t + "(0);");
   w.open("for (std::int64_t wf_kh = 0; wf_kh < " + c.cpp + ".shape[2]; ++wf_kh)");
   w.line("const std::int64_t wf_ty = wf_iy + wf_ph - wf_kh * wf_dh;  // y * stride_h");
-  // (Stride 1 without a division: three of them per 16 columns cost more than the adds.)
-  w.line("if (wf_ty < 0 || (wf_sh != 1 && wf_ty % wf_sh != 0)) continue;");
-  w.line("const std::int64_t wf_y = wf_sh == 1 ? wf_ty : wf_ty / wf_sh;");
-  w.line("if (wf_y >= wf_ho) continue;");
+  w.line("if (wf_ty < 0 || wf_ty % wf_sh != 0 || wf_ty / wf_sh >= wf_ho) continue;");
+  w.line("const std::int64_t wf_y = wf_ty / wf_sh;");
   w.open("for (std::int64_t wf_kw = 0; wf_kw < " + c.cpp + ".shape[3]; ++wf_kw)");
   w.line("const " + t + "* wf_src = wf_plane_col + wf_kh * " + c.cpp + ".strides[2] + wf_kw * " + c.cpp + ".strides[3] + wf_y * " + c.cpp +
          ".strides[4];");
@@ -356,7 +357,7 @@ enum class PoolMode { Value, Grad, Pick };
 // of that (runs along the block: the windows of several output rows in one
 // loop). Both loops are long and unit-stride, so they vectorise where the
 // loop over a row's windows (14 for a 28-wide plane) did not: max_pool
-// 64x16x28x28 took 390 us that way, 69 us this way. Emitted inside the
+// 64x16x28x28 took 390 us that way, 130 us this way. Emitted inside the
 // plane loop; `continue`s to the next plane when it applies.
 void emit_pool_blocks(CodeWriter& w, const KernelPlan& p, PoolMode mode, const std::string& key_type, bool keyed) {
   const bool value = mode == PoolMode::Value;
@@ -413,6 +414,17 @@ void emit_pool_blocks(CodeWriter& w, const KernelPlan& p, PoolMode mode, const s
   w.close();
   // Window m of the block: columns [k_w m, k_w m + k_w) of wf_cols, output row wf_y0 + m / w_out.
   w.line("const std::int64_t wf_n = (wf_y1 - wf_y0) * wf_wo;");
+  // A loop over the block's windows, written with k_w as a constant for the
+  // usual pools: its inner loop unrolls and the loop over windows vectorises.
+  auto for_each_width = [&](const std::function<void(const std::string&)>& windows) {
+    w.open("if (wf_kw == 2)");
+    windows("2");
+    w.otherwise_if("wf_kw == 3");
+    windows("3");
+    w.otherwise();
+    windows("wf_kw");
+    w.close();
+  };
   if (value) {
     w.line(t + "* wf_out = wf_dst + wf_y0 * wf_wo;");
     auto best_of = [&](const std::string& kw) {
@@ -420,19 +432,12 @@ void emit_pool_blocks(CodeWriter& w, const KernelPlan& p, PoolMode mode, const s
       w.line(t + " wf_best = wf_cols[" + kw + " * wf_m];");
       w.open("for (std::int64_t wf_j = 1; wf_j < " + kw + "; ++wf_j)");
       w.line("const " + t + " wf_v = wf_cols[" + kw + " * wf_m + wf_j];");
-      w.line("wf_best = wf_v > wf_best" + std::string(is_float ? " || wf_v != wf_v" : "") + " ? wf_v : wf_best;");
+      w.line("wf_best = wf_v > wf_best" + nan + " ? wf_v : wf_best;");
       w.close();
       w.line("wf_out[wf_m] = wf_best;");
       w.close();
     };
-    // k_w as a constant for the usual pools: the inner loop unrolls and the outer one vectorises.
-    w.open("if (wf_kw == 2)");
-    best_of("2");
-    w.otherwise_if("wf_kw == 3");
-    best_of("3");
-    w.otherwise();
-    best_of("wf_kw");
-    w.close();
+    for_each_width(best_of);
   } else {
     // The winner's column in the block, then its offset in the target plane.
     w.line("std::int32_t wf_win_col[" + num(kBlock) + "];");
@@ -452,13 +457,7 @@ void emit_pool_blocks(CodeWriter& w, const KernelPlan& p, PoolMode mode, const s
       w.line("wf_win_col[wf_m] = wf_at;");
       w.close();
     };
-    w.open("if (wf_kw == 2)");
-    winner_of("2");
-    w.otherwise_if("wf_kw == 3");
-    winner_of("3");
-    w.otherwise();
-    winner_of("wf_kw");
-    w.close();
+    for_each_width(winner_of);
     // Row by row of windows (a division to find a window's row cost more than the rest).
     w.open("for (std::int64_t wf_y = wf_y0; wf_y < wf_y1; ++wf_y)");
     w.line("const std::int64_t wf_first = (wf_y - wf_y0) * wf_wo, wf_first_col = (wf_y - wf_y0) * wf_span;");

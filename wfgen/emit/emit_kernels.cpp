@@ -10,6 +10,7 @@
 #include "wfgen/emit/builtins.hpp"
 #include "wfgen/emit/code_writer.hpp"
 #include "wfgen/emit/row_kernels.hpp"
+#include "wfgen/emit/vector_lanes.hpp"
 #include "wfgen/support/names.hpp"
 #include "wfgen/support/parallel.hpp"
 
@@ -364,11 +365,10 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   };
   w.open("if (wf_stride == 1)");
   if (additive && is_float(p.dtype)) {
-    // Independent partial sums, 128 bytes of them (32 floats, 16 doubles),
-    // folded in halves: one chain of adds waits on the add's latency for
-    // every element (the bias gradient of the CNN, sum over 784, ran at 1.3
-    // G elements/s). The order differs from a sequential sum by rounding only.
-    const std::int64_t lanes = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+    // Independent partial sums (partial_sum_lanes), folded in halves: one
+    // chain of adds waits on the add's latency for every element (the bias
+    // gradient of the CNN, sum over 784, ran at 1.3 G elements/s).
+    const std::int64_t lanes = partial_sum_lanes(p.dtype);
     const std::string ls = num(lanes);
     w.open("if (wf_len >= " + num(2 * lanes) + ")");
     w.line(t + " wf_part[" + ls + "];");

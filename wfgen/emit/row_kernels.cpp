@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "wfgen/emit/vector_lanes.hpp"
+
 namespace wfgen::emit {
 
 std::string math_namespace(const lower::KernelPlan& p) { return p.fast_math ? "wfgen::rt::math::fast" : "wfgen::rt::math"; }
@@ -143,9 +145,8 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
   const std::size_t n = p.tensors.size();
   const std::size_t out = n - 1;
   const std::string t = elem(p.dtype);
-  const std::int64_t size = static_cast<std::int64_t>(rt::dtype_size(p.dtype));
-  const std::int64_t lanes = 64 / size;
-  const std::int64_t max_len = 2 * std::min<std::int64_t>(32, 128 / size);
+  const std::int64_t lanes = vector_lanes(p.dtype);
+  const std::int64_t max_len = 2 * partial_sum_lanes(p.dtype);
   const std::string T = num(lanes);
   const std::string cap = num(max_len * lanes);
   // Whether expression e reads the name `name`.
@@ -453,7 +454,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     auto emit_mean_and_spread = [&](int j, int k) {
       const std::string js = num(j), ks = num(k);
       const std::string shift = "wf_shift" + js, a = "wf_acc" + js, q = "wf_sq" + ks, sum = "wf_sum" + ks;
-      const std::int64_t lane_count = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+      const std::int64_t lane_count = partial_sum_lanes(p.dtype);
       const std::string lanes = num(lane_count);
       w.comment("row" + js + " and the sum of row" + ks + " in one pass: shifted sums (d = element - shift)");
       const expr::Expr element = loop_expr(f.rows[static_cast<std::size_t>(j)].element);
@@ -554,12 +555,9 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       };
       const std::string a = "wf_acc" + num(static_cast<std::int64_t>(k));
       if (unit_stride) {
-        // Independent accumulators, 128 bytes of them (32 floats, 16
-        // doubles), so the loop vectorises into four chains of vector
-        // operations that do not wait on each other (one chain is bound by
-        // the latency of an add). The sum's order differs from a sequential
-        // one by rounding only.
-        const std::int64_t lane_count = std::min<std::int64_t>(32, 128 / static_cast<std::int64_t>(rt::dtype_size(p.dtype)));
+        // Independent accumulators (partial_sum_lanes: one chain is bound
+        // by the latency of an add).
+        const std::int64_t lane_count = partial_sum_lanes(p.dtype);
         const std::string lanes = num(lane_count);
         // Short rows take a plain loop here: setting up and folding the
         // lanes would cost more than the row (contiguous rows shorter than
