@@ -343,6 +343,9 @@ Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     p = {rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 2), rand_int(rng, 1, 2),
          rand_int(rng, 0, 1),  rand_int(rng, 0, 2), rand_int(rng, 1, 2), rand_int(rng, 1, 2)};
     if (c == 0) p = {3, 3, 1, 1, 1, 1, 1, 1};
+    // Rows of stride 1 from 2 to 40 columns: every length class of rt::copy_run (one 8-, 16- or 32-byte
+    // pair of moves, 64-byte moves with an overlapping last one) in every dtype.
+    if (c >= 9 && c <= 11) xs[3] = rand_int(rng, 8, 40), p.sw = 1, p.dw = 1;
     const std::int64_t eh = xs[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1, ew = xs[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1;
     ho = eh < 0 ? -1 : eh / p.sh + 1;
     wo = ew < 0 ? -1 : ew / p.sw + 1;
@@ -399,6 +402,9 @@ Built build_col2im(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     p = {rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 2), rand_int(rng, 1, 2),
          rand_int(rng, 0, 1),  rand_int(rng, 0, 2), rand_int(rng, 1, 2), rand_int(rng, 1, 2)};
     if (c == 0) p = {3, 3, 1, 1, 1, 1, 1, 1};
+    // Rows of stride 1 from 2 to 40 columns: every length class of rt::copy_run (one 8-, 16- or 32-byte
+    // pair of moves, 64-byte moves with an overlapping last one) in every dtype.
+    if (c >= 9 && c <= 11) xs[3] = rand_int(rng, 8, 40), p.sw = 1, p.dw = 1;
     const std::int64_t eh = xs[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1, ew = xs[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1;
     ho = eh < 0 ? -1 : eh / p.sh + 1;
     wo = ew < 0 ? -1 : ew / p.sw + 1;

@@ -326,3 +326,46 @@ TEST_CASE("rows_to_lanes and lanes_to_rows: column-major tiles of rows, blocks t
   check_lanes_round_trip<std::uint8_t, 64>();  // copied one by one
   check_lanes_round_trip<float, 4>();          // fewer lanes than a vector: one by one
 }
+
+namespace {
+
+// copy_run and PaddedRows (im2col's rows) against a naive loop, for every
+// length up to past two 64-byte moves and every padding: each element of
+// [0, n) is the row's or 0, and nothing around the row is written.
+template <class T>
+void check_padded_rows() {
+  constexpr std::int64_t kGuard = 80;  // elements on each side that must stay untouched
+  std::vector<T> src(200);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(10 + (i * 7) % 90);  // distinct neighbours, never 0 or 9
+  for (std::int64_t n = 0; n <= 140 / static_cast<std::int64_t>(sizeof(T)) + 3; ++n) {
+    std::vector<T> run(static_cast<std::size_t>(n + 2 * kGuard), T(9));
+    rt::copy_run(run.data() + kGuard, src.data() + 3, n);
+    for (std::int64_t i = 0; i < n + 2 * kGuard; ++i) {
+      const T want = i >= kGuard && i < kGuard + n ? src[static_cast<std::size_t>(i - kGuard + 3)] : T(9);
+      INFO("copy_run n=" << n << " at " << i);
+      REQUIRE(run[static_cast<std::size_t>(i)] == want);
+    }
+    for (std::int64_t lo = 0; lo <= std::min<std::int64_t>(n, 3); ++lo) {
+      for (std::int64_t hi = std::max(lo, n - 3); hi <= n; ++hi) {
+        const std::int64_t shift = lo - 2;  // row[x - shift]: the row's element 2 at x = lo
+        std::vector<T> out(static_cast<std::size_t>(n + 2 * kGuard), T(9));
+        rt::PaddedRows<T>(n, shift, lo, hi).copy(out.data() + kGuard, src.data() + 40);
+        for (std::int64_t i = 0; i < n + 2 * kGuard; ++i) {
+          const std::int64_t x = i - kGuard;
+          const T want = x < 0 || x >= n ? T(9) : x >= lo && x < hi ? src[static_cast<std::size_t>(40 + x - shift)] : T(0);
+          INFO("PaddedRows n=" << n << " lo=" << lo << " hi=" << hi << " at x=" << x);
+          REQUIRE(out[static_cast<std::size_t>(i)] == want);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("copy_run and PaddedRows copy exactly [0, n), with zeros outside [lo, hi)", "[im2col]") {
+  check_padded_rows<float>();
+  check_padded_rows<double>();
+  check_padded_rows<std::uint8_t>();
+  check_padded_rows<std::int64_t>();
+}
