@@ -8,11 +8,14 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <type_traits>
 #include <vector>
 
 #include "test_util.hpp"
+#include "wfgen/kernel_math.hpp"
 #include "wfgen/kernel_support.hpp"
 #include "wfgen/vm.hpp"
 
@@ -368,4 +371,40 @@ TEST_CASE("copy_run and PaddedRows copy exactly [0, n), with zeros outside [lo, 
   check_padded_rows<double>();
   check_padded_rows<std::uint8_t>();
   check_padded_rows<std::int64_t>();
+}
+
+namespace {
+
+// sqrt_lanes against std::sqrt, bit for bit (any NaN for a NaN): zeros of
+// both signs, subnormals, negatives, infinities, NaN and ordinary values.
+template <int N, class T>
+void check_sqrt_lanes() {
+  const T specials[] = {T(0), -T(0), std::numeric_limits<T>::denorm_min(), T(-1), std::numeric_limits<T>::infinity(),
+                        -std::numeric_limits<T>::infinity(), std::numeric_limits<T>::quiet_NaN(), T(2), T(1e-30), T(3.5e7)};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0, 100);
+  for (int round = 0; round < 20; ++round) {
+    T v[N], want[N];
+    for (int l = 0; l < N; ++l) {
+      v[l] = round == 0 ? specials[l % 10] : static_cast<T>(u(rng) * u(rng));
+      want[l] = std::sqrt(v[l]);
+    }
+    rt::math::sqrt_lanes<N>(v);
+    for (int l = 0; l < N; ++l) {
+      INFO("lane " << l << " of " << N << ", round " << round);
+      if (std::isnan(want[l])) REQUIRE(std::isnan(v[l]));
+      else REQUIRE(std::memcmp(&v[l], &want[l], sizeof(T)) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sqrt_lanes is std::sqrt on every lane, in vectors where the target has them", "[rowtiles]") {
+  check_sqrt_lanes<16, float>();
+  check_sqrt_lanes<8, double>();
+  check_sqrt_lanes<32, float>();
+  check_sqrt_lanes<4, float>();  // 16 bytes
+  check_sqrt_lanes<3, float>();  // no vector: std::sqrt
+  check_sqrt_lanes<2, double>();
 }

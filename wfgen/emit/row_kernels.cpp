@@ -239,6 +239,13 @@ void emit_row_tiles(CodeWriter& w, const KernelPlan& p, int cache, const expr::E
     const std::string var = "wf_row" + num(static_cast<std::int64_t>(k));
     if (!rv.reduce) {
       w.line(t + " " + var + "[" + T + "];");
+      // A square root (layernorm's standard deviation): all lanes in one vector instruction
+      // (rt::math::sqrt_lanes; a loop of std::sqrt does not vectorise while it may set errno).
+      if (rv.element.op == expr::Op::Call && rv.element.fn == expr::Fn::Sqrt) {
+        w.line(per_lane + var + "[wf_l] = " + expr::to_cpp(rv.element.args[0], ctx) + ";");
+        w.line("wfgen::rt::math::sqrt_lanes<" + T + ">(" + var + ");");
+        continue;
+      }
       w.line(per_lane + var + "[wf_l] = " + expr::to_cpp(rv.element, ctx) + ";");
       continue;
     }
