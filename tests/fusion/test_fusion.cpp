@@ -25,6 +25,8 @@
 #include "log_softmax_rows_nofuse.hpp"
 #include "norm_mlp_f.hpp"
 #include "norm_mlp_nofuse.hpp"
+#include "reshaped_chain_f.hpp"
+#include "reshaped_chain_nofuse.hpp"
 #include "rms_f.hpp"
 #include "rms_nofuse.hpp"
 #include "shared_f.hpp"
@@ -355,6 +357,35 @@ TEST_CASE("a value read outside the chain is not fused away") {
   same(og[1], oh[1], 1e-6, "sigmoid(t)");
   CHECK(instructions(g.disassemble()) == 3);  // t fused (mul, add_scalar), read by both
   CHECK(instructions(h.disassemble()) == 4);
+}
+
+TEST_CASE("element-wise calls a reshape separates fuse in the first one's shape; gradients agree") {
+  fz::reshaped_chain_f f;
+  fz::reshaped_chain_nofuse u;
+  Tensor a = random(DType::f32, {5, 3, 12}, 81), b = random(DType::f32, {3, 1}, 82);
+  Tensor yf = f.forward(a, b)[0], yu = u.forward(a, b)[0];
+  REQUIRE(yf.shape() == Shape{5, 3, 3, 4});
+  same(yf, yu, 0, "fused vs unfused: the same float operations in the same order");
+  std::vector<double> ref(5 * 3 * 12);
+  for (std::int64_t i = 0; i < 5 * 3 * 12; ++i) ref[static_cast<std::size_t>(i)] = std::max(at(a, i) + at(b, (i / 12) % 3), 0.0) * 2.0;
+  same_as(yf, ref, 1e-6, "fused vs naive loop");
+  const std::string d = f.disassemble();
+  INFO(d);
+  CHECK(d.find("FUSED-ADD-RELU") != std::string::npos);
+  CHECK(instructions(d) == instructions(u.disassemble()) - 1);
+  // The pullback reads the relu's result through the reshape: dA = dY * 2 where A + b > 0; db sums it.
+  const Tensor dy = random(DType::f32, {5, 3, 3, 4}, 83);
+  f.backward({dy});
+  u.backward({dy});
+  same(f.grad("A"), u.grad("A"), 0, "grad A");
+  same(f.grad("b"), u.grad("b"), 1e-6, "grad b");
+  std::vector<double> da(5 * 3 * 12), db(3, 0.0);
+  for (std::int64_t i = 0; i < 5 * 3 * 12; ++i) {
+    da[static_cast<std::size_t>(i)] = at(a, i) + at(b, (i / 12) % 3) > 0 ? at(dy, i) * 2.0 : 0.0;
+    db[static_cast<std::size_t>((i / 12) % 3)] += da[static_cast<std::size_t>(i)];
+  }
+  same_as(f.grad("A"), da, 1e-6, "grad A vs naive loop");
+  same_as(f.grad("b"), db, 1e-6, "grad b vs naive loop");
 }
 
 TEST_CASE("fusion in the pullback: gradients and training steps equal the unfused build") {

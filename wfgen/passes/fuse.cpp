@@ -428,9 +428,109 @@ class Fuser {
   std::size_t groups_ = 0;
 };
 
+// Element-wise calls that a reshape separates, P then R = f(P.reshape(...))
+// (a convolution's bias add on the GEMM's [N C h*w] result, then relu on the
+// image shape [N C h w]): both run in P's shape, so that fusion can join
+// them. R reads P directly, any other operand of R through a reshape to P's
+// shape, and R's readers read R through the reshape R's result had. Both
+// are contiguous, so no address changes. Only where fusion would then take
+// P: P is read by that one reshape, the reshape by R alone; R is no output.
+void join_through_reshapes(Graph& g) {
+  std::vector<std::vector<int>> readers(g.values.size());
+  std::vector<bool> written(g.values.size(), false);
+  for (const Value& v : g.values) {
+    if (v.kind == Kind::View) readers[static_cast<std::size_t>(v.base)].push_back(v.id);
+    if (v.write_to >= 0) written[static_cast<std::size_t>(g.root(v.write_to))] = true;
+    if (v.kind != Kind::Call) continue;
+    for (int o : v.operands)
+      if (o != v.id) readers[static_cast<std::size_t>(o)].push_back(v.id);
+  }
+  auto only_reader = [&](int id, int reader) {
+    const auto& r = readers[static_cast<std::size_t>(id)];
+    return !r.empty() && std::all_of(r.begin(), r.end(), [&](int x) { return x == reader; });
+  };
+  auto plain = [&](const Value& v) {
+    return role_of(v) == Role::Elementwise && v.contiguous && !written[static_cast<std::size_t>(v.id)];
+  };
+  std::vector<std::pair<int, std::vector<int>>> before;  // R, the views it reads (added below)
+  std::vector<std::pair<int, int>> after;                // R, the view its readers read
+  std::set<int> dropped;                                 // the reshapes R no longer reads
+  const std::size_t n = g.values.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!plain(g.values[i]) || std::count(g.outputs.begin(), g.outputs.end(), static_cast<int>(i))) continue;
+    const int r = static_cast<int>(i);
+    int view = -1;
+    for (int o : g[r].operands) {
+      const Value& ov = g[o];
+      if (o != r && ov.kind == Kind::View && ov.view == ViewKind::Reshape && plain(g[ov.base]) && only_reader(ov.base, o) &&
+          only_reader(o, r) && g[ov.base].backward == g[r].backward && g[ov.base].dtype == g[r].dtype) {
+        view = o;
+      }
+    }
+    if (view < 0) continue;
+    const int p = g[view].base;
+    const Shape shape_p = g[p].shape, shape_r = g[r].shape;
+    // R's other operands: contiguous tensors of R's shape, read through a reshape.
+    bool ok = true;
+    for (int o : g[r].operands)
+      if (o != r && o != view && (!g[o].contiguous || g[o].shape != shape_r)) ok = false;
+    if (!ok) continue;
+    auto reshape = [&](int base, const Shape& shape) {
+      Value v = g[r];
+      v.kind = Kind::View;
+      v.view = ViewKind::Reshape;
+      v.base = base;
+      v.shape = shape;
+      v.dtype = g[base].dtype;
+      v.contiguous = true;
+      v.node = nullptr;
+      v.impl = nullptr;
+      v.operands.clear();
+      v.args.clear();
+      v.name.clear();  // a "TID" of the tensor table, as the tracer's views
+      v.id = static_cast<int>(g.values.size());
+      g.values.push_back(std::move(v));
+      return static_cast<int>(g.values.size()) - 1;
+    };
+    std::vector<int> inputs, operands = g[r].operands;  // (reshape() adds values: no references into g across it)
+    std::map<int, int> reshaped;
+    for (int& o : operands) {
+      if (o == r) continue;
+      if (o == view) {
+        o = p;
+        continue;
+      }
+      if (!reshaped.count(o)) inputs.push_back(reshaped[o] = reshape(o, shape_p));
+      o = reshaped[o];
+    }
+    g[r].operands = operands;
+    const int out = reshape(r, shape_r);
+    g[r].shape = shape_p;
+    g[r].rank = static_cast<int>(shape_p.size());
+    graph::replace_uses(g, r, out);
+    before.push_back({r, inputs});
+    after.push_back({r, out});
+    dropped.insert(view);  // read by nothing now
+  }
+  if (after.empty()) return;
+  // Definition order again: the new views of R's operands just before R, the view of R just after it.
+  std::vector<int> order;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int id = static_cast<int>(i);
+    if (dropped.count(id)) continue;
+    for (const auto& [r, views] : before)
+      if (r == id) order.insert(order.end(), views.begin(), views.end());
+    order.push_back(id);
+    for (const auto& [r, v] : after)
+      if (r == id) order.push_back(v);
+  }
+  graph::renumber(g, order);
+}
+
 }  // namespace
 
 int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index, std::string* log, bool fast_math) {
+  join_through_reshapes(g);
   return Fuser(g, registry, build_index, log, fast_math).run();
 }
 
