@@ -231,44 +231,43 @@ inline T rsqrt(T x) {
   return T(1) / std::sqrt(x);
 }
 
+namespace detail {
+
+// One vector square root in place, of `Bytes` bytes; kSqrtBytes: the widest
+// the target has (0: none).
+#if defined(__AVX512F__)
+inline constexpr int kSqrtBytes = 64;
+inline void sqrt_vector(float* v) { _mm512_storeu_ps(v, _mm512_sqrt_ps(_mm512_loadu_ps(v))); }
+inline void sqrt_vector(double* v) { _mm512_storeu_pd(v, _mm512_sqrt_pd(_mm512_loadu_pd(v))); }
+#elif defined(__AVX__)
+inline constexpr int kSqrtBytes = 32;
+inline void sqrt_vector(float* v) { _mm256_storeu_ps(v, _mm256_sqrt_ps(_mm256_loadu_ps(v))); }
+inline void sqrt_vector(double* v) { _mm256_storeu_pd(v, _mm256_sqrt_pd(_mm256_loadu_pd(v))); }
+#elif defined(__SSE2__)
+inline constexpr int kSqrtBytes = 16;
+inline void sqrt_vector(float* v) { _mm_storeu_ps(v, _mm_sqrt_ps(_mm_loadu_ps(v))); }
+inline void sqrt_vector(double* v) { _mm_storeu_pd(v, _mm_sqrt_pd(_mm_loadu_pd(v))); }
+#else
+inline constexpr int kSqrtBytes = 0;
+#endif
+
+}  // namespace detail
+
 // v[l] = sqrt(v[l]) for l < N (a row kernel's per-row values, one row per
-// lane), one vector square root per 64, 32 or 16 bytes where the target
-// has them. The same correctly rounded results as std::sqrt (NaN for a
-// negative input), but std::sqrt may set errno, and with errno on (GCC's
-// default) a loop of std::sqrt does not vectorise: 16 scalar roots, each
-// with its check, were a tenth of layernorm 64 x 32 (bench/).
+// lane), one vector square root per vector of the widest width the target
+// has, when N lanes fill whole vectors. The same correctly rounded results
+// as std::sqrt (NaN for a negative input), but std::sqrt may set errno, and
+// with errno on (GCC's default) a loop of std::sqrt does not vectorise: 16
+// scalar roots, each with its check, were a tenth of layernorm 64 x 32
+// (bench/).
 template <int N, KernelFloat T>
 inline void sqrt_lanes(T* v) {
-  constexpr int bytes = N * static_cast<int>(sizeof(T));
-#if defined(__AVX512F__)
-  if constexpr (bytes % 64 == 0) {
-    for (int i = 0; i < N; i += 64 / static_cast<int>(sizeof(T))) {
-      if constexpr (sizeof(T) == 4) _mm512_storeu_ps(v + i, _mm512_sqrt_ps(_mm512_loadu_ps(v + i)));
-      else _mm512_storeu_pd(v + i, _mm512_sqrt_pd(_mm512_loadu_pd(v + i)));
-    }
-    return;
+  constexpr int width = detail::kSqrtBytes / static_cast<int>(sizeof(T));  // lanes per vector
+  if constexpr (width > 0 && N % width == 0) {
+    for (int i = 0; i < N; i += width) detail::sqrt_vector(v + i);
+  } else {
+    for (int i = 0; i < N; ++i) v[i] = std::sqrt(v[i]);
   }
-#endif
-#if defined(__AVX__)
-  if constexpr (bytes % 32 == 0) {
-    for (int i = 0; i < N; i += 32 / static_cast<int>(sizeof(T))) {
-      if constexpr (sizeof(T) == 4) _mm256_storeu_ps(v + i, _mm256_sqrt_ps(_mm256_loadu_ps(v + i)));
-      else _mm256_storeu_pd(v + i, _mm256_sqrt_pd(_mm256_loadu_pd(v + i)));
-    }
-    return;
-  }
-#endif
-#if defined(__SSE2__)
-  if constexpr (bytes % 16 == 0) {
-    for (int i = 0; i < N; i += 16 / static_cast<int>(sizeof(T))) {
-      if constexpr (sizeof(T) == 4) _mm_storeu_ps(v + i, _mm_sqrt_ps(_mm_loadu_ps(v + i)));
-      else _mm_storeu_pd(v + i, _mm_sqrt_pd(_mm_loadu_pd(v + i)));
-    }
-    return;
-  }
-#endif
-  (void)bytes;
-  for (int i = 0; i < N; ++i) v[i] = std::sqrt(v[i]);
 }
 
 }  // namespace wfgen::rt::math
