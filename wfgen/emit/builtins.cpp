@@ -97,30 +97,28 @@ void open_plane_loop(CodeWriter& w, const TensorParam& planes, const TensorParam
   w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
 }
 
-// The locals of im2col and col2im's threads: the images' data, strides and
-// height and width (`image`: X of im2col, OUT of col2im), the columns' data
-// and strides, the block sizes and the scalars; prefixes name the strides
-// (wf_xs0.., wf_cs0.., wf_os0..), data are wf_xd / wf_od and wf_cd.
-std::vector<std::string> plane_locals(const KernelPlan& p, const TensorParam& first, const TensorParam& second,
-                                      const std::string& first_prefix, const std::string& second_prefix) {
-  auto data = [&](const TensorParam& v, const std::string& prefix) {
-    return std::string(v.written ? "" : "const ") + elem(p.dtype) + "* const " + prefix.substr(0, 4) + "d = " + v.cpp + ".data;";
-  };
-  auto strides = [](const TensorParam& v, const std::string& prefix) {
+// The locals of im2col and col2im's threads: the data, strides, height and
+// width of `image` (X of im2col, OUT of col2im; named `name` + d, s0..s3:
+// wf_xd, wf_xs0.. or wf_od, wf_os0..), the data and strides of `col` (wf_cd,
+// wf_cs0..wf_cs5), the block sizes and the scalars.
+std::vector<std::string> plane_locals(const KernelPlan& p, const TensorParam& image, const std::string& name, const TensorParam& col) {
+  auto data_and_strides = [&](const TensorParam& v, const std::string& n) {
     std::string s = "const std::int64_t ";
-    for (int d = 0; d < v.rank; ++d) s += (d ? ", " : "") + prefix + num(d) + " = " + v.cpp + ".strides[" + num(d) + "]";
-    return s + ";";
+    for (int d = 0; d < v.rank; ++d) s += (d ? ", " : "") + n + "s" + num(d) + " = " + v.cpp + ".strides[" + num(d) + "]";
+    return std::vector<std::string>{std::string(v.written ? "" : "const ") + elem(p.dtype) + "* const " + n + "d = " + v.cpp + ".data;",
+                                    s + ";"};
   };
-  const TensorParam& col = first_prefix == "wf_cs" ? first : second;
-  const TensorParam& image = first_prefix == "wf_cs" ? second : first;
-  return {data(first, first_prefix), data(second, second_prefix), strides(first, first_prefix), strides(second, second_prefix),
-          "const std::int64_t wf_h = " + image.cpp + ".shape[2], wf_w = " + image.cpp + ".shape[3];",
-          "const std::int64_t wf_kh_n = " + col.cpp + ".shape[2], wf_kw_n = " + col.cpp + ".shape[3], wf_ho = " + col.cpp +
-              ".shape[4], wf_wo = " + col.cpp + ".shape[5];",
-          "const std::int64_t wf_sh = " + scalar(p, "stride_h") + ", wf_ph = " + scalar(p, "pad_h") + ", wf_dh = " +
-              scalar(p, "dilation_h") + ";",
-          "const std::int64_t wf_sw = " + scalar(p, "stride_w") + ", wf_pw = " + scalar(p, "pad_w") + ", wf_dw = " +
-              scalar(p, "dilation_w") + ";"};
+  std::vector<std::string> locals = data_and_strides(image, name);
+  for (auto& l : data_and_strides(col, "wf_c")) locals.push_back(std::move(l));
+  for (std::string l : {"const std::int64_t wf_h = " + image.cpp + ".shape[2], wf_w = " + image.cpp + ".shape[3];",
+                        "const std::int64_t wf_kh_n = " + col.cpp + ".shape[2], wf_kw_n = " + col.cpp + ".shape[3], wf_ho = " +
+                            col.cpp + ".shape[4], wf_wo = " + col.cpp + ".shape[5];",
+                        "const std::int64_t wf_sh = " + scalar(p, "stride_h") + ", wf_ph = " + scalar(p, "pad_h") + ", wf_dh = " +
+                            scalar(p, "dilation_h") + ";",
+                        "const std::int64_t wf_sw = " + scalar(p, "stride_w") + ", wf_pw = " + scalar(p, "pad_w") + ", wf_dw = " +
+                            scalar(p, "dilation_w") + ";"})
+    locals.push_back(std::move(l));
+  return locals;
 }
 
 void emit_im2col(CodeWriter& w, const KernelPlan& p) {
@@ -129,28 +127,23 @@ void emit_im2col(CodeWriter& w, const KernelPlan& p) {
   std::string t = elem(p.dtype);
   w.comment(c.name + "[n c kh kw y x] = " + x.name +
             "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside");
-  auto strides = [](const TensorParam& v, const std::string& prefix, int rank) {
-    std::string s = "const std::int64_t ";
-    for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + prefix + num(d) + " = " + v.cpp + ".strides[" + num(d) + "]";
-    return s + ";";
-  };
-  open_plane_loop(w, x, c, plane_locals(p, x, c, "wf_xs", "wf_cs"));
+  open_plane_loop(w, x, c, plane_locals(p, x, "wf_x", c));
   w.line("const " + t + "* wf_src = wf_xd + wf_b * wf_xs0 + wf_c * wf_xs1;");
   w.line(t + "* const wf_plane_col = wf_cd + wf_b * wf_cs0 + wf_c * wf_cs1;");
-  auto open_blocks = [&](bool masked) {
+  auto open_blocks = [&](bool padded_rows) {
     w.open("for (std::int64_t wf_kh = 0; wf_kh < wf_kh_n; ++wf_kh)");
     w.open("for (std::int64_t wf_kw = 0; wf_kw < wf_kw_n; ++wf_kw)");
     emit_inside_columns(w);
-    if (masked) w.line("const wfgen::rt::PaddedRows<" + t + "> wf_rows(wf_wo, wf_shift, wf_x_lo, wf_x_hi);");
+    if (padded_rows) w.line("const wfgen::rt::PaddedRows<" + t + "> wf_rows(wf_wo, wf_shift, wf_x_lo, wf_x_hi);");
     w.line(t + "* wf_dst = wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3;");
     w.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y, wf_dst += wf_cs4)");
     w.line("const std::int64_t wf_iy = wf_y * wf_sh - wf_ph + wf_kh * wf_dh;");
     w.line("const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h;");
   };
   // Rows of stride 1 on both sides with stride_w 1 (every convolution of
-  // stride 1): one masked copy per 64 bytes (rt::PaddedRows), 3x faster than
-  // three loops per row (zeros, copy, zeros), each shorter than a vector on
-  // the CNN's rows of 12. The strides as variables would make it a gather.
+  // stride 1): the padding's zeros, then one short fixed-size copy
+  // (rt::PaddedRows), where a copy loop shorter than a vector (the CNN's
+  // rows of 12) ran scalar. The strides as variables would make it a gather.
   w.open("if (wf_cs5 == 1 && wf_xs3 == 1 && wf_sw == 1)");
   open_blocks(true);
   w.line("if (wf_inside) wf_rows.copy(wf_dst, wf_src + wf_iy * wf_xs2);");
@@ -207,7 +200,7 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   std::string t = elem(p.dtype);
   w.comment(o.name + "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)] += " + c.name +
             "[n c kh kw y x], from 0; outside the image nothing");
-  open_plane_loop(w, o, c, plane_locals(p, c, o, "wf_cs", "wf_os"));
+  open_plane_loop(w, o, c, plane_locals(p, o, "wf_o", c));
   w.line(t + "* wf_img = wf_od + wf_b * wf_os0 + wf_c * wf_os1;");
   w.line("const " + t + "* wf_plane_col = wf_cd + wf_b * wf_cs0 + wf_c * wf_cs1;");
   // Stride 1 along the rows, rows of stride 1: each row of the image built in

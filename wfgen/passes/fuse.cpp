@@ -452,9 +452,9 @@ void join_through_reshapes(Graph& g) {
   auto plain = [&](const Value& v) {
     return role_of(v) == Role::Elementwise && v.contiguous && !written[static_cast<std::size_t>(v.id)];
   };
-  std::vector<std::pair<int, std::vector<int>>> before;  // R, the views it reads (added below)
-  std::vector<std::pair<int, int>> after;                // R, the view its readers read
-  std::set<int> dropped;                                 // the reshapes R no longer reads
+  std::map<int, std::vector<int>> before;  // R -> the views it reads (added below)
+  std::map<int, int> after;                // R -> the view its readers read
+  std::set<int> dropped;                   // the reshapes R no longer reads
   const std::size_t n = g.values.size();
   for (std::size_t i = 0; i < n; ++i) {
     if (!plain(g.values[i]) || std::count(g.outputs.begin(), g.outputs.end(), static_cast<int>(i))) continue;
@@ -508,8 +508,8 @@ void join_through_reshapes(Graph& g) {
     g[r].shape = shape_p;
     g[r].rank = static_cast<int>(shape_p.size());
     graph::replace_uses(g, r, out);
-    before.push_back({r, inputs});
-    after.push_back({r, out});
+    before[r] = inputs;
+    after[r] = out;
     dropped.insert(view);  // read by nothing now
   }
   if (after.empty()) return;
@@ -518,11 +518,9 @@ void join_through_reshapes(Graph& g) {
   for (std::size_t i = 0; i < n; ++i) {
     const int id = static_cast<int>(i);
     if (dropped.count(id)) continue;
-    for (const auto& [r, views] : before)
-      if (r == id) order.insert(order.end(), views.begin(), views.end());
+    if (auto it = before.find(id); it != before.end()) order.insert(order.end(), it->second.begin(), it->second.end());
     order.push_back(id);
-    for (const auto& [r, v] : after)
-      if (r == id) order.push_back(v);
+    if (auto it = after.find(id); it != after.end()) order.push_back(it->second);
   }
   graph::renumber(g, order);
 }

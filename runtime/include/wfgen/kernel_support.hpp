@@ -436,7 +436,7 @@ void lanes_to_rows(const T* __restrict tile, std::int64_t len, T* __restrict row
 // bytes. A convolution's rows are short (12 columns in the CNN's second
 // layer), where a vector loop does not start and its scalar remainder loop
 // costs 3x the copy, and masked AVX-512 moves stall the loads behind them
-// (bench/: im2col 0.73 -> 0.37 ms masked, -> 0.2 ms so).
+// (bench/: im2col 0.73 -> 0.37 ms masked, -> 0.28 ms so).
 template <class T>
 inline void copy_run(T* __restrict dst, const T* __restrict src, std::int64_t n) noexcept {
   auto* d = reinterpret_cast<unsigned char*>(dst);
