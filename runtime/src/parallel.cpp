@@ -275,6 +275,37 @@ void set_streaming_store_bytes(std::int64_t bytes) {
 
 std::int64_t streaming_store_bytes() noexcept { return streaming_setting().load(std::memory_order_relaxed); }
 
+namespace {
+
+std::atomic<std::int64_t>& streaming_result_setting() {
+  // 4 MiB by default: runtime.hpp says why.
+  static std::atomic<std::int64_t> bytes{
+      env_integer("WFGEN_STREAMING_RESULT_BYTES", -1, std::numeric_limits<std::int64_t>::max()).value_or(std::int64_t{4} << 20)};
+  return bytes;
+}
+
+thread_local bool t_writing_result = false;
+
+}  // namespace
+
+void set_streaming_result_bytes(std::int64_t bytes) {
+  if (bytes < -1) {
+    fail(ErrorCode::InvalidArgument, "set_streaming_result_bytes got " + std::to_string(bytes) + ", expected -1 or more");
+  }
+  streaming_result_setting().store(bytes, std::memory_order_relaxed);
+}
+
+std::int64_t streaming_result_bytes() noexcept { return streaming_result_setting().load(std::memory_order_relaxed); }
+
+namespace detail {
+
+std::int64_t streaming_limit() noexcept { return t_writing_result ? streaming_result_bytes() : streaming_store_bytes(); }
+
+ResultScope::ResultScope(bool writes_result) noexcept : previous_(t_writing_result) { t_writing_result = writes_result; }
+ResultScope::~ResultScope() { t_writing_result = previous_; }
+
+}  // namespace detail
+
 namespace detail {
 
 bool in_parallel_region() noexcept { return t_in_parallel; }

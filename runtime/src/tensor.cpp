@@ -390,13 +390,10 @@ bool Tensor::is_contiguous() const noexcept {
   return true;
 }
 
-void* Tensor::raw_data() const {
-  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
-  return storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
-}
+void Tensor::fail_undefined() { fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)"); }
 
 void Tensor::check_dtype(DType wanted, const char* what) const {
-  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail_undefined();
   if (wanted != dtype_) {
     fail(ErrorCode::DTypeMismatch, std::string(what) + " asked for dtype " +
                                               dtype_name(wanted) + " of a tensor of dtype " +
@@ -688,12 +685,12 @@ Tensor Tensor::unsqueeze(int axis) const {
 // --- Tensor: copies -----------------------------------------------------------
 
 Tensor Tensor::contiguous() const {
-  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail_undefined();
   return is_contiguous() ? *this : clone();
 }
 
 Tensor Tensor::clone() const {
-  if (!storage_) fail(ErrorCode::NullBuffer, "tensor is undefined (it has no storage)");
+  if (!storage_) fail_undefined();
   Tensor t = empty(dtype_, shape());
   copy_elements(t, *this);
   return t;

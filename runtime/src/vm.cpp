@@ -180,7 +180,25 @@ struct VM::Impl {
     TensorRef* ops;
     const ScalarArg* scalars;
     std::int32_t index;
+    bool writes_result;  // an operand is OperandSpec::kResult: streams from streaming_result_bytes()
+    void call() const {
+      if (writes_result) [[unlikely]] {
+        detail::ResultScope scope(true);
+        fn(ops, scalars);
+      } else {
+        fn(ops, scalars);
+      }
+    }
   };
+  // Whether `in` writes an operand marked OperandSpec::kResult.
+  bool writes_result(const Instruction& in) const {
+    if (prog.operand_specs.empty()) return false;
+    for (int k = 0; k < in.n_operands; ++k) {
+      const OperandSpec& spec = prog.operand_specs[static_cast<std::size_t>(in.first_operand + k)];
+      if (bit(in.written, k) && (spec.flags & OperandSpec::kResult) != 0) return true;
+    }
+    return false;
+  }
   struct SectionState {
     std::span<const Instruction> iseq;
     std::vector<Step> steps;  // instructions with a kernel, in order
@@ -278,7 +296,7 @@ VM::Impl::Impl(const Program& p) : prog(p) {
       if (in.fn == nullptr) continue;
       sections[s].steps.push_back(Step{in.fn, gathered.data() + in.first_operand,
                                        prog.scalars.data() + in.first_scalar,
-                                       static_cast<std::int32_t>(i)});
+                                       static_cast<std::int32_t>(i), writes_result(in)});
     }
   }
   if (const char* v = env("WFGEN_VM_OPT_LEVEL")) {
@@ -585,6 +603,7 @@ void VM::Impl::run_logged(Section s) {
     log_operands(in, ops, false);
 #if WFGEN_EXCEPTIONS
     try {
+      detail::ResultScope scope(writes_result(in));
       in.fn(ops, prog.scalars.data() + in.first_scalar);
     } catch (...) {
       out << "    (threw)\n";
@@ -593,6 +612,7 @@ void VM::Impl::run_logged(Section s) {
     }
 #else
     out.flush();  // a failing kernel aborts: show what ran
+    detail::ResultScope scope(writes_result(in));
     in.fn(ops, prog.scalars.data() + in.first_scalar);
 #endif
     log_operands(in, ops, true);
@@ -711,12 +731,12 @@ void VM::run(Section section) {
   std::size_t i = 0;
 #if WFGEN_EXCEPTIONS
   try {
-    for (; i < n; ++i) steps[i].fn(steps[i].ops, steps[i].scalars);
+    for (; i < n; ++i) steps[i].call();
   } catch (...) {
     m.rethrow_wrapped(section, steps[i].index);
   }
 #else
-  for (; i < n; ++i) steps[i].fn(steps[i].ops, steps[i].scalars);
+  for (; i < n; ++i) steps[i].call();
 #endif
 }
 
@@ -765,12 +785,12 @@ std::string VM::profile(Section section, int n_sample, int top_k) {
       const auto t0 = Clock::now();
 #if WFGEN_EXCEPTIONS
       try {
-        step.fn(step.ops, step.scalars);
+        step.call();
       } catch (...) {
         m.rethrow_wrapped(section, step.index);
       }
 #else
-      step.fn(step.ops, step.scalars);
+      step.call();
 #endif
       const auto t1 = Clock::now();
       total[static_cast<std::size_t>(step.index)] += std::chrono::duration<double>(t1 - t0).count();

@@ -8,6 +8,7 @@
 // input), forward() and forward_into() alternating on one model; and a
 // broadcast view with more elements than int64 holds, over buffers that
 // fit, reported as SizeOverflow by both forms.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <set>
 #include <vector>
 
+#include "heads.hpp"
 #include "mlp.hpp"
 #include "outer_sum.hpp"
 #include "regressor_train.hpp"
@@ -123,11 +125,11 @@ TEST_CASE("forward_into: the results of forward(), the output allocated once and
   CHECK(Y.raw_data() == buffer);
   require_softmax(Y, X);
   // forward() binds again (its results are the model's own tensors), then
-  // allocates only the std::vector it returns.
+  // allocates nothing: rt::Results holds the handles inline.
   (void)m.forward(X);
   const long before_alloc = g_allocations.load();
   for (int k = 0; k < 10; ++k) (void)m.forward(X);
-  CHECK(g_allocations.load() - before_alloc == 10);
+  CHECK(g_allocations.load() - before_alloc == 0);
 
   // New elements in the same input buffer: no binding needed, new results.
   Tensor X2 = random_tensor({3, 10}, 2);
@@ -349,7 +351,7 @@ TEST_CASE("forward(): results handed out without a copy, never written while hel
     require_softmax(y, k % 2 ? X2 : X);
     if (k > 0) require_softmax(previous, k % 2 ? X : X2);  // held: not written
   }
-  CHECK(allocations == 40);  // the std::vector<Tensor> of each call
+  CHECK(allocations == 0);  // two sets, alternating; rt::Results holds the handles inline
   CHECK(buffers.size() == 2);
 
   // A result passed back as the input: the model does not write into it.
@@ -406,6 +408,27 @@ TEST_CASE("forward(): two outputs, and a training build's results (copied out of
   CHECK(same(first[0], expected[0]));
   CHECK(same(first[1], expected[1]));
 
+  // rt::Results: structured bindings, moves out of a temporary, at().
+  static_assert(std::tuple_size_v<decltype(m.forward(X, T))> == 2);
+  auto [logits, loss_out] = m.forward(X, T);
+  CHECK(same(logits, expected[0]));
+  CHECK(same(loss_out, expected[1]));
+  auto results = m.forward(X, T);
+  const long handles = results[1].storage().use_count();
+  Tensor moved = std::move(results)[1];  // as `y = model.forward(x)[1]` does: no handle copied
+  CHECK(moved.storage().use_count() == handles);
+  CHECK(!results[1].defined());
+  CHECK(same(moved, expected[1]));
+  const auto held = m.forward(X, T);
+  CHECK(held.size() == 2);
+  CHECK(same(held.at(0), expected[0]));
+  CHECK_THROWS_AS(held.at(2), wfgen::rt::Error);
+  int n = 0;
+  for (const Tensor& t : held) CHECK(same(t, expected[static_cast<std::size_t>(n++)]));
+  CHECK(n == 2);
+  const std::vector<Tensor> copied = held;  // handles copied: the same memory
+  CHECK(copied[0].raw_data() == held[0].raw_data());
+
   // A training build copies its outputs out of its memory: a caller's
   // change to a result does not reach the pullback.
   wfgen_models::regressor_train t, u;  // the same seed: the same parameters
@@ -419,4 +442,84 @@ TEST_CASE("forward(): two outputs, and a training build's results (copied out of
   u.backward();
   for (const auto& [name, w] : t.parameters()) CHECK(same(t.grad(name), u.grad(name)));
   CHECK(loss.at<float>({0}) == 100.0f);
+}
+
+namespace {
+
+// Per forward instruction with a kernel: whether it writes an operand marked
+// OperandSpec::kResult (a result nothing reads after it: streamed from
+// rt::streaming_result_bytes()).
+std::vector<bool> writes_result(const wfgen::rt::VM& vm) {
+  const wfgen::rt::Program& p = vm.program();
+  std::vector<bool> out;
+  for (const auto& in : p.forward) {
+    if (in.fn == nullptr) continue;
+    bool result = false;
+    for (int k = 0; k < in.n_operands; ++k) {
+      const auto flags = p.operand_specs[static_cast<std::size_t>(in.first_operand + k)].flags;
+      if ((in.written >> k) & 1u) result = result || (flags & wfgen::rt::OperandSpec::kResult) != 0;
+      else CHECK((flags & wfgen::rt::OperandSpec::kResult) == 0);  // only written operands
+    }
+    out.push_back(result);
+  }
+  return out;
+}
+
+// Sets both streaming thresholds for a scope.
+struct Streaming {
+  Streaming(std::int64_t store, std::int64_t result)
+      : store_(wfgen::rt::streaming_store_bytes()), result_(wfgen::rt::streaming_result_bytes()) {
+    wfgen::rt::set_streaming_store_bytes(store);
+    wfgen::rt::set_streaming_result_bytes(result);
+  }
+  ~Streaming() {
+    wfgen::rt::set_streaming_store_bytes(store_);
+    wfgen::rt::set_streaming_result_bytes(result_);
+  }
+  std::int64_t store_, result_;
+};
+
+}  // namespace
+
+TEST_CASE("results nothing reads again are marked for streaming; streamed, they are the same bits") {
+  // softmax_model: its last instruction writes the result.
+  wfgen_models::softmax_model s;
+  const Tensor X = random_tensor({64, 40}, 31);
+  (void)s.forward(X);
+  std::vector<bool> marks = writes_result(s.vm());
+  REQUIRE(!marks.empty());
+  CHECK(marks.back());
+  CHECK(std::count(marks.begin(), marks.end(), true) == 1);
+  // mlp: logits is read again by the loss, and the loss is a view (a
+  // reshape) of the mean, copied out: nothing marked.
+  wfgen_models::mlp m;
+  Tensor T = Tensor::zeros(DType::f32, {64, 5});
+  for (int i = 0; i < 64; ++i) T.at<float>({i, i % 5}) = 1;
+  (void)m.forward(random_tensor({64, 20}, 32), T);
+  marks = writes_result(m.vm());
+  CHECK(std::count(marks.begin(), marks.end(), true) == 0);
+  // heads: softmax, log_softmax and layernorm write results; mse's is a view.
+  wfgen_models::heads h;
+  (void)h.forward(random_tensor({64, 7}, 35), random_tensor({64, 7}, 36));
+  marks = writes_result(h.vm());
+  CHECK(std::count(marks.begin(), marks.end(), true) == 3);
+  // A training build copies its results out of its memory: nothing marked.
+  wfgen_models::regressor_train r;
+  (void)r.forward(random_tensor({8, 4}, 33), random_tensor({8, 1}, 34));
+  marks = writes_result(r.vm());
+  CHECK(std::count(marks.begin(), marks.end(), true) == 0);
+
+  // Streamed (threshold 0: every result, rows and element-wise) or cached
+  // (-1), softmax's rows give the same bits; the intermediates never stream.
+  Tensor cached, streamed;
+  {
+    Streaming never(-1, -1);
+    cached = s.forward(X)[0].clone();
+  }
+  {
+    Streaming results_only(-1, 0);
+    streamed = s.forward(X)[0];
+  }
+  CHECK(same(cached, streamed));
+  require_softmax(streamed, X);
 }

@@ -177,6 +177,55 @@ TEST_CASE("vm calls every kernel once per run, in order, and skips view-only ins
   CHECK(g_order == std::vector<std::int64_t>{10, 12, 11, 13, 10, 12, 11});
 }
 
+namespace {
+std::vector<std::int64_t> g_limits;  // detail::streaming_limit() as each call of record_limit saw it
+void record_limit(TensorRef*, const rt::ScalarArg*) { g_limits.push_back(rt::detail::streaming_limit()); }
+}  // namespace
+
+TEST_CASE("vm: a kernel writing a result (OperandSpec::kResult) streams from streaming_result_bytes()", "[vm]") {
+  // Three calls: writing a result; reading it (the result flag on an operand
+  // it does not write counts for nothing); writing a temporary.
+  const rt::TensorInfo tensors[] = {{"y", TensorRole::Temp}, {"t", TensorRole::Temp}};
+  const std::int32_t operands[] = {0, 1, 0, 1};
+  OperandSpec specs[4] = {{DType::f32, 1, -1}, {DType::f32, 1, -1}, {DType::f32, 1, -1}, {DType::f32, 1, -1}};
+  specs[0].flags = specs[2].flags = OperandSpec::kResult;
+  const Instruction fwd[] = {
+      {"REC", "record_limit", &record_limit, 0, 1, 0b1, 0, 0, 0, nullptr},
+      {"REC", "record_limit", &record_limit, 2, 2, 0b10, 0, 0, 0, nullptr},
+      {"REC", "record_limit", &record_limit, 1, 1, 0b1, 0, 0, 0, nullptr},
+  };
+  rt::VM vm(rt::Program{tensors, operands, {}, fwd, {}, specs});
+  Tensor y = Tensor::zeros(DType::f32, {4}), t = Tensor::zeros(DType::f32, {4});
+  TensorRef table[] = {y.ref(), t.ref()};
+  const std::int64_t store = rt::streaming_store_bytes(), result = rt::streaming_result_bytes();
+  rt::set_streaming_store_bytes(1000);
+  rt::set_streaming_result_bytes(7);
+  CHECK(rt::detail::streaming_limit() == 1000);
+  const std::vector<std::int64_t> expected = {7, 1000, 1000};
+  for (OptLevel level : {OptLevel::Safe, OptLevel::Checked, OptLevel::Fast}) {
+    vm.set_opt_level(level);
+    vm.prepare(table);
+    for (int run = 0; run < 2; ++run) {  // the first run checks at level 1, the second is the hot loop
+      g_limits.clear();
+      vm.run(Section::Forward);
+      CHECK(g_limits == expected);
+    }
+  }
+  std::ostringstream log;
+  vm.set_logging(&log);
+  g_limits.clear();
+  vm.run(Section::Forward);
+  CHECK(g_limits == expected);
+  vm.set_logging(nullptr);
+  g_limits.clear();
+  (void)vm.profile(Section::Forward, 1);
+  CHECK(g_limits == expected);
+  CHECK(rt::detail::streaming_limit() == 1000);  // restored after each call
+  CHECK_THROWS_AS(rt::set_streaming_result_bytes(-2), rt::Error);
+  rt::set_streaming_store_bytes(store);
+  rt::set_streaming_result_bytes(result);
+}
+
 TEST_CASE("vm refuses to run before prepare and rejects malformed programs", "[vm]") {
   rt::VM vm(kProgram);
   REQUIRE_RT_ERROR(vm.run(Section::Forward), ErrorCode::InvalidArgument,

@@ -406,18 +406,21 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   for (std::size_t k = 0; k < g.inputs.size(); ++k) in_args += (k ? ", " : "") + cpp_identifier(g[g.inputs[k]].name);
   for (const auto& o : out_params) out_ptrs += (out_ptrs.empty() ? "&" : ", &") + o;
   const auto returning = [&](const std::string& signature, const std::string& inputs_changed) {
-    c.open("std::vector<wfgen::rt::Tensor> " + cls + "::" + signature);
-    c.line("std::vector<wfgen::rt::Tensor> wf_out;");
-    c.line("if (wfgen::rt::Status wf_s = forward_(wf_out, false, " + inputs_changed + "); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-    c.line("return wf_out;");
+    c.open("wfgen::rt::Results<" + n_out + "> " + cls + "::" + signature);
+    c.line("wfgen::rt::Tensor* wf_set = nullptr;");
+    c.line("if (wfgen::rt::Status wf_s = forward_(wf_set, false, " + inputs_changed + "); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+    c.line("return wfgen::rt::Results<" + n_out + ">(wf_set);");
     c.close();
     c.line();
   };
   const auto returning_status = [&](const std::string& signature, const std::string& inputs_changed) {
     c.open("wfgen::rt::Status " + cls + "::" + signature);
     c.line("outputs.clear();");
+    c.line("wfgen::rt::Tensor* wf_set = nullptr;");
     c.comment("Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.");
-    c.line("return wfgen::rt::capture([&] { return forward_(outputs, true, " + inputs_changed + "); });");
+    c.line("wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(wf_set, true, " + inputs_changed + "); });");
+    c.line("if (wf_s.ok()) outputs.assign(wf_set, wf_set + " + n_out + ");");
+    c.line("return wf_s;");
     c.close();
     c.line();
   };
@@ -426,7 +429,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   returning_status("try_run(std::vector<wfgen::rt::Tensor>& outputs)", "inputs_changed_()");
   returning_status(std::string("try_forward(std::vector<wfgen::rt::Tensor>& outputs") + (params_sig.empty() ? "" : ", ") + params_sig + ")",
                    "take_inputs_(" + in_args + ")");
-  c.open("wfgen::rt::Status " + cls + "::forward_(std::vector<wfgen::rt::Tensor>& wf_out, bool wf_check_all, bool wf_inputs_changed)");
+  c.open("wfgen::rt::Status " + cls + "::forward_(wfgen::rt::Tensor*& wf_out, bool wf_check_all, bool wf_inputs_changed)");
   c.comment("A set of output tensors of the model's own that the caller no longer holds: written by the kernels");
   c.comment("(or copied into) like forward_into()'s, then handed out without a copy.");
   c.line("wfgen::rt::Tensor* const wf_set = results_.pick(direct_outputs_);");
@@ -436,7 +439,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     c.line("wfgen::rt::Tensor* const wf_outs[] = {" + ptrs + "};");
   }
   c.line("if (wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed, true); !wf_s.ok()) return wf_s;");
-  c.line("wf_out.assign(wf_set, wf_set + " + n_out + ");");
+  c.line("wf_out = wf_set;");
   c.line("return {};");
   c.close();
   c.line();
@@ -460,7 +463,7 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("bool wf_moved = false;  // forward()'s other set: the same layouts in other buffers of the model's own");
   c.open("for (std::size_t wf_k = 0; wf_k < " + n_out + "; ++wf_k)");
   c.line("if (wf_outs[wf_k]->matches(bound_outputs_[wf_k])) continue;");
-  c.line("if (wf_own && own_bound_ && wfgen::rt::same_layout(*wf_outs[wf_k], bound_outputs_[wf_k])) wf_moved = true;");
+  c.line("if (wf_own && own_bound_ && wf_outs[wf_k]->has_layout(bound_outputs_[wf_k])) wf_moved = true;");
   c.line("else wf_rebind = true;");
   c.close();
   c.open("if (wf_rebind)");
@@ -469,13 +472,13 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("wf_moved = false;");
   c.close();
   c.open("if (wf_moved)");
-  c.comment("Only data pointers move: the binding's checks and direct writes hold for any set of the model's own.");
+  c.comment("Only data pointers move: the binding's checks and direct writes hold for any set of the model's own,");
+  c.comment("and results_ keeps the set alive (direct_outputs_ keep the handles of the set bound first).");
   for (std::size_t k = 0; k < g.outputs.size(); ++k) {
     const std::string ks = num(static_cast<std::int64_t>(k)), id = num(g.outputs[k]);
-    c.line("bound_outputs_[" + ks + "] = wf_outs[" + ks + "]->ref();");
+    c.line("bound_outputs_[" + ks + "].data = wf_outs[" + ks + "]->raw_data();");
     if (!may_write_directly(g, k)) continue;
     c.open("if (direct_outputs_[" + ks + "].defined())");
-    c.line("direct_outputs_[" + ks + "] = *wf_outs[" + ks + "];");
     c.line("table_[" + id + "].data = bound_outputs_[" + ks + "].data;");
     c.line("vm_.retarget(" + id + ", bound_outputs_[" + ks + "].data);");
     c.close();

@@ -12,9 +12,37 @@ namespace wfgen::emit {
 
 using namespace detail;
 
+namespace {
+
+// The calls whose value is a result of the model that nothing reads after
+// it is written (no later call reads it or a view of it): their kernels may
+// stream it past the caches (OperandSpec::kResult). Not in a build with a
+// backward pass, which copies its results out of its memory.
+std::set<int> unread_results(const Graph& g) {
+  std::set<int> out;
+  if (g.has_backward) return out;
+  for (int id : g.outputs) {
+    if (g[id].kind != Kind::Call || g[id].backward) continue;
+    std::set<int> aliases = {id};  // the value and the views of it (views follow their base)
+    bool read = false;
+    for (std::size_t j = static_cast<std::size_t>(id) + 1; j < g.values.size() && !read; ++j) {
+      const Value& u = g.values[j];
+      if (u.kind == Kind::View && aliases.count(u.base) != 0) aliases.insert(u.id);
+      if (u.kind != Kind::Call) continue;
+      for (int o : u.operands) read = read || (o != u.id && aliases.count(o) != 0);
+      read = read || (u.init_from >= 0 && aliases.count(u.init_from) != 0);
+    }
+    if (!read) out.insert(id);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std::string>* list_consts_out) {
   std::vector<ModelInstruction> insts;
   std::vector<std::string> list_consts;
+  const std::set<int> results = unread_results(g);
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
     std::string where_from = v.source + "  (" + v.loc.str() + ")";
@@ -47,6 +75,7 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
       bool w = v.operands[k] == v.id;
       if (w) in.written |= 1u << k;
       std::uint8_t flags = w && no_alias ? 4 : 0;
+      if (w && results.count(v.id) != 0) flags |= 8;  // OperandSpec::kResult
       in.specs.push_back(spec_of(v.operands[k], ew ? 0 : -1, flags));
     }
     for (std::size_t k = 0; k < v.args.size(); ++k) {

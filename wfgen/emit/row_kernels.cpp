@@ -637,7 +637,7 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       const expr::Expr value = loop_expr(caching ? cached_out : f.out);
       if (streaming) {
         w.open("if (wf_stream_row)");
-        w.line("wfgen::rt::stream_store(" + out_row + ", wf_len, [&](std::int64_t wf_c) { return " + t + "(" + expr::to_cpp(value, ctx) + "); });");
+        w.line("wfgen::rt::stream_store<false>(" + out_row + ", wf_len, [&](std::int64_t wf_c) { return " + t + "(" + expr::to_cpp(value, ctx) + "); });");
         w.otherwise();
       }
       w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + out_row +
@@ -658,6 +658,8 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
   body(false);
   w.close();
   w.close();
+  // The rows streamed without a fence each (stream_store<false>): one for this thread's share.
+  if (may_stream) w.line("if (wf_stream) wfgen::rt::stream_fence();");
   w.close(");");
 }
 

@@ -39,7 +39,7 @@ namespace {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 8}, 
   };
   const wfgen::rt::ScalarArg kScalars[] = {
     {},
@@ -158,37 +158,43 @@ bool tanh_net::inputs_changed_() const {
   return false;
 }
 
-std::vector<wfgen::rt::Tensor> tanh_net::run() {
-  std::vector<wfgen::rt::Tensor> wf_out;
-  if (wfgen::rt::Status wf_s = forward_(wf_out, false, inputs_changed_()); !wf_s.ok()) wfgen::rt::fail(wf_s);
-  return wf_out;
+wfgen::rt::Results<1> tanh_net::run() {
+  wfgen::rt::Tensor* wf_set = nullptr;
+  if (wfgen::rt::Status wf_s = forward_(wf_set, false, inputs_changed_()); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  return wfgen::rt::Results<1>(wf_set);
 }
 
-std::vector<wfgen::rt::Tensor> tanh_net::forward(const wfgen::rt::Tensor& X) {
-  std::vector<wfgen::rt::Tensor> wf_out;
-  if (wfgen::rt::Status wf_s = forward_(wf_out, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
-  return wf_out;
+wfgen::rt::Results<1> tanh_net::forward(const wfgen::rt::Tensor& X) {
+  wfgen::rt::Tensor* wf_set = nullptr;
+  if (wfgen::rt::Status wf_s = forward_(wf_set, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  return wfgen::rt::Results<1>(wf_set);
 }
 
 wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
   outputs.clear();
+  wfgen::rt::Tensor* wf_set = nullptr;
   // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  return wfgen::rt::capture([&] { return forward_(outputs, true, inputs_changed_()); });
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(wf_set, true, inputs_changed_()); });
+  if (wf_s.ok()) outputs.assign(wf_set, wf_set + 1);
+  return wf_s;
 }
 
 wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
   outputs.clear();
+  wfgen::rt::Tensor* wf_set = nullptr;
   // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  return wfgen::rt::capture([&] { return forward_(outputs, true, take_inputs_(X)); });
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(wf_set, true, take_inputs_(X)); });
+  if (wf_s.ok()) outputs.assign(wf_set, wf_set + 1);
+  return wf_s;
 }
 
-wfgen::rt::Status tanh_net::forward_(std::vector<wfgen::rt::Tensor>& wf_out, bool wf_check_all, bool wf_inputs_changed) {
+wfgen::rt::Status tanh_net::forward_(wfgen::rt::Tensor*& wf_out, bool wf_check_all, bool wf_inputs_changed) {
   // A set of output tensors of the model's own that the caller no longer holds: written by the kernels
   // (or copied into) like forward_into()'s, then handed out without a copy.
   wfgen::rt::Tensor* const wf_set = results_.pick(direct_outputs_);
   wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
   if (wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed, true); !wf_s.ok()) return wf_s;
-  wf_out.assign(wf_set, wf_set + 1);
+  wf_out = wf_set;
   return {};
 }
 
@@ -208,7 +214,7 @@ wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_che
   bool wf_moved = false;  // forward()'s other set: the same layouts in other buffers of the model's own
   for (std::size_t wf_k = 0; wf_k < 1; ++wf_k) {
     if (wf_outs[wf_k]->matches(bound_outputs_[wf_k])) continue;
-    if (wf_own && own_bound_ && wfgen::rt::same_layout(*wf_outs[wf_k], bound_outputs_[wf_k])) wf_moved = true;
+    if (wf_own && own_bound_ && wf_outs[wf_k]->has_layout(bound_outputs_[wf_k])) wf_moved = true;
     else wf_rebind = true;
   }
   if (wf_rebind) {
@@ -217,10 +223,10 @@ wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_che
     wf_moved = false;
   }
   if (wf_moved) {
-    // Only data pointers move: the binding's checks and direct writes hold for any set of the model's own.
-    bound_outputs_[0] = wf_outs[0]->ref();
+    // Only data pointers move: the binding's checks and direct writes hold for any set of the model's own,
+    // and results_ keeps the set alive (direct_outputs_ keep the handles of the set bound first).
+    bound_outputs_[0].data = wf_outs[0]->raw_data();
     if (direct_outputs_[0].defined()) {
-      direct_outputs_[0] = *wf_outs[0];
       table_[10].data = bound_outputs_[0].data;
       vm_.retarget(10, bound_outputs_[0].data);
     }

@@ -27,11 +27,13 @@ class tanh_net {
   // still hold (nor into a view of it). It keeps two sets of outputs and
   // reuses a set's memory once you hold no handle to it, so a loop such as
   // `y = model.forward(x)[0]` allocates nothing after its first two calls
-  // (docs/runtime-api.md). vm().run() and profile() rerun the last call,
-  // into its results.
-  std::vector<wfgen::rt::Tensor> forward(const wfgen::rt::Tensor& X);
+  // (docs/runtime-api.md). rt::Results holds them inline, in the order of the
+  // `->` list: index it, iterate it, `auto [a, b] = model.forward(...)`, or
+  // convert it to a std::vector. vm().run() and profile() rerun the last
+  // call, into its results.
+  wfgen::rt::Results<1> forward(const wfgen::rt::Tensor& X);
   // The same on the inputs set with set_input().
-  std::vector<wfgen::rt::Tensor> run();
+  wfgen::rt::Results<1> run();
   // An undefined tensor (no storage) is an error (NullBuffer).
   void set_input(std::string_view name, const wfgen::rt::Tensor& value);
   wfgen::rt::Tensor get_input(std::string_view name) const;
@@ -89,12 +91,14 @@ class tanh_net {
   bool take_inputs_(const wfgen::rt::Tensor& X);
   wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed, bool own);
   wfgen::rt::Status run_into_(std::span<wfgen::rt::Tensor> outputs, bool check_all);
-  wfgen::rt::Status forward_(std::vector<wfgen::rt::Tensor>& out, bool check_all, bool inputs_changed);
+  wfgen::rt::Status forward_(wfgen::rt::Tensor*& set, bool check_all, bool inputs_changed);
   std::vector<wfgen::rt::Tensor> inputs_;
   std::vector<wfgen::rt::TensorRef> bound_inputs_;  // inputs_[k].ref() of the binding, zero when not bound
   // The output tensors of the binding (forward_into()'s, or a set of
   // results_ for forward(); zero when bound without outputs), and those the
-  // kernels write directly (kept alive while the table points into them).
+  // kernels write directly (kept alive while the table points into them;
+  // when forward() moves the binding to its other set, results_ keeps that
+  // set alive and these stay the handles of the set it was bound to).
   std::vector<wfgen::rt::TensorRef> bound_outputs_;
   std::vector<wfgen::rt::Tensor> direct_outputs_;
   wfgen::rt::ResultSets results_{ 1 };  // forward()'s outputs

@@ -497,13 +497,14 @@ bool disjoint(const T* a, std::int64_t na, const U* b, std::int64_t nb) {
 }
 
 // Whether an element-wise kernel writes its output of `elements` elements of
-// T with streaming stores (set_streaming_store_bytes).
+// T with streaming stores (set_streaming_store_bytes, or
+// set_streaming_result_bytes for a model's result).
 // (Outputs smaller than one 256-byte block never stream: the size test
 // comes first, so a kernel on a few elements does not pay for the call.)
 template <class T>
 bool streams_output(std::int64_t elements) noexcept {
   if (elements < 256 / static_cast<std::int64_t>(sizeof(T))) return false;
-  const std::int64_t limit = streaming_store_bytes();
+  const std::int64_t limit = detail::streaming_limit();
   return limit >= 0 && elements >= limit / static_cast<std::int64_t>(sizeof(T));
 }
 
@@ -514,7 +515,12 @@ bool streams_output(std::int64_t elements) noexcept {
 // before the first 64-byte boundary and after the last full block are
 // stored plainly. The fence makes the streamed data visible to other
 // threads in order, as a plain store would be, before the kernel returns.
-template <class T, class F>
+// stream_store<false> leaves the fence out, for a kernel that streams many
+// short runs (a row kernel, row by row) and fences once with stream_fence()
+// at the end of each thread's share: a fence waits for the write-combining
+// buffers to drain, and one per 4 KiB row made a streamed softmax 12-20 %
+// slower than a cached one (docs/performance.md).
+template <bool kFence = true, class T, class F>
 void stream_store(T* dst, std::int64_t n, F&& value) {
 #if defined(__SSE2__)
   constexpr std::int64_t kLine = 64, kBlock = 256 / static_cast<std::int64_t>(sizeof(T));
@@ -537,11 +543,19 @@ void stream_store(T* dst, std::int64_t n, F&& value) {
         _mm_stream_si128(reinterpret_cast<__m128i*>(to + b), _mm_load_si128(reinterpret_cast<const __m128i*>(from + b)));
 #endif
     }
-    _mm_sfence();
+    if constexpr (kFence) _mm_sfence();
   }
   for (; i < n; ++i) dst[i] = value(i);
 #else
   for (std::int64_t i = 0; i < n; ++i) dst[i] = value(i);
+#endif
+}
+
+// Orders the stream_store<false> stores of this thread before its later
+// stores (and the pool's hand-back of its share), as plain stores are.
+inline void stream_fence() noexcept {
+#if defined(__SSE2__)
+  _mm_sfence();
 #endif
 }
 

@@ -3,13 +3,17 @@
 // model's symbolic shapes, initialising parameters, and parameter files.
 #pragma once
 
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "wfgen/runtime.hpp"
@@ -192,16 +196,6 @@ Status check_output_copy(const char* name, const TensorRef& dst, const TensorRef
 // forward_into() copies entries it checked when it bound them.
 void copy_elements(const TensorRef& dst, const TensorRef& src) noexcept;
 
-// The same dtype, shape and strides as `r`, whatever the memory: what lets a
-// generated model move a binding to other buffers of the same layout by
-// changing data pointers only (VM::retarget).
-inline bool same_layout(const Tensor& t, const TensorRef& r) noexcept {
-  if (!t.defined() || r.data == nullptr || r.dtype != t.dtype() || r.rank != t.rank()) return false;
-  for (int i = 0; i < r.rank; ++i)
-    if (r.shape[i] != t.dim(i) || r.strides[i] != t.stride(i)) return false;
-  return true;
-}
-
 // --- forward() and run(): outputs the model allocates -------------------------------
 //
 // The tensors forward() returns: two sets of outputs, allocated by the model
@@ -254,6 +248,56 @@ class ResultSets {
   std::size_t n_;
   std::vector<Tensor> sets_;  // set s, output k: sets_[s * n_ + k]
   int last_ = 0;
+};
+
+// What forward() and run() return: the N output tensors, held inline (no
+// allocation), in the order of the model's `->` list. It reads like the
+// std::vector it converts to:
+//
+//   y = model.forward(x)[0];                  // moves the handle out
+//   auto [logits, loss] = model.forward(X, T);
+//   std::vector<Tensor> all = model.forward(X, T);
+//   for (const Tensor& t : model.forward(X, T)) ...
+template <std::size_t N>
+class Results {
+ public:
+  Results() = default;
+  // The first N tensors at `first` (handles copied, not the data).
+  explicit Results(const Tensor* first) {
+    for (std::size_t k = 0; k < N; ++k) tensors_[k] = first[k];
+  }
+
+  static constexpr std::size_t size() noexcept { return N; }
+  static constexpr bool empty() noexcept { return N == 0; }
+  Tensor& operator[](std::size_t k) & noexcept { return tensors_[k]; }
+  const Tensor& operator[](std::size_t k) const& noexcept { return tensors_[k]; }
+  Tensor&& operator[](std::size_t k) && noexcept { return std::move(tensors_[k]); }
+  // operator[] with a bounds check: InvalidArgument past the end.
+  const Tensor& at(std::size_t k) const {
+    if (k >= N) fail(ErrorCode::InvalidArgument, "Results::at(" + std::to_string(k) + ") of " + std::to_string(N) + " outputs");
+    return tensors_[k];
+  }
+  Tensor* begin() noexcept { return tensors_.data(); }
+  Tensor* end() noexcept { return tensors_.data() + N; }
+  const Tensor* begin() const noexcept { return tensors_.data(); }
+  const Tensor* end() const noexcept { return tensors_.data() + N; }
+  Tensor* data() noexcept { return tensors_.data(); }
+  const Tensor* data() const noexcept { return tensors_.data(); }
+  Tensor& front() noexcept { return tensors_.front(); }
+  Tensor& back() noexcept { return tensors_.back(); }
+
+  // Structured bindings (auto [a, b] = ...).
+  template <std::size_t I> Tensor& get() & noexcept { return std::get<I>(tensors_); }
+  template <std::size_t I> const Tensor& get() const& noexcept { return std::get<I>(tensors_); }
+  template <std::size_t I> Tensor&& get() && noexcept { return std::move(std::get<I>(tensors_)); }
+
+  operator std::vector<Tensor>() const& { return std::vector<Tensor>(begin(), end()); }  // NOLINT: implicit on purpose
+  operator std::vector<Tensor>() && {  // NOLINT: implicit on purpose
+    return std::vector<Tensor>(std::make_move_iterator(begin()), std::make_move_iterator(end()));
+  }
+
+ private:
+  std::array<Tensor, N> tensors_;
 };
 
 // --- inputs -----------------------------------------------------------------------
@@ -325,3 +369,10 @@ Status try_save_parameters(const std::string& path, std::span<const std::string>
 Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors);
 
 }  // namespace wfgen::rt
+
+template <std::size_t N>
+struct std::tuple_size<wfgen::rt::Results<N>> : std::integral_constant<std::size_t, N> {};
+template <std::size_t I, std::size_t N>
+struct std::tuple_element<I, wfgen::rt::Results<N>> {
+  using type = wfgen::rt::Tensor;
+};

@@ -312,8 +312,12 @@ class Tensor {
     check_dtype(dtype_of_v<E>, "data");
     return reinterpret_cast<E*>(raw_data());
   }
-  // The same pointer, untyped.
-  void* raw_data() const;
+  // The same pointer, untyped. Inline: a generated model moving its binding
+  // to another set of outputs reads it on every forward().
+  void* raw_data() const {
+    if (!storage_) [[unlikely]] fail_undefined();
+    return storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+  }
 
   // Bounds-checked element access: one index per axis, each in [0, size).
   template <class E>
@@ -357,10 +361,14 @@ class Tensor {
   // allocation: how a generated model sees in a few compares that the
   // tensors of this call are the ones it is bound to (forward_into()).
   bool matches(const TensorRef& r) const noexcept {
-    if (!storage_ || r.dtype != dtype_ || r.rank != rank_ ||
-        r.data != storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_))) {
-      return false;
-    }
+    return has_layout(r) && r.data == storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+  }
+  // The same dtype, shape and strides as `r`, whatever the memory (false for
+  // an undefined tensor or a null `r`): what lets a generated model move a
+  // binding to other buffers of the same layout by changing data pointers
+  // only (VM::retarget).
+  bool has_layout(const TensorRef& r) const noexcept {
+    if (!storage_ || r.data == nullptr || r.dtype != dtype_ || r.rank != rank_) return false;
     for (int i = 0; i < rank_; ++i)
       if (r.shape[i] != shape_[i] || r.strides[i] != strides_[i]) return false;
     return true;
@@ -413,6 +421,7 @@ class Tensor {
                      std::int64_t offset);
   static Tensor borrow_raw(void* ptr, DType dtype, const Shape& shape, const Shape* strides);
 
+  [[noreturn]] static void fail_undefined();
   void check_dtype(DType wanted, const char* what) const;
   void check_rank(int wanted, const char* what) const;
   void check_single_element() const;
@@ -511,7 +520,32 @@ int num_threads();
 void set_streaming_store_bytes(std::int64_t bytes);
 std::int64_t streaming_store_bytes() noexcept;
 
+// The same threshold for an output that is a result of a model (the VM's
+// instructions that write one, which nothing after them reads): nothing in
+// the model reads it back, so its caching only pays if the caller reads it
+// soon, while streaming it keeps the inputs cached and skips the read of
+// each line. The default is 4 MiB (layernorm 4096x1024: 1.65 -> 0.69 ms at
+// one thread; the steady state of a caller alternating two results, as
+// `y = model.forward(x)[0]` does, no slower than forward_into(); measured in
+// bench/), or WFGEN_STREAMING_RESULT_BYTES if it holds an integer >= -1.
+void set_streaming_result_bytes(std::int64_t bytes);
+std::int64_t streaming_result_bytes() noexcept;
+
 namespace detail {
+// The threshold for the kernel running on this thread: streaming_result_bytes()
+// while the VM runs an instruction that writes a result (ResultScope),
+// streaming_store_bytes() otherwise.
+std::int64_t streaming_limit() noexcept;
+class ResultScope {
+ public:
+  explicit ResultScope(bool writes_result) noexcept;
+  ~ResultScope();
+  ResultScope(const ResultScope&) = delete;
+  ResultScope& operator=(const ResultScope&) = delete;
+
+ private:
+  bool previous_;
+};
 using RangeFn = void (*)(void* ctx, std::int64_t lo, std::int64_t hi);
 // True on pool workers and on a thread that is inside parallel_for.
 bool in_parallel_region() noexcept;

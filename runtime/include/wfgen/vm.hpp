@@ -90,6 +90,11 @@ struct OperandSpec {
   // A written operand that must not overlap any other operand at all, not
   // even as the identical view (GEMM output, gather destination).
   static constexpr std::uint8_t kNoAlias = 4;
+  // A written operand that is a result of the model, which no later
+  // instruction reads: the kernel may write it with streaming stores from
+  // streaming_result_bytes() on, instead of streaming_store_bytes()
+  // (runtime.hpp).
+  static constexpr std::uint8_t kResult = 8;
 
   DType dtype;         // expected element type (the kernel's)
   std::int8_t rank;    // expected rank; -1: any
