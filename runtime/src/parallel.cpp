@@ -257,45 +257,36 @@ int num_threads() { return thread_setting().load(std::memory_order_relaxed); }
 
 namespace {
 
-std::atomic<std::int64_t>& streaming_setting() {
-  // 32 MiB by default: runtime.hpp says why.
-  static std::atomic<std::int64_t> bytes{
-      env_integer("WFGEN_STREAMING_STORE_BYTES", -1, std::numeric_limits<std::int64_t>::max()).value_or(std::int64_t{32} << 20)};
-  return bytes;
-}
-
-}  // namespace
-
-void set_streaming_store_bytes(std::int64_t bytes) {
-  if (bytes < -1) {
-    fail(ErrorCode::InvalidArgument, "set_streaming_store_bytes got " + std::to_string(bytes) + ", expected -1 or more");
+// A byte threshold: `env` if it holds an integer >= -1, else `fallback`.
+struct Threshold {
+  Threshold(const char* env, std::int64_t fallback)
+      : bytes(env_integer(env, -1, std::numeric_limits<std::int64_t>::max()).value_or(fallback)) {}
+  void set(const char* setter, std::int64_t value) {
+    if (value < -1) fail(ErrorCode::InvalidArgument, std::string(setter) + " got " + std::to_string(value) + ", expected -1 or more");
+    bytes.store(value, std::memory_order_relaxed);
   }
-  streaming_setting().store(bytes, std::memory_order_relaxed);
+  std::int64_t get() const noexcept { return bytes.load(std::memory_order_relaxed); }
+  std::atomic<std::int64_t> bytes;
+};
+
+// The defaults: 32 MiB and 8 MiB, runtime.hpp says why.
+Threshold& streaming_setting() {
+  static Threshold t("WFGEN_STREAMING_STORE_BYTES", std::int64_t{32} << 20);
+  return t;
 }
-
-std::int64_t streaming_store_bytes() noexcept { return streaming_setting().load(std::memory_order_relaxed); }
-
-namespace {
-
-std::atomic<std::int64_t>& streaming_result_setting() {
-  // 4 MiB by default: runtime.hpp says why.
-  static std::atomic<std::int64_t> bytes{
-      env_integer("WFGEN_STREAMING_RESULT_BYTES", -1, std::numeric_limits<std::int64_t>::max()).value_or(std::int64_t{4} << 20)};
-  return bytes;
+Threshold& streaming_result_setting() {
+  static Threshold t("WFGEN_STREAMING_RESULT_BYTES", std::int64_t{8} << 20);
+  return t;
 }
 
 thread_local bool t_writing_result = false;
 
 }  // namespace
 
-void set_streaming_result_bytes(std::int64_t bytes) {
-  if (bytes < -1) {
-    fail(ErrorCode::InvalidArgument, "set_streaming_result_bytes got " + std::to_string(bytes) + ", expected -1 or more");
-  }
-  streaming_result_setting().store(bytes, std::memory_order_relaxed);
-}
-
-std::int64_t streaming_result_bytes() noexcept { return streaming_result_setting().load(std::memory_order_relaxed); }
+void set_streaming_store_bytes(std::int64_t bytes) { streaming_setting().set("set_streaming_store_bytes", bytes); }
+std::int64_t streaming_store_bytes() noexcept { return streaming_setting().get(); }
+void set_streaming_result_bytes(std::int64_t bytes) { streaming_result_setting().set("set_streaming_result_bytes", bytes); }
+std::int64_t streaming_result_bytes() noexcept { return streaming_result_setting().get(); }
 
 namespace detail {
 

@@ -60,7 +60,8 @@ TEST_CASE("runtime-api.md: forward and forward_into") {
   my_models::mlp model;                            // parameters initialised with the build's seed
   Tensor X = Tensor::zeros(DType::f32, {4, 20});   // X[batch inputs] with batch = 4
   Tensor T = Tensor::zeros(DType::f32, {4, 5});
-  std::vector<Tensor> out = model.forward(X, T);   // {logits (4 5), loss (1)}: yours, never written again by the model
+  auto [y, l] = model.forward(X, T);               // logits (4 5), loss (1): yours, never written again by the model
+  std::vector<Tensor> out = model.forward(X, T);   // the same results as a std::vector
 
   Tensor logits, loss;                             // undefined: the first call allocates them
   for (int batch = 0; batch < 100; ++batch) {
@@ -70,6 +71,8 @@ TEST_CASE("runtime-api.md: forward and forward_into") {
   // [end example]
   REQUIRE(out.size() == 2);
   CHECK(out[0].shape() == Shape({4, 5}));
+  CHECK(y.shape() == Shape({4, 5}));
+  CHECK(l.shape() == Shape({1}));
   CHECK(logits.shape() == Shape({4, 5}));
   CHECK(loss.shape() == Shape({1}));
   const std::vector<Tensor> again = model.forward(X, T);

@@ -522,12 +522,15 @@ std::int64_t streaming_store_bytes() noexcept;
 
 // The same threshold for an output that is a result of a model (the VM's
 // instructions that write one, which nothing after them reads): nothing in
-// the model reads it back, so its caching only pays if the caller reads it
+// the model reads it back, so caching it only pays if the caller reads it
 // soon, while streaming it keeps the inputs cached and skips the read of
-// each line. The default is 4 MiB (layernorm 4096x1024: 1.65 -> 0.69 ms at
-// one thread; the steady state of a caller alternating two results, as
-// `y = model.forward(x)[0]` does, no slower than forward_into(); measured in
-// bench/), or WFGEN_STREAMING_RESULT_BYTES if it holds an integer >= -1.
+// each line. The default is 8 MiB, a quarter of a large last-level cache:
+// from there the two sets of results forward() alternates between take half
+// of it (layernorm 4096x1024, 16 MiB: 1.65 -> 0.69 ms at one thread). Below
+// it caching wins where the caller's data fits the cache (a 4 MiB result
+// streamed: 20 % faster at one thread, 20 % slower at two; measured in
+// bench/, docs/performance.md). WFGEN_STREAMING_RESULT_BYTES, if it holds
+// an integer >= -1, overrides it.
 void set_streaming_result_bytes(std::int64_t bytes);
 std::int64_t streaming_result_bytes() noexcept;
 
