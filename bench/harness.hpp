@@ -67,9 +67,10 @@ class Report {
   std::vector<std::string> appendix_;
 };
 
-// Times a set of implementations of one workload, round-robin. Each callable
-// does one call of the kernel; `reps` calls are timed together per pass so
-// that a pass lasts a few milliseconds even for small workloads.
+// Times a set of implementations of one workload, round-robin, each pass
+// in another order (a fixed-seed shuffle). Each callable does one call of the
+// kernel; `reps` calls are timed together per pass so that a pass lasts a
+// few milliseconds even for small workloads.
 struct Impl {
   std::string name;
   std::function<void()> call;
