@@ -279,8 +279,6 @@ Threshold& streaming_result_setting() {
   return t;
 }
 
-thread_local bool t_writing_result = false;
-
 }  // namespace
 
 void set_streaming_store_bytes(std::int64_t bytes) { streaming_setting().set("set_streaming_store_bytes", bytes); }
@@ -292,8 +290,7 @@ namespace detail {
 
 std::int64_t streaming_limit() noexcept { return t_writing_result ? streaming_result_bytes() : streaming_store_bytes(); }
 
-ResultScope::ResultScope(bool writes_result) noexcept : previous_(t_writing_result) { t_writing_result = writes_result; }
-ResultScope::~ResultScope() { t_writing_result = previous_; }
+thread_local constinit bool t_writing_result = false;
 
 }  // namespace detail
 

@@ -428,6 +428,13 @@ TEST_CASE("forward(): two outputs, and a training build's results (copied out of
   CHECK(n == 2);
   const std::vector<Tensor> copied = held;  // handles copied: the same memory
   CHECK(copied[0].raw_data() == held[0].raw_data());
+  // Code written for the std::vector forward() returned before compiles unchanged.
+  std::vector<Tensor> assigned;
+  assigned = m.forward(X, T);
+  CHECK(assigned.size() == 2);
+  const auto count = [](const std::vector<Tensor>& v) { return v.size(); };
+  CHECK(count(m.forward(X, T)) == 2);
+  CHECK(same(assigned[0], expected[0]));
 
   // A training build copies its outputs out of its memory: a caller's
   // change to a result does not reach the pullback.

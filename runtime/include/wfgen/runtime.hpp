@@ -539,10 +539,13 @@ namespace detail {
 // while the VM runs an instruction that writes a result (ResultScope),
 // streaming_store_bytes() otherwise.
 std::int64_t streaming_limit() noexcept;
+// Set by ResultScope on this thread (constinit: read without a call).
+extern thread_local constinit bool t_writing_result;
 class ResultScope {
  public:
-  explicit ResultScope(bool writes_result) noexcept;
-  ~ResultScope();
+  // Inline: the VM enters one around every kernel that writes a result.
+  explicit ResultScope(bool writes_result) noexcept : previous_(t_writing_result) { t_writing_result = writes_result; }
+  ~ResultScope() { t_writing_result = previous_; }
   ResultScope(const ResultScope&) = delete;
   ResultScope& operator=(const ResultScope&) = delete;
 
