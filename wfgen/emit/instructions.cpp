@@ -15,25 +15,21 @@ using namespace detail;
 namespace {
 
 // The calls whose value is a result of the model that nothing reads after
-// it is written (no later call reads it or a view of it): their kernels may
-// stream it past the caches (OperandSpec::kResult). Not in a build with a
-// backward pass, which copies its results out of its memory.
+// it is written (no other call reads its storage, through any view of it):
+// their kernels may stream it past the caches (OperandSpec::kResult). Not in
+// a build with a backward pass, which copies its results out of its memory.
 std::set<int> unread_results(const Graph& g) {
   std::set<int> out;
   if (g.has_backward) return out;
-  for (int id : g.outputs) {
-    if (g[id].kind != Kind::Call || g[id].backward) continue;
-    std::set<int> aliases = {id};  // the value and the views of it (views follow their base)
-    bool read = false;
-    for (std::size_t j = static_cast<std::size_t>(id) + 1; j < g.values.size() && !read; ++j) {
-      const Value& u = g.values[j];
-      if (u.kind == Kind::View && aliases.count(u.base) != 0) aliases.insert(u.id);
-      if (u.kind != Kind::Call) continue;
-      for (int o : u.operands) read = read || (o != u.id && aliases.count(o) != 0);
-      read = read || (u.init_from >= 0 && aliases.count(u.init_from) != 0);
-    }
-    if (!read) out.insert(id);
+  std::set<int> read;  // the storage (Graph::root) of every operand a call reads
+  for (const Value& u : g.values) {
+    if (u.kind != Kind::Call) continue;
+    for (int o : u.operands)
+      if (o != u.id) read.insert(g.root(o));
+    if (u.init_from >= 0) read.insert(g.root(u.init_from));
   }
+  for (int id : g.outputs)
+    if (g[id].kind == Kind::Call && !g[id].backward && read.count(g.root(id)) == 0) out.insert(id);
   return out;
 }
 
