@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 namespace bench {
 
@@ -68,6 +73,21 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// CPU time, in ns, that the process's threads other than this one have
+// used (the first field of /proc/self/task/<tid>/schedstat); 0 without /proc.
+std::uint64_t other_threads_cpu_ns() {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  const std::string self = std::to_string(::gettid());
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    if (task.path().filename() == self) continue;
+    std::ifstream in(task.path() / "schedstat");
+    std::uint64_t ns = 0;
+    if (in >> ns) total += ns;
+  }
+  return total;
+}
+
 }  // namespace
 
 Stats stats_of(std::vector<double> v) {
@@ -81,6 +101,23 @@ int passes() {
     if (n >= 1 && n <= 1000) return n;
   }
   return 11;
+}
+
+void settle_threads() {
+  // The process's other threads (wfgen's pool, OpenBLAS's) idle for 2 ms in
+  // a row, or 0.3 s passed. OpenBLAS's threads spin for about 0.1 s after
+  // the call of a hand-written baseline; the implementation timed next in
+  // the round robin ran beside them. A CNN training step at 2 threads took
+  // 4.5 or 11.7 ms from one run to the next after the hand loop's OpenBLAS
+  // calls; after this wait, each implementation starts on idle cores.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(300);
+  std::uint64_t before = other_threads_cpu_ns();
+  while (Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::uint64_t now = other_threads_cpu_ns();
+    if (now == before) return;
+    before = now;
+  }
 }
 
 std::vector<Stats> time_round_robin(const std::vector<Impl>& impls, int passes, double min_pass_seconds) {
@@ -111,6 +148,7 @@ std::vector<Stats> time_round_robin(const std::vector<Impl>& impls, int passes, 
   for (int p = 0; p < passes; ++p) {
     std::shuffle(order.begin(), order.end(), shuffle_rng);
     for (const std::size_t k : order) {
+      settle_threads();
       auto t0 = Clock::now();
       for (int r = 0; r < reps[k]; ++r) impls[k].call();
       samples[k].push_back(seconds_since(t0) / reps[k]);

@@ -70,12 +70,17 @@ class Report {
 // Times a set of implementations of one workload, round-robin, each pass
 // in another order (a fixed-seed shuffle). Each callable does one call of the
 // kernel; `reps` calls are timed together per pass so that a pass lasts a
-// few milliseconds even for small workloads.
+// few milliseconds even for small workloads. Each pass starts on idle cores
+// (settle_threads).
 struct Impl {
   std::string name;
   std::function<void()> call;
 };
 std::vector<Stats> time_round_robin(const std::vector<Impl>& impls, int passes, double min_pass_seconds = 0.02);
+// Waits until the process's other threads have been idle for 2 ms (at most
+// 0.3 s): time_round_robin calls it before each pass, so no implementation
+// runs beside threads the one before it left spinning (OpenBLAS's).
+void settle_threads();
 
 // Passes per implementation (BENCH_PASSES, default 11).
 int passes();

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "harness.hpp"
@@ -143,6 +145,120 @@ TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C r
     else wfgen::rt::gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
     CHECK(C == C0);
   }
+}
+
+// GEMMs above kGemmParallelWork on two threads: blas_gemm splits C's rows
+// (or columns, when there are more) over wfgen's pool with OpenBLAS on one
+// thread in each block, and a batch of products too small to split shares
+// its matrices out (gemm_batch_grain). Small integers: exact in double, so
+// any block written twice, skipped or offset shows.
+namespace {
+
+struct GemmCase {
+  std::int64_t M, N, K;
+  bool ta, tb, tc, acc;
+};
+
+std::vector<double> small_ints(std::size_t n, int mul, int mod) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<double>(static_cast<int>((i * static_cast<std::size_t>(mul)) % static_cast<std::size_t>(mod)) - mod / 2);
+  return v;
+}
+
+// Mismatches of blas_gemm or gemm on one case against the loop here. A is
+// stored (M K) or, when `ta`, (K M) and read transposed; likewise B and C.
+std::int64_t gemm_mismatches(const GemmCase& g, bool blas) {
+  const auto A = small_ints(static_cast<std::size_t>(g.M * g.K), 7, 11), B = small_ints(static_cast<std::size_t>(g.K * g.N), 5, 13);
+  const auto C0 = small_ints(static_cast<std::size_t>(g.M * g.N), 3, 17);
+  const std::int64_t rsa = g.ta ? 1 : g.K, csa = g.ta ? g.M : 1, rsb = g.tb ? 1 : g.N, csb = g.tb ? g.K : 1;
+  const std::int64_t rsc = g.tc ? 1 : g.N, csc = g.tc ? g.M : 1;
+  std::vector<double> C = C0;
+  if (blas) wfgen::rt::blas_gemm<double>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc);
+  else wfgen::rt::gemm<double>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc);
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < g.M; ++i) {
+    for (std::int64_t j = 0; j < g.N; ++j) {
+      const auto at_c = static_cast<std::size_t>(i * rsc + j * csc);
+      double want = g.acc ? C0[at_c] : 0.0;
+      for (std::int64_t k = 0; k < g.K; ++k)
+        want += A[static_cast<std::size_t>(i * rsa + k * csa)] * B[static_cast<std::size_t>(k * rsb + j * csb)];
+      bad += C[at_c] != want;
+    }
+  }
+  return bad;
+}
+
+// A batch of `count` products (count M K) x (count K N) through a rank-3
+// matmul kernel, against the loop here.
+template <class Kernel>
+std::int64_t batch_mismatches(Kernel kernel, std::int64_t count, std::int64_t M, std::int64_t N, std::int64_t K) {
+  Tensor a = Tensor::from_data<double>({count, M, K}, small_ints(static_cast<std::size_t>(count * M * K), 7, 11));
+  Tensor b = Tensor::from_data<double>({count, N, K}, small_ints(static_cast<std::size_t>(count * K * N), 5, 13)).transpose(1, 2);
+  Tensor c = Tensor::zeros(DType::f64, {count, M, N});
+  kernel(a.cview<double, 3>(), b.cview<double, 3>(), c.view<double, 3>());
+  std::int64_t bad = 0;
+  for (std::int64_t r = 0; r < count; ++r) {
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (std::int64_t j = 0; j < N; ++j) {
+        double want = 0;
+        for (std::int64_t k = 0; k < K; ++k) want += a.at<double>({r, i, k}) * b.at<double>({r, k, j});
+        bad += c.at<double>({r, i, j}) != want;
+      }
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and batches shared out", "[kernels][gemm][threads]") {
+  const int saved = wfgen::rt::num_threads();
+  wfgen::rt::set_num_threads(2);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(2);
+
+  SECTION("which batches are shared out") {
+    CHECK(wfgen::rt::gemm_batch_grain(64, 32, 144, 144) == 1);  // the CNN's conv2: small products
+    CHECK(wfgen::rt::gemm_batch_grain(2, 150, 70, 220) == 0);   // two large ones: each splits itself
+    CHECK(wfgen::rt::gemm_batch_grain(8, 150, 70, 220) == 1);   // enough large ones for every thread
+    CHECK(wfgen::rt::gemm_batch_grain(4, 8, 8, 8) == 0);        // not worth waking the pool
+    CHECK(wfgen::rt::gemm_batch_grain(1, 1024, 1024, 1024) == 0);
+  }
+  SECTION("blas_gemm and gemm in blocks of rows and of columns, every layout") {
+    // 150 x 70 x 220 = 2.3 M multiply-adds, above kGemmParallelWork: rows
+    // in two blocks (0-80, 80-150); 70 x 150 splits its columns instead.
+    for (const auto& [M, N] : {std::pair<std::int64_t, std::int64_t>{150, 70}, {70, 150}, {33, 1000}}) {
+      for (int layout = 0; layout < 16; ++layout) {
+        const GemmCase g{M, N, 220, (layout & 1) != 0, (layout & 2) != 0, (layout & 4) != 0, (layout & 8) != 0};
+        INFO(M << " x " << N << " x 220" << (g.ta ? ", A transposed" : "") << (g.tb ? ", B transposed" : "")
+                << (g.tc ? ", C column-major" : "") << (g.acc ? ", accumulating" : ""));
+        CHECK(gemm_mismatches(g, true) == 0);
+        CHECK(gemm_mismatches(g, false) == 0);
+      }
+    }
+  }
+  SECTION("rank-3 matmul kernels: a batch shared out, and a batch of products that split") {
+    CHECK(batch_mismatches(wfgen_kernels::matmul_blas_f64_r3, 64, 32, 40, 40) == 0);
+    CHECK(batch_mismatches(wfgen_kernels::matmul_f64_r3, 64, 32, 40, 40) == 0);
+    CHECK(batch_mismatches(wfgen_kernels::matmul_blas_f64_r3, 2, 150, 70, 220) == 0);
+    CHECK(batch_mismatches(wfgen_kernels::matmul_f64_r3, 2, 150, 70, 220) == 0);
+  }
+  SECTION("OpenBLAS's thread count is back after the calls, also after concurrent ones") {
+    const GemmCase g{150, 70, 220, false, false, false, false};
+    CHECK(gemm_mismatches(g, true) == 0);
+    CHECK(openblas_get_num_threads() == 2);
+    std::int64_t bad[2] = {0, 0};
+    std::thread other([&] {
+      for (int r = 0; r < 10; ++r) bad[1] += gemm_mismatches(g, true);
+    });
+    for (int r = 0; r < 10; ++r) bad[0] += gemm_mismatches(g, true);
+    other.join();
+    CHECK(bad[0] == 0);
+    CHECK(bad[1] == 0);
+    CHECK(openblas_get_num_threads() == 2);
+  }
+  openblas_set_num_threads(blas_threads);
+  wfgen::rt::set_num_threads(saved);
 }
 
 TEST_CASE("view kernels: transpose and permute, typed, and invalid permutations", "[kernels][views]") {

@@ -412,7 +412,10 @@ void emit_gemm(CodeWriter& w, const KernelPlan& p) {
          "], wf_k = " + a.cpp + ".shape[" + num(r - 1) + "];");
   w.line("const wfgen::rt::LoopNest<" + num(r - 2) + ", 3> wf_batch(wfgen::rt::head<2>(" + c.cpp + ".shape), " +
          strides_list(p, "wfgen::rt::head<2>(", ")") + ", 2);");
-  w.open("wf_batch.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count)");
+  // A batch of products small enough not to split themselves is shared out
+  // among the threads (gemm_batch_grain); rank 2 is a batch of one.
+  const std::string grain = r > 2 ? "wfgen::rt::gemm_batch_grain(wf_batch.total(), wf_m, wf_n, wf_k)" : "0";
+  w.open("wf_batch.run(" + grain + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count)");
   w.open("for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r)");
   auto operand = [&](const TensorParam& t, int k) {
     return t.cpp + ".data + wf_off[" + num(k) + "] + wf_r * wf_step[" + num(k) + "], " + t.cpp + ".strides[" + num(r - 2) +

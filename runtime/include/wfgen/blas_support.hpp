@@ -6,13 +6,66 @@
 #include <cblas.h>
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "wfgen/kernel_support.hpp"
 
+// OpenBLAS's thread count, declared weak: with another BLAS (or a static
+// OpenBLAS that left them out) they are null and blas_gemm leaves the
+// library's threads alone.
+extern "C" {
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+}
+#pragma weak openblas_set_num_threads
+#pragma weak openblas_get_num_threads
+
 namespace wfgen::rt {
 
 namespace detail {
+
+// OpenBLAS on one thread while wfgen's kernels call it; the previous count
+// back when the last of them returns (the process-wide count, so nested and
+// concurrent kernels share one saved value).
+//
+// Why: a blas-device model runs wfgen's threads (set_num_threads) for its
+// element-wise kernels and for its GEMMs, which blas_gemm splits over them.
+// OpenBLAS's own threads spin for about 0.1 s after each call it threads;
+// spinning beside the pool's workers on as many cores, they made a CNN's
+// training step at 2 threads run at 4.9 or 9.7 ms from one run to the next
+// (steady 4.9 ms with OpenBLAS on one thread).
+class BlasOnOneThread {
+ public:
+  BlasOnOneThread() {
+    if (openblas_set_num_threads == nullptr || openblas_get_num_threads == nullptr) return;
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (s.depth++ == 0) {
+      s.saved = openblas_get_num_threads();
+      if (s.saved != 1) openblas_set_num_threads(1);
+    }
+  }
+  ~BlasOnOneThread() {
+    if (openblas_set_num_threads == nullptr || openblas_get_num_threads == nullptr) return;
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (--s.depth == 0 && s.saved != 1) openblas_set_num_threads(s.saved);
+  }
+  BlasOnOneThread(const BlasOnOneThread&) = delete;
+  BlasOnOneThread& operator=(const BlasOnOneThread&) = delete;
+
+ private:
+  struct State {
+    std::mutex mutex;
+    int depth = 0;
+    int saved = 1;
+  };
+  static State& state() {
+    static State s;
+    return s;
+  }
+};
 
 // How BLAS can read a strided matrix without copying: row-major (unit
 // column stride), column-major (unit row stride, read as transposed), or
@@ -56,7 +109,8 @@ std::vector<T> packed(std::int64_t rows, std::int64_t cols, const T* p, std::int
 // Transposed operands (unit row stride) are passed as CblasTrans without a
 // copy; other layouts are packed first. C must be writable row-major (unit
 // column stride); otherwise the product is computed into a temporary and
-// copied (or added).
+// copied (or added). Threads: wfgen's (num_threads(), none inside another
+// parallel_for), with OpenBLAS on one thread in each (BlasOnOneThread).
 template <class T>
 void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
                const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
@@ -89,8 +143,34 @@ void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::
     out = c_copy.data();
     ldc = N;
   }
-  detail::cblas_call<T>(a.trans ? CblasTrans : CblasNoTrans, b.trans ? CblasTrans : CblasNoTrans, M, N, K, A, a.ld, B,
-                        b.ld, accumulate && c_direct ? T(1) : T(0), out, ldc);
+  // Rows of C (or columns, when there are more of them), one block per
+  // thread of wfgen's pool, each through single-threaded OpenBLAS; a block
+  // starts on a multiple of 16 so that OpenBLAS's register tiles stay whole.
+  const detail::BlasOnOneThread one_thread;
+  const CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans, tb = b.trans ? CblasTrans : CblasNoTrans;
+  const T beta = accumulate && c_direct ? T(1) : T(0);
+  auto block = [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    const T* a0 = A + (a.trans ? i0 : i0 * a.ld);  // row i0 of A
+    const T* b0 = B + (b.trans ? j0 * b.ld : j0);  // column j0 of B
+    detail::cblas_call<T>(ta, tb, i1 - i0, j1 - j0, K, a0, a.ld, b0, b.ld, beta, out + i0 * ldc + j0, ldc);
+  };
+  const std::int64_t threads = num_threads();
+  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const bool by_rows = M >= N;
+  const std::int64_t units = ((by_rows ? M : N) + 15) / 16;
+  const std::int64_t parts = std::min(threads, units);
+  if (parts < 2 || work < static_cast<double>(kGemmParallelWork) || detail::in_parallel_region()) {
+    block(0, M, 0, N);
+  } else {
+    const std::int64_t extent = by_rows ? M : N;
+    parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t p = lo; p < hi; ++p) {
+        const std::int64_t from = units * p / parts * 16, to = std::min(extent, units * (p + 1) / parts * 16);
+        if (by_rows) block(from, to, 0, N);
+        else block(0, M, from, to);
+      }
+    });
+  }
   if (!c_direct) {
     for (std::int64_t i = 0; i < M; ++i) {
       for (std::int64_t j = 0; j < N; ++j) {

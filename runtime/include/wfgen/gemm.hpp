@@ -38,6 +38,24 @@ struct GemmEpilogue {
   bool any() const { return bias != nullptr || relu; }
 };
 
+// Below this many multiply-adds a product stays on one thread (waking the
+// pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
+inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
+
+// The grain of a batch of `count` products of M x K by K x N (a matmul over
+// its batch dims, LoopNest::run): 1 shares the matrices out among the
+// threads, each product then on the thread that takes it; 0 keeps the batch
+// on this thread and lets each product split itself (gemm, blas_gemm). The
+// batch is shared when it is worth waking the pool for and each product
+// alone is too small to split (a CNN's 64 per-image products of 32 x 144 x
+// 144), or when there are enough products to keep every thread busy.
+inline std::int64_t gemm_batch_grain(std::int64_t count, std::int64_t M, std::int64_t N, std::int64_t K) {
+  const double one = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const std::int64_t threads = num_threads();
+  if (count < 2 || threads < 2 || one * static_cast<double>(count) < static_cast<double>(kGemmParallelWork)) return 0;
+  return one < static_cast<double>(kGemmParallelWork) || count >= 2 * threads ? 1 : 0;
+}
+
 namespace detail {
 
 // The target's vector registers (GCC/Clang vector extensions compile to
@@ -329,9 +347,6 @@ void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int6
   }
 }
 
-// Below this many multiply-adds a product stays on one thread (waking the
-// pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
-inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
 
 template <class T, class Tile>
 void gemm_impl(const GemmArgs<T>& g) {
