@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -218,11 +219,16 @@ TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and 
   openblas_set_num_threads(2);
 
   SECTION("which batches are shared out") {
-    CHECK(wfgen::rt::gemm_batch_grain(64, 32, 144, 144) == 1);  // the CNN's conv2: small products
-    CHECK(wfgen::rt::gemm_batch_grain(2, 150, 70, 220) == 0);   // two large ones: each splits itself
-    CHECK(wfgen::rt::gemm_batch_grain(8, 150, 70, 220) == 1);   // enough large ones for every thread
-    CHECK(wfgen::rt::gemm_batch_grain(4, 8, 8, 8) == 0);        // not worth waking the pool
-    CHECK(wfgen::rt::gemm_batch_grain(1, 1024, 1024, 1024) == 0);
+    using A1 = std::array<std::int64_t, 1>;
+    using A2 = std::array<std::int64_t, 2>;
+    CHECK(wfgen::rt::gemm_batch_grain(A1{64}, A1{4608}, 32, 144, 144) == 1);  // the CNN's conv2: small products
+    CHECK(wfgen::rt::gemm_batch_grain(A2{8, 8}, A2{36864, 4608}, 32, 144, 144) == 1);
+    CHECK(wfgen::rt::gemm_batch_grain(A1{2}, A1{10500}, 150, 70, 220) == 0);  // two large ones: each splits itself
+    CHECK(wfgen::rt::gemm_batch_grain(A1{8}, A1{10500}, 150, 70, 220) == 1);  // enough large ones for every thread
+    CHECK(wfgen::rt::gemm_batch_grain(A1{4}, A1{64}, 8, 8, 8) == 0);          // not worth waking the pool
+    CHECK(wfgen::rt::gemm_batch_grain(A1{1}, A1{0}, 1024, 1024, 1024) == 0);
+    CHECK(wfgen::rt::gemm_batch_grain(A1{64}, A1{0}, 32, 144, 144) == 0);     // every product writes the same C
+    CHECK(wfgen::rt::gemm_batch_grain(A2{8, 8}, A2{4608, 0}, 32, 144, 144) == 0);
   }
   SECTION("blas_gemm and gemm in blocks of rows and of columns, every layout") {
     // 150 x 70 x 220 = 2.3 M multiply-adds, above kGemmParallelWork: rows

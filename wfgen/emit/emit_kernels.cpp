@@ -414,7 +414,9 @@ void emit_gemm(CodeWriter& w, const KernelPlan& p) {
          strides_list(p, "wfgen::rt::head<2>(", ")") + ", 2);");
   // A batch of products small enough not to split themselves is shared out
   // among the threads (gemm_batch_grain); rank 2 is a batch of one.
-  const std::string grain = r > 2 ? "wfgen::rt::gemm_batch_grain(wf_batch.total(), wf_m, wf_n, wf_k)" : "0";
+  const std::string grain = r > 2 ? "wfgen::rt::gemm_batch_grain(wfgen::rt::head<2>(" + c.cpp + ".shape), wfgen::rt::head<2>(" +
+                                         c.cpp + ".strides), wf_m, wf_n, wf_k)"
+                                   : "0";
   w.open("wf_batch.run(" + grain + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count)");
   w.open("for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r)");
   auto operand = [&](const TensorParam& t, int k) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -42,14 +43,23 @@ struct GemmEpilogue {
 // pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
 inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
 
-// The grain of a batch of `count` products of M x K by K x N (a matmul over
-// its batch dims, LoopNest::run): 1 shares the matrices out among the
-// threads, each product then on the thread that takes it; 0 keeps the batch
-// on this thread and lets each product split itself (gemm, blas_gemm). The
-// batch is shared when it is worth waking the pool for and each product
-// alone is too small to split (a CNN's 64 per-image products of 32 x 144 x
-// 144), or when there are enough products to keep every thread busy.
-inline std::int64_t gemm_batch_grain(std::int64_t count, std::int64_t M, std::int64_t N, std::int64_t K) {
+// The grain of a batch of products of M x K by K x N (a matmul over its
+// batch dims, LoopNest::run), C's batch dims being `c_shape` / `c_strides`:
+// 1 shares the matrices out among the threads, each product then on the
+// thread that takes it; 0 keeps the batch on this thread and lets each
+// product split itself (gemm, blas_gemm). The batch is shared when it is
+// worth waking the pool for and each product alone is too small to split
+// (a CNN's 64 per-image products of 32 x 144 x 144), or when there are
+// enough products to keep every thread busy; never when two products write
+// the same C (a batch stride 0), which then run one after the other.
+template <std::size_t B>
+std::int64_t gemm_batch_grain(const std::array<std::int64_t, B>& c_shape, const std::array<std::int64_t, B>& c_strides,
+                              std::int64_t M, std::int64_t N, std::int64_t K) {
+  std::int64_t count = 1;
+  for (std::size_t d = 0; d < B; ++d) {
+    if (c_shape[d] > 1 && c_strides[d] == 0) return 0;
+    count *= c_shape[d];
+  }
   const double one = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const std::int64_t threads = num_threads();
   if (count < 2 || threads < 2 || one * static_cast<double>(count) < static_cast<double>(kGemmParallelWork)) return 0;
