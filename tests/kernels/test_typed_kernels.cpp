@@ -424,6 +424,48 @@ std::int64_t streamed_add_mismatches(Add add, std::int64_t n, std::int64_t offse
 
 }  // namespace
 
+// rt::LaneRow, col2im's row accumulator: add() (one masked AVX-512 load
+// where there is one) and add_portable() against the lanes written out here,
+// for every shift of a row of `wo` columns the kernel can ask for; the
+// columns around the row hold NaN, so a lane read outside [lo, hi) shows.
+// store(n) must write n lanes and nothing after them.
+namespace {
+
+template <class T, int Lanes>
+std::int64_t lane_row_mismatches() {
+  std::int64_t bad = 0;
+  for (std::int64_t wo : {1, 5, 12, 14, Lanes, Lanes + 3, 40}) {
+    std::vector<T> buf(static_cast<std::size_t>(wo + 2 * Lanes + 8), std::numeric_limits<T>::quiet_NaN());
+    T* row = buf.data() + Lanes + 4;
+    for (std::int64_t x = 0; x < wo; ++x) row[x] = static_cast<T>(x * 3 - 7);
+    for (std::int64_t at = -Lanes - 2; at <= wo + 2; ++at) {
+      const std::int64_t lo = std::clamp<std::int64_t>(-at, 0, Lanes), hi = std::clamp<std::int64_t>(wo - at, lo, Lanes);
+      wfgen::rt::LaneRow<T, Lanes> fast, portable;
+      for (int twice = 0; twice < 2; ++twice) {
+        fast.add(row, at, lo, hi);
+        portable.add_portable(row, at, lo, hi);
+      }
+      for (int l = 0; l < Lanes; ++l) {
+        const T want = l >= lo && l < hi ? T(2) * row[at + l] : T(0);
+        bad += !(fast.v[l] == want) + !(portable.v[l] == want);
+      }
+      for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{Lanes - 1}, std::int64_t{Lanes}}) {
+        std::vector<T> out(static_cast<std::size_t>(Lanes + 1), T(-99));
+        fast.store(out.data(), n);
+        for (std::int64_t l = 0; l <= Lanes; ++l) bad += !(out[static_cast<std::size_t>(l)] == (l < n ? fast.v[l] : T(-99)));
+      }
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("LaneRow: col2im's masked row adds read only their lanes, and store(n) writes n", "[kernels][col2im]") {
+  CHECK(lane_row_mismatches<float, 16>() == 0);
+  CHECK(lane_row_mismatches<double, 8>() == 0);
+}
+
 TEST_CASE("streamed outputs: element-wise kernels write what plain stores write", "[kernels][streaming]") {
   const StreamingStores stores(0);  // stream every contiguous output
   for (std::int64_t n : {0, 1, 3, 15, 16, 17, 63, 64, 65, 100, 255, 256, 257, 1000, 4099}) {

@@ -214,21 +214,22 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   w.open("if (wf_cs5 == 1 && wf_os3 == 1 && wf_sw == 1)");
   w.open("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
   w.open("for (std::int64_t wf_x0 = 0; wf_x0 < wf_w; wf_x0 += " + lanes + ")");
-  w.line(t + " wf_acc[" + lanes + "];");
-  w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) wf_acc[wf_l] = " + t + "(0);");
+  w.line("wfgen::rt::LaneRow<" + t + ", " + lanes + "> wf_acc;  // zeros");
   w.open("for (std::int64_t wf_kh = 0; wf_kh < wf_kh_n; ++wf_kh)");
   w.line("const std::int64_t wf_ty = wf_iy + wf_ph - wf_kh * wf_dh;  // y * stride_h");
-  w.line("if (wf_ty < 0 || wf_ty % wf_sh != 0 || wf_ty / wf_sh >= wf_ho) continue;");
-  w.line("const std::int64_t wf_y = wf_ty / wf_sh;");
+  // No division for stride 1 (the usual convolution): two per (row, kh)
+  // were a third of the kernel.
+  w.line("if (wf_ty < 0 || (wf_sh != 1 && wf_ty % wf_sh != 0)) continue;");
+  w.line("const std::int64_t wf_y = wf_sh == 1 ? wf_ty : wf_ty / wf_sh;");
+  w.line("if (wf_y >= wf_ho) continue;");
   w.open("for (std::int64_t wf_kw = 0; wf_kw < wf_kw_n; ++wf_kw)");
   w.line("const " + t + "* wf_src = wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3 + wf_y * wf_cs4;");
   w.line("const std::int64_t wf_at = wf_x0 + wf_pw - wf_kw * wf_dw;  // the column of COL that lane 0 reads");
-  w.line("const std::int64_t wf_lo = std::clamp<std::int64_t>(-wf_at, 0, " + lanes + "), wf_hi = std::clamp<std::int64_t>(wf_wo - wf_at, 0, " + lanes + ");");
-  w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) wf_acc[wf_l] += wf_l >= wf_lo && wf_l < wf_hi ? wf_src[wf_at + wf_l] : " + t + "(0);");
+  w.line("const std::int64_t wf_lo = std::clamp<std::int64_t>(-wf_at, 0, " + lanes + "), wf_hi = std::clamp<std::int64_t>(wf_wo - wf_at, wf_lo, " + lanes + ");");
+  w.line("wf_acc.add(wf_src, wf_at, wf_lo, wf_hi);  // lanes outside [wf_lo, wf_hi) add 0");
   w.close();
   w.close();
-  w.line("const std::int64_t wf_n = std::min<std::int64_t>(" + lanes + ", wf_w - wf_x0);");
-  w.line("for (std::int64_t wf_l = 0; wf_l < wf_n; ++wf_l) wf_img[wf_iy * wf_os2 + wf_x0 + wf_l] = wf_acc[wf_l];");
+  w.line("wf_acc.store(wf_img + wf_iy * wf_os2 + wf_x0, std::min<std::int64_t>(" + lanes + ", wf_w - wf_x0));");
   w.close();
   w.close();
   w.line("continue;");
