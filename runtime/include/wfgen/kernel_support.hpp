@@ -471,8 +471,9 @@ inline void copy_run(T* __restrict dst, const T* __restrict src, std::int64_t n)
 // and those rows are short (12 and 14 columns in the CNN), each source row
 // shifted by a column per kw. With AVX-512 a source row is one masked load
 // (the lanes outside [lo, hi) read nothing); a lane-by-lane loop with a
-// select per lane compiled to scalar adds and branches, 6.7x slower on the
-// CNN's second layer (562 -> 83 us for 64 x 16 planes of 14 x 14).
+// select per lane compiled to scalar adds and branches, and a division per
+// (row, kh) came with it: the CNN's second layer (64 x 16 planes of 14 x 14,
+// one thread) 562 -> 300 us.
 template <class T, int Lanes>
 struct LaneRow {
   typedef T V __attribute__((vector_size(Lanes * sizeof(T))));
@@ -508,6 +509,19 @@ struct LaneRow {
 
   // dst[l] = v[l] for l < n (n <= Lanes); nothing past dst + n is written.
   void store(T* dst, std::int64_t n) const noexcept {
+#if defined(__AVX512F__)
+    // One masked store: the loop below became a call to memmove, with the
+    // register spilled to the stack first (4x the kernel's time).
+    if constexpr (Lanes * sizeof(T) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+      const std::uint32_t mask = (n >= 32 ? 0u : (1u << n)) - 1u;
+      if constexpr (std::is_same_v<T, float>) {
+        _mm512_mask_storeu_ps(dst, static_cast<__mmask16>(mask), reinterpret_cast<__m512>(v));
+      } else {
+        _mm512_mask_storeu_pd(dst, static_cast<__mmask8>(mask), reinterpret_cast<__m512d>(v));
+      }
+      return;
+    }
+#endif
     if (n == Lanes) {
       std::memcpy(dst, &v, sizeof v);
       return;
