@@ -154,12 +154,10 @@ void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::
     const T* b0 = B + (b.trans ? j0 * b.ld : j0);  // column j0 of B
     detail::cblas_call<T>(ta, tb, i1 - i0, j1 - j0, K, a0, a.ld, b0, b.ld, beta, out + i0 * ldc + j0, ldc);
   };
-  const std::int64_t threads = num_threads();
-  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const bool by_rows = M >= N;
   const std::int64_t units = ((by_rows ? M : N) + 15) / 16;
-  const std::int64_t parts = std::min(threads, units);
-  if (parts < 2 || work < static_cast<double>(kGemmParallelWork) || detail::in_parallel_region()) {
+  const std::int64_t parts = std::min<std::int64_t>(num_threads(), units);
+  if (parts < 2 || !gemm_splits(M, N, K)) {
     block(0, M, 0, N);
   } else {
     const std::int64_t extent = by_rows ? M : N;

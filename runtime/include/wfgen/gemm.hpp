@@ -43,6 +43,14 @@ struct GemmEpilogue {
 // pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
 inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
 
+// Whether one product of M x K by K x N is split across the threads: more
+// than one thread, enough work, and not already inside a parallel_for
+// (gemm and blas_gemm alike).
+inline bool gemm_splits(std::int64_t M, std::int64_t N, std::int64_t K) {
+  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  return num_threads() > 1 && work >= static_cast<double>(kGemmParallelWork) && !detail::in_parallel_region();
+}
+
 // The grain of a batch of products of M x K by K x N (a matmul over its
 // batch dims, LoopNest::run), C's batch dims being `c_shape` / `c_strides`:
 // 1 shares the matrices out among the threads, each product then on the
@@ -357,7 +365,6 @@ void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int6
   }
 }
 
-
 template <class T, class Tile>
 void gemm_impl(const GemmArgs<T>& g) {
   constexpr int MR = Tile::MR, NR = Tile::NR;
@@ -365,9 +372,7 @@ void gemm_impl(const GemmArgs<T>& g) {
                 "blocks of whole tiles");
   thread_local GemmBuffer<T> bbuf;
   const std::int64_t threads = num_threads();
-  const double work = static_cast<double>(g.M) * static_cast<double>(g.N) * static_cast<double>(g.K);
-  const bool parallel =
-      threads > 1 && work >= static_cast<double>(kGemmParallelWork) && !in_parallel_region();
+  const bool parallel = gemm_splits(g.M, g.N, g.K);
   const std::int64_t ncmax = std::min<std::int64_t>(Tile::NC, g.N);
   const std::int64_t mtiles = (g.M + MR - 1) / MR;
   // Blocks of K of equal size (up to KC): K = 600 is 2 x 300, not 512 + 88.

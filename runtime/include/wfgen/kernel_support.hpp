@@ -478,16 +478,24 @@ template <class T, int Lanes>
 struct LaneRow {
   typedef T V __attribute__((vector_size(Lanes * sizeof(T))));
   V v{};
+#if defined(__AVX512F__)
+  // One zmm register of floats or doubles: masked loads and stores.
+  static constexpr bool kMasked = Lanes * sizeof(T) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+  // Bits [lo, hi) set (hi <= Lanes <= 16).
+  static std::uint32_t lane_mask(std::int64_t lo, std::int64_t hi) noexcept {
+    return ((1u << hi) - 1u) & ~((1u << lo) - 1u);
+  }
+#endif
 
   // v[l] += row[at + l] for l in [lo, hi), 0 elsewhere (0 <= lo <= hi <=
   // Lanes); row[at + l] is read only for those l.
   void add(const T* row, std::int64_t at, std::int64_t lo, std::int64_t hi) noexcept {
 #if defined(__AVX512F__)
-    if constexpr (Lanes * sizeof(T) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    if constexpr (kMasked) {
       // The address of lane 0, computed as an integer: it may lie before
       // `row` (lo > 0 when at < 0), where no lane reads.
       const auto first = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(at) * sizeof(T);
-      const std::uint32_t mask = ((hi >= 32 ? 0u : (1u << hi)) - 1u) & ~((1u << lo) - 1u);
+      const std::uint32_t mask = lane_mask(lo, hi);
       if constexpr (std::is_same_v<T, float>) {
         v += reinterpret_cast<V>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), reinterpret_cast<const void*>(first)));
       } else {
@@ -512,8 +520,8 @@ struct LaneRow {
 #if defined(__AVX512F__)
     // One masked store: the loop below became a call to memmove, with the
     // register spilled to the stack first (4x the kernel's time).
-    if constexpr (Lanes * sizeof(T) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-      const std::uint32_t mask = (n >= 32 ? 0u : (1u << n)) - 1u;
+    if constexpr (kMasked) {
+      const std::uint32_t mask = lane_mask(0, n);
       if constexpr (std::is_same_v<T, float>) {
         _mm512_mask_storeu_ps(dst, static_cast<__mmask16>(mask), reinterpret_cast<__m512>(v));
       } else {
