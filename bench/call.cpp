@@ -10,10 +10,10 @@
 //                 runs the VM's one instruction, whose kernel writes y
 //                 directly (y is contiguous and overlaps no input)
 //    wfgen_alloc  y = add16_model::forward(A, B)[0]: the same binding check,
-//                 the binding moved to the model's other set of results
-//                 (y holds the last one), the kernel writing it, and its
-//                 handle returned in an rt::Results (no allocation; two
-//                 atomic reference-count changes)
+//                 the kernel writing the model's own result, returned by
+//                 reference in an rt::Results and copied into y (no
+//                 allocation; no reference count changes, as y already
+//                 shares its storage)
 //    wfgen_vm     vm().run(Section::Forward) alone on the model of `wfgen`
 //    kernel       the standard library's add_f32_r1 kernel (bench_std), called
 //                 directly with View arguments

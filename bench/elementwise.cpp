@@ -5,20 +5,16 @@
 //    wfgen          relu_fma_model::forward(A, B, C): the model body
 //                   `relu(A * B + C)` of bench/specs/models.yaml over the
 //                   standard nodes, as a user calls it (input binding check,
-//                   the instruction sequence; the output is a tensor the
-//                   model allocated once and hands out without a copy)
+//                   the instruction sequence; the output is the model's own
+//                   tensor, allocated once, written again by every call and
+//                   handed out without a copy)
 //    wfgen_into     relu_fma_model::forward_into(Y, A, B, C) on another
 //                   model object, into a caller-owned Y (the baseline of
 //                   forward(): issue 19 wants it within 1.10 of this)
-//    wfgen_into_alt forward_into on a third model object, alternating
-//                   between two caller-owned outputs: the memory forward()
-//                   touches when the caller holds each result until the
-//                   next call (`y = model.forward(x)[0]` in a loop), which
-//                   computes into the model's other set of outputs
 //    wfgen_vm       the model's instruction sequence alone,
-//                   vm().run(Section::Forward), on a fourth model object
+//                   vm().run(Section::Forward), on a third model object
 //                   bound by a forward() that was checked (no binding
-//                   check, no copy); not wfgen's object, whose output sets
+//                   check, no copy); not wfgen's object, whose output
 //                   its reruns would keep in cache for wfgen's row
 //    wfgen_nofuse_vm  the same with the model generated with --no-fuse
 //    wfgen_node     the hand-declared fused node of bench/specs/relu_fma.yaml
@@ -66,10 +62,9 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
   const auto O = view<1>(out.data, shape, unit);
   const wfgen::rt::Tensor TA = wfgen::rt::Tensor::borrow(a.data, {n}), TB = wfgen::rt::Tensor::borrow(b.data, {n}),
                           TC = wfgen::rt::Tensor::borrow(c.data, {n});
-  bench_models::relu_fma_model model, model_into, model_alternating, model_vm;
+  bench_models::relu_fma_model model, model_into, model_vm;
   bench_models_nofuse::relu_fma_model model_nofuse;
-  wfgen::rt::Tensor result, result_into, result_alternating[2];
-  int alternate = 0;
+  wfgen::rt::Tensor result, result_into;
 
   for (int t : threads) {
     wfgen::rt::set_num_threads(t);
@@ -78,7 +73,6 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
         {"wfgen", [&] { result = model.forward(TA, TB, TC)[0]; }},
         {"wfgen_into", [&] { model_into.forward_into(result_into, TA, TB, TC); }},
         {"wfgen_vm", [&] { model_vm.vm().run(wfgen::rt::Section::Forward); }},
-        {"wfgen_into_alt", [&] { alternate ^= 1; model_alternating.forward_into(result_alternating[alternate], TA, TB, TC); }},
         {"wfgen_nofuse_vm", [&] { model_nofuse.vm().run(wfgen::rt::Section::Forward); }},
         {"wfgen_node", [&] { bench_user::relu_fma_f32_r1(A, B, C, O); }},
         {"hand", [&] { split.run(n, [&](std::int64_t lo, std::int64_t hi) { hand::relu_fma(a.data, b.data, c.data, out_hand.data, lo, hi); }); }},
@@ -103,17 +97,13 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
     check_close("wfgen relu_fma_model::forward (the wfgen_vm object) " + tag, vm_out.data<float>(), ref.data, n, 1e-5f, 1e-6f);
     const wfgen::rt::Tensor nofuse_out = model_nofuse.forward(TA, TB, TC)[0];
     check_close("wfgen (--no-fuse) relu_fma_model::forward " + tag, nofuse_out.data<float>(), ref.data, n, 1e-5f, 1e-6f);
-    for (int k = 0; k < 2; ++k) {
-      impls[3].call();
-      check_close("wfgen relu_fma_model::forward_into (alternating outputs) " + tag, result_alternating[alternate].data<float>(), ref.data, n, 1e-5f, 1e-6f);
-    }
     std::fill(out.data, out.data + n, -1.0f);
-    impls[5].call();
+    impls[4].call();
     check_close("wfgen relu_fma node " + tag, out.data, ref.data, n, 1e-5f, 1e-6f);
     std::fill(out_hand.data, out_hand.data + n, -1.0f);
-    impls[6].call();
+    impls[5].call();
     check_close("hand relu_fma " + tag, out_hand.data, ref.data, n, 1e-5f, 1e-6f);
-    for (std::size_t k = 7; k < impls.size(); ++k) {
+    for (std::size_t k = 6; k < impls.size(); ++k) {
       std::fill(tout.data, tout.data + n, -1.0f);
       impls[k].call();
       check_close(impls[k].name + " " + tag, tout.data, tref.data, n, 1e-5f, 1e-6f);
@@ -128,7 +118,6 @@ void relu_workload(Report& report, int log2n, const std::vector<int>& threads) {
       for (const char* base : {"hand", "triad", "triad_nt"}) report.ratio({wl, impl, t, wl, base, t});
     report.ratio({wl, "wfgen_vm", t, wl, "wfgen_nofuse_vm", t});
     report.ratio({wl, "wfgen", t, wl, "wfgen_into", t});
-    report.ratio({wl, "wfgen", t, wl, "wfgen_into_alt", t});
     for (const char* base : {"triad", "triad_nt"}) report.ratio({wl, "hand", t, wl, base, t});
     if (t != 1) {
       for (const char* impl : {"wfgen", "wfgen_vm", "wfgen_node", "hand"}) report.ratio({wl, impl, t, wl, impl, 1});

@@ -640,17 +640,6 @@ void VM::set_logging(std::ostream* out) {
 void VM::set_logging_elements(int n) { impl_->log_elements = std::max(0, n); }
 bool VM::prepared() const { return impl_->prepared; }
 
-void VM::retarget(std::int32_t tensor, void* data) {
-  Impl& m = *impl_;
-  if (!m.prepared || tensor < 0 || static_cast<std::size_t>(tensor) >= m.table.size()) {
-    fail(ErrorCode::InvalidArgument, "VM::retarget(" + std::to_string(tensor) + ") " +
-                                         (m.prepared ? "out of range, expected a tensor id below " + std::to_string(m.table.size())
-                                                     : std::string("before prepare()")));
-  }
-  m.table[static_cast<std::size_t>(tensor)].data = data;
-  for (std::size_t i = 0; i < m.prog.operands.size(); ++i)
-    if (m.prog.operands[i] == tensor) m.gathered[i].data = data;
-}
 const Program& VM::program() const { return impl_->prog; }
 
 namespace {

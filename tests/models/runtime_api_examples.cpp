@@ -60,7 +60,7 @@ TEST_CASE("runtime-api.md: forward and forward_into") {
   my_models::mlp model;                            // parameters initialised with the build's seed
   Tensor X = Tensor::zeros(DType::f32, {4, 20});   // X[batch inputs] with batch = 4
   Tensor T = Tensor::zeros(DType::f32, {4, 5});
-  auto [y, l] = model.forward(X, T);               // logits (4 5), loss (1): yours, never written again by the model
+  auto [y, l] = model.forward(X, T);               // logits (4 5), loss (1): the model's own, until its next call
   std::vector<Tensor> out = model.forward(X, T);   // the same results as a std::vector
 
   Tensor logits, loss;                             // undefined: the first call allocates them

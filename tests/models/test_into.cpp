@@ -159,7 +159,7 @@ TEST_CASE("forward_into: the results of forward(), the output allocated once and
 TEST_CASE("forward_into: a contiguous output is written by its kernel, a strided one is copied into") {
   wfgen_models::softmax_model m;
   const Tensor X = random_tensor({4, 6}, 4);
-  const Tensor expected = m.forward(X)[0];
+  const Tensor expected = m.forward(X)[0].clone();  // the model's own result is written again below
 
   // The caller's memory, row-major: the last kernel writes it (the VM's
   // table points into it, so running the VM alone writes it again).
@@ -314,55 +314,106 @@ TEST_CASE("a view with more elements than int64 holds, over buffers that fit: Si
   CHECK(Z.shape() == Shape({3, 1}));
 }
 
-TEST_CASE("forward(): results handed out without a copy, never written while held, their memory reused") {
+TEST_CASE("forward(): the model's own results, handed out without a copy and written again by the next call") {
   wfgen_models::softmax_model m;
   const Tensor X = random_tensor({3, 10}, 11), X2 = random_tensor({3, 10}, 12);
   Tensor a = m.forward(X)[0];
-  Tensor b = m.forward(X2)[0];  // a is held: b is in other memory
-  CHECK(a.raw_data() != b.raw_data());
-  Tensor c = m.forward(X)[0];   // both held: new memory again
-  CHECK(c.raw_data() != a.raw_data());
-  CHECK(c.raw_data() != b.raw_data());
   require_softmax(a, X);
+  const Tensor kept = a.clone();  // how a caller keeps a result
+  Tensor b = m.forward(X2)[0];
+  CHECK(b.raw_data() == a.raw_data());  // the same memory, written again
+  CHECK(b.storage() == a.storage());
+  require_softmax(a, X2);               // a handle taken earlier sees the new values
   require_softmax(b, X2);
-  require_softmax(c, X);
-  a = b = c = Tensor();
+  require_softmax(kept, X);             // the clone does not
+  // forward() and run() return the model's set by reference.
+  const wfgen::rt::Results<1>* const set = &m.forward(X);
+  CHECK(&m.forward(X2) == set);
+  CHECK(&m.run() == set);
+  require_softmax((*set)[0], X2);
 
-  // A result dropped before the next call: its memory is written again.
-  const void* first = m.forward(X)[0].raw_data();
-  CHECK(m.forward(X2)[0].raw_data() == first);
-
-  // The loop that holds the last result while the next is computed: two
-  // buffers in turn (the kernel writes each directly; only data pointers
-  // move between them), nothing allocated but the returned vectors, and
-  // every result right while the input's elements change.
+  // The loop a user writes first: no allocation, no reference count changed
+  // (y already shares the set's storage), one buffer, every result right
+  // while the input's elements change.
   const Tensor in = X.clone();
   Tensor y = m.forward(in)[0];
-  y = m.forward(in)[0];
+  const long handles = y.storage().use_count();
   std::set<const void*> buffers;
   long allocations = 0;
   for (int k = 0; k < 40; ++k) {
     in.copy_from(k % 2 ? X2 : X);
-    const Tensor previous = y;
     const long before = g_allocations.load();
     y = m.forward(in)[0];
     allocations += g_allocations.load() - before;
     buffers.insert(y.raw_data());
     require_softmax(y, k % 2 ? X2 : X);
-    if (k > 0) require_softmax(previous, k % 2 ? X : X2);  // held: not written
   }
-  CHECK(allocations == 0);  // two sets, alternating; rt::Results holds the handles inline
-  CHECK(buffers.size() == 2);
+  CHECK(allocations == 0);
+  CHECK(buffers.size() == 1);
+  CHECK(y.storage().use_count() == handles);
 
-  // A result passed back as the input: the model does not write into it.
-  const Tensor kept = y.clone();
-  Tensor z = m.forward(y)[0];
-  CHECK(same(y, kept));
-  require_softmax(z, kept);
-  CHECK(z.raw_data() != y.raw_data());
+  // A result passed back as the input, whole or as a view of another
+  // storage over its bytes: never written while it is read; the model
+  // writes its other set, and back again (the recurrent loop
+  // `h = model.forward(h)[0]`; each call binds again, as its input moved).
+  Tensor h = y;
+  const void* first_set = y.raw_data();
+  std::set<const void*> h_buffers;
+  for (int k = 0; k < 6; ++k) {
+    const Tensor before_call = h.clone();
+    Tensor next = m.forward(h)[0];
+    CHECK(same(h, before_call));  // the input was not written
+    CHECK(next.raw_data() != h.raw_data());
+    require_softmax(next, before_call);
+    h_buffers.insert(next.raw_data());
+    h = next;
+  }
+  CHECK(h_buffers.size() == 2);
+  CHECK(h_buffers.count(first_set) == 1);
+  {
+    // An input that is a borrowed view of a result's bytes (another Storage).
+    const Tensor r = m.forward(X)[0];
+    const Tensor borrowed = Tensor::borrow(r.data<float>(), {3, 10});
+    const Tensor before_call = r.clone();
+    const Tensor z = m.forward(borrowed)[0];
+    CHECK(same(r, before_call));
+    CHECK(z.raw_data() != r.raw_data());
+    require_softmax(z, before_call);
+  }
+  {
+    // Both sets among the inputs: a third set, the two left as they were.
+    wfgen_models::outer_sum o;
+    const Tensor p = random_tensor({3, 1}, 31), q = random_tensor({1, 4}, 32);
+    // Z[i] = 4 X[i] + sum(Y) for q of 4 elements, 3 X[i] + sum(Y) for 3.
+    const auto outer_sum = [](const Tensor& x, const Tensor& y) {
+      std::vector<float> z(3);
+      for (std::int64_t i = 0; i < 3; ++i)
+        for (std::int64_t j = 0; j < y.dim(1); ++j) z[static_cast<std::size_t>(i)] += x.at<float>({i, 0}) + y.at<float>({0, j});
+      return z;
+    };
+    const auto require_values = [](const Tensor& t, const std::vector<float>& want) {
+      REQUIRE(t.shape() == Shape({3, 1}));
+      for (std::int64_t i = 0; i < 3; ++i) REQUIRE(std::abs(t.at<float>({i, 0}) - want[static_cast<std::size_t>(i)]) <= 1e-5f);
+    };
+    const Tensor first = o.forward(p, q)[0];
+    require_values(first, outer_sum(p, q));
+    const Tensor first_kept = first.clone();
+    const Tensor second = o.forward(first, q)[0];  // first is an input: the other set
+    CHECK(second.raw_data() != first.raw_data());
+    require_values(second, outer_sum(first_kept, q));
+    const Tensor second_kept = second.clone();
+    const Tensor y_in = Tensor::borrow(second.data<float>(), {1, 3});  // a view of the other set's bytes
+    const Tensor third = o.forward(first, y_in)[0];  // inputs in both sets: a new one
+    CHECK(third.raw_data() != first.raw_data());
+    CHECK(third.raw_data() != second.raw_data());
+    CHECK(same(first, first_kept));
+    CHECK(same(second, second_kept));
+    require_values(third, outer_sum(first_kept, second_kept.reshape({1, 3})));
+  }
 
   // Writing into a result does not change the next ones.
-  z.fill(7.0);
+  h.fill(7.0);
+  y.fill(7.0);
   require_softmax(m.forward(X)[0], X);
 
   // forward_into() and forward() in turn on one model.
@@ -373,7 +424,8 @@ TEST_CASE("forward(): results handed out without a copy, never written while hel
   CHECK(same(Y, r));
   CHECK(Y.raw_data() != r.raw_data());
   require_softmax(m.forward(X)[0], X);
-  require_softmax(r, X2);
+  require_softmax(r, X);  // r is the model's result, written again
+  require_softmax(Y, X2);
 
   // try_forward: the results, or nothing on error.
   std::vector<Tensor> outs;
@@ -398,24 +450,24 @@ TEST_CASE("forward(): two outputs, and a training build's results (copied out of
   for (int i = 0; i < 4; ++i) T.at<float>({i, i % 5}) = 1;
   std::vector<Tensor> first = m.forward(X, T);
   const std::vector<Tensor> expected = {first[0].clone(), first[1].clone()};
-  std::vector<Tensor> second = m.forward(X, T);  // first is held
+  std::vector<Tensor> second = m.forward(X, T);  // the same results, in the same memory
   for (int k = 0; k < 2; ++k) {
-    CHECK(same(first[k], expected[static_cast<std::size_t>(k)]));
     CHECK(same(second[k], expected[static_cast<std::size_t>(k)]));
-    CHECK(first[k].raw_data() != second[k].raw_data());
+    CHECK(first[k].raw_data() == second[k].raw_data());
+    CHECK(first[k].raw_data() != second[1 - k].raw_data());
   }
   for (int k = 0; k < 6; ++k) first = m.forward(X, T);
   CHECK(same(first[0], expected[0]));
   CHECK(same(first[1], expected[1]));
 
   // rt::Results: structured bindings, moves out of a temporary, at().
-  static_assert(std::tuple_size_v<decltype(m.forward(X, T))> == 2);
+  static_assert(std::tuple_size_v<std::remove_cvref_t<decltype(m.forward(X, T))>> == 2);
   auto [logits, loss_out] = m.forward(X, T);
   CHECK(same(logits, expected[0]));
   CHECK(same(loss_out, expected[1]));
   auto results = m.forward(X, T);
   const long handles = results[1].storage().use_count();
-  Tensor moved = std::move(results)[1];  // as `y = model.forward(x)[1]` does: no handle copied
+  Tensor moved = std::move(results)[1];  // out of a copy of the results: no handle copied
   CHECK(moved.storage().use_count() == handles);
   CHECK(!results[1].defined());
   CHECK(same(moved, expected[1]));

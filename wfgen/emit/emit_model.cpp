@@ -401,25 +401,23 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     c.close();
     c.line();
   }
-  // run / forward: into_() on a free set of the model's own outputs (rt::ResultSets).
+  // run / forward: into_() on the model's own outputs (rt::ResultSets), returned by reference.
   std::string in_args, out_ptrs;
   for (std::size_t k = 0; k < g.inputs.size(); ++k) in_args += (k ? ", " : "") + cpp_identifier(g[g.inputs[k]].name);
   for (const auto& o : out_params) out_ptrs += (out_ptrs.empty() ? "&" : ", &") + o;
   const auto returning = [&](const std::string& signature, const std::string& inputs_changed) {
-    c.open("wfgen::rt::Results<" + n_out + "> " + cls + "::" + signature);
-    c.line("wfgen::rt::Tensor* wf_set = nullptr;");
-    c.line("if (wfgen::rt::Status wf_s = forward_(wf_set, false, " + inputs_changed + "); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-    c.line("return wfgen::rt::Results<" + n_out + ">(wf_set);");
+    c.open("const wfgen::rt::Results<" + n_out + ">& " + cls + "::" + signature);
+    c.line("if (wfgen::rt::Status wf_s = forward_(false, " + inputs_changed + "); !wf_s.ok()) wfgen::rt::fail(wf_s);");
+    c.line("return results_.current();");
     c.close();
     c.line();
   };
   const auto returning_status = [&](const std::string& signature, const std::string& inputs_changed) {
     c.open("wfgen::rt::Status " + cls + "::" + signature);
     c.line("outputs.clear();");
-    c.line("wfgen::rt::Tensor* wf_set = nullptr;");
     c.comment("Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.");
-    c.line("wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(wf_set, true, " + inputs_changed + "); });");
-    c.line("if (wf_s.ok()) outputs.assign(wf_set, wf_set + " + n_out + ");");
+    c.line("wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(true, " + inputs_changed + "); });");
+    c.line("if (wf_s.ok()) outputs.assign(results_.current().begin(), results_.current().end());");
     c.line("return wf_s;");
     c.close();
     c.line();
@@ -429,18 +427,19 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   returning_status("try_run(std::vector<wfgen::rt::Tensor>& outputs)", "inputs_changed_()");
   returning_status(std::string("try_forward(std::vector<wfgen::rt::Tensor>& outputs") + (params_sig.empty() ? "" : ", ") + params_sig + ")",
                    "take_inputs_(" + in_args + ")");
-  c.open("wfgen::rt::Status " + cls + "::forward_(wfgen::rt::Tensor*& wf_out, bool wf_check_all, bool wf_inputs_changed)");
-  c.comment("A set of output tensors of the model's own that the caller no longer holds: written by the kernels");
-  c.comment("(or copied into) like forward_into()'s, then handed out without a copy.");
-  c.line("wfgen::rt::Tensor* const wf_set = results_.pick(direct_outputs_);");
+  c.open("wfgen::rt::Status " + cls + "::forward_(bool wf_check_all, bool wf_inputs_changed)");
+  c.comment("The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and");
+  c.comment("handed out without a copy: the set of the last call, or the other one when an input lies in its memory");
+  c.comment("(which inputs the binding already had, for the set it is bound to, do not).");
+  c.line("wfgen::rt::Results<" + n_out + ">& wf_set = own_bound_ && !wf_inputs_changed ? results_.current() : results_.pick(inputs_);");
   {
     std::string ptrs;
     for (std::size_t k = 0; k < g.outputs.size(); ++k) ptrs += (k ? ", " : "") + std::string("&wf_set[") + num(static_cast<std::int64_t>(k)) + "]";
     c.line("wfgen::rt::Tensor* const wf_outs[] = {" + ptrs + "};");
   }
-  c.line("if (wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed, true); !wf_s.ok()) return wf_s;");
-  c.line("wf_out = wf_set;");
-  c.line("return {};");
+  c.line("wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed);");
+  c.line("own_bound_ = wf_s.ok();");
+  c.line("return wf_s;");
   c.close();
   c.line();
   // forward_into / run_into and their try_ forms, around into_().
@@ -457,32 +456,12 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("return wf_changed;");
   c.close();
   c.line();
-  c.open("wfgen::rt::Status " + cls + "::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed, bool wf_own)");
+  c.open("wfgen::rt::Status " + cls + "::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed)");
   c.comment("The steady state: the inputs and outputs of the binding, so run the kernels (and copy what is not written directly).");
   c.line("bool wf_rebind = wf_inputs_changed || !bound_ || (wf_check_all && !checked_);");
-  c.line("bool wf_moved = false;  // forward()'s other set: the same layouts in other buffers of the model's own");
-  c.open("for (std::size_t wf_k = 0; wf_k < " + n_out + "; ++wf_k)");
-  c.line("if (wf_outs[wf_k]->matches(bound_outputs_[wf_k])) continue;");
-  c.line("if (wf_own && own_bound_ && wf_outs[wf_k]->has_layout(bound_outputs_[wf_k])) wf_moved = true;");
-  c.line("else wf_rebind = true;");
-  c.close();
+  c.line("for (std::size_t wf_k = 0; wf_k < " + n_out + " && !wf_rebind; ++wf_k) wf_rebind = !wf_outs[wf_k]->matches(bound_outputs_[wf_k]);");
   c.open("if (wf_rebind)");
   c.line("if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;");
-  c.line("own_bound_ = wf_own;");
-  c.line("wf_moved = false;");
-  c.close();
-  c.open("if (wf_moved)");
-  c.comment("Only data pointers move: the binding's checks and direct writes hold for any set of the model's own,");
-  c.comment("and results_ keeps the set alive (direct_outputs_ keep the handles of the set bound first).");
-  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
-    const std::string ks = num(static_cast<std::int64_t>(k)), id = num(g.outputs[k]);
-    c.line("bound_outputs_[" + ks + "].data = wf_outs[" + ks + "]->raw_data();");
-    if (!may_write_directly(g, k)) continue;
-    c.open("if (direct_outputs_[" + ks + "].defined())");
-    c.line("table_[" + id + "].data = bound_outputs_[" + ks + "].data;");
-    c.line("vm_.retarget(" + id + ", bound_outputs_[" + ks + "].data);");
-    c.close();
-  }
   c.close();
   // Every forward pass comes here: the integer inputs' values, as the build's dtype.
   if (has_indices) c.line("if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;");
@@ -506,11 +485,11 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
     for (std::size_t k = 0; k < g.outputs.size(); ++k) ptrs += (k ? ", " : "") + std::string("&wf_outputs[") + num(static_cast<std::int64_t>(k)) + "]";
     c.line("wfgen::rt::Tensor* const wf_outs[] = {" + ptrs + "};");
   }
-  c.line("return into_(wf_outs, wf_check_all, inputs_changed_(), false);");
+  c.line("return into_(wf_outs, wf_check_all, inputs_changed_());");
   c.close();
   c.line();
   throwing_and_try(c, cls, "forward_into", into_sig, "wfgen::rt::Tensor* const wf_outs[] = {" + out_ptrs + "};", [&](bool all) {
-    return "into_(wf_outs, " + std::string(all ? "true" : "false") + ", take_inputs_(" + in_args + "), false)";
+    return "into_(wf_outs, " + std::string(all ? "true" : "false") + ", take_inputs_(" + in_args + "))";
   });
   throwing_and_try(c, cls, "run_into", "std::span<wfgen::rt::Tensor> outputs", "",
                    [](bool all) { return "run_into_(outputs, " + std::string(all ? "true" : "false") + ")"; });

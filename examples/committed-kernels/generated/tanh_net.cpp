@@ -158,44 +158,41 @@ bool tanh_net::inputs_changed_() const {
   return false;
 }
 
-wfgen::rt::Results<1> tanh_net::run() {
-  wfgen::rt::Tensor* wf_set = nullptr;
-  if (wfgen::rt::Status wf_s = forward_(wf_set, false, inputs_changed_()); !wf_s.ok()) wfgen::rt::fail(wf_s);
-  return wfgen::rt::Results<1>(wf_set);
+const wfgen::rt::Results<1>& tanh_net::run() {
+  if (wfgen::rt::Status wf_s = forward_(false, inputs_changed_()); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  return results_.current();
 }
 
-wfgen::rt::Results<1> tanh_net::forward(const wfgen::rt::Tensor& X) {
-  wfgen::rt::Tensor* wf_set = nullptr;
-  if (wfgen::rt::Status wf_s = forward_(wf_set, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
-  return wfgen::rt::Results<1>(wf_set);
+const wfgen::rt::Results<1>& tanh_net::forward(const wfgen::rt::Tensor& X) {
+  if (wfgen::rt::Status wf_s = forward_(false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  return results_.current();
 }
 
 wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
   outputs.clear();
-  wfgen::rt::Tensor* wf_set = nullptr;
   // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(wf_set, true, inputs_changed_()); });
-  if (wf_s.ok()) outputs.assign(wf_set, wf_set + 1);
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(true, inputs_changed_()); });
+  if (wf_s.ok()) outputs.assign(results_.current().begin(), results_.current().end());
   return wf_s;
 }
 
 wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
   outputs.clear();
-  wfgen::rt::Tensor* wf_set = nullptr;
   // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(wf_set, true, take_inputs_(X)); });
-  if (wf_s.ok()) outputs.assign(wf_set, wf_set + 1);
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(true, take_inputs_(X)); });
+  if (wf_s.ok()) outputs.assign(results_.current().begin(), results_.current().end());
   return wf_s;
 }
 
-wfgen::rt::Status tanh_net::forward_(wfgen::rt::Tensor*& wf_out, bool wf_check_all, bool wf_inputs_changed) {
-  // A set of output tensors of the model's own that the caller no longer holds: written by the kernels
-  // (or copied into) like forward_into()'s, then handed out without a copy.
-  wfgen::rt::Tensor* const wf_set = results_.pick(direct_outputs_);
+wfgen::rt::Status tanh_net::forward_(bool wf_check_all, bool wf_inputs_changed) {
+  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
+  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
+  // (which inputs the binding already had, for the set it is bound to, do not).
+  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_inputs_changed ? results_.current() : results_.pick(inputs_);
   wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
-  if (wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed, true); !wf_s.ok()) return wf_s;
-  wf_out = wf_set;
-  return {};
+  wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed);
+  own_bound_ = wf_s.ok();
+  return wf_s;
 }
 
 bool tanh_net::take_inputs_(const wfgen::rt::Tensor& X) {
@@ -208,28 +205,12 @@ bool tanh_net::take_inputs_(const wfgen::rt::Tensor& X) {
   return wf_changed;
 }
 
-wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed, bool wf_own) {
+wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_check_all, bool wf_inputs_changed) {
   // The steady state: the inputs and outputs of the binding, so run the kernels (and copy what is not written directly).
   bool wf_rebind = wf_inputs_changed || !bound_ || (wf_check_all && !checked_);
-  bool wf_moved = false;  // forward()'s other set: the same layouts in other buffers of the model's own
-  for (std::size_t wf_k = 0; wf_k < 1; ++wf_k) {
-    if (wf_outs[wf_k]->matches(bound_outputs_[wf_k])) continue;
-    if (wf_own && own_bound_ && wf_outs[wf_k]->has_layout(bound_outputs_[wf_k])) wf_moved = true;
-    else wf_rebind = true;
-  }
+  for (std::size_t wf_k = 0; wf_k < 1 && !wf_rebind; ++wf_k) wf_rebind = !wf_outs[wf_k]->matches(bound_outputs_[wf_k]);
   if (wf_rebind) {
     if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;
-    own_bound_ = wf_own;
-    wf_moved = false;
-  }
-  if (wf_moved) {
-    // Only data pointers move: the binding's checks and direct writes hold for any set of the model's own,
-    // and results_ keeps the set alive (direct_outputs_ keep the handles of the set bound first).
-    bound_outputs_[0].data = wf_outs[0]->raw_data();
-    if (direct_outputs_[0].defined()) {
-      table_[10].data = bound_outputs_[0].data;
-      vm_.retarget(10, bound_outputs_[0].data);
-    }
   }
   vm_.run(wfgen::rt::Section::Forward);
   if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[10]);  // Y
@@ -241,17 +222,17 @@ wfgen::rt::Status tanh_net::run_into_(std::span<wfgen::rt::Tensor> wf_outputs, b
     return wfgen::rt::Status(wfgen::rt::ErrorCode::InvalidArgument, "tanh_net::run_into got " + std::to_string(wf_outputs.size()) + " output tensors, expected 1");
   }
   wfgen::rt::Tensor* const wf_outs[] = {&wf_outputs[0]};
-  return into_(wf_outs, wf_check_all, inputs_changed_(), false);
+  return into_(wf_outs, wf_check_all, inputs_changed_());
 }
 
 void tanh_net::forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
   wfgen::rt::Tensor* const wf_outs[] = {&Y};
-  if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(X), false); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  if (wfgen::rt::Status wf_s = into_(wf_outs, false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
 }
 
 wfgen::rt::Status tanh_net::try_forward_into(wfgen::rt::Tensor& Y, const wfgen::rt::Tensor& X) {
   wfgen::rt::Tensor* const wf_outs[] = {&Y};
-  return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(X), false); });
+  return wfgen::rt::capture([&] { return into_(wf_outs, true, take_inputs_(X)); });
 }
 
 void tanh_net::run_into(std::span<wfgen::rt::Tensor> outputs) {

@@ -22,18 +22,23 @@ class tanh_net {
   tanh_net();
 
   // Runs the model: X[batch inputs] -> Y[batch outputs].
-  // The results are tensors the model allocated (not zeroed) and hands out
-  // without a copy; they are yours: the model never writes into a result you
-  // still hold (nor into a view of it). It keeps two sets of outputs and
-  // reuses a set's memory once you hold no handle to it, so a loop such as
-  // `y = model.forward(x)[0]` allocates nothing after its first two calls
-  // (docs/runtime-api.md). rt::Results holds them inline, in the order of the
-  // `->` list: index it, iterate it, `auto [a, b] = model.forward(...)`, or
-  // convert it to a std::vector. vm().run() and profile() rerun the last
-  // call, into its results.
-  wfgen::rt::Results<1> forward(const wfgen::rt::Tensor& X);
+  // Returns the model's own output tensors, in the order of the `->` list
+  // (rt::Results: index it, iterate it, `auto [a, b] = model.forward(...)`,
+  // or convert it to a std::vector). Ownership (docs/runtime-api.md):
+  //  - the model allocates them (not zeroed) and hands them out without a
+  //    copy; a handle you take (`y = model.forward(x)[0]`) shares their
+  //    memory and stays valid as long as you hold it;
+  //  - the next forward() or run() with outputs of the same shapes writes
+  //    the same memory again, so `y` then holds the new values: clone() a
+  //    result to keep it, or use forward_into() with tensors of your own.
+  //    A call with new shapes allocates new outputs and leaves the old ones
+  //    to whoever holds them;
+  //  - an input that lies in a result's memory (`h = model.forward(h)[0]`)
+  //    is never written: the model then writes another set of outputs;
+  //  - vm().run() and profile() rerun the last call, into its results.
+  const wfgen::rt::Results<1>& forward(const wfgen::rt::Tensor& X);
   // The same on the inputs set with set_input().
-  wfgen::rt::Results<1> run();
+  const wfgen::rt::Results<1>& run();
   // An undefined tensor (no storage) is an error (NullBuffer).
   void set_input(std::string_view name, const wfgen::rt::Tensor& value);
   wfgen::rt::Tensor get_input(std::string_view name) const;
@@ -89,20 +94,18 @@ class tanh_net {
   wfgen::rt::Status try_bind_(bool check_all, wfgen::rt::Tensor* const* outputs);
   bool inputs_changed_() const;
   bool take_inputs_(const wfgen::rt::Tensor& X);
-  wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed, bool own);
+  wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed);
   wfgen::rt::Status run_into_(std::span<wfgen::rt::Tensor> outputs, bool check_all);
-  wfgen::rt::Status forward_(wfgen::rt::Tensor*& set, bool check_all, bool inputs_changed);
+  wfgen::rt::Status forward_(bool check_all, bool inputs_changed);
   std::vector<wfgen::rt::Tensor> inputs_;
   std::vector<wfgen::rt::TensorRef> bound_inputs_;  // inputs_[k].ref() of the binding, zero when not bound
   // The output tensors of the binding (forward_into()'s, or a set of
   // results_ for forward(); zero when bound without outputs), and those the
-  // kernels write directly (kept alive while the table points into them;
-  // when forward() moves the binding to its other set, results_ keeps that
-  // set alive and these stay the handles of the set it was bound to).
+  // kernels write directly (kept alive while the table points into them).
   std::vector<wfgen::rt::TensorRef> bound_outputs_;
   std::vector<wfgen::rt::Tensor> direct_outputs_;
-  wfgen::rt::ResultSets results_{ 1 };  // forward()'s outputs
-  bool own_bound_ = false;  // bound to a set of results_ (forward(), run())
+  wfgen::rt::ResultSets<1> results_;  // forward()'s outputs
+  bool own_bound_ = false;  // bound by forward() or run() to results_.current()
   std::vector<wfgen::rt::Tensor> params_;
   wfgen::rt::Tensor arena_;
   std::vector<wfgen::rt::TensorRef> table_;

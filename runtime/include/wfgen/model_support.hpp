@@ -197,74 +197,18 @@ Status check_output_copy(const char* name, const TensorRef& dst, const TensorRef
 void copy_elements(const TensorRef& dst, const TensorRef& src) noexcept;
 
 // --- forward() and run(): outputs the model allocates -------------------------------
-//
-// The tensors forward() returns: two sets of outputs, allocated by the model
-// (not zeroed) and handed to the caller without a copy. The kernels write
-// them directly where forward_into() would (else the model copies into
-// them). A set is free when nobody but the model holds a tensor of it (its
-// storage's reference count is the model's own handles), so
-//
-//   for (...) y = model.forward(x)[0];
-//
-// which holds the last result while the next is computed, alternates
-// between the two sets and allocates nothing after the first two calls; a
-// caller that drops each result before the next call uses one set. A
-// result the caller still holds is never written again: when both sets are
-// held, the one used less recently is given up to the caller (the model
-// drops its handles) and a new set is allocated in its place.
-class ResultSets {
- public:
-  explicit ResultSets(std::size_t n_outputs) : n_(n_outputs), sets_(2 * n_outputs) {}
-  // The set to compute into: the last one when it is free, else the other
-  // when it is free, else the other one emptied (undefined tensors, which
-  // the binding allocates). `also_mine[k]` is another handle the model holds
-  // (its direct output k), not counted as the caller's.
-  Tensor* pick(std::span<const Tensor> also_mine) noexcept {
-    if (!free(last_, also_mine)) {
-      last_ ^= 1;
-      if (!free(last_, also_mine)) {
-        for (std::size_t k = 0; k < n_; ++k) set(last_)[k] = Tensor();
-      }
-    }
-    return set(last_);
-  }
-  // Drops the model's handles on both sets (tests; a model that is done).
-  void clear() noexcept {
-    for (auto& t : sets_) t = Tensor();
-  }
-
- private:
-  Tensor* set(int s) noexcept { return sets_.data() + static_cast<std::size_t>(s) * n_; }
-  bool free(int s, std::span<const Tensor> also_mine) const noexcept {
-    const Tensor* t = sets_.data() + static_cast<std::size_t>(s) * n_;
-    for (std::size_t k = 0; k < n_; ++k) {
-      if (!t[k].defined()) continue;
-      long mine = 1;
-      if (k < also_mine.size() && also_mine[k].storage() == t[k].storage()) ++mine;
-      if (t[k].storage().use_count() != mine) return false;
-    }
-    return true;
-  }
-  std::size_t n_;
-  std::vector<Tensor> sets_;  // set s, output k: sets_[s * n_ + k]
-  int last_ = 0;
-};
 
 // What forward() and run() return: the N output tensors, held inline (no
 // allocation), in the order of the model's `->` list. It reads like the
 // std::vector it converts to:
 //
-//   y = model.forward(x)[0];                  // moves the handle out
+//   y = model.forward(x)[0];                  // a handle on the model's result
 //   auto [logits, loss] = model.forward(X, T);
 //   std::vector<Tensor> all = model.forward(X, T);
 //   for (const Tensor& t : model.forward(X, T)) ...
 template <std::size_t N>
 class Results {
  public:
-  Results() = default;
-  // The first N tensors at `first` (handles copied, not the data).
-  explicit Results(const Tensor* first) : Results(first, std::make_index_sequence<N>{}) {}
-
   static constexpr std::size_t size() noexcept { return N; }
   static constexpr bool empty() noexcept { return N == 0; }
   Tensor& operator[](std::size_t k) & noexcept { return tensors_[k]; }
@@ -295,12 +239,65 @@ class Results {
   }
 
  private:
-  // Each handle copy-constructed in place: no undefined tensor made first and
-  // then assigned over (forward() on a 16-float model is ~50 ns in all).
-  template <std::size_t... K>
-  Results(const Tensor* first, std::index_sequence<K...>) : tensors_{first[K]...} {}
-
   std::array<Tensor, N> tensors_;
+};
+
+// The model's own outputs, which forward() and run() write and return by
+// reference: allocated by the model (not zeroed) and handed out without a
+// copy, the kernels writing them directly where forward_into() would write
+// the caller's tensors (else the model copies into them). Every call writes
+// the same set again, so the steady state touches one output buffer, as
+// forward_into() does, and `y = model.forward(x)[0]` changes no reference
+// count (y already shares the set's storage). A handle the caller keeps sees
+// the next call's values; clone() keeps a result.
+//
+// The one exception keeps the inputs intact: when an input of the call lies
+// in the set's memory (`h = model.forward(h)[0]`, a result or a view of one
+// passed back), the model writes its other set, and when an input lies in
+// that one too, a new set (the old tensors stay with whoever holds them).
+template <std::size_t N>
+class ResultSets {
+ public:
+  // The set to compute into for a call on `inputs` (the model's input
+  // handles, which take_inputs_() has set). Undefined tensors in it are
+  // allocated by the binding.
+  Results<N>& pick(std::span<const Tensor> inputs) noexcept {
+    if (holds_any(sets_[last_], inputs)) {
+      last_ ^= 1;
+      if (holds_any(sets_[last_], inputs)) {
+        for (Tensor& t : sets_[last_]) t = Tensor();
+      }
+    }
+    return sets_[last_];
+  }
+  // The set the last call wrote.
+  Results<N>& current() noexcept { return sets_[last_]; }
+  const Results<N>& current() const noexcept { return sets_[last_]; }
+  // Drops the model's handles on both sets (a model that is done).
+  void clear() noexcept {
+    for (Results<N>& set : sets_)
+      for (Tensor& t : set) t = Tensor();
+  }
+
+ private:
+  // Whether the storage of an input overlaps that of a tensor of `set`:
+  // whole storages compared, two loads each (a borrowed view of a result is
+  // another Storage over the same bytes, so pointers alone would miss it).
+  static bool holds_any(const Results<N>& set, std::span<const Tensor> inputs) noexcept {
+    for (const Tensor& r : set) {
+      if (!r.defined()) continue;
+      const std::byte* lo = r.storage()->data();
+      const std::byte* hi = lo + r.storage()->bytes();
+      for (const Tensor& in : inputs) {
+        if (!in.defined()) continue;
+        const std::byte* in_lo = in.storage()->data();
+        if (in_lo < hi && lo < in_lo + in.storage()->bytes()) return true;
+      }
+    }
+    return false;
+  }
+  std::array<Results<N>, 2> sets_;
+  int last_ = 0;
 };
 
 // --- inputs -----------------------------------------------------------------------

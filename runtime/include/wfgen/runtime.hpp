@@ -364,9 +364,7 @@ class Tensor {
     return has_layout(r) && r.data == storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
   }
   // The same dtype, shape and strides as `r`, whatever the memory (false for
-  // an undefined tensor or a null `r`): what lets a generated model move a
-  // binding to other buffers of the same layout by changing data pointers
-  // only (VM::retarget).
+  // an undefined tensor or a null `r`).
   bool has_layout(const TensorRef& r) const noexcept {
     if (!storage_ || r.data == nullptr || r.dtype != dtype_ || r.rank != rank_) return false;
     for (int i = 0; i < rank_; ++i)
@@ -524,9 +522,10 @@ std::int64_t streaming_store_bytes() noexcept;
 // instructions that write one, which nothing after them reads): nothing in
 // the model reads it back, so caching it only pays if the caller reads it
 // soon, while streaming it keeps the inputs cached and skips the read of
-// each line. The default is 8 MiB, a quarter of a large last-level cache:
-// from there the two sets of results forward() alternates between take half
-// of it (layernorm 4096x1024, 16 MiB: 1.65 -> 0.69 ms at one thread). Below
+// each line. The default is 8 MiB, a quarter of a large last-level cache,
+// the share of it one program can count on when other tenants use the rest
+// (layernorm 4096x1024, 16 MiB: 1.65 -> 0.69 ms at one thread, measured
+// when forward() still alternated between two sets of results). Below
 // it caching wins where the caller's data fits the cache (a 4 MiB result
 // streamed: 20 % faster at one thread, 20 % slower at two; measured in
 // bench/, docs/performance.md). WFGEN_STREAMING_RESULT_BYTES, if it holds

@@ -191,14 +191,6 @@ class VM {
   // to validate everything before running.
   Status try_prepare(const TensorRef* table, bool check_all = true);
   bool prepared() const;
-  // Moves table entry `tensor` to `data`: the same dtype, shape and strides
-  // in other memory, as a generated model's forward() does when it switches
-  // to its other set of outputs. Only the data pointers change (of the
-  // entry and of every operand gathered from it); no check runs again, so
-  // the caller guarantees that the new memory is as good as the old: as
-  // large, aligned alike, and overlapping no operand the old one did not.
-  // InvalidArgument for a tensor id out of range or before prepare().
-  void retarget(std::int32_t tensor, void* data);
 
   // Runs a section. Throws InstructionError (with the instruction and its
   // source line) when a check fails or a kernel throws, Error(InvalidArgument)
