@@ -159,39 +159,62 @@ bool tanh_net::inputs_changed_() const {
 }
 
 const wfgen::rt::Results<1>& tanh_net::run() {
-  if (wfgen::rt::Status wf_s = forward_(false, inputs_changed_()); !wf_s.ok()) wfgen::rt::fail(wf_s);
-  return results_.current();
+  const bool wf_changed = inputs_changed_();
+  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
+  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
+  // (the inputs of the binding, when it is to that set, do not).
+  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
+  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
+  if (wfgen::rt::Status wf_s = into_(wf_outs, false, wf_changed); !wf_s.ok()) {
+    own_bound_ = false;
+    wfgen::rt::fail(wf_s);
+  }
+  own_bound_ = true;
+  return wf_set;
 }
 
 const wfgen::rt::Results<1>& tanh_net::forward(const wfgen::rt::Tensor& X) {
-  if (wfgen::rt::Status wf_s = forward_(false, take_inputs_(X)); !wf_s.ok()) wfgen::rt::fail(wf_s);
-  return results_.current();
+  const bool wf_changed = take_inputs_(X);
+  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
+  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
+  // (the inputs of the binding, when it is to that set, do not).
+  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
+  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
+  if (wfgen::rt::Status wf_s = into_(wf_outs, false, wf_changed); !wf_s.ok()) {
+    own_bound_ = false;
+    wfgen::rt::fail(wf_s);
+  }
+  own_bound_ = true;
+  return wf_set;
 }
 
 wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
   outputs.clear();
+  const bool wf_changed = inputs_changed_();
+  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
+  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
+  // (the inputs of the binding, when it is to that set, do not).
+  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
+  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
   // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(true, inputs_changed_()); });
-  if (wf_s.ok()) outputs.assign(results_.current().begin(), results_.current().end());
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return into_(wf_outs, true, wf_changed); });
+  own_bound_ = wf_s.ok();
+  if (wf_s.ok()) outputs.assign(wf_set.begin(), wf_set.end());
   return wf_s;
 }
 
 wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
   outputs.clear();
-  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return forward_(true, take_inputs_(X)); });
-  if (wf_s.ok()) outputs.assign(results_.current().begin(), results_.current().end());
-  return wf_s;
-}
-
-wfgen::rt::Status tanh_net::forward_(bool wf_check_all, bool wf_inputs_changed) {
+  const bool wf_changed = take_inputs_(X);
   // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
   // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
-  // (which inputs the binding already had, for the set it is bound to, do not).
-  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_inputs_changed ? results_.current() : results_.pick(inputs_);
+  // (the inputs of the binding, when it is to that set, do not).
+  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
   wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
-  wfgen::rt::Status wf_s = into_(wf_outs, wf_check_all, wf_inputs_changed);
+  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return into_(wf_outs, true, wf_changed); });
   own_bound_ = wf_s.ok();
+  if (wf_s.ok()) outputs.assign(wf_set.begin(), wf_set.end());
   return wf_s;
 }
 

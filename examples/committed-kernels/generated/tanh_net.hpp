@@ -96,7 +96,6 @@ class tanh_net {
   bool take_inputs_(const wfgen::rt::Tensor& X);
   wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed);
   wfgen::rt::Status run_into_(std::span<wfgen::rt::Tensor> outputs, bool check_all);
-  wfgen::rt::Status forward_(bool check_all, bool inputs_changed);
   std::vector<wfgen::rt::Tensor> inputs_;
   std::vector<wfgen::rt::TensorRef> bound_inputs_;  // inputs_[k].ref() of the binding, zero when not bound
   // The output tensors of the binding (forward_into()'s, or a set of

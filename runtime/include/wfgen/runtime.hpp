@@ -253,6 +253,23 @@ class Tensor {
  public:
   // An undefined tensor: no storage, rank 0. defined() is false.
   Tensor() = default;
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  // Copies the sizes and strides of o's rank only (entries past the rank
+  // mean nothing): `y = model.forward(x)[0]` on a 16-float model spent 2 ns
+  // of its 33 storing the two 64-byte arrays in full.
+  Tensor& operator=(const Tensor& o) noexcept {
+    storage_ = o.storage_;
+    dtype_ = o.dtype_;
+    rank_ = o.rank_;
+    offset_ = o.offset_;
+    for (int i = 0; i < o.rank_; ++i) {
+      shape_[i] = o.shape_[i];
+      strides_[i] = o.strides_[i];
+    }
+    return *this;
+  }
 
   // --- factories -----------------------------------------------------------
   // Owned, contiguous (row-major) and zero-filled: the storage is always
@@ -312,8 +329,7 @@ class Tensor {
     check_dtype(dtype_of_v<E>, "data");
     return reinterpret_cast<E*>(raw_data());
   }
-  // The same pointer, untyped. Inline: a generated model moving its binding
-  // to another set of outputs reads it on every forward().
+  // The same pointer, untyped.
   void* raw_data() const {
     if (!storage_) [[unlikely]] fail_undefined();
     return storage_->data() + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
