@@ -213,3 +213,35 @@ TEST_CASE("may_alias compares reachable byte ranges", "[tensor]") {
   CHECK(rt::may_alias(t.slice(0, 0, 3), t.slice(0, 2, 4)));
   CHECK_FALSE(rt::may_alias(t, Tensor()));
 }
+
+TEST_CASE("copy assignment across ranks: the new rank's sizes and strides, whatever the old ones were", "[tensor]") {
+  // Tensor::operator= copies only the first rank() sizes and strides; what
+  // lies past the rank must never show through a query or a view.
+  const Tensor big = Tensor::from_data<float>({2, 3, 4}, std::vector<float>(24, 1.0f));
+  const Tensor row = Tensor::from_data<float>({5}, {0, 1, 2, 3, 4});
+  const Tensor grid = Tensor::from_data<float>({2, 3}, {0, 1, 2, 3, 4, 5});
+  Tensor t = big.permute({2, 0, 1});  // rank 3, strides (1 12 4)
+  t = row;
+  CHECK(t.rank() == 1);
+  CHECK(t.shape() == Shape({5}));
+  CHECK(t.strides() == Shape({1}));
+  CHECK(t.is_contiguous());
+  CHECK(t.numel() == 5);
+  const Tensor u = t.unsqueeze(0).unsqueeze(2);
+  CHECK(u.shape() == Shape({1, 5, 1}));
+  CHECK(u.at<float>({0, 3, 0}) == 3.0f);
+  CHECK(t.reshape({5, 1}).at<float>({4, 0}) == 4.0f);
+  t = grid.T();
+  CHECK(t.shape() == Shape({3, 2}));
+  CHECK(t.strides() == Shape({1, 3}));
+  CHECK(t.at<float>({2, 1}) == 5.0f);
+  const Tensor c = t.contiguous();
+  CHECK(c.at<float>({2, 0}) == 2.0f);
+  const Tensor& same = t;
+  t = same;  // self-assignment keeps it
+  CHECK(t.shape() == Shape({3, 2}));
+  CHECK(t.at<float>({1, 1}) == 4.0f);
+  t = Tensor();
+  CHECK(!t.defined());
+  CHECK(t.rank() == 0);
+}
