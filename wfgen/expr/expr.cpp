@@ -9,26 +9,24 @@
 #include <set>
 #include <system_error>
 
+#include "wfgen/expr/language.hpp"
 #include "wfgen/kernel_math.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 namespace wfgen::expr {
 
-namespace {
-
 namespace M = wfgen::rt::math;
 
-// --- tables ----------------------------------------------------------------------
+namespace {
 
-// Precedence levels, as in C (higher binds tighter).
-constexpr int kPrimary = 100, kUnary = 90, kMul = 80, kAdd = 70, kRel = 60, kEq = 50, kAnd = 40,
-              kOr = 30, kCond = 20;
+std::int64_t wrapping_neg(std::int64_t x) {
+  return static_cast<std::int64_t>(std::uint64_t{0} - static_cast<std::uint64_t>(x));
+}
 
-struct OpInfo {
-  const char* spelling;
-  int prec;
-  int cost;
-};
+}  // namespace
+
+// The tables language.hpp declares.
+namespace detail {
 
 constexpr OpInfo kOps[] = {
     {"bool", kPrimary, 0}, {"int", kPrimary, 0}, {"float", kPrimary, 0}, {"name", kPrimary, 0},
@@ -42,31 +40,6 @@ static_assert(std::size(kOps) == kOpCount && kOpCount == static_cast<int>(Op::Co
 
 const OpInfo& info(Op op) { return kOps[static_cast<int>(op)]; }
 
-// How a function's argument and result types are found.
-enum class Rule : std::uint8_t {
-  Float,      // floating-point math: needs a float dtype; int arguments become float; float result
-  Numeric,    // int or float, arguments unified; result of that type
-  Select,     // select(bool, T, T) -> T
-  Predicate,  // a test on a float (int arguments become float) -> bool
-};
-
-using RealFn = double (*)(const double* args, bool f32);
-using IntFn = std::int64_t (*)(const std::int64_t* args);
-
-// Calls f in the kernel's float type (float for f32 kernels) and widens the
-// result, so the interpreter uses the same float overloads as the kernel.
-template <class F>
-double real_call(const double* a, bool f32, F f) {
-  if (f32) {
-    return static_cast<double>(f(static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])));
-  }
-  return static_cast<double>(f(a[0], a[1], a[2]));
-}
-
-std::int64_t wrapping_neg(std::int64_t x) {
-  return static_cast<std::int64_t>(std::uint64_t{0} - static_cast<std::uint64_t>(x));
-}
-
 // One line per function. C++ templates: $0 $1 $2 are the arguments, @ is the
 // math helper namespace (wfgen::rt::math::). cpp_int/integer are for int
 // arguments of Numeric functions.
@@ -79,17 +52,6 @@ std::int64_t wrapping_neg(std::int64_t x) {
     [[maybe_unused]] const std::int64_t x = a[0], y = a[1], z = a[2];      \
     return body;                                                           \
   }
-
-struct FnInfo {
-  const char* name;
-  int arity;
-  Rule rule;
-  int cost;
-  const char* cpp_float;
-  const char* cpp_int;
-  RealFn real;
-  IntFn integer;
-};
 
 const FnInfo kFunctions[] = {
     {"abs", 1, Rule::Numeric, 1, "std::fabs($0)", "@iabs($0)", REAL(std::fabs(x)), INT(x < 0 ? wrapping_neg(x) : x)},
@@ -127,6 +89,39 @@ static_assert(std::size(kFunctions) == kFnCount && kFnCount == static_cast<int>(
 
 const FnInfo& info(Fn fn) { return kFunctions[static_cast<int>(fn)]; }
 
+bool is_float_dtype(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
+
+int int_bits(rt::DType d) { return d == rt::DType::i32 || d == rt::DType::u8 ? 32 : 64; }
+
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool digit(char c) { return c >= '0' && c <= '9'; }
+bool ident_char(char c) { return ident_start(c) || digit(c); }
+
+double float_value(const Expr& lit, rt::DType dtype) {
+  if (dtype == rt::DType::f32) {
+    float f = 0;
+    auto r = std::from_chars(lit.text.data(), lit.text.data() + lit.text.size(), f);
+    if (r.ec == std::errc()) return f;
+    return static_cast<double>(static_cast<float>(lit.fvalue));
+  }
+  return lit.fvalue;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
+// --- tables ----------------------------------------------------------------------
+
+
+
+
+
+
+
+
 // Named constants (Float).
 struct ConstantInfo {
   const char* name;
@@ -151,10 +146,6 @@ constexpr int kMaxDepth = 200;  // of the tree (a chain a + a + ... is as deep a
 // within a thread's stack even under AddressSanitizer (a fuzz finding).
 constexpr int kMaxNesting = 64;
 
-bool is_float_dtype(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
-
-// Bits of the Int type of a kernel: 32 for i32 and u8 kernels, else 64.
-int int_bits(rt::DType d) { return d == rt::DType::i32 || d == rt::DType::u8 ? 32 : 64; }
 
 // --- lexer -----------------------------------------------------------------------------
 
@@ -166,9 +157,6 @@ struct Token {
   std::size_t offset;
 };
 
-bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool digit(char c) { return c >= '0' && c <= '9'; }
-bool ident_char(char c) { return ident_start(c) || digit(c); }
 
 std::string describe(const Token& t) {
   if (t.kind == Tok::End) return "the end of the expression";
@@ -474,16 +462,6 @@ bool numeric(Type t) { return t != Type::Bool; }
 
 Type unify(Type a, Type b) { return a == Type::Float || b == Type::Float ? Type::Float : Type::Int; }
 
-// Float value of a literal in the kernel's float type.
-double float_value(const Expr& lit, rt::DType dtype) {
-  if (dtype == rt::DType::f32) {
-    float f = 0;
-    auto r = std::from_chars(lit.text.data(), lit.text.data() + lit.text.size(), f);
-    if (r.ec == std::errc()) return f;
-    return static_cast<double>(static_cast<float>(lit.fvalue));
-  }
-  return lit.fvalue;
-}
 
 class Checker {
  public:
@@ -712,369 +690,6 @@ class Checker {
   const Env& env_;
 };
 
-// --- printing ----------------------------------------------------------------------------
-
-struct Out {
-  std::string s;
-  int prec = kPrimary;
-};
-
-bool is_relational(int prec) { return prec == kRel || prec == kEq; }
-
-std::string paren(const Out& o, bool need) { return need ? "(" + o.s + ")" : o.s; }
-
-// a OP b, minimal parentheses plus a few for clarity (comparisons inside
-// comparisons, && inside ||, nested ?:), as compilers suggest with -Wparentheses.
-Out infix(Op op, const Out& l, const Out& r) {
-  int p = info(op).prec;
-  auto clarity = [&](int child) {
-    return (is_relational(p) && is_relational(child)) || (p == kOr && child == kAnd) || child == kCond;
-  };
-  bool pl = l.prec < p || clarity(l.prec);
-  bool pr = r.prec <= p || clarity(r.prec);
-  return {paren(l, pl) + " " + info(op).spelling + " " + paren(r, pr), p};
-}
-
-Out prefix(const char* op, const Out& x) {
-  bool need = x.prec < kUnary || (op[0] == '-' && !x.s.empty() && x.s[0] == '-');
-  return {std::string(op) + paren(x, need), kUnary};
-}
-
-Out conditional(const Out& c, const Out& a, const Out& b) {
-  return {paren(c, c.prec <= kCond) + " ? " + paren(a, a.prec <= kCond) + " : " + paren(b, b.prec <= kCond), kCond};
-}
-
-Out source(const Expr& e) {
-  switch (e.op) {
-    case Op::BoolLit: return {e.ivalue ? "true" : "false"};
-    case Op::IntLit: return {std::to_string(e.ivalue)};
-    case Op::FloatLit: return {e.text};
-    case Op::Name: return {e.text};
-    case Op::Neg:
-    case Op::Not: return prefix(info(e.op).spelling, source(e.args[0]));
-    case Op::Cond: return conditional(source(e.args[0]), source(e.args[1]), source(e.args[2]));
-    case Op::Call: {
-      std::string s = std::string(fn_name(e.fn)) + "(";
-      for (std::size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + source(e.args[i]).s;
-      return {s + ")"};
-    }
-    case Op::Convert: return source(e.args[0]);
-    default: return infix(e.op, source(e.args[0]), source(e.args[1]));
-  }
-}
-
-// Shortest text that reads back as the same float (or double), with a
-// decimal point or exponent so C++ sees a floating literal. Locale-free.
-std::string float_literal(double v, bool f32) {
-  const char* t = f32 ? "float" : "double";
-  if (std::isnan(v)) return std::string("std::numeric_limits<") + t + ">::quiet_NaN()";
-  if (std::isinf(v)) {
-    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
-  }
-  char buf[64];
-  auto r = f32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v)) : std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return f32 ? s + "f" : s;
-}
-
-// A C++ expression from a callback that is a postfix expression (a name,
-// member, subscript or call: `a`, `p.x`, `wf_a[wf_i * s]`, `f(x, y)`) needs no
-// parentheses; anything else gets them.
-bool simple_cpp(const std::string& s) {
-  if (s.empty() || !ident_start(s[0])) return false;
-  int nesting = 0;
-  for (char c : s) {
-    if (c == '[' || c == '(') {
-      ++nesting;
-    } else if (c == ']' || c == ')') {
-      if (--nesting < 0) return false;
-    } else if (nesting == 0 && !(ident_char(c) || c == '.' || c == ':')) {
-      return false;
-    }
-  }
-  return nesting == 0;
-}
-
-class CppPrinter {
- public:
-  explicit CppPrinter(const EmitContext& ctx)
-      : ctx_(ctx), f32_(ctx.dtype == rt::DType::f32), ns_(ctx.math + "::") {}
-
-  std::string int_type() const { return int_bits(ctx_.dtype) == 32 ? "std::int32_t" : "std::int64_t"; }
-  std::string float_type() const { return f32_ ? "float" : "double"; }
-  std::string repr(Type t) const {
-    return t == Type::Bool ? "bool" : t == Type::Int ? int_type() : float_type();
-  }
-
-  Out print(const Expr& e) {
-    WFGEN_ASSERT(e.checked_for == ctx_.dtype, "to_cpp() of an expression not checked for this dtype");
-    switch (e.op) {
-      case Op::BoolLit: return {e.ivalue ? "true" : "false"};
-      case Op::IntLit: return int_literal(e.ivalue);
-      case Op::FloatLit: return {float_literal(float_value(e, ctx_.dtype), f32_)};
-      case Op::Name: return name(e);
-      case Op::Neg:
-        if (e.args[0].op == Op::IntLit) return int_literal(-e.args[0].ivalue);  // no overflow: literals are >= 0
-        if (e.type == Type::Int) return helper("neg", {print(e.args[0])});
-        return prefix("-", print(e.args[0]));
-      case Op::Not: return prefix("!", print(e.args[0]));
-      case Op::Mul:
-      case Op::Div:
-      case Op::Mod:
-      case Op::Add:
-      case Op::Sub:
-        if (e.type == Type::Int) {
-          static constexpr const char* kNames[] = {"mul", "idiv", "imod", "add", "sub"};
-          const char* n = kNames[static_cast<int>(e.op) - static_cast<int>(Op::Mul)];
-          return helper(n, {print(e.args[0]), print(e.args[1])});
-        }
-        return infix(e.op, print(e.args[0]), print(e.args[1]));
-      case Op::Cond: return conditional(print(e.args[0]), print(e.args[1]), print(e.args[2]));
-      case Op::Call: return call(e);
-      case Op::Convert: {
-        // Int literals (and negated ones) become float literals: 2 -> 2.0f.
-        const Expr& a = e.args[0];
-        bool negated = a.op == Op::Neg && a.args[0].op == Op::IntLit;
-        if (a.op == Op::IntLit || negated) {
-          std::int64_t v = negated ? -a.args[0].ivalue : a.ivalue;
-          double d = f32_ ? static_cast<double>(static_cast<float>(v)) : static_cast<double>(v);
-          return {float_literal(d, f32_), negated ? kUnary : kPrimary};
-        }
-        return {"static_cast<" + float_type() + ">(" + print(a).s + ")"};
-      }
-      default: return infix(e.op, print(e.args[0]), print(e.args[1]));
-    }
-  }
-
-  // The final conversion to the kernel's element type.
-  std::string finish(const Expr& e) {
-    Out o = print(e);
-    rt::DType d = ctx_.dtype;
-    std::string t = cpp_type(d);
-    if (e.type == Type::Float && !is_float_dtype(d)) return ns_ + "to_int<" + t + ">(" + o.s + ")";
-    if (repr(e.type) == t) return o.s;
-    return "static_cast<" + t + ">(" + o.s + ")";
-  }
-
- private:
-  Out int_literal(std::int64_t v) const {
-    if (int_bits(ctx_.dtype) == 32) return {std::to_string(v), v < 0 ? kUnary : kPrimary};
-    return {"std::int64_t{" + std::to_string(v) + "}"};
-  }
-
-  Out helper(const std::string& fn, const std::vector<Out>& args) {
-    std::string s = ns_ + fn + "(";
-    for (std::size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i].s;
-    return {s + ")"};
-  }
-
-  Out name(const Expr& e) {
-    const Binding& b = e.binding;
-    if (b.kind == Binding::Kind::Constant) return {float_literal(e.fvalue, f32_)};
-    WFGEN_ASSERT(ctx_.name != nullptr, "EmitContext without a name callback");
-    std::string s = ctx_.name(e.text);
-    if (!simple_cpp(s)) s = "(" + s + ")";
-    std::string have = b.kind == Binding::Kind::Element ? cpp_type(b.dtype)
-                       : b.type == Type::Int            ? "std::int64_t"
-                                                        : repr(b.type);
-    std::string want = repr(e.type);
-    if (have == want) return {s};
-    return {"static_cast<" + want + ">(" + s + ")"};
-  }
-
-  Out call(const Expr& e) {
-    const FnInfo& f = info(e.fn);
-    if (f.rule == Rule::Select) return conditional(print(e.args[0]), print(e.args[1]), print(e.args[2]));
-    bool int_args = f.rule == Rule::Numeric && e.type == Type::Int;
-    std::string_view tmpl = int_args ? f.cpp_int : f.cpp_float;
-    std::vector<Out> args;
-    for (const auto& a : e.args) args.push_back(print(a));
-    if (tmpl == "$0") return args[0];
-    std::string s;
-    for (std::size_t i = 0; i < tmpl.size(); ++i) {
-      char c = tmpl[i];
-      if (c == '$' && i + 1 < tmpl.size()) {
-        s += args[static_cast<std::size_t>(tmpl[++i] - '0')].s;
-      } else if (c == '@') {
-        s += ns_;
-      } else {
-        s += c;
-      }
-    }
-    return {s};
-  }
-
-  const EmitContext& ctx_;
-  bool f32_;
-  std::string ns_;
-};
-
-// --- interpreter -------------------------------------------------------------------------
-
-std::int64_t saturate_i64(double x) { return M::to_int<std::int64_t>(x); }
-
-class Interpreter {
- public:
-  Interpreter(rt::DType dtype, const std::map<std::string, Value>& values)
-      : dtype_(dtype), f32_(dtype == rt::DType::f32), bits_(int_bits(dtype)), values_(values) {}
-
-  // Wraps an integer to the kernel's Int type (two's complement).
-  std::int64_t wrap(std::uint64_t v) const {
-    if (bits_ == 32) return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
-    return static_cast<std::int64_t>(v);
-  }
-  double round(double x) const { return f32_ ? static_cast<double>(static_cast<float>(x)) : x; }
-
-  Value eval(const Expr& e) {
-    WFGEN_ASSERT(e.checked_for == dtype_, "evaluate() of an expression not checked for this dtype");
-    switch (e.op) {
-      case Op::BoolLit: return Value::of_bool(e.ivalue != 0);
-      case Op::IntLit: return Value::of_int(e.ivalue);
-      case Op::FloatLit: return Value::of_float(float_value(e, dtype_));
-      case Op::Name: return name(e);
-      case Op::Neg: {
-        Value x = eval(e.args[0]);
-        if (x.type == Type::Int) return Value::of_int(wrap(std::uint64_t{0} - static_cast<std::uint64_t>(x.i)));
-        return Value::of_float(-x.f);
-      }
-      case Op::Not: return Value::of_bool(eval(e.args[0]).i == 0);
-      case Op::And: {
-        if (eval(e.args[0]).i == 0) return Value::of_bool(false);
-        return Value::of_bool(eval(e.args[1]).i != 0);
-      }
-      case Op::Or: {
-        if (eval(e.args[0]).i != 0) return Value::of_bool(true);
-        return Value::of_bool(eval(e.args[1]).i != 0);
-      }
-      case Op::Cond: return eval(e.args[0]).i != 0 ? eval(e.args[1]) : eval(e.args[2]);
-      case Op::Convert: {
-        Value x = eval(e.args[0]);
-        return Value::of_float(f32_ ? static_cast<double>(static_cast<float>(x.i)) : static_cast<double>(x.i));
-      }
-      case Op::Call: return call(e);
-      default: return binary(e.op, eval(e.args[0]), eval(e.args[1]));
-    }
-  }
-
-  Value finish(const Expr& e) {
-    Value v = eval(e);
-    rt::DType d = dtype_;
-    if (is_float_dtype(d)) {
-      double x = v.type == Type::Float ? v.f : f32_ ? static_cast<double>(static_cast<float>(v.i))
-                                                    : static_cast<double>(v.i);
-      return Value::of_float(x);
-    }
-    std::int64_t i = v.type == Type::Float ? to_dtype_saturating(v.f, d) : v.i;
-    return Value::of_int(narrow(i, d));
-  }
-
- private:
-  static std::int64_t to_dtype_saturating(double x, rt::DType d) {
-    switch (d) {
-      case rt::DType::i32: return M::to_int<std::int32_t>(x);
-      case rt::DType::u8: return M::to_int<std::uint8_t>(x);
-      default: return M::to_int<std::int64_t>(x);
-    }
-  }
-
-  // An integer converted to an integer dtype as C++20 static_cast does (modulo 2^bits).
-  static std::int64_t narrow(std::int64_t v, rt::DType d) {
-    switch (d) {
-      case rt::DType::i32: return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
-      case rt::DType::u8: return static_cast<std::uint8_t>(v);
-      default: return v;
-    }
-  }
-
-  Value name(const Expr& e) {
-    const Binding& b = e.binding;
-    if (b.kind == Binding::Kind::Constant) return Value::of_float(round(e.fvalue));
-    auto it = values_.find(e.text);
-    if (it == values_.end()) throw std::out_of_range("evaluate: no value for name '" + e.text + "'");
-    const Value& v = it->second;
-    if (e.type == Type::Bool) return Value::of_bool(v.type == Type::Float ? v.f != 0 : v.i != 0);
-    if (b.kind == Binding::Kind::Element) {
-      if (is_float_dtype(b.dtype)) {
-        double x = v.as_double();
-        if (b.dtype == rt::DType::f32) x = static_cast<double>(static_cast<float>(x));
-        return Value::of_float(round(x));
-      }
-      std::int64_t i = narrow(v.type == Type::Float ? saturate_i64(v.f) : v.i, b.dtype);
-      return Value::of_int(wrap(static_cast<std::uint64_t>(i)));
-    }
-    if (e.type == Type::Int) {
-      return Value::of_int(wrap(static_cast<std::uint64_t>(v.type == Type::Float ? saturate_i64(v.f) : v.i)));
-    }
-    return Value::of_float(round(v.as_double()));
-  }
-
-  Value binary(Op op, const Value& a, const Value& b) {
-    if (a.type == Type::Int && b.type == Type::Int) {
-      std::uint64_t x = static_cast<std::uint64_t>(a.i), y = static_cast<std::uint64_t>(b.i);
-      switch (op) {
-        case Op::Add: return Value::of_int(wrap(x + y));
-        case Op::Sub: return Value::of_int(wrap(x - y));
-        case Op::Mul: return Value::of_int(wrap(x * y));
-        case Op::Div:
-          if (b.i == 0) return Value::of_int(0);
-          if (b.i == -1) return Value::of_int(wrap(std::uint64_t{0} - x));
-          return Value::of_int(a.i / b.i);
-        case Op::Mod:
-          if (b.i == 0 || b.i == -1) return Value::of_int(0);
-          return Value::of_int(a.i % b.i);
-        default: break;
-      }
-    }
-    if (a.type == Type::Float) {
-      double x[3] = {a.f, b.f, 0};
-      switch (op) {
-        case Op::Add: return Value::of_float(real_call(x, f32_, [](auto p, auto q, auto) { return p + q; }));
-        case Op::Sub: return Value::of_float(real_call(x, f32_, [](auto p, auto q, auto) { return p - q; }));
-        case Op::Mul: return Value::of_float(real_call(x, f32_, [](auto p, auto q, auto) { return p * q; }));
-        case Op::Div: return Value::of_float(real_call(x, f32_, [](auto p, auto q, auto) { return p / q; }));
-        default: break;
-      }
-    }
-    // Comparisons: both operands have the same type here (check() promoted them).
-    auto cmp = [&](auto x, auto y) {
-      switch (op) {
-        case Op::Lt: return x < y;
-        case Op::Le: return x <= y;
-        case Op::Gt: return x > y;
-        case Op::Ge: return x >= y;
-        case Op::Eq: return x == y;
-        case Op::Ne: return x != y;
-        default: WFGEN_ASSERT(false, "not a comparison"); return false;
-      }
-    };
-    if (a.type == Type::Float) return Value::of_bool(cmp(a.f, b.f));
-    return Value::of_bool(cmp(a.i, b.i));
-  }
-
-  Value call(const Expr& e) {
-    const FnInfo& f = info(e.fn);
-    if (f.rule == Rule::Select) return eval(e.args[0]).i != 0 ? eval(e.args[1]) : eval(e.args[2]);
-    std::vector<Value> args;
-    for (const auto& a : e.args) args.push_back(eval(a));
-    if (f.rule == Rule::Numeric && e.type == Type::Int) {
-      std::int64_t x[3] = {0, 0, 0};
-      for (std::size_t i = 0; i < args.size(); ++i) x[i] = args[i].i;
-      return Value::of_int(wrap(static_cast<std::uint64_t>(f.integer(x))));
-    }
-    double x[3] = {0, 0, 0};
-    for (std::size_t i = 0; i < args.size(); ++i) x[i] = args[i].f;
-    double r = f.real(x, f32_);
-    if (f.rule == Rule::Predicate) return Value::of_bool(r != 0);
-    return Value::of_float(r);
-  }
-
-  rt::DType dtype_;
-  bool f32_;
-  int bits_;
-  const std::map<std::string, Value>& values_;
-};
-
 template <class F>
 void walk(const Expr& e, F&& f) {
   f(e);
@@ -1119,7 +734,6 @@ std::optional<Fn> find_function(std::string_view name) {
   return std::nullopt;
 }
 
-std::string Expr::str() const { return source(*this).s; }
 
 Expr parse(std::string_view text) { return Parser(text).parse_all(); }
 
@@ -1129,17 +743,7 @@ Expr compile(std::string_view text, rt::DType dtype, const Env& env) { return ch
 
 std::string cpp_type(rt::DType d) { return rt::dtype_cpp_type(d); }
 
-std::string to_cpp(const Expr& e, const EmitContext& ctx) { return CppPrinter(ctx).finish(e); }
 
-Value evaluate_exact(const Expr& e, rt::DType dtype, const std::map<std::string, Value>& values) {
-  return Interpreter(dtype, values).finish(e);
-}
-
-double evaluate(const Expr& e, rt::DType dtype, const std::map<std::string, double>& values) {
-  std::map<std::string, Value> vs;
-  for (const auto& [k, v] : values) vs[k] = Value::of_float(v);
-  return evaluate_exact(e, dtype, vs).as_double();
-}
 
 std::vector<std::string> names_used(const Expr& e) {
   std::vector<std::string> out;
