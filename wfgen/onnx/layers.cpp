@@ -1,0 +1,310 @@
+// ONNX import, the layers: Conv and the pools over im2col's windows,
+// BatchNormalization and LayerNormalization as element-wise statements, and
+// the losses with targets known when importing. import_node() in
+// operators.cpp dispatches to them.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "wfgen/onnx/importer.hpp"
+#include "wfgen/onnx/tensors.hpp"
+#include "wfgen/onnx/windows.hpp"
+#include "wfgen/support/diagnostics.hpp"
+
+namespace wfgen::onnx_import::detail {
+
+// The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
+std::vector<std::int64_t> Importer::image_size(const onnx::NodeProto& node, const Value& x) {
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank != 4) {
+    unsupported(node, "an input of rank " + std::to_string(rank) + " (" + std::to_string(std::max<std::int64_t>(0, rank - 2)) +
+                          " spatial axes); wfgen maps 2-D windows over N C H W");
+  }
+  const Dims& d = *x.dims;
+  if (!d[1] || !d[2] || !d[3]) unsupported(node, "an input whose channels, height or width are not known when importing");
+  return {*d[2], *d[3]};
+}
+
+WindowAttrs Importer::window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel) {
+  WindowAttrs a;
+  if (auto k = attr_ints(node, "kernel_shape")) {
+    if (!kernel.empty() && *k != kernel) unsupported(node, "kernel_shape differs from the weights' shape");
+    kernel = *k;
+  }
+  if (kernel.empty()) unsupported(node, "it has no kernel_shape");
+  a.kernel = kernel;
+  a.strides = attr_ints(node, "strides").value_or(std::vector<std::int64_t>{});
+  a.dilations = attr_ints(node, "dilations").value_or(std::vector<std::int64_t>{});
+  a.pads = attr_ints(node, "pads").value_or(std::vector<std::int64_t>{});
+  if (const auto* p = attr(node, "auto_pad")) a.auto_pad = p->s();
+  a.ceil_mode = attr_int(node, "ceil_mode", 0) != 0;
+  return a;
+}
+
+std::vector<WindowAxis> Importer::plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a) {
+  std::string why;
+  std::optional<std::vector<WindowAxis>> p = plan_windows(in, a, why);
+  if (!p) unsupported(node, why);
+  return *p;
+}
+
+// im2col of `x` (of c channels) for plan `p`, viewed as [N c*kh*kw grid_h
+// grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
+std::string Importer::windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
+                    const std::string& tag) {
+  std::string col = identifier(node.output(0) + "_" + tag, tag);
+  line(col + " = im2col(" + x + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
+           ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
+           std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ", dilation_h=" + std::to_string(p[0].dilation) +
+           ", dilation_w=" + std::to_string(p[1].dilation) + ").reshape(-1, " + std::to_string(c * p[0].kernel * p[1].kernel) +
+           ", " + std::to_string(p[0].grid) + ", " + std::to_string(p[1].grid) + ")",
+       "the windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
+  if (const std::string slice = window_slice(p); !slice.empty()) line(col + " = " + col + slice, "ONNX's pads differ at the two ends");
+  return col;
+}
+
+// The slice `[:, :, a:b, c:d]` that keeps ONNX's windows of the grid a
+// window builtin computes with symmetric padding, or "" when they are the grid.
+std::string Importer::window_slice(const std::vector<WindowAxis>& p) {
+  if (!p[0].offset && !p[1].offset && p[0].grid == p[0].out && p[1].grid == p[1].out) return "";
+  auto range = [](const WindowAxis& w) { return std::to_string(w.offset) + ":" + std::to_string(w.offset + w.out); };
+  return "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]";
+}
+
+// Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
+void Importer::import_conv(const onnx::NodeProto& node) {
+  only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  need_one_output(node);
+  Value x = operand(node, 0), w = operand(node, 1);
+  const std::vector<std::int64_t> in = image_size(node, x);
+  if (w.literal || !w.dims || w.dims->size() != 4 || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[3]) {
+    unsupported(node, "weights that are not a known [M C/group kh kw] tensor");
+  }
+  const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = *(*w.dims)[2], kw = *(*w.dims)[3];
+  const std::int64_t groups = attr_int(node, "group", 1);
+  if (groups < 1 || c % groups != 0 || m % groups != 0) {
+    unsupported(node, "group = " + std::to_string(groups) + " with " + std::to_string(c) + " input and " + std::to_string(m) +
+                          " output channels (group must divide both)");
+  }
+  if ((*w.dims)[1] != c / groups) {
+    unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels per group, the input has " +
+                          std::to_string(c) + " channels in " + std::to_string(groups) + " group(s)");
+  }
+  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {kh, kw}));
+  const std::string col = windows(node, x.body, c, p, "col");
+  const std::int64_t patch = c / groups * kh * kw, pixels = p[0].out * p[1].out;
+  std::string expr;
+  if (groups == 1) {
+    expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
+           std::to_string(patch) + ", " + std::to_string(pixels) + ")";
+  } else {
+    // A grouped convolution is one matmul batched over the groups: group g's
+    // m/group filters see only its c/group channels, which are the rows
+    // g*patch .. (g+1)*patch of the windows (im2col is channel-major).
+    const std::string g = std::to_string(groups);
+    expr = "(" + w.body + ".reshape(" + g + ", " + std::to_string(m / groups) + ", " + std::to_string(patch) + ") @ " + col +
+           ".reshape(-1, " + g + ", " + std::to_string(patch) + ", " + std::to_string(pixels) + ")).reshape(-1, " + std::to_string(m) +
+           ", " + std::to_string(pixels) + ")";
+  }
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    Value b = operand(node, 2);
+    expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";
+  }
+  Dims out = {(*x.dims)[0], m, p[0].out, p[1].out};
+  define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+}
+
+// MaxPool (2-D, no dilation) as the node max_pool; a dilated MaxPool and
+// AveragePool over im2col's windows. Padding enters a max as -1e30 and is
+// left out of an average's count (count_include_pad 0) by a second im2col of
+// a tensor of ones, which is 0 in the padding.
+void Importer::import_pool(const onnx::NodeProto& node) {
+  const bool is_max = node.op_type() == "MaxPool";
+  if (is_max) {
+    only_attributes(node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    if (attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
+  } else {
+    only_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
+  }
+  need_one_output(node);
+  Value x = operand(node, 0);
+  const std::vector<std::int64_t> in = image_size(node, x);
+  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}));
+  const bool padded = p[0].pad || p[1].pad;
+  const std::int64_t c = *(*x.dims)[1], k = p[0].kernel * p[1].kernel, pixels = p[0].out * p[1].out;
+  auto as_windows = [&](const std::string& col) {
+    return col + ".reshape(-1, " + std::to_string(c) + ", " + std::to_string(k) + ", " + std::to_string(pixels) + ")";
+  };
+  if (is_max && p[0].dilation == 1 && p[1].dilation == 1) {
+    // The node max_pool: one pass over the input, the padding never the max,
+    // and a backward that routes each window's gradient to one element.
+    std::string v = "max_pool(" + x.body + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
+                    ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
+                    std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ")";
+    if (const std::string slice = window_slice(p); !slice.empty()) v += slice;
+    Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
+    define(node, 0, v, out);
+    return;
+  }
+  std::string col = windows(node, x.body, c, p, "windows");
+  std::string inside;  // 1 where a window reads the input, 0 in the padding
+  const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
+  if (padded && (is_max || !count_pad || p[0].overhang || p[1].overhang)) {
+    if (count_pad) unsupported(node, "count_include_pad = 1 with ceil_mode windows past the padding");
+    inside = windows(node, x.body + " * 0.0 + 1.0", c, p, "inside");
+  }
+  std::string expr;
+  if (is_max) {
+    std::string v = as_windows(col);
+    if (!inside.empty()) v = "(" + v + " + (" + as_windows(inside) + " - 1.0) * 1e30)";
+    expr = "max(" + v + ", axis=2)";
+  } else if (!inside.empty()) {
+    expr = "sum(" + as_windows(col) + ", axis=2) / sum(" + as_windows(inside) + ", axis=2)";
+  } else {
+    expr = "mean(" + as_windows(col) + ", axis=2)";
+  }
+  Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
+  define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+}
+
+// Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
+// channel (axis 1) and broadcast over the other axes.
+void Importer::import_batchnorm(const onnx::NodeProto& node) {
+  only_attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+  if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
+  if (opset_ < 9 && attr_int(node, "spatial", 1) != 1) unsupported(node, "spatial = 0");
+  int outputs = 0;
+  for (const auto& o : node.output()) outputs += !o.empty();
+  if (outputs > 1) unsupported(node, "the running mean and variance outputs (training)");
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank));
+  auto channel = [&](int k) {
+    Value v = operand(node, k);
+    if (v.literal || rank_of(node, v) != 1) unsupported(node, "input " + std::to_string(k) + " is not a vector of channels");
+    std::string shape = reshape_args(node, Dims{(*v.dims)[0]});
+    for (std::int64_t a = 2; a < rank; ++a) shape += ", 1";
+    return v.body + ".reshape(" + shape + ")";
+  };
+  float eps = attr_float(node, "epsilon", 1e-5f);
+  std::string expr = "(" + x.body + " - " + channel(3) + ") * (" + channel(4) + " + " + format_float(eps) + ") ** -0.5 * " +
+                     channel(1) + " + " + channel(2);
+  define(node, 0, expr, x.dims);
+}
+
+// Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
+// `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
+void Importer::import_layernorm(const onnx::NodeProto& node) {
+  only_attributes(node, {"axis", "epsilon", "stash_type"});
+  if (attr_int(node, "stash_type", 1) != 1) unsupported(node, "stash_type other than FLOAT");
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  std::int64_t axis = axis_in(node, attr_int(node, "axis", -1), rank);
+  auto mean_over = [&](std::string e) {
+    for (std::int64_t a = rank - 1; a >= axis; --a) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
+    return e;
+  };
+  Dims reduced = *x.dims;
+  for (std::int64_t a = axis; a < rank; ++a) reduced[static_cast<std::size_t>(a)] = 1;
+  float eps = attr_float(node, "epsilon", 1e-5f);
+  std::string base = identifier(node.output(0) + "_ln", "ln");
+  for (const char* part : {"_mean", "_d", "_inv"}) used_.insert(base + part);
+  line(base + "_mean = " + mean_over(x.body), "LayerNormalization: the mean");
+  line(base + "_d = " + x.body + " - " + base + "_mean", "");
+  line(base + "_inv = (" + mean_over(base + "_d * " + base + "_d") + " + " + format_float(eps) + ") ** -0.5", "1 / sqrt(var + epsilon)");
+  std::string y = base + "_d * " + base + "_inv * " + operand(node, 1).body;
+  if (node.input_size() > 2 && !node.input(2).empty()) y += " + " + operand(node, 2).body;
+  define(node, 0, y, x.dims);
+  if (node.output_size() > 1 && !node.output(1).empty()) define(node, 1, base + "_mean * 1.0", reduced);
+  if (node.output_size() > 2 && !node.output(2).empty()) define(node, 2, base + "_inv * 1.0", reduced);
+}
+
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (the same on
+// log_softmax(x, axis=1)) with targets known when importing (an initializer,
+// or a graph input frozen from sample data): the targets become a one-hot
+// FLOAT constant O [N C d...], 0 at an ignore_index, and the loss of each
+// element is -sum(logp * O * weight, axis=1); reduction sums it, or divides
+// the sum by the summed weights of the targets (mean).
+void Importer::import_loss(const onnx::NodeProto& node) {
+  const bool sce = node.op_type() == "SoftmaxCrossEntropyLoss";
+  only_attributes(node, {"reduction", "ignore_index"});
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C d...)");
+  if (rank > 4) unsupported(node, "an input of rank " + std::to_string(rank) + " (wfgen's standard kernels go up to rank 4)");
+  for (const auto& d : *x.dims)
+    if (!d) unsupported(node, "an input with a dim known only at run time; pass --dim to fix it");
+  if (node.input_size() < 2 || values_.count(node.input(1)) || !constant(node.input(1))) {
+    unsupported(node, "targets computed at run time (wfgen needs them known when importing: an initializer or --freeze-inputs)");
+  }
+  const std::vector<std::int64_t> target = ints_of(*constant(node.input(1)));
+  const std::string reduction = attr(node, "reduction") ? attr(node, "reduction")->s() : "mean";
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") unsupported(node, "reduction '" + reduction + "'");
+  const Dims& d = *x.dims;
+  const std::int64_t n = *d[0], c = *d[1];
+  std::int64_t inner = 1;
+  for (std::int64_t k = 2; k < rank; ++k) inner *= *d[static_cast<std::size_t>(k)];
+  if (static_cast<std::int64_t>(target.size()) != n * inner) {
+    unsupported(node, "targets of " + std::to_string(target.size()) + " values for an input of " + std::to_string(n * inner) + " positions");
+  }
+  const auto* ii = attr(node, "ignore_index");
+  std::vector<float> o(static_cast<std::size_t>(n * c * inner), 0.0f);
+  std::int64_t counted = 0;
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const std::int64_t t = target[static_cast<std::size_t>(b * inner + i)];
+      if (ii && t == ii->i()) continue;
+      if (t < 0 || t >= c) unsupported(node, "a target " + std::to_string(t) + " outside [0, " + std::to_string(c) + ")");
+      o[static_cast<std::size_t>((b * c + t) * inner + i)] = 1.0f;
+      ++counted;
+    }
+  std::vector<std::int64_t> onehot_dims;
+  for (const auto& e : d) onehot_dims.push_back(*e);
+  const Value targets = float_parameter(node, node.output(0) + "_targets", onehot_dims, o);
+
+  std::string logp = x.body;
+  if (sce) {
+    logp = identifier(node.output(0) + "_log_prob", "log_prob");
+    line(logp + " = log_softmax(" + x.body + ", axis=1)", "SoftmaxCrossEntropyLoss: log-probabilities");
+    if (node.output_size() > 1 && !node.output(1).empty()) values_[node.output(1)] = {logp, false, x.dims};
+  } else if (node.output_size() > 1) {
+    need_one_output(node);
+  }
+  // The weight of each element's target: O, or O * weight over the classes.
+  std::string picked = targets.body;
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    Value w = operand(node, 2);
+    std::string shape = std::to_string(c);
+    for (std::int64_t k = 2; k < rank; ++k) shape += ", 1";
+    picked = "(" + targets.body + " * " + w.body + ".reshape(" + shape + "))";
+  }
+  Dims per = d;
+  per.erase(per.begin() + 1);
+  const std::string loss = "neg(sum(" + logp + " * " + picked + ", axis=1, keepdims=false))";
+  if (reduction == "none") {
+    define(node, 0, loss, per);
+    return;
+  }
+  // Sums over every axis of a rank-r expression: keeping them (arithmetic on
+  // the result stays at rank r, where the kernels are), or to rank 0 (ONNX's
+  // scalar loss).
+  auto total = [](std::string e, std::int64_t r, bool keep) {
+    for (std::int64_t k = r - 1; k >= 0; --k) e = "sum(" + e + ", axis=" + std::to_string(k) + ", keepdims=" + (keep ? "true" : "false") + ")";
+    return e;
+  };
+  std::string expr = total(loss, rank - 1, false);
+  if (reduction == "mean" && picked == targets.body) {
+    if (counted == 0) unsupported(node, "a mean over targets that are all ignored");
+    expr = total(total(loss, rank - 1, true) + " * " + format_float(1.0f / static_cast<float>(counted)), rank - 1, false);
+  } else if (reduction == "mean") {
+    // [1 ...] (rank - 1) / [1 ...] (rank): the quotient has rank `rank`.
+    expr = total(total(loss, rank - 1, true) + " / " + total(picked, rank, true), rank, false);
+  }
+  define(node, 0, expr, Dims{});
+}
+
+}  // namespace wfgen::onnx_import::detail
