@@ -273,11 +273,6 @@ class ResultSets {
   // The set the last call wrote.
   Results<N>& current() noexcept { return sets_[last_]; }
   const Results<N>& current() const noexcept { return sets_[last_]; }
-  // Drops the model's handles on both sets (a model that is done).
-  void clear() noexcept {
-    for (Results<N>& set : sets_)
-      for (Tensor& t : set) t = Tensor();
-  }
 
  private:
   // Whether the storage of an input overlaps that of a tensor of `set`:
