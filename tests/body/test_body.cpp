@@ -647,7 +647,7 @@ TEST_CASE("random valid expressions round-trip through str()", "[body][fuzz]") {
   CHECK(ok > 2500);
 }
 
-TEST_CASE("assert: a condition and an optional string message; elsewhere 'assert' is a name", "[body][assert]") {
+TEST_CASE("assert: a condition and an optional string message, elsewhere 'assert' is a name", "[body][assert]") {
   const std::string text = "assert d % h == 0, \"d must be divisible by h\"\nassert n > 0 and m < 2\nassert = 3\nreturn x\n";
   Program p = parse(text);
   REQUIRE(p.statements.size() == 4);

@@ -166,7 +166,7 @@ TEST_CASE("template over the rank only", "[cppkernel]") {
   CHECK(k.callee(DType::f32, 4) == "relu<4>");
 }
 
-TEST_CASE("concrete overloads together serve every pair; qualified and unqualified names", "[cppkernel]") {
+TEST_CASE("concrete overloads together serve every pair, by qualified and unqualified names", "[cppkernel]") {
   ExpectedParam idx = out("idx");
   idx.fixed_dtype = DType::i64;
   for (const char* name : {"kernels::argmax", "argmax", "::kernels::argmax"}) {

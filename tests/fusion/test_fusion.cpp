@@ -256,7 +256,7 @@ std::vector<double> layernorm_ref(const Tensor& x, std::int64_t rows, std::int64
   return ref;
 }
 
-TEST_CASE("layernorm's mean and variance come from one pass over the row, and stay accurate when x[0] is far from the mean") {
+TEST_CASE("layernorm's mean and variance come from one pass over the row, and stay accurate when the first element is far from the mean") {
   fz::layernorm_wide_f f;
   fz::layernorm_wide_f64 d;
   Tensor x = random(DType::f32, {37, 100}, 91);
@@ -359,7 +359,7 @@ TEST_CASE("a value read outside the chain is not fused away") {
   CHECK(instructions(h.disassemble()) == 4);
 }
 
-TEST_CASE("element-wise calls a reshape separates fuse in the first one's shape; gradients agree") {
+TEST_CASE("element-wise calls a reshape separates fuse in the first one's shape, gradients agree") {
   fz::reshaped_chain_f f;
   fz::reshaped_chain_nofuse u;
   Tensor a = random(DType::f32, {5, 3, 12}, 81), b = random(DType::f32, {3, 1}, 82);

@@ -56,7 +56,7 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
 
 }  // namespace
 
-TEST_CASE("each warning has its name, its place and a test; --warnings-as-errors fails and writes nothing", "[warnings]") {
+TEST_CASE("each warning has its name, its place and a test, --warnings-as-errors fails and writes nothing", "[warnings]") {
   fs::path dir = scratch("warnings");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(fs::path(WFGEN_TEST_DATA) / "warnings"))

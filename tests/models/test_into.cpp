@@ -540,7 +540,7 @@ struct Streaming {
 
 }  // namespace
 
-TEST_CASE("results nothing reads again are marked for streaming; streamed, they are the same bits") {
+TEST_CASE("results nothing reads again are marked for streaming, streamed they are the same bits") {
   // softmax_model: its last instruction writes the result.
   wfgen_models::softmax_model s;
   const Tensor X = random_tensor({64, 40}, 31);

@@ -123,7 +123,7 @@ fs::path write_linear_model(const fs::path& dir) {
   return file;
 }
 
-TEST_CASE("initializers become parameters in a parameter file; names that are not body names are mangled") {
+TEST_CASE("initializers become parameters in a parameter file, names that are not body names are mangled") {
   fs::path dir = scratch("params");
   wfgen::cli::ImportOptions o;
   o.model = write_linear_model(dir);
@@ -174,7 +174,7 @@ TEST_CASE("opset semantics: Softmax before opset 13 normalises over the flattene
   CHECK(read(dir / "s.yaml").find("y = softmax(x, axis=1)  # Softmax") != std::string::npos);
 }
 
-TEST_CASE("what wfgen cannot import is an error naming the operator, the opset and the file; nothing is written") {
+TEST_CASE("what wfgen cannot import is an error naming the operator, the opset and the file, and nothing is written") {
   fs::path dir = scratch("errors");
   // An operator the stdlib cannot express.
   Run r = import("test_bitshift_left_uint8", dir / "a.yaml");
@@ -295,7 +295,7 @@ TEST_CASE("windows, slices and constants: what the import writes and what it ref
   CHECK_FALSE(fs::exists(dir / "t.yaml"));
 }
 
-TEST_CASE("losses: targets known when importing become a one-hot constant; the rest is refused", "[onnx]") {
+TEST_CASE("losses: targets known when importing become a one-hot constant, the rest is refused", "[onnx]") {
   fs::path dir = scratch("losses");
   const std::string t = "test_sce_mean_weight_ii";
   Run r = import(t, dir / "l.yaml", {}, kData + t + "/test_data_set_0");

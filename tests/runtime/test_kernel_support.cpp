@@ -224,7 +224,7 @@ TEST_CASE("LoopNest tiles a transposed operand and covers every element once", "
   CHECK(!rt::LoopNest<2, 2>({64, 64}, {std::array<std::int64_t, 2>{0, 1}, {64, 1}}, 1, true).tiled());
 }
 
-TEST_CASE("LoopNest::run_tiles hands out blocks that cover every element once; TileOperand reads them", "[loopnest]") {
+TEST_CASE("LoopNest::run_tiles hands out blocks that cover every element once, and TileOperand reads them", "[loopnest]") {
   ThreadCountGuard guard;
   for (int threads : {1, 2}) {
     rt::set_num_threads(threads);
@@ -366,7 +366,7 @@ void check_padded_rows() {
 
 }  // namespace
 
-TEST_CASE("copy_run and PaddedRows copy exactly [0, n), with zeros outside [lo, hi)", "[im2col]") {
+TEST_CASE("copy_run and PaddedRows copy exactly the n elements, with zeros outside the padded bounds", "[im2col]") {
   check_padded_rows<float>();
   check_padded_rows<double>();
   check_padded_rows<std::uint8_t>();

@@ -110,7 +110,7 @@ TEST_CASE("hostile strings in accepted specs reach generated C++ only as comment
   fs::remove_all(dir);
 }
 
-TEST_CASE("well-formed UTF-8 of 2, 3 and 4 bytes is accepted in docs; a lone continuation byte is not", "[spec][hostile]") {
+TEST_CASE("well-formed UTF-8 of 2, 3 and 4 bytes is accepted in docs, a lone continuation byte is not", "[spec][hostile]") {
   const std::string ok = "nodes:\n  - name: A\n    where: \"X[~] -> X[~]\"\n    doc: \"caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80\"\n";
   CHECK_NOTHROW(wfgen::spec::load_text("utf8.yaml", ok));
   const std::string bad = "nodes:\n  - name: A\n    where: \"X[~] -> X[~]\"\n    doc: \"\xF0\x9F\x98 \x80\"\n";
