@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -50,7 +51,72 @@ TEST_CASE("math::exp is within 1 ulp over the normal range, edges exact", "[math
   CHECK(std::isnan(wfgen::rt::math::exp(std::numeric_limits<float>::quiet_NaN())));
 }
 
-TEST_CASE("math::fast::exp is within 6 ulp over [-87, 88.3], clamped outside as documented", "[math][exp]") {
+// exp_in_place (fused row kernels call it on softmax's cached row): on
+// AVX-512 builds its own vector code (the "native:" tests run this file
+// compiled for this machine), elsewhere a loop of exp. The same bounds as
+// the scalar exps, one element at a time (the masked tail) and in rows of
+// every length around the vector width, whose elements must not depend on
+// where they sit and whose neighbours past n must stay untouched.
+template <class InPlace, class Exp>
+void check_exp_in_place(InPlace in_place, Exp exp, float lo, float hi, std::int64_t bound) {
+  const auto one = [&](float x) {
+    in_place(&x, 1);
+    return x;
+  };
+  float where = 0;
+  const std::int64_t worst = worst_ulps(one, lo, hi, where);
+  INFO("worst at x = " << where << ": " << worst << " ulp");
+  CHECK(worst <= bound);
+  for (std::int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> row(static_cast<std::size_t>(n) + 16, -7.0f);
+    for (std::int64_t c = 0; c < n; ++c) row[static_cast<std::size_t>(c)] = -20.0f + 0.75f * static_cast<float>(c);
+    in_place(row.data(), n);
+    for (std::int64_t c = 0; c < n; ++c) {
+      const float x = -20.0f + 0.75f * static_cast<float>(c);
+      INFO("n = " << n << ", c = " << c);
+      CHECK(row[static_cast<std::size_t>(c)] == one(x));
+      CHECK(ulps(row[static_cast<std::size_t>(c)], exp(x)) <= 1);
+    }
+    for (std::size_t c = static_cast<std::size_t>(n); c < row.size(); ++c) CHECK(row[c] == -7.0f);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> edges = {0.0f, -inf, inf, std::numeric_limits<float>::quiet_NaN(), 89.0f, -1000.0f, 1000.0f, -0.0f};
+  std::vector<float> want;
+  for (float x : edges) want.push_back(exp(x));
+  in_place(edges.data(), static_cast<std::int64_t>(edges.size()));
+  for (std::size_t k = 0; k < edges.size(); ++k) {
+    INFO("edge " << k);
+    if (std::isnan(want[k])) CHECK(std::isnan(edges[k]));
+    else CHECK(edges[k] == want[k]);
+  }
+}
+
+TEST_CASE("math::exp_in_place: math::exp's bounds and edges, a row at a time", "[math][exp]") {
+  namespace math = wfgen::rt::math;
+  check_exp_in_place([](float* x, std::int64_t n) { math::exp_in_place(x, n); }, [](float x) { return math::exp(x); }, -87.0f, 88.5f, 1);
+  for (float x = -103.0f; x < -87.5f; x += 0.25f) {  // subnormal results, rounded once
+    float y = x;
+    math::exp_in_place(&y, 1);
+    CHECK(ulps(y, reference(x)) <= 1);
+  }
+  std::vector<double> d = {-700.0, -1.5, 0.0, 2.25, 700.0};
+  math::exp_in_place(d.data(), static_cast<std::int64_t>(d.size()));
+  CHECK(d[1] == math::exp(-1.5));
+  CHECK(d[3] == math::exp(2.25));
+  CHECK(d[4] == math::exp(700.0));
+}
+
+TEST_CASE("math::fast::exp_in_place: fast::exp's bounds and clamps, a row at a time", "[math][exp]") {
+  namespace fast = wfgen::rt::math::fast;
+  check_exp_in_place([](float* x, std::int64_t n) { fast::exp_in_place(x, n); }, [](float x) { return fast::exp(x); }, -87.0f, 88.3f, 6);
+  float below = -1000.0f, above = 1000.0f;
+  fast::exp_in_place(&below, 1);
+  fast::exp_in_place(&above, 1);
+  CHECK(below == fast::exp(-87.3f));
+  CHECK(above == fast::exp(88.37f));
+}
+
+TEST_CASE("math::fast::exp is within 6 ulp from -87 to 88.3, clamped outside as documented", "[math][exp]") {
   namespace fast = wfgen::rt::math::fast;
   float where = 0;
   const std::int64_t worst = worst_ulps([](float x) { return fast::exp(x); }, -87.0f, 88.3f, where);

@@ -20,7 +20,7 @@
 #include <type_traits>
 
 #if defined(__SSE2__)
-#include <immintrin.h>  // sqrt_lanes
+#include <immintrin.h>  // sqrt_lanes, exp_in_place
 #endif
 
 namespace wfgen::rt::math {
@@ -225,6 +225,77 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + fast::exp(-x));
 }
 
+}  // namespace fast
+
+// --- exp over a row, a vector at a time -----------------------------------------
+
+namespace detail {
+
+#if defined(__AVX512F__)
+// The exp of 16 floats by math::exp's method (Fast: fast::exp's clamps and
+// polynomial), written with the AVX-512 instructions g++ does not reach from
+// the scalar code: vscalefps multiplies y by 2^k with one rounding, overflow
+// to inf and subnormal results included, so there are no two factors and no
+// integer work on k; vrndscaleps rounds x / ln2 to k; vminps and vmaxps
+// clamp. 19 vector operations against the ~33 of math::exp as g++ vectorises
+// it (0.14 against 0.24 ns an element in L1, bench/).
+template <bool Fast>
+inline __m512 exp_vector(__m512 x) {
+  constexpr float hi = Fast ? 88.37f : 89.0f, lo = Fast ? -87.3f : -104.0f;
+  // vminps(a, b) and vmaxps(a, b) give b when either is NaN: with x second,
+  // NaN passes the clamps, and NaN through the rest is NaN.
+  x = _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p;
+  if constexpr (Fast) {
+    p = _mm512_fmadd_ps(_mm512_set1_ps(8.3572001485e-3f), r, _mm512_set1_ps(4.1833804078e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666630825e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9999748990e-1f));
+  } else {
+    p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  }
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, k);
+}
+#endif
+
+template <bool Fast>
+inline void exp_in_place(float* x, std::int64_t n) {
+#if defined(__AVX512F__)
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) _mm512_storeu_ps(x + c, exp_vector<Fast>(_mm512_loadu_ps(x + c)));
+  if (c < n) {  // the last 1-15 elements under a mask: every element gets the same exp
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - c)) - 1u);
+    _mm512_mask_storeu_ps(x + c, m, exp_vector<Fast>(_mm512_maskz_loadu_ps(m, x + c)));
+  }
+#else
+  for (std::int64_t c = 0; c < n; ++c) x[c] = Fast ? fast::exp(x[c]) : math::exp(x[c]);
+#endif
+}
+
+}  // namespace detail
+
+// x[c] = exp(x[c]) for c < n: what a loop of math::exp gives, within the
+// same bound (1 ulp), but on AVX-512 targets a vector at a time through
+// detail::exp_vector. The result of an element does not depend on its
+// position (the tail goes through the vector code under a mask). Fused row
+// kernels call it on the row they cache (softmax's exp(x - max)).
+inline void exp_in_place(float* x, std::int64_t n) { detail::exp_in_place<false>(x, n); }
+inline void exp_in_place(double* x, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] = exp(x[c]);
+}
+
+namespace fast {
+// As math::exp_in_place with fast::exp: the same bounds and clamps as fast::exp.
+inline void exp_in_place(float* x, std::int64_t n) { detail::exp_in_place<true>(x, n); }
+inline void exp_in_place(double* x, std::int64_t n) { math::exp_in_place(x, n); }
 }  // namespace fast
 
 template <KernelFloat T>

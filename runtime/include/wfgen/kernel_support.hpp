@@ -623,6 +623,25 @@ void stream_store(T* dst, std::int64_t n, F&& value) {
 #endif
 }
 
+// Asks for the n elements from p to come into L1 ahead of their loads, a
+// prefetch per 64-byte line. A fused row kernel calls it on the row after
+// next before it works on the current one: the hardware prefetcher does not
+// run past a 4 KiB page, a row of 1024 floats, so each row's trip from
+// memory waited for the last row's arithmetic (softmax 4096 x 1024: 1.96 ms,
+// 1.5-1.6 ms with it; 1.1 ms for the same rows in cache. One row ahead:
+// 1.60 ms; into L2 only, prefetcht1: 2.4 ms; a prefetch a loop step instead
+// of a row at once: no change).
+template <class T>
+inline void prefetch_row(const T* p, std::int64_t n) noexcept {
+#if defined(__GNUC__)
+  const char* bytes = reinterpret_cast<const char*>(p);
+  const std::int64_t size = n * static_cast<std::int64_t>(sizeof(T));
+  for (std::int64_t o = 0; o < size; o += 64) __builtin_prefetch(bytes + o, 0, 3);
+#else
+  (void)p, (void)n;
+#endif
+}
+
 // Orders the stream_store<false> stores of this thread before its later
 // stores (and the pool's hand-back of its share), as plain stores are.
 inline void stream_fence() noexcept {
