@@ -158,64 +158,46 @@ bool tanh_net::inputs_changed_() const {
   return false;
 }
 
-const wfgen::rt::Results<1>& tanh_net::run() {
-  const bool wf_changed = inputs_changed_();
+const wfgen::rt::Results<1>& tanh_net::own_outputs_(bool wf_inputs_changed) {
   // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
-  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
-  // (the inputs of the binding, when it is to that set, do not).
-  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
+  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory.
+  wfgen::rt::Results<1>& wf_set = results_.pick(inputs_, own_bound_ && !wf_inputs_changed);
   wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
-  if (wfgen::rt::Status wf_s = into_(wf_outs, false, wf_changed); !wf_s.ok()) {
+  if (wfgen::rt::Status wf_s = into_(wf_outs, false, wf_inputs_changed); !wf_s.ok()) {
     own_bound_ = false;
     wfgen::rt::fail(wf_s);
   }
   own_bound_ = true;
   return wf_set;
+}
+
+wfgen::rt::Status tanh_net::try_own_outputs_(std::vector<wfgen::rt::Tensor>& outputs, bool wf_inputs_changed) {
+  outputs.clear();
+  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
+  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory.
+  wfgen::rt::Results<1>& wf_set = results_.pick(inputs_, own_bound_ && !wf_inputs_changed);
+  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
+  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
+  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return into_(wf_outs, true, wf_inputs_changed); });
+  own_bound_ = wf_s.ok();
+  if (wf_s.ok()) outputs.assign(wf_set.begin(), wf_set.end());
+  return wf_s;
+}
+
+const wfgen::rt::Results<1>& tanh_net::run() {
+  return own_outputs_(inputs_changed_());
 }
 
 const wfgen::rt::Results<1>& tanh_net::forward(const wfgen::rt::Tensor& X) {
-  const bool wf_changed = take_inputs_(X);
-  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
-  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
-  // (the inputs of the binding, when it is to that set, do not).
-  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
-  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
-  if (wfgen::rt::Status wf_s = into_(wf_outs, false, wf_changed); !wf_s.ok()) {
-    own_bound_ = false;
-    wfgen::rt::fail(wf_s);
-  }
-  own_bound_ = true;
-  return wf_set;
+  return own_outputs_(take_inputs_(X));
 }
 
 wfgen::rt::Status tanh_net::try_run(std::vector<wfgen::rt::Tensor>& outputs) {
-  outputs.clear();
-  const bool wf_changed = inputs_changed_();
-  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
-  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
-  // (the inputs of the binding, when it is to that set, do not).
-  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
-  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
-  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return into_(wf_outs, true, wf_changed); });
-  own_bound_ = wf_s.ok();
-  if (wf_s.ok()) outputs.assign(wf_set.begin(), wf_set.end());
-  return wf_s;
+  return try_own_outputs_(outputs, inputs_changed_());
 }
 
 wfgen::rt::Status tanh_net::try_forward(std::vector<wfgen::rt::Tensor>& outputs, const wfgen::rt::Tensor& X) {
-  outputs.clear();
-  const bool wf_changed = take_inputs_(X);
-  // The model's own output tensors, written by the kernels (or copied into) like forward_into()'s and
-  // handed out without a copy: the set of the last call, or the other one when an input lies in its memory
-  // (the inputs of the binding, when it is to that set, do not).
-  wfgen::rt::Results<1>& wf_set = own_bound_ && !wf_changed ? results_.current() : results_.pick(inputs_);
-  wfgen::rt::Tensor* const wf_outs[] = {&wf_set[0]};
-  // Validates everything before running: the inputs, the run-time sizes, the arena and every check of the VM.
-  wfgen::rt::Status wf_s = wfgen::rt::capture([&] { return into_(wf_outs, true, wf_changed); });
-  own_bound_ = wf_s.ok();
-  if (wf_s.ok()) outputs.assign(wf_set.begin(), wf_set.end());
-  return wf_s;
+  return try_own_outputs_(outputs, take_inputs_(X));
 }
 
 bool tanh_net::take_inputs_(const wfgen::rt::Tensor& X) {

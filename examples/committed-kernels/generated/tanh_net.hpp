@@ -95,6 +95,11 @@ class tanh_net {
   bool inputs_changed_() const;
   bool take_inputs_(const wfgen::rt::Tensor& X);
   wfgen::rt::Status into_(wfgen::rt::Tensor* const* outputs, bool check_all, bool inputs_changed);
+  // forward() and run() (try_: and their try_ forms) once the inputs are
+  // taken: into_() on a set of results_. Inline: defined and called in the
+  // model's .cpp only.
+  inline const wfgen::rt::Results<1>& own_outputs_(bool inputs_changed);
+  inline wfgen::rt::Status try_own_outputs_(std::vector<wfgen::rt::Tensor>& outputs, bool inputs_changed);
   wfgen::rt::Status run_into_(std::span<wfgen::rt::Tensor> outputs, bool check_all);
   std::vector<wfgen::rt::Tensor> inputs_;
   std::vector<wfgen::rt::TensorRef> bound_inputs_;  // inputs_[k].ref() of the binding, zero when not bound

@@ -259,10 +259,14 @@ template <std::size_t N>
 class ResultSets {
  public:
   // The set to compute into for a call on `inputs` (the model's input
-  // handles, which take_inputs_() has set). Undefined tensors in it are
-  // allocated by the binding.
-  Results<N>& pick(std::span<const Tensor> inputs) noexcept {
-    if (holds_any(sets_[last_], inputs)) {
+  // handles, which take_inputs_() has set): with `same_binding` (the model
+  // is bound to the current set and no input changed since), the current
+  // one, which the binding's inputs do not overlap; otherwise the current
+  // one unless an input lies in its memory, then the other, and if that
+  // holds one too, a fresh set. Undefined tensors in it are allocated by the
+  // binding.
+  Results<N>& pick(std::span<const Tensor> inputs, bool same_binding) noexcept {
+    if (!same_binding && holds_any(sets_[last_], inputs)) {
       last_ ^= 1;
       if (holds_any(sets_[last_], inputs)) {
         for (Tensor& t : sets_[last_]) t = Tensor();
