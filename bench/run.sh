@@ -8,6 +8,7 @@
 #   BENCH_COMPILE_ALL=1 bench/run.sh        # compile-time of every stdlib file, not a subset
 #   BENCH_ONLY=relu,gemm bench/run.sh       # some sections only (relu, softmax, layernorm, call, gemm, mlp, cnn, gen);
 #                                           # it still writes latest.md/latest.csv (restore them from git)
+#   BENCH_OPENBLAS_ENV=keep bench/run.sh    # keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE from the environment (below)
 #
 # Installs nothing beyond what scripts/setup.sh installs.
 set -euo pipefail
@@ -34,10 +35,20 @@ cmake -S "$root/bench" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DW
   -DWFGEN_EXECUTABLE="$WFGEN_EXE" -UBENCH_WFGEN_VERSION >/dev/null
 ninja -C "$bench_build" wfgen_bench >/dev/null
 
+# Some of these machines set OPENBLAS_CORETYPE=Haswell (and
+# OPENBLAS_L2_SIZE) for every process, since older OpenBLAS builds misbehave
+# on their CPUs; the AVX2 kernels then run at half the AVX-512 ones' speed and
+# the GEMM rows would compare wfgen with a baseline at half strength. The
+# benchmark runs without both, so OpenBLAS picks its kernels from the CPU
+# (the report names the core it ran; every GEMM result is checked against a
+# reference, so a wrong kernel fails the run). BENCH_OPENBLAS_ENV=keep keeps them.
+openblas_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+[ "${BENCH_OPENBLAS_ENV:-}" = keep ] && openblas_env=()
+
 mkdir -p "$results"
 only=()
 [ -n "${BENCH_ONLY:-}" ] && only=(--only "$BENCH_ONLY")
-"$bench_build/wfgen_bench" --csv "$results/latest.csv" --md "$results/latest.md" "${only[@]}"
+"${openblas_env[@]}" "$bench_build/wfgen_bench" --csv "$results/latest.csv" --md "$results/latest.md" "${only[@]}"
 
 # Vectorisation of the generated relu(a*b+c) kernel: count the vector
 # registers in its object file and keep the contiguous inner loop.
