@@ -106,6 +106,31 @@ TEST_CASE("math::exp_in_place: math::exp's bounds and edges, a row at a time", "
   CHECK(d[4] == math::exp(700.0));
 }
 
+TEST_CASE("math::exp_shifted is exp_in_place of src - shift, into another row", "[math][exp]") {
+  namespace math = wfgen::rt::math;
+  for (std::int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> src(static_cast<std::size_t>(n)), dst(static_cast<std::size_t>(n) + 16, -7.0f), fast_dst = dst;
+    for (std::int64_t c = 0; c < n; ++c) src[static_cast<std::size_t>(c)] = -30.0f + 1.25f * static_cast<float>(c);
+    std::vector<float> want = src, fast_want = src;
+    for (auto* v : {&want, &fast_want})
+      for (float& x : *v) x -= 2.5f;
+    math::exp_in_place(want.data(), n);
+    math::fast::exp_in_place(fast_want.data(), n);
+    math::exp_shifted(dst.data(), src.data(), 2.5f, n);
+    math::fast::exp_shifted(fast_dst.data(), src.data(), 2.5f, n);
+    for (std::int64_t c = 0; c < n; ++c) {
+      INFO("n = " << n << ", c = " << c);
+      CHECK(dst[static_cast<std::size_t>(c)] == want[static_cast<std::size_t>(c)]);
+      CHECK(fast_dst[static_cast<std::size_t>(c)] == fast_want[static_cast<std::size_t>(c)]);
+      CHECK(ulps(dst[static_cast<std::size_t>(c)], reference(src[static_cast<std::size_t>(c)] - 2.5f)) <= 1);
+    }
+    for (std::size_t c = static_cast<std::size_t>(n); c < dst.size(); ++c) CHECK((dst[c] == -7.0f && fast_dst[c] == -7.0f));
+  }
+  std::vector<double> d = {1.0, 2.0, 3.0}, into(3);
+  math::exp_shifted(into.data(), d.data(), 0.5, 3);
+  CHECK(into[2] == math::exp(2.5));
+}
+
 TEST_CASE("math::fast::exp_in_place: fast::exp's bounds and clamps, a row at a time", "[math][exp]") {
   namespace fast = wfgen::rt::math::fast;
   check_exp_in_place([](float* x, std::int64_t n) { fast::exp_in_place(x, n); }, [](float x) { return fast::exp(x); }, -87.0f, 88.3f, 6);

@@ -45,8 +45,8 @@ bool costly(const expr::Expr& e) {
   return false;
 }
 
-// a when `e` is exp(a) of a floating a: the cached rows store a and call
-// rt::math::exp_in_place on them, which is faster than a loop of exp.
+// a when `e` is exp(a) of a floating a: the cached rows go through
+// rt::math::exp_shifted or exp_in_place, faster than a loop of exp.
 const expr::Expr* exp_argument(const expr::Expr& e) {
   if (e.op != expr::Op::Call || e.fn != expr::Fn::Exp || e.args[0].type != expr::Type::Float) return nullptr;
   return &e.args[0];
@@ -560,15 +560,27 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       expr::Expr element = loop_expr(rv.element);
       // The cached element: a loop that only stores it in the output row
       // (a plain map, which vectorises at the machine's full width), then
-      // the reduction reads it back from there. An element exp(a) stores
-      // a, then exp_in_place takes the row a vector at a time (on AVX-512
-      // with instructions the compiler does not reach from the scalar exp:
-      // 0.14 against 0.24 ns an element).
+      // the reduction reads it back from there. An element exp(a) goes
+      // through rt::math::exp_shifted, a vector at a time (on AVX-512 with
+      // instructions the compiler does not reach from the scalar exp: 0.14
+      // against 0.24 ns an element): exp(x - s), x an input's row and s the
+      // same along the row (softmax's max), straight from the input row;
+      // any other a stored first, then exp_in_place.
       if (caching && static_cast<int>(k) == cache) {
         const expr::Expr* exponent = exp_argument(element);
-        w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + cache_row + "[wf_c] = " +
-               expr::to_cpp(exponent ? *exponent : element, ctx) + ";");
-        if (exponent) w.line(ctx.math + "::exp_in_place(" + cache_row + ", wf_len);");
+        std::string input_row;
+        if (exponent && exponent->op == expr::Op::Sub && exponent->args[0].op == expr::Op::Name && exponent->args[0].type == expr::Type::Float &&
+            row_invariant(p, exponent->args[1])) {
+          for (std::size_t in = 0; in < out; ++in)
+            if (!f.row_input[in] && p.tensors[in].name == exponent->args[0].text) input_row = "wf_" + p.tensors[in].cpp;
+        }
+        if (!input_row.empty()) {
+          w.line(ctx.math + "::exp_shifted(" + cache_row + ", " + input_row + ", " + t + "(" + expr::to_cpp(exponent->args[1], ctx) + "), wf_len);");
+        } else {
+          w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + cache_row + "[wf_c] = " +
+                 expr::to_cpp(exponent ? *exponent : element, ctx) + ";");
+          if (exponent) w.line(ctx.math + "::exp_in_place(" + cache_row + ", wf_len);");
+        }
         element = kernel_name("cached", expr::Type::Float, p.dtype);
       }
       std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
