@@ -569,10 +569,11 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       if (caching && static_cast<int>(k) == cache) {
         const expr::Expr* exponent = exp_argument(element);
         std::string input_row;
-        if (exponent && exponent->op == expr::Op::Sub && exponent->args[0].op == expr::Op::Name && exponent->args[0].type == expr::Type::Float &&
+        const expr::Expr* x = exponent && exponent->op == expr::Op::Sub ? &exponent->args[0] : nullptr;
+        if (x && x->op == expr::Op::Name && x->binding.kind != expr::Binding::Kind::Constant && x->type == expr::Type::Float &&
             row_invariant(p, exponent->args[1])) {
           for (std::size_t in = 0; in < out; ++in)
-            if (!f.row_input[in] && p.tensors[in].name == exponent->args[0].text) input_row = "wf_" + p.tensors[in].cpp;
+            if (!f.row_input[in] && p.tensors[in].name == x->text) input_row = "wf_" + p.tensors[in].cpp;
         }
         if (!input_row.empty()) {
           w.line(ctx.math + "::exp_shifted(" + cache_row + ", " + input_row + ", " + t + "(" + expr::to_cpp(exponent->args[1], ctx) + "), wf_len);");
