@@ -4,5 +4,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
+start=$(date +%s)
 bash "$root/scripts/build.sh"
+built=$(date +%s)
 ctest --test-dir "${WFGEN_BUILD_DIR:-$root/build}" -j "$(nproc)" --output-on-failure "$@"
+echo "test: built in $((built - start))s, tests ran in $(($(date +%s) - built))s"

@@ -51,14 +51,17 @@ TEST_CASE("math::exp is within 1 ulp over the normal range, edges exact", "[math
   CHECK(std::isnan(wfgen::rt::math::exp(std::numeric_limits<float>::quiet_NaN())));
 }
 
-// exp_in_place (fused row kernels call it on softmax's cached row): on
-// AVX-512 builds its own vector code (the "native:" tests run this file
-// compiled for this machine), elsewhere a loop of exp. The same bounds as
-// the scalar exps, one element at a time (the masked tail) and in rows of
-// every length around the vector width, whose elements must not depend on
-// where they sit and whose neighbours past n must stay untouched.
-template <class InPlace, class Exp>
-void check_exp_in_place(InPlace in_place, Exp exp, float lo, float hi, std::int64_t bound) {
+// exp_in_place and exp_shifted (fused row kernels call them on the row
+// they cache): on AVX-512 builds their own vector exp (the "native:" tests
+// run this file compiled for this machine), elsewhere a loop of the scalar
+// exp. Each within its bound of the correctly rounded exp, one element at a
+// time (the masked tail) and in rows of every length around the vector
+// width, whose elements must not depend on where they sit, whose neighbours
+// past n must stay untouched, and whose sum is returned. `clamp_lo` and
+// `clamp_hi`: where the inputs are clamped (exp of anything below is exp of
+// clamp_lo).
+template <class InPlace>
+void check_exp_in_place(InPlace in_place, float lo, float hi, std::int64_t bound, float clamp_lo, float clamp_hi) {
   const auto one = [&](float x) {
     in_place(&x, 1);
     return x;
@@ -70,40 +73,55 @@ void check_exp_in_place(InPlace in_place, Exp exp, float lo, float hi, std::int6
   for (std::int64_t n = 0; n <= 40; ++n) {
     std::vector<float> row(static_cast<std::size_t>(n) + 16, -7.0f);
     for (std::int64_t c = 0; c < n; ++c) row[static_cast<std::size_t>(c)] = -20.0f + 0.75f * static_cast<float>(c);
-    in_place(row.data(), n);
+    const float sum = in_place(row.data(), n);
+    double want_sum = 0;
     for (std::int64_t c = 0; c < n; ++c) {
       const float x = -20.0f + 0.75f * static_cast<float>(c);
       INFO("n = " << n << ", c = " << c);
       CHECK(row[static_cast<std::size_t>(c)] == one(x));
-      CHECK(ulps(row[static_cast<std::size_t>(c)], exp(x)) <= 1);
+      CHECK(ulps(row[static_cast<std::size_t>(c)], reference(x)) <= bound);
+      want_sum += row[static_cast<std::size_t>(c)];
     }
+    INFO("n = " << n);
+    CHECK(std::fabs(sum - want_sum) <= 1e-6 * want_sum);
     for (std::size_t c = static_cast<std::size_t>(n); c < row.size(); ++c) CHECK(row[c] == -7.0f);
   }
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> edges = {0.0f, -inf, inf, std::numeric_limits<float>::quiet_NaN(), 89.0f, -1000.0f, 1000.0f, -0.0f};
-  std::vector<float> want;
-  for (float x : edges) want.push_back(exp(x));
-  in_place(edges.data(), static_cast<std::int64_t>(edges.size()));
-  for (std::size_t k = 0; k < edges.size(); ++k) {
-    INFO("edge " << k);
-    if (std::isnan(want[k])) CHECK(std::isnan(edges[k]));
-    else CHECK(edges[k] == want[k]);
-  }
+  CHECK(one(0.0f) == 1.0f);
+  CHECK(one(-0.0f) == 1.0f);
+  CHECK(std::isnan(one(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(one(-inf) == one(clamp_lo));
+  CHECK(one(-1000.0f) == one(clamp_lo));
+  CHECK(one(inf) == one(clamp_hi));
+  CHECK(one(1000.0f) == one(clamp_hi));
+  // A NaN anywhere in a row makes the sum NaN, the other elements untouched.
+  std::vector<float> with_nan = {1.0f, std::numeric_limits<float>::quiet_NaN(), -2.0f};
+  CHECK(std::isnan(in_place(with_nan.data(), 3)));
+  CHECK(with_nan[0] == one(1.0f));
+  CHECK(with_nan[2] == one(-2.0f));
 }
 
 TEST_CASE("math::exp_in_place: math::exp's bounds and edges, a row at a time", "[math][exp]") {
   namespace math = wfgen::rt::math;
-  check_exp_in_place([](float* x, std::int64_t n) { math::exp_in_place(x, n); }, [](float x) { return math::exp(x); }, -87.0f, 88.5f, 1);
+  const auto in_place = [](float* x, std::int64_t n) { return math::exp_in_place(x, n); };
+  check_exp_in_place(in_place, -87.0f, 88.5f, 1, -104.0f, 89.0f);
+  const float inf = std::numeric_limits<float>::infinity();
   for (float x = -103.0f; x < -87.5f; x += 0.25f) {  // subnormal results, rounded once
     float y = x;
     math::exp_in_place(&y, 1);
     CHECK(ulps(y, reference(x)) <= 1);
   }
+  std::vector<float> edges = {-inf, 89.0f, inf};
+  math::exp_in_place(edges.data(), 3);
+  CHECK(edges[0] == 0.0f);
+  CHECK(std::isinf(edges[1]));
+  CHECK(std::isinf(edges[2]));
   std::vector<double> d = {-700.0, -1.5, 0.0, 2.25, 700.0};
-  math::exp_in_place(d.data(), static_cast<std::int64_t>(d.size()));
+  const double sum = math::exp_in_place(d.data(), static_cast<std::int64_t>(d.size()));
   CHECK(d[1] == math::exp(-1.5));
   CHECK(d[3] == math::exp(2.25));
   CHECK(d[4] == math::exp(700.0));
+  CHECK(std::fabs(sum - ((((d[0] + d[1]) + d[2]) + d[3]) + d[4])) <= 1e-15 * sum);
 }
 
 TEST_CASE("math::exp_shifted is exp_in_place of src - shift, into another row", "[math][exp]") {
@@ -114,10 +132,9 @@ TEST_CASE("math::exp_shifted is exp_in_place of src - shift, into another row", 
     std::vector<float> want = src, fast_want = src;
     for (auto* v : {&want, &fast_want})
       for (float& x : *v) x -= 2.5f;
-    math::exp_in_place(want.data(), n);
-    math::fast::exp_in_place(fast_want.data(), n);
-    math::exp_shifted(dst.data(), src.data(), 2.5f, n);
-    math::fast::exp_shifted(fast_dst.data(), src.data(), 2.5f, n);
+    const float want_sum = math::exp_in_place(want.data(), n), fast_want_sum = math::fast::exp_in_place(fast_want.data(), n);
+    CHECK(math::exp_shifted(dst.data(), src.data(), 2.5f, n) == want_sum);
+    CHECK(math::fast::exp_shifted(fast_dst.data(), src.data(), 2.5f, n) == fast_want_sum);
     for (std::int64_t c = 0; c < n; ++c) {
       INFO("n = " << n << ", c = " << c);
       CHECK(dst[static_cast<std::size_t>(c)] == want[static_cast<std::size_t>(c)]);
@@ -131,14 +148,51 @@ TEST_CASE("math::exp_shifted is exp_in_place of src - shift, into another row", 
   CHECK(into[2] == math::exp(2.5));
 }
 
-TEST_CASE("math::fast::exp_in_place: fast::exp's bounds and clamps, a row at a time", "[math][exp]") {
+TEST_CASE("math::fast::exp_in_place: within fast::exp's bound, clamped where it is", "[math][exp]") {
   namespace fast = wfgen::rt::math::fast;
-  check_exp_in_place([](float* x, std::int64_t n) { fast::exp_in_place(x, n); }, [](float x) { return fast::exp(x); }, -87.0f, 88.3f, 6);
-  float below = -1000.0f, above = 1000.0f;
-  fast::exp_in_place(&below, 1);
+  check_exp_in_place([](float* x, std::int64_t n) { return fast::exp_in_place(x, n); }, -87.0f, 88.3f, 6, -87.3f, 88.37f);
+  float above = 88.37f;
   fast::exp_in_place(&above, 1);
-  CHECK(below == fast::exp(-87.3f));
-  CHECK(above == fast::exp(88.37f));
+  CHECK(above > 2.3e38f);
+  CHECK(std::isfinite(above));
+}
+
+// max_row and min_row (fused row kernels call max_row for the max of an
+// input's row): against a plain loop, NaN anywhere (each position, each
+// length around the two-vector step) giving NaN, empty rows their start.
+TEST_CASE("math::max_row and min_row: every length and tail, NaN anywhere, empty rows", "[math]") {
+  namespace math = wfgen::rt::math;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> row(static_cast<std::size_t>(n));
+    std::vector<double> drow(row.size());
+    for (std::int64_t c = 0; c < n; ++c) {
+      // Each length's largest and smallest at a different column.
+      row[static_cast<std::size_t>(c)] = static_cast<float>((c * 37 + n * 11) % 101) - 50.0f;
+      drow[static_cast<std::size_t>(c)] = row[static_cast<std::size_t>(c)];
+    }
+    float hi = -inf, lo = inf;
+    for (float v : row) hi = v > hi ? v : hi, lo = v < lo ? v : lo;
+    INFO("n = " << n);
+    CHECK(math::max_row(row.data(), n) == hi);
+    CHECK(math::min_row(row.data(), n) == lo);
+    CHECK(math::max_row(drow.data(), n) == static_cast<double>(hi));
+    CHECK(math::min_row(drow.data(), n) == static_cast<double>(lo));
+    for (std::int64_t at = 0; at < n; ++at) {
+      std::vector<float> with_nan = row;
+      with_nan[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+      INFO("NaN at " << at);
+      CHECK(std::isnan(math::max_row(with_nan.data(), n)));
+      CHECK(std::isnan(math::min_row(with_nan.data(), n)));
+    }
+  }
+  std::vector<float> all_low = {-inf, -inf, -inf};
+  CHECK(math::max_row(all_low.data(), 3) == -inf);
+  CHECK(math::min_row(all_low.data(), 3) == -inf);
+  std::vector<float> negatives(20, -3.0f);  // the masked tail's other lanes must not count
+  negatives[19] = -2.0f;
+  CHECK(math::max_row(negatives.data(), 19) == -3.0f);
+  CHECK(math::max_row(negatives.data(), 20) == -2.0f);
 }
 
 TEST_CASE("math::fast::exp is within 6 ulp from -87 to 88.3, clamped outside as documented", "[math][exp]") {

@@ -454,6 +454,14 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       }
       return name;
     };
+    // "wf_<input>" when e names an input read along the row (not a spec
+    // constant, not a per-row input), else "".
+    const auto input_row_of = [&](const expr::Expr& e) -> std::string {
+      if (e.op != expr::Op::Name || e.binding.kind == expr::Binding::Kind::Constant || e.type != expr::Type::Float) return "";
+      for (std::size_t in = 0; in < out; ++in)
+        if (!f.row_input[in] && p.tensors[in].name == e.text) return "wf_" + p.tensors[in].cpp;
+      return "";
+    };
     const auto invariant = [&p](const expr::Expr& e) { return row_invariant(p, e); };
     std::vector<expr::Expr> divisors;  // of this path's loops, reciprocals named inv0, inv1...
     // The loop expression `e` with its divisions by row values hoisted: the
@@ -558,31 +566,53 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         continue;
       }
       expr::Expr element = loop_expr(rv.element);
+      const bool sums = rv.op == spec::ReduceOp::Sum || rv.op == spec::ReduceOp::Mean;
+      const bool extreme = rv.op == spec::ReduceOp::Max || rv.op == spec::ReduceOp::Min;
+      // The reduced value `acc` read from `sum` (a Sum, or a Mean's sum), then the row value.
+      const auto declare_from_sum = [&](const std::string& sum) {
+        acc = rv.op == spec::ReduceOp::Mean ? "(" + sum + " / static_cast<" + t + ">(wf_len))" : sum;
+        declare_row(var, rv);
+      };
       // The cached element: a loop that only stores it in the output row
       // (a plain map, which vectorises at the machine's full width), then
       // the reduction reads it back from there. An element exp(a) goes
       // through rt::math::exp_shifted, a vector at a time (on AVX-512 with
-      // instructions the compiler does not reach from the scalar exp: 0.14
-      // against 0.24 ns an element): exp(x - s), x an input's row and s the
-      // same along the row (softmax's max), straight from the input row;
-      // any other a stored first, then exp_in_place.
+      // instructions the compiler does not reach from the scalar exp: 0.19
+      // against 0.24 ns an element of softmax in cache): exp(x - s), x an
+      // input's row and s the same along the row (softmax's max), straight
+      // from the input row; any other a stored first, then exp_in_place.
+      // Either returns the sum of the row it wrote: a sum of the element
+      // (softmax's, log-sum-exp's) takes it instead of another pass.
       if (caching && static_cast<int>(k) == cache) {
         const expr::Expr* exponent = exp_argument(element);
-        std::string input_row;
         const expr::Expr* x = exponent && exponent->op == expr::Op::Sub ? &exponent->args[0] : nullptr;
-        if (x && x->op == expr::Op::Name && x->binding.kind != expr::Binding::Kind::Constant && x->type == expr::Type::Float &&
-            row_invariant(p, exponent->args[1])) {
-          for (std::size_t in = 0; in < out; ++in)
-            if (!f.row_input[in] && p.tensors[in].name == x->text) input_row = "wf_" + p.tensors[in].cpp;
-        }
+        const std::string input_row = x && row_invariant(p, exponent->args[1]) ? input_row_of(*x) : std::string();
+        const std::string exp_sum = "wf_exp_sum" + num(static_cast<std::int64_t>(k));
+        const std::string keep_sum = sums ? "const " + t + " " + exp_sum + " = " : std::string();
         if (!input_row.empty()) {
-          w.line(ctx.math + "::exp_shifted(" + cache_row + ", " + input_row + ", " + t + "(" + expr::to_cpp(exponent->args[1], ctx) + "), wf_len);");
+          w.line(keep_sum + ctx.math + "::exp_shifted(" + cache_row + ", " + input_row + ", " + t + "(" + expr::to_cpp(exponent->args[1], ctx) + "), wf_len);");
         } else {
           w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + cache_row + "[wf_c] = " +
                  expr::to_cpp(exponent ? *exponent : element, ctx) + ";");
-          if (exponent) w.line(ctx.math + "::exp_in_place(" + cache_row + ", wf_len);");
+          if (exponent) w.line((sums ? keep_sum : std::string()) + ctx.math + "::exp_in_place(" + cache_row + ", wf_len);");
+        }
+        if (exponent && sums) {
+          declare_from_sum(exp_sum);
+          continue;
         }
         element = kernel_name("cached", expr::Type::Float, p.dtype);
+      }
+      // The max (min) of an input's row: rt::math::max_row (min_row), on
+      // AVX-512 two vectors a step with one NaN compare for both (the loop
+      // below: a compare and a flag update each).
+      if (unit_stride && extreme && is_float(p.dtype) && !(caching && static_cast<int>(k) == cache)) {
+        const std::string input_row = input_row_of(element);
+        if (!input_row.empty()) {
+          acc = "wf_acc" + num(static_cast<std::int64_t>(k)) + "_row";
+          w.line("const " + t + " " + acc + " = wfgen::rt::math::" + (rv.op == spec::ReduceOp::Max ? "max_row(" : "min_row(") + input_row + ", wf_len);");
+          declare_row(var, rv);
+          continue;
+        }
       }
       std::string init = rv.op == spec::ReduceOp::Max   ? "wfgen::rt::lowest_value<" + t + ">()"
                          : rv.op == spec::ReduceOp::Min ? "wfgen::rt::highest_value<" + t + ">()"
@@ -613,7 +643,6 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         w.line("for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) " + a + "[wf_l] = " + init + ";");
         // max/min: a plain comparison per lane (it vectorises) and a NaN
         // flag per lane; a NaN anywhere makes the result NaN, as in the reduce kernels.
-        const bool extreme = rv.op == spec::ReduceOp::Max || rv.op == spec::ReduceOp::Min;
         const std::string nan = "wf_nan" + num(static_cast<std::int64_t>(k));
         const std::string cmp = rv.op == spec::ReduceOp::Max ? " > " : " < ";
         if (extreme) w.line("int " + nan + "[" + lanes + "] = {};");
