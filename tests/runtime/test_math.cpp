@@ -3,6 +3,7 @@
 // the correctly rounded result (std::exp in double, rounded once to float),
 // over every float of the range step 2^-10 and at the edges. The bounds
 // asserted here are the ones kernel_math.hpp and docs/performance.md state.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -135,6 +136,10 @@ TEST_CASE("math::exp_shifted is exp_in_place of src - shift, into another row", 
     const float want_sum = math::exp_in_place(want.data(), n), fast_want_sum = math::fast::exp_in_place(fast_want.data(), n);
     CHECK(math::exp_shifted(dst.data(), src.data(), 2.5f, n) == want_sum);
     CHECK(math::fast::exp_shifted(fast_dst.data(), src.data(), 2.5f, n) == fast_want_sum);
+    // A row to prefetch meanwhile (`ahead`) changes nothing written or returned.
+    std::vector<float> later(static_cast<std::size_t>(n) + 1, 1.0f), with_ahead(dst.size(), -7.0f);
+    CHECK(math::exp_shifted(with_ahead.data(), src.data(), 2.5f, n, later.data()) == want_sum);
+    CHECK(std::equal(with_ahead.begin(), with_ahead.end(), dst.begin()));
     for (std::int64_t c = 0; c < n; ++c) {
       INFO("n = " << n << ", c = " << c);
       CHECK(dst[static_cast<std::size_t>(c)] == want[static_cast<std::size_t>(c)]);
