@@ -80,7 +80,8 @@ void copy_weights(const fashion_cnn::cnn_train& from, fashion_cnn::cnn_predict& 
 }  // namespace
 
 // Options: [data folder] [--epochs N] [--batch N] [--lr X] [--seed N]
-//          [--limit N] (training images used) [--min-accuracy X] (exit 1 below it)
+//          [--limit N] (training images used) [--test-limit N] (test images used)
+//          [--min-accuracy X] (exit 1 below it)
 struct Options {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 3;
@@ -88,6 +89,7 @@ struct Options {
   double lr = 0.002;
   unsigned seed = 1;
   std::int64_t limit = -1;
+  std::int64_t test_limit = -1;
   double min_accuracy = 0.90;
 };
 
@@ -104,9 +106,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--lr") o.lr = std::stod(value());
     else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(value()));
     else if (a == "--limit") o.limit = std::stoll(value());
+    else if (a == "--test-limit") o.test_limit = std::stoll(value());
     else if (a == "--min-accuracy") o.min_accuracy = std::stod(value());
     else if (!a.empty() && a[0] == '-')
-      throw std::runtime_error("unknown option " + a + " (options: --epochs --batch --lr --seed --limit --min-accuracy)");
+      throw std::runtime_error("unknown option " + a + " (options: --epochs --batch --lr --seed --limit --test-limit --min-accuracy)");
     else o.dir = a;
   }
   if (o.epochs < 1 || o.batch < 1 || !(o.lr > 0)) throw std::runtime_error("--epochs, --batch and --lr must be positive");
@@ -117,7 +120,7 @@ int main(int argc, char** argv) {
   try {
     const Options opt = parse(argc, argv);
     auto t0 = Clock::now();
-    Dataset train = fashion_mnist::load(opt.dir, "train", opt.limit), test = fashion_mnist::load(opt.dir, "t10k");
+    Dataset train = fashion_mnist::load(opt.dir, "train", opt.limit), test = fashion_mnist::load(opt.dir, "t10k", opt.test_limit);
     // Standardised pixels (Fashion-MNIST's mean 0.2860 and deviation 0.3530
     // over the training set), as torchvision's Normalize does for this data.
     for (Dataset* d : {&train, &test}) {

@@ -76,7 +76,8 @@ void copy_weights(const fashion::fashion_train& from, fashion::fashion_predict& 
 }  // namespace
 
 // Options: [data folder] [--epochs N] [--batch N] [--lr X] [--seed N]
-//          [--limit N] (training images used) [--min-accuracy X] (exit 1 below it)
+//          [--limit N] (training images used) [--test-limit N] (test images used)
+//          [--min-accuracy X] (exit 1 below it)
 struct Options {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 10;
@@ -84,6 +85,7 @@ struct Options {
   double lr = 0.001;
   unsigned seed = 1;
   std::int64_t limit = -1;
+  std::int64_t test_limit = -1;
   double min_accuracy = 0.87;
 };
 
@@ -100,9 +102,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--lr") o.lr = std::stod(value());
     else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(value()));
     else if (a == "--limit") o.limit = std::stoll(value());
+    else if (a == "--test-limit") o.test_limit = std::stoll(value());
     else if (a == "--min-accuracy") o.min_accuracy = std::stod(value());
     else if (!a.empty() && a[0] == '-')
-      throw std::runtime_error("unknown option " + a + " (options: --epochs --batch --lr --seed --limit --min-accuracy)");
+      throw std::runtime_error("unknown option " + a + " (options: --epochs --batch --lr --seed --limit --test-limit --min-accuracy)");
     else o.dir = a;
   }
   if (o.epochs < 1 || o.batch < 1 || !(o.lr > 0)) throw std::runtime_error("--epochs, --batch and --lr must be positive");
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
   try {
     const Options opt = parse(argc, argv);
     auto t0 = Clock::now();
-    Dataset train = fashion_mnist::load(opt.dir, "train", opt.limit), test = fashion_mnist::load(opt.dir, "t10k");
+    Dataset train = fashion_mnist::load(opt.dir, "train", opt.limit), test = fashion_mnist::load(opt.dir, "t10k", opt.test_limit);
     const std::int64_t n = train.images.dim(0), pixels = train.images.dim(1);
     std::printf("Fashion-MNIST: %lld training and %lld test images from %s (%.2fs)\n\n", static_cast<long long>(n),
                 static_cast<long long>(test.images.dim(0)), opt.dir.c_str(), seconds_since(t0));

@@ -427,9 +427,11 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     // computes. A kernel whose cached row is an exp (its arithmetic, most
     // of the row's time) has its first input's row 4 ahead prefetched a
     // line per vector inside that pass (`ahead` of rt::math::exp_shifted):
-    // a whole row of prefetches at once (64 for 1024 floats), queued before
-    // the row's own loads, held softmax 4096x1024 at 1.6-1.9 ms against
-    // 0.93-0.96 ms paced (0.88 ms with every row in cache). The other
+    // a whole row of prefetches at once (64 for 1024 floats) queues before
+    // the row's own loads: softmax 4096x1024, 1 thread, 1.07-1.14 ms with
+    // the row after next prefetched at once against 0.83-0.88 ms paced
+    // (0.77 ms with every row in cache; 2.05 against 1.68 ms in a slow
+    // phase of the machine). The other
     // inputs, and every input of other kernels, come a row after next at
     // once at the start of the row (rt::prefetch_row).
     std::size_t paced = out;

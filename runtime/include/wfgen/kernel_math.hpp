@@ -424,8 +424,8 @@ inline T extreme_row(const T* x, std::int64_t n) {
 // `ahead`, when not null, is a row of n elements (a later row of the
 // kernel's input) to bring into the cache meanwhile: on AVX-512 a line a
 // vector, between the exps, so that those prefetches do not queue ahead of
-// the row's own loads (rows from memory: softmax 4096 x 1024 in 0.93-0.96
-// ms against 1.6-1.9 ms with the whole row prefetched at once).
+// the row's own loads (rows from memory: softmax 4096 x 1024 in 0.83-0.88
+// ms against 1.07-1.14 ms with the row after next prefetched at once).
 template <KernelFloat T>
 inline T exp_shifted(T* dst, const T* src, T shift, std::int64_t n, const T* ahead = nullptr) {
   return detail::exp_shifted<false>(dst, src, shift, n, ahead);

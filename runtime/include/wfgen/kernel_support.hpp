@@ -629,8 +629,10 @@ void stream_store(T* dst, std::int64_t n, F&& value) {
 // run past a 4 KiB page, a row of 1024 floats, so each row's trip from
 // memory waited for the last row's arithmetic (softmax 4096 x 1024: 1.96 ms,
 // 1.5-1.6 ms with it; 1.1 ms for the same rows in cache. One row ahead:
-// 1.60 ms; into L2 only, prefetcht1: 2.4 ms; a prefetch a loop step instead
-// of a row at once: no change).
+// 1.60 ms; into L2 only, prefetcht1: 2.4 ms). A kernel with an exp pass
+// instead prefetches a line a vector inside it (rt::math::exp_shifted's
+// `ahead`), which beats this once the exp is cheap enough for the row's
+// loads to wait on a queue of 64 prefetches.
 template <class T>
 inline void prefetch_row(const T* p, std::int64_t n) noexcept {
 #if defined(__GNUC__)
