@@ -426,14 +426,13 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
     // The inputs of a row ahead on their way from memory while this row
     // computes. A kernel whose cached row is an exp (its arithmetic, most
     // of the row's time) has its first input's row 4 ahead prefetched a
-    // line per vector inside that pass (`ahead` of rt::math::exp_shifted):
-    // a whole row of prefetches at once (64 for 1024 floats) queues before
-    // the row's own loads: softmax 4096x1024, 1 thread, 1.07-1.14 ms with
-    // the row after next prefetched at once against 0.83-0.88 ms paced
-    // (0.77 ms with every row in cache; 2.05 against 1.68 ms in a slow
-    // phase of the machine). The other
-    // inputs, and every input of other kernels, come a row after next at
-    // once at the start of the row (rt::prefetch_row).
+    // line per vector inside that pass (`ahead` of rt::math::exp_shifted),
+    // as a whole row of prefetches at once (64 for 1024 floats) queues
+    // before the row's own loads: softmax 4096x1024, 1 thread, 1.07-1.14
+    // ms with the row after next prefetched at once against 0.83-0.88 ms
+    // paced (0.77 ms with every row in cache). The other inputs, and every
+    // input of other kernels, come a row after next, at the start of the
+    // row (rt::prefetch_row).
     std::size_t paced = out;
     if (caching && exp_argument(f.rows[static_cast<std::size_t>(cache)].element))
       for (std::size_t k = 0; k < out && paced == out; ++k)
