@@ -981,15 +981,26 @@ TEST_CASE("kernel_table: lists every (node, device, dtype, rank) that stdlib/nod
   CHECK(not_declared.empty());
 }
 
-TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts", "[kernels]") {
-  // Twice: with plain stores, and with every contiguous output streamed
-  // (rt::stream_store: its unaligned heads, blocks and tails).
-  const std::int64_t streaming = GENERATE(std::int64_t{-1}, std::int64_t{0});
-  INFO("streaming-store threshold " << streaming);
+namespace {
+
+// Every kernel of the table whose index is `shard` modulo kShards, against
+// its reference, with the given streaming-store threshold (-1: plain stores;
+// 0: every contiguous output streamed, rt::stream_store's unaligned heads,
+// blocks and tails). Four test cases share the table: ctest runs them side
+// by side, and under the sanitizers (-O0, instrumented) the whole table in
+// one case took ten minutes on one core of CI's two.
+constexpr std::size_t kShards = 2;
+
+void check_every_kernel(std::int64_t streaming, std::size_t shard) {
+  INFO("streaming-store threshold " << streaming << ", kernels " << shard << " mod " << kShards);
   const StreamingStores stores(streaming);
   const auto start = std::chrono::steady_clock::now();
   Totals totals;
-  for (const KernelEntry& e : wfgen_kernels::kernel_table()) {
+  std::int64_t in_shard = 0;
+  const auto& table = wfgen_kernels::kernel_table();
+  for (std::size_t i = shard; i < table.size(); i += kShards) {
+    const KernelEntry& e = table[i];
+    ++in_shard;
     const NodeRef* r = find_ref(e.node);
     if (r == nullptr) continue;  // reported by the coverage test
     ++totals.kernels;
@@ -1011,12 +1022,28 @@ TEST_CASE("every stdlib kernel matches its naive reference on random shapes and 
     totals.covered[entry_key(e)].insert(wfgen::rt::dtype_name(e.dtype));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(totals.kernels == static_cast<std::int64_t>(wfgen_kernels::kernel_table().size()));
+  CHECK(in_shard > 0);
+  CHECK(totals.kernels == in_shard);
   if (list_requested()) {
     std::cout << "test_kernels: " << totals.kernels << " kernels, " << totals.cases << " cases, " << totals.elements
               << " output elements compared in " << secs << " s\n";
     for (const auto& [key, n] : totals.node_cases) std::cout << "  " << key << ": " << n << " cases\n";
   }
+}
+
+}  // namespace
+
+TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts, plain stores, first half", "[kernels]") {
+  check_every_kernel(-1, 0);
+}
+TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts, plain stores, second half", "[kernels]") {
+  check_every_kernel(-1, 1);
+}
+TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts, outputs streamed, first half", "[kernels]") {
+  check_every_kernel(0, 0);
+}
+TEST_CASE("every stdlib kernel matches its naive reference on random shapes and layouts, outputs streamed, second half", "[kernels]") {
+  check_every_kernel(0, 1);
 }
 
 // ---------------------------------------------------------------------------
