@@ -229,11 +229,11 @@ inline T sigmoid(T x) {
 
 // --- row helpers of the fused row kernels ------------------------------------------
 
-// (to the end of the file) g++ 12 warns -W(maybe-)uninitialized inside AVX-512 intrinsics such as
-// _mm512_max_ps, which pass _mm512_undefined_ps() as the unused merge
-// source (fixed in g++ 13), in every file that inlines them: generated
-// kernels included. The pragmas hold where these helpers are written, which
-// is where g++ looks.
+// g++ 12 warns -W(maybe-)uninitialized inside AVX-512 intrinsics such as
+// _mm512_max_ps and _mm512_reduce_add_ps, which pass _mm512_undefined_ps()
+// as the unused merge source (fixed in g++ 13), in every file that inlines
+// them, generated kernels included. The warnings are off from here to the
+// end of the file: g++ looks where the helpers are written.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -291,17 +291,6 @@ inline __m512 exp_vector(__m512 x) {
   return _mm512_scalef_ps(_mm512_fmadd_ps(table, p, table), t);
 }
 
-// The 16 lanes of v combined by `op` (an add, max or min of two vectors),
-// in halves. (_mm512_reduce_add_ps and its kin do the same, but g++ 12
-// warns -Wmaybe-uninitialized inside them in every file that calls them.)
-template <class Op>
-inline float fold_lanes(__m512 v, Op op) {
-  v = op(v, _mm512_shuffle_f32x4(v, v, 0x4e));  // the 256-bit halves swapped
-  v = op(v, _mm512_shuffle_f32x4(v, v, 0xb1));  // the 128-bit quarters of each half swapped
-  v = op(v, _mm512_permute_ps(v, 0x4e));        // the 64-bit pairs of each quarter
-  v = op(v, _mm512_permute_ps(v, 0xb1));        // neighbours
-  return _mm512_cvtss_f32(v);
-}
 #endif
 
 // The sum of x[0, n) in 16 running sums (a loop g++ vectorises without
@@ -337,7 +326,7 @@ inline T exp_shifted(T* dst, const T* src, T shift, std::int64_t n, const T* ahe
       _mm512_mask_storeu_ps(dst + c, m, e);
       sum = _mm512_mask_add_ps(sum, m, sum, e);
     }
-    return fold_lanes(sum, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
+    return _mm512_reduce_add_ps(sum);
   }
 #endif
 #if defined(__GNUC__)
@@ -379,8 +368,8 @@ inline T extreme_row(const T* x, std::int64_t n) {
       nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     }
     if (nan) return std::numeric_limits<float>::quiet_NaN();
-    if constexpr (Max) return fold_lanes(_mm512_max_ps(a0, a1), [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); });
-    else return fold_lanes(_mm512_min_ps(a0, a1), [](__m512 a, __m512 b) { return _mm512_min_ps(a, b); });
+    if constexpr (Max) return _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+    else return _mm512_reduce_min_ps(_mm512_min_ps(a0, a1));
   }
 #endif
   // 16 lanes and a NaN flag each (a loop g++ vectorises), folded in halves.
