@@ -3,6 +3,11 @@
 // against cblas_sgemm called directly. 2 M N K flops per call.
 #include <cblas.h>
 
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include <cmath>
 #include <string>
 
 #include "bench_main.hpp"
@@ -20,6 +25,84 @@ namespace bench {
 std::string openblas_version() { return openblas_get_config(); }
 
 namespace {
+
+// The machine's own ceiling for the scaling target: multiply-adds on
+// registers alone (no memory, no shared cache), a fixed amount split over the
+// runtime's threads in 64 parts taken as they come, as a GEMM's blocks are.
+// Its time at 2 threads against 1 is the most any kernel can scale in the
+// same run; on this shared VM it moves with the neighbours (1.72-1.98x over
+// the sessions). 12 independent chains cover the FMA latency on two ports.
+constexpr int kFmaChains = 12;
+constexpr std::int64_t kFmaParts = 64;
+constexpr std::int64_t kFmaStepsPerPart = 1 << 15;
+#if defined(__AVX512F__)
+constexpr int kFmaLanes = 16;
+#elif defined(__FMA__)
+constexpr int kFmaLanes = 8;
+#else
+constexpr int kFmaLanes = 1;
+#endif
+
+float fma_part(float seed) {
+#if defined(__AVX512F__)
+  __m512 acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
+  float sum = 0;
+  for (int c = 0; c < kFmaChains; ++c) {
+    alignas(64) float lanes[16];  // (_mm512_reduce_add_ps: g++ 12 warns inside it)
+    _mm512_store_ps(lanes, acc[c]);
+    for (float l : lanes) sum += l;
+  }
+  return sum;
+#elif defined(__FMA__)
+  __m256 acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_set1_ps(seed + static_cast<float>(c));
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
+  float sum = 0;
+  for (int c = 0; c < kFmaChains; ++c) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc[c]);
+    for (float l : lanes) sum += l;
+  }
+  return sum;
+#else
+  float acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = seed + static_cast<float>(c);
+  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = std::fma(acc[c], 0.999999f, 1e-7f);
+  float sum = 0;
+  for (float a : acc) sum += a;
+  return sum;
+#endif
+}
+
+// Flops of one call of the ceiling.
+constexpr double kFmaFlops = 2.0 * kFmaChains * kFmaLanes * static_cast<double>(kFmaStepsPerPart * kFmaParts);
+
+void fma_ceiling(Report& report, const std::vector<int>& threads) {
+  const std::string wl = "fma_registers";
+  std::vector<float> part_sums(static_cast<std::size_t>(kFmaParts));
+  volatile float sink = 0;
+  for (int t : threads) {
+    wfgen::rt::set_num_threads(t);
+    std::vector<Impl> impls = {{"fma_chains", [&] {
+                                  wfgen::rt::parallel_for(0, kFmaParts, 1, [&](std::int64_t lo, std::int64_t hi) {
+                                    for (std::int64_t p = lo; p < hi; ++p)
+                                      part_sums[static_cast<std::size_t>(p)] = fma_part(static_cast<float>(p));
+                                  });
+                                  sink = sink + part_sums[0];
+                                }}};
+    const std::vector<Stats> st = time_round_robin(impls, passes());
+    report.add({wl, "fma_chains", t, st[0], kFmaFlops, "GFLOP/s", 1e9, ""});
+    if (t != 1) report.ratio({wl, "fma_chains", t, wl, "fma_chains", 1});
+  }
+  wfgen::rt::set_num_threads(1);
+}
 
 void gemm_workload(Report& report, std::int64_t size, const std::vector<int>& threads) {
   const std::int64_t m = size, n = size, k = size;
@@ -74,6 +157,7 @@ void gemm_workload(Report& report, std::int64_t size, const std::vector<int>& th
 }  // namespace
 
 void run_gemm(Report& report, const std::vector<int>& threads) {
+  fma_ceiling(report, threads);
   gemm_workload(report, 512, threads);
   gemm_workload(report, 1024, threads);
 }

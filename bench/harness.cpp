@@ -15,6 +15,8 @@
 
 #include <unistd.h>
 
+#include "wfgen/runtime.hpp"
+
 namespace bench {
 
 namespace {
@@ -362,12 +364,10 @@ void Split::run(std::int64_t n, const std::function<void(std::int64_t, std::int6
 }
 
 Buffer::Buffer(std::int64_t n) : size(n) {
-  const std::size_t bytes = (static_cast<std::size_t>(n) * sizeof(float) + 63) / 64 * 64;
-  data = static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
-  if (!data) fail("out of memory");
+  storage_ = wfgen::rt::Storage::try_allocate_uninitialized(static_cast<std::size_t>(n) * sizeof(float));
+  if (!storage_) fail("out of memory");
+  data = reinterpret_cast<float*>(storage_->data());
 }
-
-Buffer::~Buffer() { std::free(data); }
 
 void fill_random(float* p, std::int64_t n, std::uint64_t seed, float lo, float hi) {
   std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;

@@ -14,9 +14,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+namespace wfgen::rt {
+class Storage;
+}
 
 namespace bench {
 
@@ -126,14 +131,21 @@ class Split {
   std::int64_t n_ = 0;
 };
 
-// 64-byte aligned float buffer.
+// A float buffer allocated as the runtime allocates a tensor's storage
+// (rt::Storage: 64-byte aligned; from 4 MiB on, mapped at a 2 MiB boundary
+// and marked for transparent huge pages), for every implementation alike,
+// hand loops and baselines included: what a generated kernel reads and
+// writes in a user's program. (With 4 KiB pages every row of a 4096x1024
+// softmax is a page of its own, and the same kernel ran 1.4x slower.)
 struct Buffer {
   explicit Buffer(std::int64_t n);
-  ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   float* data;
   std::int64_t size;
+
+ private:
+  std::shared_ptr<wfgen::rt::Storage> storage_;
 };
 
 // Deterministic values in [lo, hi).
