@@ -8,6 +8,7 @@
 #endif
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "bench_main.hpp"
@@ -43,41 +44,34 @@ constexpr int kFmaLanes = 8;
 constexpr int kFmaLanes = 1;
 #endif
 
+// kFmaChains chains of multiply-adds on vectors V (set1 broadcasts a float,
+// fma(a, b, c) is a * b + c in one instruction), summed at the end so that
+// none is dead code.
+template <class V, class Set1, class Fma>
+float fma_chains_of(float seed, Set1 set1, Fma fma) {
+  V acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = set1(seed + static_cast<float>(c));
+  const V mul = set1(0.999999f), add = set1(1e-7f);
+  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = fma(acc[c], mul, add);
+  float sum = 0;
+  for (const V& a : acc) {  // (_mm512_reduce_add_ps: g++ 12 warns inside it)
+    float lanes[sizeof(V) / sizeof(float)];
+    std::memcpy(lanes, &a, sizeof(V));
+    for (float l : lanes) sum += l;
+  }
+  return sum;
+}
+
 float fma_part(float seed) {
 #if defined(__AVX512F__)
-  __m512 acc[kFmaChains];
-  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
-  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
-  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
-    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
-  float sum = 0;
-  for (int c = 0; c < kFmaChains; ++c) {
-    alignas(64) float lanes[16];  // (_mm512_reduce_add_ps: g++ 12 warns inside it)
-    _mm512_store_ps(lanes, acc[c]);
-    for (float l : lanes) sum += l;
-  }
-  return sum;
+  return fma_chains_of<__m512>(seed, [](float x) { return _mm512_set1_ps(x); },
+                               [](__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); });
 #elif defined(__FMA__)
-  __m256 acc[kFmaChains];
-  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_set1_ps(seed + static_cast<float>(c));
-  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
-  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
-    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
-  float sum = 0;
-  for (int c = 0; c < kFmaChains; ++c) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc[c]);
-    for (float l : lanes) sum += l;
-  }
-  return sum;
+  return fma_chains_of<__m256>(seed, [](float x) { return _mm256_set1_ps(x); },
+                               [](__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); });
 #else
-  float acc[kFmaChains];
-  for (int c = 0; c < kFmaChains; ++c) acc[c] = seed + static_cast<float>(c);
-  for (std::int64_t s = 0; s < kFmaStepsPerPart; ++s)
-    for (int c = 0; c < kFmaChains; ++c) acc[c] = std::fma(acc[c], 0.999999f, 1e-7f);
-  float sum = 0;
-  for (float a : acc) sum += a;
-  return sum;
+  return fma_chains_of<float>(seed, [](float x) { return x; }, [](float a, float b, float c) { return std::fma(a, b, c); });
 #endif
 }
 
