@@ -254,10 +254,12 @@ int main() {
 '''
 
 
-# What emit_kernels.cpp has every kernel file include (WFGEN_KERNEL_HEADERS in
-# cmake/wfgenAddLibrary.cmake).
-KERNEL_HEADERS = ["cmath", "cstdint", "limits", "span", "string", "utility", "vector",
-                  "wfgen/kernel_math.hpp", "wfgen/kernel_support.hpp"]
+def kernel_headers():
+    """The headers every generated kernel file includes, as the CMake package
+    lists them for its precompiled header (WFGEN_KERNEL_HEADERS)."""
+    with open(os.path.join(ROOT, "cmake", "wfgenAddLibrary.cmake")) as f:
+        m = re.search(r"set\(WFGEN_KERNEL_HEADERS(.*?)CACHE", f.read(), re.S)
+    return re.findall(r"<([^>]+)>", m.group(1)) if m else []
 
 
 def run(cmd, **kw):
@@ -368,7 +370,7 @@ def main():
     pch = os.path.join(work, "pch", "wfgen_kernel_headers.hpp")
     os.makedirs(os.path.dirname(pch), exist_ok=True)
     with open(pch, "w") as f:
-        f.write("".join("#include <%s>\n" % h for h in KERNEL_HEADERS))
+        f.write("".join("#include <%s>\n" % h for h in kernel_headers()))
     r = run([cxx] + flags + ["-x", "c++-header", pch, "-o", pch + ".gch"])
     if r.returncode == 0:
         flags += ["-include", pch]
