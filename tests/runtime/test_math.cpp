@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -151,6 +152,44 @@ TEST_CASE("math::exp_shifted is exp_in_place of src - shift, into another row", 
   std::vector<double> d = {1.0, 2.0, 3.0}, into(3);
   math::exp_shifted(into.data(), d.data(), 0.5, 3);
   CHECK(into[2] == math::exp(2.5));
+}
+
+// exp_minus_max (softmax's exp(x - max), the upper clamp left out): the
+// same elements and sum as exp_shifted by the row's max, for every length
+// around the vector width and rows reaching far below their max, with -inf,
+// +inf and NaN in them; both variants.
+TEST_CASE("math::exp_minus_max is exp_shifted by the row's max", "[math][exp]") {
+  namespace math = wfgen::rt::math;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const auto check_row = [](const std::vector<float>& src) {
+    const auto n = static_cast<std::int64_t>(src.size());
+    const float max = math::max_row(src.data(), n);
+    for (const bool fast : {false, true}) {
+      std::vector<float> want(src.size() + 16, -7.0f), got = want;
+      const float want_sum = fast ? math::fast::exp_shifted(want.data(), src.data(), max, n)
+                                  : math::exp_shifted(want.data(), src.data(), max, n);
+      const float got_sum = fast ? math::fast::exp_minus_max(got.data(), src.data(), max, n)
+                                 : math::exp_minus_max(got.data(), src.data(), max, n);
+      INFO("n = " << n << ", fast = " << fast << ", max = " << max);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);  // NaN payloads and -0 too
+      CHECK(((got_sum == want_sum) || (std::isnan(got_sum) && std::isnan(want_sum))));
+    }
+  };
+  for (std::int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> row(static_cast<std::size_t>(n));
+    for (std::int64_t c = 0; c < n; ++c) row[static_cast<std::size_t>(c)] = 40.0f - 7.5f * static_cast<float>(c);  // down to -260
+    check_row(row);
+    if (n > 0) {
+      for (const float special : {-inf, inf, nan}) {
+        std::vector<float> with = row;
+        with[static_cast<std::size_t>(n / 2)] = special;
+        check_row(with);
+      }
+    }
+  }
+  check_row(std::vector<float>(19, -inf));  // max -inf: every x - max is NaN
+  check_row(std::vector<float>(21, inf));
+  CHECK(math::exp_minus_max(static_cast<float*>(nullptr), static_cast<const float*>(nullptr), 0.0f, 0) == 0.0f);
 }
 
 TEST_CASE("math::fast::exp_in_place: within fast::exp's bound, clamped where it is", "[math][exp]") {

@@ -52,6 +52,19 @@ const expr::Expr* exp_argument(const expr::Expr& e) {
   return &e.args[0];
 }
 
+// Whether `shift` names a row value that is the max of `x` over the row
+// (softmax's max): then every x - shift is <= 0 or NaN, and the cached
+// exp row goes through rt::math::exp_minus_max, one clamp a vector fewer.
+bool is_row_max_of(const lower::FusedBody& f, const expr::Expr& shift, const expr::Expr& x) {
+  if (shift.op != expr::Op::Name || shift.binding.kind == expr::Binding::Kind::Constant || shift.text.rfind("row", 0) != 0) return false;
+  const std::string index = shift.text.substr(3);
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 6) return false;
+  const std::size_t j = static_cast<std::size_t>(std::stoi(index));
+  if (j >= f.rows.size()) return false;
+  const auto& rv = f.rows[j];
+  return rv.reduce && rv.op == spec::ReduceOp::Max && !rv.epilogue && same_tree(rv.element, x);
+}
+
 // A name the emitter adds to a checked expression: a value of `type`
 // computed elsewhere in the kernel (printed through EmitContext::name).
 expr::Expr kernel_name(const std::string& text, expr::Type type, rt::DType dtype) {
@@ -596,8 +609,9 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
       // through rt::math::exp_shifted, a vector at a time (on AVX-512 with
       // instructions the compiler does not reach from the scalar exp: 0.19
       // against 0.24 ns an element of softmax in cache): exp(x - s), x an
-      // input's row and s the same along the row (softmax's max), straight
-      // from the input row; any other a stored first, then exp_in_place.
+      // input's row and s the same along the row, straight from the input
+      // row (exp_minus_max when s is that row's max: softmax); any other a
+      // stored first, then exp_in_place.
       // Either returns the sum of the row it wrote: a sum of the element
       // (softmax's, log-sum-exp's) takes it instead of another pass.
       if (caching && static_cast<int>(k) == cache) {
@@ -607,7 +621,8 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         const std::string exp_sum = "wf_exp_sum" + num(static_cast<std::int64_t>(k));
         const std::string keep_sum = sums ? "const " + t + " " + exp_sum + " = " : std::string();
         if (!input_row.empty()) {
-          w.line(keep_sum + ctx.math + "::exp_shifted(" + cache_row + ", " + input_row + ", " + t + "(" + expr::to_cpp(exponent->args[1], ctx) + "), wf_len" + ahead + ");");
+          const char* helper = is_row_max_of(f, exponent->args[1], *x) ? "::exp_minus_max(" : "::exp_shifted(";
+          w.line(keep_sum + ctx.math + helper + cache_row + ", " + input_row + ", " + t + "(" + expr::to_cpp(exponent->args[1], ctx) + "), wf_len" + ahead + ");");
         } else {
           w.line("for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) " + cache_row + "[wf_c] = " +
                  expr::to_cpp(exponent ? *exponent : element, ctx) + ";");
