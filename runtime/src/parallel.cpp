@@ -20,6 +20,10 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +141,7 @@ class Pool {
     failed_.store(false, std::memory_order_relaxed);
     error_ = nullptr;
     pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
     {
       std::lock_guard lk(m_);
       generation_.fetch_add(1, std::memory_order_release);
@@ -189,6 +194,7 @@ class Pool {
                stop_.load(std::memory_order_acquire);
       };
       if (!spin_until(ready)) {
+        const SleepAwayFrom away(caller_cpu_.load(std::memory_order_relaxed));
         std::unique_lock lk(m_);
         wake_cv_.wait(lk, ready);
       }
@@ -203,6 +209,55 @@ class Pool {
       }
     }
   }
+
+  // The CPU the calling thread runs on, or -1 where that is not known.
+  static int current_cpu() noexcept {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+  }
+
+  // While it lives, the calling worker may not run on `cpu` (the CPU of the
+  // last job's caller), when it may run elsewhere; then its mask is given
+  // back, so nothing stays pinned. A worker sleeps here, and Linux tends to
+  // wake a thread on the CPU of the thread that wakes it (the caller, busy
+  // with its own chunks) when it sees no cache shared with another CPU, as
+  // on the 2-vCPU VM of bench/: a worker woken after 5 ms of sleep started
+  // its chunk 2.8 ms after the caller's (median), when the caller's time
+  // slice ran out, and a 512^3 GEMM called after such a gap took its
+  // 1-thread time at 2 threads. With the caller's CPU left out, it starts
+  // after ~100 us (the time a halted vCPU takes to wake).
+  class SleepAwayFrom {
+   public:
+    explicit SleepAwayFrom(int cpu) noexcept {
+#if defined(__linux__)
+      if (cpu < 0 || cpu >= CPU_SETSIZE) return;
+      if (pthread_getaffinity_np(pthread_self(), sizeof allowed_, &allowed_) != 0 || !CPU_ISSET(cpu, &allowed_) ||
+          CPU_COUNT(&allowed_) < 2)
+        return;
+      cpu_set_t others = allowed_;
+      CPU_CLR(cpu, &others);
+      narrowed_ = pthread_setaffinity_np(pthread_self(), sizeof others, &others) == 0;
+#else
+      (void)cpu;
+#endif
+    }
+    ~SleepAwayFrom() {
+#if defined(__linux__)
+      if (narrowed_) pthread_setaffinity_np(pthread_self(), sizeof allowed_, &allowed_);
+#endif
+    }
+    SleepAwayFrom(const SleepAwayFrom&) = delete;
+    SleepAwayFrom& operator=(const SleepAwayFrom&) = delete;
+
+   private:
+#if defined(__linux__)
+    cpu_set_t allowed_{};
+    bool narrowed_ = false;
+#endif
+  };
 
   // Called with call_mutex_ held and no job running.
   void resize(int count) {
@@ -236,6 +291,7 @@ class Pool {
   detail::RangeFn fn_ = nullptr;
   void* ctx_ = nullptr;
   std::int64_t begin_ = 0, end_ = 0, chunk_ = 1, num_chunks_ = 0;
+  std::atomic<int> caller_cpu_{-1};  // where the caller was when it published the last job
   std::atomic<std::int64_t> next_chunk_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> failed_{false};

@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstdint>
 #include <mutex>
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -105,6 +109,40 @@ TEST_CASE("parallel_for uses several threads when it can", "[parallel]") {
   CHECK(ids.size() >= 2);
   CHECK(ids.size() <= 4);
 }
+
+#if defined(__linux__)
+// A worker sleeps with the CPU of the last job's caller left out of its
+// mask (parallel.cpp, SleepAwayFrom) and gets its whole mask back when it
+// wakes: the workers that run chunks after a sleep may run where the caller
+// may (nothing stays pinned), and the work is all done.
+TEST_CASE("workers woken from sleep run with their whole CPU mask", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(2);
+  cpu_set_t caller_mask;
+  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof caller_mask, &caller_mask) == 0);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex m;
+  int worker_chunks = 0, wrong_masks = 0;
+  for (int round = 0; round < 10 && worker_chunks == 0; ++round) {
+    rt::parallel_for(0, 2, 1, [](std::int64_t, std::int64_t) {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the pool's 1 ms spin: the worker sleeps
+    std::atomic<std::int64_t> covered{0};
+    rt::parallel_for(0, 8, 1, [&](std::int64_t lo, std::int64_t hi) {
+      covered += hi - lo;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time for the worker to wake and claim a chunk
+      if (std::this_thread::get_id() == caller) return;
+      cpu_set_t mask;
+      const bool whole = pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) == 0 && CPU_EQUAL(&mask, &caller_mask);
+      std::lock_guard lk(m);
+      ++worker_chunks;
+      if (!whole) ++wrong_masks;
+    });
+    CHECK(covered.load() == 8);
+  }
+  CHECK(worker_chunks > 0);
+  CHECK(wrong_masks == 0);
+}
+#endif
 
 TEST_CASE("nested parallel_for runs inline", "[parallel]") {
   ThreadCountGuard guard;
