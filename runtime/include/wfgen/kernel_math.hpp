@@ -137,7 +137,12 @@ inline double select(bool c, double a, double b) {
 // subnormal range round once. Within 1 ulp of the correctly rounded result
 // (tests/runtime/test_math.cpp: [-87, 88.5] step 2^-10, subnormals, edges);
 // +inf gives inf, -inf gives 0, NaN gives NaN.
-inline float exp(float x) {
+namespace detail {
+// math::exp(float); with `NotPositive` for an x known to be <= 0 or NaN
+// (softmax's x - max: exp_minus_max), without the upper clamp, which
+// cannot act there (a compare and a select fewer a vector).
+template <bool NotPositive>
+inline float exp_float(float x) {
   // The clamps are bit-mask selects (rt::math::select): the comparisons run
   // unconditionally and their results only mask bits, so the loop has no
   // control flow. Written as ?: (or std::min/std::max), g++ 12 vectorised it
@@ -145,7 +150,8 @@ inline float exp(float x) {
   // ("control flow in loop", -ftrapping-math). Both compares are false for
   // NaN, which passes them and the arithmetic below (NaN times 2^k is NaN):
   // no NaN test at the end (5 instructions of ~38 a vector on AVX-512).
-  float xc = select(!(x >= 89.0f), x, 89.0f);
+  float xc = x;
+  if constexpr (!NotPositive) xc = select(!(xc >= 89.0f), xc, 89.0f);
   xc = select(!(xc <= -104.0f), xc, -104.0f);
   // k = round(x / ln2) by adding 1.5 * 2^23 (no float-to-int conversion: it
   // would stop the loop from vectorising); its low bits are k.
@@ -165,6 +171,27 @@ inline float exp(float x) {
   return y * std::bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23) *
          std::bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
 }
+
+// fast::exp(float) (below), `NotPositive` as in exp_float.
+template <bool NotPositive>
+inline float fast_exp_float(float x) {
+  float xc = x;
+  if constexpr (!NotPositive) xc = select(!(xc >= 88.37f), xc, 88.37f);  // bit-mask selects that NaN passes, as math::exp
+  xc = select(!(xc <= -87.3f), xc, -87.3f);
+  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+  const float kf = shifted - 12582912.0f;
+  const std::int32_t k = std::bit_cast<std::int32_t>(shifted) - 0x4B400000;
+  const float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  float q = 8.3572001485e-3f;
+  q = q * r + 4.1833804078e-2f;
+  q = q * r + 1.6666630825e-1f;
+  q = q * r + 4.9999748990e-1f;
+  const float y = q * (r * r) + r + 1.0f;
+  return y * std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23);  // k in [-126, 127]: 2^k is a normal float
+}
+}  // namespace detail
+
+inline float exp(float x) { return detail::exp_float<false>(x); }
 
 inline double exp(double x) {
   double xc = select(!(x >= 710.0), x, 710.0);  // as exp(float): bit-mask selects that NaN passes
@@ -203,20 +230,7 @@ inline T sigmoid(T x) {
 namespace fast {
 using namespace wfgen::rt::math;
 
-inline float exp(float x) {
-  float xc = select(!(x >= 88.37f), x, 88.37f);  // bit-mask selects that NaN passes, as math::exp
-  xc = select(!(xc <= -87.3f), xc, -87.3f);
-  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
-  const float kf = shifted - 12582912.0f;
-  const std::int32_t k = std::bit_cast<std::int32_t>(shifted) - 0x4B400000;
-  const float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
-  float q = 8.3572001485e-3f;
-  q = q * r + 4.1833804078e-2f;
-  q = q * r + 1.6666630825e-1f;
-  q = q * r + 4.9999748990e-1f;
-  const float y = q * (r * r) + r + 1.0f;
-  return y * std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23);  // k in [-126, 127]: 2^k is a normal float
-}
+inline float exp(float x) { return detail::fast_exp_float<false>(x); }
 
 inline double exp(double x) { return wfgen::rt::math::exp(x); }
 
@@ -340,8 +354,10 @@ inline T exp_shifted(T* dst, const T* src, T shift, std::int64_t n, const T* ahe
   // A loop of exp (which vectorises), then the sum in a loop of its own: a
   // sum in the same loop would keep it scalar (float addition does not reorder).
   for (std::int64_t c = 0; c < n; ++c) {
-    if constexpr (Fast) dst[c] = fast::exp(src[c] - shift);
-    else dst[c] = math::exp(src[c] - shift);
+    const T x = src[c] - shift;
+    if constexpr (!std::is_same_v<T, float>) dst[c] = math::exp(x);  // doubles: one exp, both clamps
+    else if constexpr (Fast) dst[c] = fast_exp_float<NotPositive>(x);
+    else dst[c] = exp_float<NotPositive>(x);
   }
   return sum_row(dst, n);
 }
