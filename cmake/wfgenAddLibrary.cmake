@@ -27,7 +27,8 @@ function(_wfgen_run out_var)
 endfunction()
 
 # Every kernel file wfgen writes starts with the same standard headers and
-# the runtime's two kernel headers (emit_kernels.cpp writes the list;
+# the runtime's two kernel headers (emit_kernels.cpp writes the list, the
+# test cmake.kernel_headers checks that the two agree;
 # tests/onnx/conformance.py reads it from here); parsing
 # them is about half of a small kernel file's compile time (1.7 of 3.4 s at
 # -O3 with g++ 12). _wfgen_precompile_kernel_headers(<target> [REUSE_FROM

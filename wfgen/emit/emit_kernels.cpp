@@ -606,6 +606,9 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     const spec::Node* node = ps.front()->node;
     if (node->fused) w.comment("Kernels made by fusion: each runs several calls of a build in one pass (see `wfgen explain`).");
     else w.comment("Kernels of node '" + node->name + "' on the " + ps.front()->impl->device + " device (" + node->loc.str() + ").");
+    // These headers (but kernels.hpp and blas_support.hpp) are the ones
+    // wfgen_add_library precompiles, WFGEN_KERNEL_HEADERS in
+    // cmake/wfgenAddLibrary.cmake: the test cmake.kernel_headers compares them.
     w.line("#include <cmath>").line("#include <cstdint>").line("#include <limits>").line("#include <span>").line("#include <string>").line("#include <utility>").line("#include <vector>").line();
     w.line("#include \"kernels.hpp\"");
     if (ps.front()->impl->device == "blas") w.line("#include \"wfgen/blas_support.hpp\"");
