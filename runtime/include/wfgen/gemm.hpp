@@ -10,11 +10,14 @@
 // relu) is applied to the tile while it is in registers, after the last
 // block of K.
 //
-// Threads: B's block is packed once, its panels shared out among the
-// runtime's threads, and the threads then take blocks of C's rows (or, for a
-// short C, rows x columns), each packing only its own rows of A. Nothing is
-// packed twice, and no thread waits for another inside a parallel_for (the
-// pool may run every chunk on one thread).
+// Threads: when C has at least two tiles of rows per thread, each thread
+// takes one band of C's rows and runs the whole product on it, packing its
+// own rows of A and its own copy of B's blocks: no thread reads what another
+// wrote and none waits for another until the end. Otherwise (a short C) B's
+// block is packed once, its panels shared out among the threads, and the
+// threads take blocks of C's rows x columns, each packing its own rows of A.
+// No thread waits for another inside a parallel_for (the pool may run every
+// chunk on one thread).
 #pragma once
 
 #include <algorithm>
@@ -365,30 +368,72 @@ void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int6
   }
 }
 
+// The rows of B's blocks (up to KC), all of the same size: K = 600 is
+// 2 x 300, not 512 + 88.
+template <class Tile>
+std::int64_t gemm_kblock(std::int64_t K) {
+  const std::int64_t kblocks = (K + Tile::KC - 1) / Tile::KC;
+  return (K + kblocks - 1) / kblocks;
+}
+
+// The whole product on the calling thread.
 template <class T, class Tile>
-void gemm_impl(const GemmArgs<T>& g) {
-  constexpr int MR = Tile::MR, NR = Tile::NR;
-  static_assert(Tile::NR == Tile::VL * Tile::NV && Tile::MC % MR == 0 && Tile::NC % NR == 0,
-                "blocks of whole tiles");
+void gemm_serial(const GemmArgs<T>& g) {
+  constexpr int NR = Tile::NR;
   thread_local GemmBuffer<T> bbuf;
-  const std::int64_t threads = num_threads();
-  const bool parallel = gemm_splits(g.M, g.N, g.K);
   const std::int64_t ncmax = std::min<std::int64_t>(Tile::NC, g.N);
-  const std::int64_t mtiles = (g.M + MR - 1) / MR;
-  // Blocks of K of equal size (up to KC): K = 600 is 2 x 300, not 512 + 88.
-  const std::int64_t kblocks = (g.K + Tile::KC - 1) / Tile::KC;
-  const std::int64_t kblock = (g.K + kblocks - 1) / kblocks;
+  const std::int64_t kblock = gemm_kblock<Tile>(g.K);
   T* bpack = bbuf.get(static_cast<std::size_t>((ncmax + NR - 1) / NR * NR * kblock));
   for (std::int64_t jc = 0; jc < g.N; jc += Tile::NC) {
     const std::int64_t nc = std::min<std::int64_t>(Tile::NC, g.N - jc);
     const std::int64_t npanels = (nc + NR - 1) / NR;
     for (std::int64_t pc = 0; pc < g.K; pc += kblock) {
       const std::int64_t kc = std::min<std::int64_t>(kblock, g.K - pc);
-      if (!parallel) {
-        gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, 0, npanels, bpack);
-        gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
-        continue;
+      gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, 0, npanels, bpack);
+      gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
+    }
+  }
+}
+
+template <class T, class Tile>
+void gemm_impl(const GemmArgs<T>& g) {
+  constexpr int MR = Tile::MR, NR = Tile::NR;
+  static_assert(Tile::NR == Tile::VL * Tile::NV && Tile::MC % MR == 0 && Tile::NC % NR == 0,
+                "blocks of whole tiles");
+  const std::int64_t threads = num_threads();
+  if (!gemm_splits(g.M, g.N, g.K)) {
+    gemm_serial<T, Tile>(g);
+    return;
+  }
+  const std::int64_t mtiles = (g.M + MR - 1) / MR;
+  if (mtiles >= 2 * threads) {
+    // A band of C's rows per thread, the whole product on each (see the top
+    // of the file). Sharing B's packed blocks instead, with a few parts of C
+    // per thread taken as they come and a barrier after each block of K,
+    // scaled 1.59-1.67x from 1 to 2 threads on the 2-vCPU VM of bench/ at
+    // times when two half-size products side by side scaled 1.76-1.87x
+    // (512^3); bands: the latter (docs/performance.md).
+    parallel_for(0, threads, 1, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t band = lo; band < hi; ++band) {
+        const std::int64_t i0 = mtiles * band / threads * MR, i1 = std::min(g.M, mtiles * (band + 1) / threads * MR);
+        GemmArgs<T> part = g;
+        part.M = i1 - i0;
+        part.A = g.A + i0 * g.rsa;
+        part.C = g.C + i0 * g.rsc;
+        gemm_serial<T, Tile>(part);
       }
+    });
+    return;
+  }
+  thread_local GemmBuffer<T> bbuf;
+  const std::int64_t ncmax = std::min<std::int64_t>(Tile::NC, g.N);
+  const std::int64_t kblock = gemm_kblock<Tile>(g.K);
+  T* bpack = bbuf.get(static_cast<std::size_t>((ncmax + NR - 1) / NR * NR * kblock));
+  for (std::int64_t jc = 0; jc < g.N; jc += Tile::NC) {
+    const std::int64_t nc = std::min<std::int64_t>(Tile::NC, g.N - jc);
+    const std::int64_t npanels = (nc + NR - 1) / NR;
+    for (std::int64_t pc = 0; pc < g.K; pc += kblock) {
+      const std::int64_t kc = std::min<std::int64_t>(kblock, g.K - pc);
       // B's block: its panels shared out among the threads.
       parallel_for(0, npanels, 1, [&](std::int64_t lo, std::int64_t hi) {
         gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, lo, hi, bpack);
