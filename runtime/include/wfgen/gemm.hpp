@@ -376,29 +376,35 @@ std::int64_t gemm_kblock(std::int64_t K) {
   return (K + kblocks - 1) / kblocks;
 }
 
-// The whole product on the calling thread.
-template <class T, class Tile>
-void gemm_serial(const GemmArgs<T>& g) {
+// Calls block(jc, npanels, pc, kc, bpack) for each block of B (columns
+// from jc, npanels panels of them; rows pc..pc+kc), in order, with this
+// thread's buffer for the block's packed panels.
+template <class T, class Tile, class Block>
+void gemm_for_each_block(const GemmArgs<T>& g, Block&& block) {
   constexpr int NR = Tile::NR;
   thread_local GemmBuffer<T> bbuf;
   const std::int64_t ncmax = std::min<std::int64_t>(Tile::NC, g.N);
   const std::int64_t kblock = gemm_kblock<Tile>(g.K);
   T* bpack = bbuf.get(static_cast<std::size_t>((ncmax + NR - 1) / NR * NR * kblock));
   for (std::int64_t jc = 0; jc < g.N; jc += Tile::NC) {
-    const std::int64_t nc = std::min<std::int64_t>(Tile::NC, g.N - jc);
-    const std::int64_t npanels = (nc + NR - 1) / NR;
-    for (std::int64_t pc = 0; pc < g.K; pc += kblock) {
-      const std::int64_t kc = std::min<std::int64_t>(kblock, g.K - pc);
-      gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, 0, npanels, bpack);
-      gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
-    }
+    const std::int64_t npanels = (std::min<std::int64_t>(Tile::NC, g.N - jc) + NR - 1) / NR;
+    for (std::int64_t pc = 0; pc < g.K; pc += kblock) block(jc, npanels, pc, std::min<std::int64_t>(kblock, g.K - pc), bpack);
   }
+}
+
+// The whole product on the calling thread.
+template <class T, class Tile>
+void gemm_serial(const GemmArgs<T>& g) {
+  gemm_for_each_block<T, Tile>(g, [&](std::int64_t jc, std::int64_t npanels, std::int64_t pc, std::int64_t kc, T* bpack) {
+    gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, 0, npanels, bpack);
+    gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
+  });
 }
 
 template <class T, class Tile>
 void gemm_impl(const GemmArgs<T>& g) {
-  constexpr int MR = Tile::MR, NR = Tile::NR;
-  static_assert(Tile::NR == Tile::VL * Tile::NV && Tile::MC % MR == 0 && Tile::NC % NR == 0,
+  constexpr int MR = Tile::MR;
+  static_assert(Tile::NR == Tile::VL * Tile::NV && Tile::MC % MR == 0 && Tile::NC % Tile::NR == 0,
                 "blocks of whole tiles");
   const std::int64_t threads = num_threads();
   if (!gemm_splits(g.M, g.N, g.K)) {
@@ -425,40 +431,31 @@ void gemm_impl(const GemmArgs<T>& g) {
     });
     return;
   }
-  thread_local GemmBuffer<T> bbuf;
-  const std::int64_t ncmax = std::min<std::int64_t>(Tile::NC, g.N);
-  const std::int64_t kblock = gemm_kblock<Tile>(g.K);
-  T* bpack = bbuf.get(static_cast<std::size_t>((ncmax + NR - 1) / NR * NR * kblock));
-  for (std::int64_t jc = 0; jc < g.N; jc += Tile::NC) {
-    const std::int64_t nc = std::min<std::int64_t>(Tile::NC, g.N - jc);
-    const std::int64_t npanels = (nc + NR - 1) / NR;
-    for (std::int64_t pc = 0; pc < g.K; pc += kblock) {
-      const std::int64_t kc = std::min<std::int64_t>(kblock, g.K - pc);
-      // B's block: its panels shared out among the threads.
-      parallel_for(0, npanels, 1, [&](std::int64_t lo, std::int64_t hi) {
-        gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, lo, hi, bpack);
-      });
-      // C's block: a few parts per thread, so that the pool's threads, taking
-      // them as they come, balance a thread that runs late (its core busy).
-      // Whole tiles of rows; when there are too few rows for that, also
-      // columns (each part then packs its rows of A, a little more packing).
-      const std::int64_t want = threads * 3;
-      const std::int64_t rparts = std::min(mtiles, want);
-      const std::int64_t cparts = std::min(npanels, (want + rparts - 1) / rparts);
-      if (rparts * cparts <= 1) {
-        gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
-        continue;
-      }
-      parallel_for(0, rparts * cparts, 1, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t part = lo; part < hi; ++part) {
-          const std::int64_t rp = part / cparts, cp = part % cparts;
-          const std::int64_t i0 = mtiles * rp / rparts * MR, i1 = std::min(g.M, mtiles * (rp + 1) / rparts * MR);
-          const std::int64_t p0 = npanels * cp / cparts, p1 = npanels * (cp + 1) / cparts;
-          if (i1 > i0 && p1 > p0) gemm_rows<T, Tile>(g, pc, kc, jc, bpack, p0, p1, i0, i1);
-        }
-      });
+  gemm_for_each_block<T, Tile>(g, [&](std::int64_t jc, std::int64_t npanels, std::int64_t pc, std::int64_t kc, T* bpack) {
+    // B's block: its panels shared out among the threads.
+    parallel_for(0, npanels, 1, [&](std::int64_t lo, std::int64_t hi) {
+      gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, lo, hi, bpack);
+    });
+    // C's block: a few parts per thread, so that the pool's threads, taking
+    // them as they come, balance a thread that runs late (its core busy):
+    // whole tiles of rows, and columns (each part then packs its rows of A,
+    // a little more packing).
+    const std::int64_t want = threads * 3;
+    const std::int64_t rparts = std::min(mtiles, want);
+    const std::int64_t cparts = std::min(npanels, (want + rparts - 1) / rparts);
+    if (rparts * cparts <= 1) {
+      gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
+      return;
     }
-  }
+    parallel_for(0, rparts * cparts, 1, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t part = lo; part < hi; ++part) {
+        const std::int64_t rp = part / cparts, cp = part % cparts;
+        const std::int64_t i0 = mtiles * rp / rparts * MR, i1 = std::min(g.M, mtiles * (rp + 1) / rparts * MR);
+        const std::int64_t p0 = npanels * cp / cparts, p1 = npanels * (cp + 1) / cparts;
+        if (i1 > i0 && p1 > p0) gemm_rows<T, Tile>(g, pc, kc, jc, bpack, p0, p1, i0, i1);
+      }
+    });
+  });
 }
 
 }  // namespace detail
