@@ -138,27 +138,41 @@ inline double select(bool c, double a, double b) {
 // (tests/runtime/test_math.cpp: [-87, 88.5] step 2^-10, subnormals, edges);
 // +inf gives inf, -inf gives 0, NaN gives NaN.
 namespace detail {
-// math::exp(float); with `NotPositive` for an x known to be <= 0 or NaN
-// (softmax's x - max: exp_minus_max), without the upper clamp, which
-// cannot act there (a compare and a select fewer a vector).
+// x clamped to [lo, hi] (without the upper clamp when `NotPositive`: an x
+// known to be <= 0 or NaN, softmax's x - max, where it cannot act: a
+// compare and a select fewer a vector), then split as k ln2 + r with
+// |r| <= ln2 / 2: the first step of math::exp and fast::exp (float).
+struct ExpReduced {
+  float r;
+  std::int32_t k;
+};
 template <bool NotPositive>
-inline float exp_float(float x) {
+inline ExpReduced exp_reduce(float x, float hi, float lo) {
   // The clamps are bit-mask selects (rt::math::select): the comparisons run
   // unconditionally and their results only mask bits, so the loop has no
   // control flow. Written as ?: (or std::min/std::max), g++ 12 vectorised it
   // only with AVX-512's masked compares: on AVX2 the loop stayed scalar
   // ("control flow in loop", -ftrapping-math). Both compares are false for
-  // NaN, which passes them and the arithmetic below (NaN times 2^k is NaN):
+  // NaN, which passes them and the arithmetic after (NaN times 2^k is NaN):
   // no NaN test at the end (5 instructions of ~38 a vector on AVX-512).
   float xc = x;
-  if constexpr (!NotPositive) xc = select(!(xc >= 89.0f), xc, 89.0f);
-  xc = select(!(xc <= -104.0f), xc, -104.0f);
+  if constexpr (!NotPositive) xc = select(!(xc >= hi), xc, hi);
+  xc = select(!(xc <= lo), xc, lo);
   // k = round(x / ln2) by adding 1.5 * 2^23 (no float-to-int conversion: it
-  // would stop the loop from vectorising); its low bits are k.
+  // would stop the loop from vectorising); its low bits are k. ln2 in two
+  // parts, so that r is exact.
   const float shifted = xc * 1.44269504088896341f + 12582912.0f;
   const float kf = shifted - 12582912.0f;
-  const std::int32_t k = std::bit_cast<std::int32_t>(shifted) - 0x4B400000;
-  const float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  return {(xc - kf * 0.693359375f) - kf * -2.12194440e-4f, std::bit_cast<std::int32_t>(shifted) - 0x4B400000};
+}
+
+// 2^k as a float, for k in [-126, 127] (any bits otherwise: an unsigned shift).
+inline float exp2_int(std::int32_t k) { return std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23); }
+
+// math::exp(float), `NotPositive` as in exp_reduce.
+template <bool NotPositive>
+inline float exp_float(float x) {
+  const auto [r, k] = exp_reduce<NotPositive>(x, 89.0f, -104.0f);
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -168,26 +182,19 @@ inline float exp_float(float x) {
   const float y = p * (r * r) + r + 1.0f;
   // k1 and k2 are each in [-75, 64] (any value for NaN: unsigned shifts).
   const std::int32_t k1 = k >> 1, k2 = k - k1;
-  return y * std::bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23) *
-         std::bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
+  return y * exp2_int(k1) * exp2_int(k2);
 }
 
-// fast::exp(float) (below), `NotPositive` as in exp_float.
+// fast::exp(float) (below), `NotPositive` as in exp_reduce.
 template <bool NotPositive>
 inline float fast_exp_float(float x) {
-  float xc = x;
-  if constexpr (!NotPositive) xc = select(!(xc >= 88.37f), xc, 88.37f);  // bit-mask selects that NaN passes, as math::exp
-  xc = select(!(xc <= -87.3f), xc, -87.3f);
-  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
-  const float kf = shifted - 12582912.0f;
-  const std::int32_t k = std::bit_cast<std::int32_t>(shifted) - 0x4B400000;
-  const float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  const auto [r, k] = exp_reduce<NotPositive>(x, 88.37f, -87.3f);
   float q = 8.3572001485e-3f;
   q = q * r + 4.1833804078e-2f;
   q = q * r + 1.6666630825e-1f;
   q = q * r + 4.9999748990e-1f;
   const float y = q * (r * r) + r + 1.0f;
-  return y * std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23);  // k in [-126, 127]: 2^k is a normal float
+  return y * exp2_int(k);  // k in [-126, 127]: 2^k is a normal float
 }
 }  // namespace detail
 
