@@ -456,15 +456,14 @@ void emit_fused_rows(CodeWriter& w, const KernelPlan& p) {
         if (!f.row_input[k]) paced = k;
     const std::string ahead = paced < out ? ", wf_ahead" : "";
     if (unit_stride) {
+      const auto step = [](std::size_t k) { return "wf_step[" + num(static_cast<std::int64_t>(k)) + "]"; };
       if (paced < out)
-        w.line("const " + t + "* const wf_ahead = wf_r + 4 < wf_rows && wf_step[" + num(static_cast<std::int64_t>(paced)) +
-               "] != 0 ? wf_" + p.tensors[paced].cpp + " + 4 * wf_step[" + num(static_cast<std::int64_t>(paced)) + "] : nullptr;");
+        w.line("const " + t + "* const wf_ahead = wf_r + 4 < wf_rows && " + step(paced) + " != 0 ? wf_" + p.tensors[paced].cpp +
+               " + 4 * " + step(paced) + " : nullptr;");
       std::string next;
       for (std::size_t k = 0; k < out; ++k)
-        if (!f.row_input[k] && k != paced) {
-          const std::string step = "wf_step[" + num(static_cast<std::int64_t>(k)) + "]";
-          next += " if (" + step + " != 0) wfgen::rt::prefetch_row(wf_" + p.tensors[k].cpp + " + 2 * " + step + ", wf_len);";
-        }
+        if (!f.row_input[k] && k != paced)
+          next += " if (" + step(k) + " != 0) wfgen::rt::prefetch_row(wf_" + p.tensors[k].cpp + " + 2 * " + step(k) + ", wf_len);";
       if (!next.empty()) w.line("if (wf_r + 2 < wf_rows) {" + next + " }");
     }
     if (streaming) {

@@ -403,7 +403,7 @@ inline T extreme_row(const T* x, std::int64_t n) {
     // The same with 8 lanes. The portable loop below stays scalar for
     // AVX2 (g++ 12 if-converts its ?: only with AVX-512's masked compares,
     // -ftrapping-math): the max of 4096 rows of 1024 took 1.33 ms there,
-    // 0.16 ms this way (-mavx2 -mfma on the bench's Zen 5).
+    // 0.14 ms this way (-mavx2 -mfma on the bench's Zen 5).
     __m256 a0 = _mm256_set1_ps(start), a1 = a0, nan = _mm256_setzero_ps();
     std::int64_t c = 0;
     for (; c + 16 <= n; c += 16) {
@@ -424,7 +424,9 @@ inline T extreme_row(const T* x, std::int64_t n) {
     return any_nan ? std::numeric_limits<float>::quiet_NaN() : acc;
   }
 #endif
-  // 16 lanes and a NaN flag each (a loop g++ vectorises), folded in halves.
+  // 16 lanes and a NaN flag each, folded in halves. g++ 12 leaves this loop
+  // scalar on x86 (the ?: under -ftrapping-math, as above): an SSE2 build
+  // takes 1.6 ms for the max of 4096 rows of 1024 (docs/performance.md).
   T acc[16];
   int nan[16] = {};
   for (int l = 0; l < 16; ++l) acc[l] = start;
