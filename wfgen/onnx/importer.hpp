@@ -147,7 +147,6 @@ class Importer {
   // --- the spec ---------------------------------------------------------------------
 
   Imported finish(const std::string& name);
-  static std::string quote_yaml(const std::string& s);
   std::string path_;
   Options options_;
   onnx::ModelProto model_;
@@ -157,6 +156,7 @@ class Importer {
   std::vector<int> frozen_positions_;
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> dim_symbols_;
+  std::set<std::string> used_dim_symbols_;
   std::set<std::string> used_;
   std::vector<std::pair<std::string, const onnx::TensorProto*>> params_;
   std::vector<std::string> inputs_, outputs_, returned_, renamed_;

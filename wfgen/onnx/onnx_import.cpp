@@ -14,6 +14,7 @@
 #include "wfgen/onnx/importer.hpp"
 #include "wfgen/onnx/onnx_import.hpp"
 #include "wfgen/onnx/tensors.hpp"
+#include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 namespace wfgen::onnx_import {
@@ -24,14 +25,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Python-like names the body language reserves or the stdlib defines.
+// Python-like names the body language reserves or the stdlib defines, and
+// every function the importer's statements call: a value named `exp` must
+// not shadow the `exp(...)` of a later statement.
 const std::set<std::string>& reserved_names() {
   static const std::set<std::string> names = {
       "and", "or", "not", "if", "elif", "else", "for", "in", "range", "return", "pass", "true", "false", "True",
       "False", "None", "int", "float", "sum", "mean", "max", "min", "argmax", "argmin", "reshape", "view", "permute",
-      "transpose", "unsqueeze", "squeeze", "broadcast_to", "softmax", "log_softmax", "layernorm", "linear", "relu"};
+      "transpose", "unsqueeze", "squeeze", "broadcast_to", "softmax", "log_softmax", "layernorm", "linear", "relu",
+      "abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos", "sign", "softplus", "erf", "concat",
+      "gather", "gelu", "leaky_relu", "max_pool", "maximum", "minimum", "select", "im2col", "eq", "ne", "lt", "le",
+      "gt", "ge", "narrow", "matmul", "len", "shape", "self"};
   return names;
 }
+
+// The longest body name the importer makes from an ONNX name (the full name
+// is kept, escaped, in the statement's comment).
+constexpr std::size_t kMaxIdentifier = 64;
 
 }  // namespace
 
@@ -49,6 +59,7 @@ Imported Importer::run() {
   std::ifstream in(path_, std::ios::binary);
   if (!in) fail("cannot read " + path_);
   if (!model_.ParseFromIstream(&in)) fail(path_ + " is not an ONNX model (the protobuf ModelProto does not parse)");
+  escape_names(model_, path_);  // from here on, every name is printable ASCII
   for (const auto& op : model_.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
   }
@@ -100,6 +111,8 @@ std::string Importer::identifier(const std::string& onnx_name, const std::string
   while (s.find("__") != std::string::npos) s.replace(s.find("__"), 2, "_");
   while (!s.empty() && s.front() == '_') s.erase(s.begin());  // `/fc/Gemm` -> fc_Gemm
   while (!s.empty() && s.back() == '_') s.pop_back();
+  if (s.size() > kMaxIdentifier) s.resize(kMaxIdentifier);
+  while (!s.empty() && s.back() == '_') s.pop_back();
   if (s.empty()) s = fallback;
   if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
   if (s.rfind("wf_", 0) == 0 || reserved_names().count(s)) s = "v_" + s;
@@ -144,7 +157,7 @@ void Importer::freeze(const onnx::ValueInfoProto& vi, int position) {
   initializers_[vi.name()] = t.get();
   frozen_.push_back(std::move(t));
   frozen_positions_.push_back(position);
-  renamed_.push_back("input '" + vi.name() + "' (input " + std::to_string(position) + ") frozen from " + file.string());
+  renamed_.push_back("input '" + vi.name() + "' (input " + std::to_string(position) + ") frozen from " + escape_name(file.string()));
 }
 
 // --- values ------------------------------------------------------------------
@@ -176,8 +189,13 @@ std::string Importer::dim_symbol(const std::string& param) {
   auto it = dim_symbols_.find(param);
   if (it != dim_symbols_.end()) return it->second;
   std::string s;
-  for (char c : param) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
-  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) s = "d_" + s;
+  for (char c : param.substr(0, kMaxIdentifier)) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0])) || s.rfind("wf_", 0) == 0) s = "d_" + s;
+  // Two dim params that mangle alike stay two symbols (the same symbol
+  // would make their sizes equal).
+  std::string base = s;
+  for (int k = 1; used_dim_symbols_.count(s); ++k) s = base + "_" + std::to_string(k);
+  used_dim_symbols_.insert(s);
   dim_symbols_[param] = s;
   return s;
 }
@@ -399,7 +417,7 @@ Imported Importer::finish(const std::string& name) {
   out.frozen_inputs = frozen_positions_;
   std::ostringstream y;
   const auto& g = model_.graph();
-  y << "# Imported by `wfgen import` from " << fs::path(path_).filename().string() << " (ONNX IR " << model_.ir_version()
+  y << "# Imported by `wfgen import` from " << escape_name(fs::path(path_).filename().string()) << " (ONNX IR " << model_.ir_version()
     << ", opset " << opset_;
   if (!model_.producer_name().empty()) {
     std::string by = model_.producer_name() + " " + model_.producer_version();
@@ -430,7 +448,7 @@ Imported Importer::finish(const std::string& name) {
   where += " ->";
   for (const auto& o : outputs_) where += " " + o;
   y << "    where: \"" << where << "\"\n";
-  if (!g.doc_string().empty()) y << "    doc: " << quote_yaml(g.doc_string()) << "\n";
+  if (!g.doc_string().empty()) y << "    doc: " << yaml_quoted(g.doc_string()) << "\n";
   y << "    call: |\n";
   std::istringstream lines(body_);
   for (std::string l; std::getline(lines, l);) y << "      " << l << "\n";
@@ -439,25 +457,11 @@ Imported Importer::finish(const std::string& name) {
   y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: f32, devices: [cpu]";
   y << "}\n";
   if (!params_.empty() && !options_.params_file.empty()) {
-    y << "# The initializers are in " << options_.params_file << ": load them with load_parameters() of the\n"
+    y << "# The initializers are in " << escape_name(options_.params_file) << ": load them with load_parameters() of the\n"
       << "# generated class (docs/onnx.md).\n";
   }
   out.spec = y.str();
   return out;
-}
-
-std::string Importer::quote_yaml(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace detail
@@ -478,7 +482,8 @@ std::vector<std::string> operators_of(const std::string& path) {
   }
   std::vector<std::string> out;
   for (const auto& n : model.graph().node()) {
-    std::string op = (n.domain().empty() || n.domain() == "ai.onnx" ? "" : n.domain() + ".") + n.op_type();
+    // Printed one a line: escaped like every name of the file.
+    std::string op = escape_name((n.domain().empty() || n.domain() == "ai.onnx" ? "" : n.domain() + ".") + n.op_type());
     if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
   }
   return out;
