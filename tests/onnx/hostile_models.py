@@ -11,7 +11,8 @@ change the results, so the test fails.
 
 The names and docs hold line breaks followed by body statements, '#', '"',
 "'", '*/', '\\', YAML indicators, NUL, CR, U+2028, non-ASCII and bytes that
-are not UTF-8, and long runs. Deterministic: the same files on every run.
+are not UTF-8, and long runs. One more model keeps its weights in external
+data, which the importer reads from the model's folder. Deterministic: the same files on every run.
 
 Usage: tests/onnx/hostile_models.py OUT_DIR
 """
@@ -117,6 +118,29 @@ def long_and_alike_names(out, rng):
           [(x.astype(np.float64) @ y.T.astype(np.float64)).astype(np.float32)])
 
 
+def external_data(out, rng):
+    """X @ W + B with W and B in external data (weights.bin in the model's folder, after 16 bytes of
+    other data, B at its own offset): the importer reads them, inside the folder, at their offsets."""
+    from onnx import TensorProto
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3,)).astype(np.float32)
+    blob = bytes(range(16)) + w.tobytes() + bytes(8) + b.tobytes()
+    inits = []
+    for name, v, offset in (("W", w, 16), ("B", b, 16 + w.nbytes + 8)):
+        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=v.shape, data_location=TensorProto.EXTERNAL)
+        for k, val in (("location", "weights.bin"), ("offset", str(offset)), ("length", str(v.nbytes))):
+            e = t.external_data.add()
+            e.key, e.value = k, val
+        inits.append(t)
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["XW"]), helper.make_node("Add", ["XW", "B"], ["Y"])]
+    graph = helper.make_graph(nodes, "external", [info("X", np.float32, [2, 4])], [info("Y", np.float32, [2, 3])], inits)
+    write(out, "test_external_data", make_model(graph), [x],
+          [(x.astype(np.float64) @ w.astype(np.float64) + b).astype(np.float32)])
+    with open(os.path.join(out, "test_external_data", "weights.bin"), "wb") as f:
+        f.write(blob)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -125,6 +149,7 @@ def main():
     node_names(out, rng)
     doc_strings(out, rng)
     long_and_alike_names(out, rng)
+    external_data(out, rng)
 
 
 if __name__ == "__main__":

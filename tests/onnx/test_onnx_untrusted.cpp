@@ -3,6 +3,7 @@
 // such models, ctest onnx.hostile_names).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "wfgen/cli/import.hpp"
 #include "wfgen/onnx/onnx_import.hpp"
 #include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/spec/spec.hpp"
@@ -159,4 +161,83 @@ TEST_CASE("a name longer than the limit is an error", "[onnx][untrusted]") {
   CHECK_THROWS_WITH(import_model(m, "model.onnx"),
                     Catch::Contains("a node's name is 5000 bytes long ('nnnn") &&
                         Catch::Contains("names of up to 4096 bytes are accepted"));
+}
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+// tests/onnx/bad/, written by tests/onnx/bad_models.py: each <case>.onnx with
+// the exact message beside it (<case>.expect) and its options (<case>.args).
+TEST_CASE("every crafted bad model in tests/onnx/bad/ is refused with its message, and nothing is written", "[onnx][untrusted]") {
+  const fs::path bad = fs::path(WFGEN_TEST_DATA) / "bad";
+  std::vector<fs::path> models;
+  for (const auto& e : fs::directory_iterator(bad))
+    if (e.path().extension() == ".onnx") models.push_back(e.path());
+  std::sort(models.begin(), models.end());
+  CHECK(models.size() >= 40);
+  for (const auto& model : models) {
+    INFO("case: " << model.stem().string());
+    fs::path expect_file = fs::path(model).replace_extension(".expect"), args_file = fs::path(model).replace_extension(".args");
+    REQUIRE(fs::exists(expect_file));
+    std::string expect = read_text(expect_file);
+    replace_all(expect, "{file}", model.string());
+    replace_all(expect, "{parent}", fs::canonical(bad.parent_path()).string());
+    fs::path out = scratch("bad");
+    wfgen::cli::ImportOptions o;
+    o.model = model;
+    o.output = out / "model.yaml";
+    if (fs::exists(args_file)) {
+      std::istringstream args(read_text(args_file));
+      std::string flag, value;
+      while (args >> flag >> value) {
+        REQUIRE(flag == "--max-data");
+        o.max_data = value;
+      }
+    }
+    std::ostringstream sout, serr;
+    CHECK(wfgen::cli::import_onnx(o, {sout, serr, false}) == 2);
+    std::string err = serr.str();
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    while (!expect.empty() && expect.back() == '\n') expect.pop_back();
+    CHECK(err == model.string() + ": error: " + expect);
+    CHECK(fs::is_empty(out));
+  }
+}
+
+TEST_CASE("the option --max-data takes a size with a unit, and a model over it is refused before it is read", "[onnx][untrusted]") {
+  fs::path dir = scratch("max-data");
+  std::ofstream(dir / "m.onnx", std::ios::binary) << add_mul_model("", "").SerializeAsString();
+  auto run = [&](const std::string& max_data, std::string& err) {
+    wfgen::cli::ImportOptions o;
+    o.model = dir / "m.onnx";
+    o.output = dir / "out" / "m.yaml";
+    fs::create_directories(dir / "out");
+    o.max_data = max_data;
+    o.quiet = true;
+    std::ostringstream sout, serr;
+    int code = wfgen::cli::import_onnx(o, {sout, serr, false});
+    err = serr.str();
+    return code;
+  };
+  std::string err;
+  CHECK(run("1KiB", err) == 0);
+  CHECK(run("1M", err) == 0);
+  CHECK(run("50", err) == 2);
+  CHECK(err.find("the model file is ") != std::string::npos);
+  CHECK(err.find("over the limit of 50 bytes (--max-data raises it)") != std::string::npos);
+  CHECK(run("12XB", err) == 2);
+  CHECK(err == "error: --max-data expects a size such as 8GiB, 512MiB or a number of bytes, but got '12XB'\n");
+  CHECK(run("99999999999999999999", err) == 2);
 }

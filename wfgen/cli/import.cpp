@@ -1,6 +1,7 @@
 // `wfgen import`: an ONNX model file -> a spec (+ a parameter file).
 #include "wfgen/cli/import.hpp"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -12,6 +13,28 @@
 namespace wfgen::cli {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// "4GiB", "512MiB", "64KiB", "1G", "100000": a size in bytes; false for anything else.
+bool parse_bytes(const std::string& text, std::uint64_t& out) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 18) return false;
+  const std::string unit = text.substr(digits);
+  int shift = -1;
+  if (unit.empty()) shift = 0;
+  if (unit == "K" || unit == "KiB") shift = 10;
+  if (unit == "M" || unit == "MiB") shift = 20;
+  if (unit == "G" || unit == "GiB") shift = 30;
+  if (unit == "T" || unit == "TiB") shift = 40;
+  const std::uint64_t n = std::stoull(text.substr(0, digits));
+  if (shift < 0 || n > (~std::uint64_t{0} >> shift)) return false;
+  out = n << shift;
+  return true;
+}
+
+}  // namespace
 
 int import_onnx(const ImportOptions& o, Streams io) {
   if (o.list_operators) {
@@ -26,6 +49,10 @@ int import_onnx(const ImportOptions& o, Streams io) {
   onnx_import::Options opts;
   opts.name = o.name.empty() ? fs::path(o.output).stem().string() : o.name;
   opts.freeze_dir = o.freeze_dir.string();
+  if (!o.max_data.empty() && !parse_bytes(o.max_data, opts.max_data_bytes)) {
+    io.err << "error: --max-data expects a size such as 8GiB, 512MiB or a number of bytes, but got '" << quote(o.max_data) << "'\n";
+    return 2;
+  }
   for (const auto& d : o.dims) {
     auto eq = d.find('=');
     std::int64_t v = -1;

@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
   import->add_option("--freeze-inputs", import_opts.freeze_dir,
                      "A folder of sample inputs (input_<k>.pb, ONNX's test layout): inputs that must be constants (int64 shapes, axes, "
                      "Clip bounds) or are not FLOAT take these values")->check(CLI::ExistingDirectory);
-  import->footer("Exit status: 0 success, 2 an operator or attribute wfgen cannot import (nothing written) or bad usage.");
+  import->add_option("--max-data", import_opts.max_data,
+                     "The limit of the model's tensor data together (initializers, constants, external data) and of the file's "
+                     "size, e.g. 8GiB (default 4GiB): past it, an error before the memory is taken");  import->footer("Exit status: 0 success, 2 an operator or attribute wfgen cannot import (nothing written) or bad usage.");
 #endif
 
   cli::InitOptions init_opts;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "wfgen/onnx/onnx_import.hpp"
+#include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/onnx/windows.hpp"
 
 namespace wfgen::onnx_import::detail {
@@ -37,8 +38,10 @@ std::string format_float(float v);
 
 class Importer {
  public:
-  Importer(std::string path, Options options) : path_(std::move(path)), options_(std::move(options)) {}
-  Imported run();
+  Importer(std::string path, Options options)
+      : path_(std::move(path)), options_(std::move(options)), checker_(path_, options_.max_data_bytes) {}
+  // Imports the file at path_, or `bytes` as if read from it.
+  Imported run(const std::string* bytes = nullptr);
  private:
   [[noreturn]] void fail(const std::string& message) const;
   [[noreturn]] void unsupported(const onnx::NodeProto& node, const std::string& what) const;
@@ -149,6 +152,7 @@ class Importer {
   Imported finish(const std::string& name);
   std::string path_;
   Options options_;
+  TensorChecker checker_;  // the sizes and external data of every tensor read
   onnx::ModelProto model_;
   int opset_ = 0;
   std::map<std::string, const onnx::TensorProto*> initializers_;

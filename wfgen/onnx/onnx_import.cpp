@@ -41,7 +41,7 @@ const std::set<std::string>& reserved_names() {
 
 // The longest body name the importer makes from an ONNX name (the full name
 // is kept, escaped, in the statement's comment).
-constexpr std::size_t kMaxIdentifier = 64;
+constexpr std::size_t kMaxIdentifier = 96;
 
 }  // namespace
 
@@ -55,11 +55,11 @@ std::string format_float(float v) {
   return s;
 }
 
-Imported Importer::run() {
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) fail("cannot read " + path_);
-  if (!model_.ParseFromIstream(&in)) fail(path_ + " is not an ONNX model (the protobuf ModelProto does not parse)");
+Imported Importer::run(const std::string* bytes) {
+  if (bytes) parse_model(*bytes, path_, model_);
+  else read_model_file(path_, options_.max_data_bytes, model_);
   escape_names(model_, path_);  // from here on, every name is printable ASCII
+  checker_.check_model(model_);  // and every tensor's data is there, as large as its dims say
   for (const auto& op : model_.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
   }
@@ -147,13 +147,14 @@ std::set<std::string> Importer::inputs_needed_as_constants() const {
 
 void Importer::freeze(const onnx::ValueInfoProto& vi, int position) {
   fs::path file = fs::path(options_.freeze_dir) / ("input_" + std::to_string(position) + ".pb");
-  std::ifstream in(file, std::ios::binary);
   auto t = std::make_unique<onnx::TensorProto>();
-  if (!in || !t->ParseFromIstream(&in)) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec) || !read_tensor_file(file.string(), options_.max_data_bytes, *t)) {
     fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + file.string() +
          " is not a readable ONNX TensorProto");
   }
   t->set_name(vi.name());
+  checker_.check(*t, "frozen input '" + vi.name() + "'", false);
   initializers_[vi.name()] = t.get();
   frozen_.push_back(std::move(t));
   frozen_positions_.push_back(position);
@@ -471,15 +472,13 @@ using detail::Importer;
 
 Imported import_file(const std::string& path, const Options& options) { return Importer(path, options).run(); }
 
+Imported import_bytes(const std::string& bytes, const std::string& path, const Options& options) {
+  return Importer(path, options).run(&bytes);
+}
+
 std::vector<std::string> operators_of(const std::string& path) {
   onnx::ModelProto model;
-  std::ifstream in(path, std::ios::binary);
-  if (!in || !model.ParseFromIstream(&in)) {
-    Diagnostic d;
-    d.loc.file = path;
-    d.message = "not an ONNX model (the protobuf ModelProto does not parse)";
-    throw UserError(d);
-  }
+  read_model_file(path, Options{}.max_data_bytes, model);
   std::vector<std::string> out;
   for (const auto& n : model.graph().node()) {
     // Printed one a line: escaped like every name of the file.

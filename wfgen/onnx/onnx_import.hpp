@@ -31,6 +31,10 @@ struct Options {
   // run time (not FLOAT, or read where a constant is needed: Reshape's shape,
   // axes, Clip's bounds) are frozen to these values. Empty: such inputs are errors.
   std::string freeze_dir;
+  // The limit of all tensors' data together (initializers, constants, external
+  // data, frozen inputs) and of the model file's size: past it, an error
+  // before the memory is taken (`wfgen import --max-data`).
+  std::uint64_t max_data_bytes = std::uint64_t{4} << 30;
 };
 
 struct Imported {
@@ -43,6 +47,10 @@ struct Imported {
 
 // Reads `path` (an ONNX ModelProto). Throws UserError.
 Imported import_file(const std::string& path, const Options& options);
+
+// Imports the ModelProto `bytes` as if read from `path` (which errors name,
+// and whose folder external data is read from). Throws UserError.
+Imported import_bytes(const std::string& bytes, const std::string& path, const Options& options);
 
 // The operator types of a model's graph, in first-use order (a domain other
 // than the default one prefixed: "com.microsoft.Gelu"). Throws UserError.

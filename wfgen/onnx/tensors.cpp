@@ -69,10 +69,12 @@ std::vector<std::int64_t> ints_of(const onnx::TensorProto& t) {
 }
 
 std::vector<float> floats_of(const onnx::TensorProto& t) {
-  std::vector<double> v;
+  // Directly, not through numbers_of's doubles: initializers can be large.
   if (t.data_type() != onnx::TensorProto::FLOAT) return {};
-  numbers_of(t, v);
-  return std::vector<float>(v.begin(), v.end());
+  if (t.float_data_size() > 0) return {t.float_data().begin(), t.float_data().end()};
+  std::vector<float> out(t.raw_data().size() / sizeof(float));
+  std::memcpy(out.data(), t.raw_data().data(), out.size() * sizeof(float));
+  return out;
 }
 
 std::unique_ptr<onnx::TensorProto> constant_of(const onnx::NodeProto& node, std::string& why) {
@@ -149,6 +151,20 @@ namespace wfgen::onnx_import {
 
 namespace {
 
+// The most elements a folded constant may have (folding is for shapes and
+// indices; a larger constant is computed at run time, or refused).
+constexpr std::int64_t kMaxFolded = std::int64_t{1} << 24;
+
+// The product of `dims` when each is >= 0 and it is at most kMaxFolded; else -1.
+std::int64_t folded_count(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = 1;
+  for (auto d : dims) {
+    if (d < 0 || (d > 0 && n > kMaxFolded / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 // A small dense tensor of numbers, the element type kept.
 struct Nd {
   std::vector<std::int64_t> dims;
@@ -202,8 +218,8 @@ bool broadcast(const Nd& a, const Nd& b, Nd& out, const std::function<double(dou
     out.dims[k] = x == 1 ? y : x;
   }
   const auto so = strides_of(out.dims);
-  std::int64_t total = 1;
-  for (auto d : out.dims) total *= d;
+  const std::int64_t total = folded_count(out.dims);
+  if (total < 0) return false;
   out.v.resize(static_cast<std::size_t>(total));
   auto index = [&](const Nd& n, std::int64_t flat) {
     std::int64_t at = 0, stride = 1;
@@ -224,6 +240,9 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
                                                   int opset, std::string& why) {
   const std::string& op = node.op_type();
   std::vector<Nd> x(in.size());
+  std::int64_t elements = 0;  // dims are checked (untrusted_data.cpp): no overflow here
+  for (const auto* t : in) elements += t ? std::min(element_count(*t), kMaxFolded + 1) : 0;
+  if (elements > kMaxFolded) return nullptr;  // large: not shape arithmetic, computed at run time (or refused)
   for (std::size_t k = 0; k < in.size(); ++k) {
     if (in[k] && !to_nd(*in[k], x[k])) return nullptr;  // strings and the like: not folded
   }
@@ -244,7 +263,7 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
                                                                  return integer ? (b == 0 ? 0.0 : std::trunc(a / b)) : a / b;
                                                                });
     if (!broadcast(x[0], x[1], out, f)) {
-      why = "the constant operands of " + op + " do not broadcast";
+      why = "the constant operands of " + op + " do not broadcast, or broadcast to more than 2^24 elements";
       return nullptr;
     }
     out.type = x[0].type;
@@ -277,6 +296,9 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
       else known *= shape[k];
     }
     if (infer >= 0) shape[static_cast<std::size_t>(infer)] = known ? static_cast<std::int64_t>(x[0].v.size()) / known : 0;
+    if (folded_count(shape) != static_cast<std::int64_t>(x[0].v.size())) {
+      return why = "a Reshape of a constant of " + std::to_string(x[0].v.size()) + " elements to a shape that does not hold them", nullptr;
+    }
     out.dims = shape;
   } else if (op == "Concat") {
     const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
@@ -287,6 +309,9 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
     out.v.clear();
     for (std::size_t k = 0; k < x.size(); ++k) {
       if (!in[k] || x[k].dims.size() != x[0].dims.size()) return why = "Concat of constants of different ranks", nullptr;
+      for (std::int64_t a = 0; a < rank; ++a)
+        if (a != axis && x[k].dims[static_cast<std::size_t>(a)] != x[0].dims[static_cast<std::size_t>(a)])
+          return why = "Concat of constants whose sizes differ on axis " + std::to_string(a), nullptr;
       out.dims[static_cast<std::size_t>(axis)] += x[k].dims[static_cast<std::size_t>(axis)];
     }
     for (std::int64_t o = 0; o < outer; ++o)
@@ -338,9 +363,8 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
       type = v.type;
     }
     out.dims = ints(x[0]);
-    std::int64_t total = 1;
-    for (auto d : out.dims) total *= d;
-    if (total < 0 || total > (1 << 24)) return why = "ConstantOfShape of " + std::to_string(total) + " elements", nullptr;
+    const std::int64_t total = folded_count(out.dims);
+    if (total < 0) return why = "ConstantOfShape with a negative dim or more than 2^24 elements", nullptr;
     out.v.assign(static_cast<std::size_t>(total), value);
     out.type = type;
   } else {

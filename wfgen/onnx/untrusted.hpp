@@ -8,11 +8,19 @@
 //     writes. The escape is one-to-one, so names that differ stay different
 //     and the graph's connections are unchanged.
 //   - doc strings are written as double-quoted YAML scalars with escapes.
+//   - sizes are checked before memory is taken (untrusted_data.cpp): the
+//     file is parsed with protobuf's size and recursion limits set; every
+//     tensor's dims are sizes whose product fits, its data holds exactly that
+//     many values, and all tensors together stay under a limit.
+//   - external data stays inside the model's folder: a location that is
+//     absolute, climbs out with '..' or resolves (through symlinks) outside
+//     the folder is refused; offset and length are checked against the file.
 #pragma once
 
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -34,5 +42,53 @@ void escape_names(onnx::ModelProto& model, const std::string& path);
 // `s`: '"' and '\' escaped, control characters as YAML escapes, UTF-8
 // sequences as \u / \U escapes (a byte that is not valid UTF-8 as \uFFFD).
 std::string yaml_quoted(std::string_view s);
+
+// --- sizes and external data (untrusted_data.cpp) ------------------------------
+
+// The longest repeated attribute (ints, floats, strings, tensors, graphs) and
+// the largest attribute tensor an operator other than Constant may have: the
+// attributes wfgen imports (axes, pads, perm, kernel_shape, split, ...) hold
+// a few values each.
+inline constexpr int kMaxAttributeValues = 1024;
+// Protobuf's nesting limit for a model file (its own default, set explicitly).
+inline constexpr int kMaxNesting = 100;
+
+// Parses `bytes` (the contents of `path`) into `model`, with protobuf's total
+// size and recursion limits set. Throws UserError.
+void parse_model(const std::string& bytes, const std::string& path, onnx::ModelProto& model);
+
+// Reads the file `path` into `model`: its size is checked against
+// `max_data_bytes` (and protobuf's 2 GiB) before it is read. Throws UserError.
+void read_model_file(const std::string& path, std::uint64_t max_data_bytes, onnx::ModelProto& model);
+
+// Reads the file `path` (a TensorProto: a frozen input) into `t` with the
+// same limits; false when it does not parse. Throws UserError for a file too large.
+bool read_tensor_file(const std::string& path, std::uint64_t max_data_bytes, onnx::TensorProto& t);
+
+// The tensors of one import, checked one by one against a shared budget.
+class TensorChecker {
+ public:
+  // `path`: the model file (errors name it; external data is read from its
+  // folder). `max_data_bytes`: the limit of all tensors' data together.
+  TensorChecker(std::string path, std::uint64_t max_data_bytes) : path_(std::move(path)), max_bytes_(max_data_bytes) {}
+  // Every initializer and every tensor and repeated field of the main
+  // graph's node attributes; external data is read into raw_data.
+  void check_model(onnx::ModelProto& model);
+  // One tensor, `what` saying whose it is ("initializer 'w'", "attribute
+  // 'value' of node 'c' (Constant)"). `external_ok`: may it refer to
+  // external data (in the model's folder)?
+  void check(onnx::TensorProto& t, const std::string& what, bool external_ok);
+  std::uint64_t total_bytes() const { return total_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const;
+  void check_node(onnx::NodeProto& node);
+  std::uint64_t element_count(const onnx::TensorProto& t, const std::string& what) const;
+  void check_present(const onnx::TensorProto& t, const std::string& what, std::uint64_t count) const;
+  void read_external(onnx::TensorProto& t, const std::string& what, std::uint64_t bytes);
+  std::string path_;
+  std::uint64_t max_bytes_;
+  std::uint64_t total_ = 0;
+};
 
 }  // namespace wfgen::onnx_import

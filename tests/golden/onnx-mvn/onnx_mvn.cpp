@@ -32,7 +32,7 @@ namespace {
     {"TID14", TensorRole::Temp},
     {"TID15", TensorRole::View},
     {"TID16", TensorRole::View},
-    {"MeanVarianceNormalization_test_mvn_expanded_function_Processed_S", TensorRole::Temp},
+    {"MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD", TensorRole::Temp},
     {"TID18", TensorRole::View},
     {"Y", TensorRole::Temp},
   };
@@ -81,9 +81,9 @@ namespace {
     // MeanVarianceNormalization_test_mvn_expanded_function_E_Xsquared = mean(mean(mean(MeanVarianceNormalization_test_mvn_expanded_function_X_squared, axis=3, keepdims=true), axis=2, keepdims=true), axis=0, keepdims=true)  (onnx-mvn.yaml:9:73)
     {"MEAN-CPU", "mean_f32_r4", &mean_f32_r4_erased, 12, 2, 2u, 0u, 0, 0, "MeanVarianceNormalization_test_mvn_expanded_function_E_Xsquared = mean(mean(mean(MeanVarianceNormalization_test_mvn_expanded_function_X_squared, axis=3, keepdims=true), axis=2, keepdims=true), axis=0, keepdims=true)  (onnx-mvn.yaml:9:73)"},
     // MeanVarianceNormalization_test_mvn_expanded_function_EX_squared = MeanVarianceNormalization_test_mvn_expanded_function_X_RM ** 2.0; MeanVarianceNormalization_test_mvn_expanded_function_Variance = MeanVarianceNormalization_test_mvn_expanded_function_E_Xsquared - MeanVarianceNormalization_test_mvn_expanded_function_EX_squared; MeanVarianceNormalization_test_mvn_expanded_function_STD = sqrt(MeanVaria...
-    {"FUSED-SQUARE-SUB-SQRT-ADD-SCALAR-CPU", "fused_square_sub_sqrt_add_scalar_f32_r4", &fused_square_sub_sqrt_add_scalar_f32_r4_erased, 14, 3, 4u, 0u, 0, 0, "MeanVarianceNormalization_test_mvn_expanded_function_EX_squared = MeanVarianceNormalization_test_mvn_expanded_function_X_RM ** 2.0; MeanVarianceNormalization_test_mvn_expanded_function_Variance = MeanVarianceNormalization_test_mvn_expanded_function_E_Xsquared - MeanVarianceNormalization_test_mvn_expanded_function_EX_squared; MeanVarianceNormalization_test_mvn_expanded_function_STD = sqrt(MeanVarianceNormalization_test_mvn_expanded_function_Variance); MeanVarianceNormalization_test_mvn_expanded_function_Processed_S = MeanVarianceNormalization_test_mvn_expanded_function_STD + 1e-09  (onnx-mvn.yaml:13:74)"},
-    // MeanVarianceNormalization_test_mvn_expanded_function_X_variance = X - MeanVarianceNormalization_test_mvn_expanded_function_X_RM; Y = MeanVarianceNormalization_test_mvn_expanded_function_X_variance / MeanVarianceNormalization_test_mvn_expanded_function_Processed_S  (onnx-mvn.yaml:14:11)
-    {"FUSED-SUB-DIV-CPU", "fused_sub_div_f32_r4", &fused_sub_div_f32_r4_erased, 17, 4, 8u, 0u, 0, 0, "MeanVarianceNormalization_test_mvn_expanded_function_X_variance = X - MeanVarianceNormalization_test_mvn_expanded_function_X_RM; Y = MeanVarianceNormalization_test_mvn_expanded_function_X_variance / MeanVarianceNormalization_test_mvn_expanded_function_Processed_S  (onnx-mvn.yaml:14:11)"},
+    {"FUSED-SQUARE-SUB-SQRT-ADD-SCALAR-CPU", "fused_square_sub_sqrt_add_scalar_f32_r4", &fused_square_sub_sqrt_add_scalar_f32_r4_erased, 14, 3, 4u, 0u, 0, 0, "MeanVarianceNormalization_test_mvn_expanded_function_EX_squared = MeanVarianceNormalization_test_mvn_expanded_function_X_RM ** 2.0; MeanVarianceNormalization_test_mvn_expanded_function_Variance = MeanVarianceNormalization_test_mvn_expanded_function_E_Xsquared - MeanVarianceNormalization_test_mvn_expanded_function_EX_squared; MeanVarianceNormalization_test_mvn_expanded_function_STD = sqrt(MeanVarianceNormalization_test_mvn_expanded_function_Variance); MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD = MeanVarianceNormalization_test_mvn_expanded_function_STD + 1e-09  (onnx-mvn.yaml:13:76)"},
+    // MeanVarianceNormalization_test_mvn_expanded_function_X_variance = X - MeanVarianceNormalization_test_mvn_expanded_function_X_RM; Y = MeanVarianceNormalization_test_mvn_expanded_function_X_variance / MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD  (onnx-mvn.yaml:14:11)
+    {"FUSED-SUB-DIV-CPU", "fused_sub_div_f32_r4", &fused_sub_div_f32_r4_erased, 17, 4, 8u, 0u, 0, 0, "MeanVarianceNormalization_test_mvn_expanded_function_X_variance = X - MeanVarianceNormalization_test_mvn_expanded_function_X_RM; Y = MeanVarianceNormalization_test_mvn_expanded_function_X_variance / MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD  (onnx-mvn.yaml:14:11)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 0), kForward, {}, kOperandSpecs};
@@ -142,7 +142,7 @@ wfgen::rt::Status onnx_mvn::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[14] = wf_refs.contiguous("TID14", wf_arena + wf_slot2, wfgen::rt::DType::f32, {3, 1, 1, 1});  // TID14 = mean
   table_[15] = wf_refs.permute("TID15", table_[14], {3, 0, 1, 2});
   table_[16] = wf_refs.broadcast("TID16", table_[7], {3, 3, 3, 1});
-  table_[17] = wf_refs.contiguous("MeanVarianceNormalization_test_mvn_expanded_function_Processed_S", wf_arena + wf_slot1, wfgen::rt::DType::f32, {1, 3, 1, 1});  // MeanVarianceNormalization_test_mvn_expanded_function_Processed_S = fused_square_sub_sqrt_add_scalar
+  table_[17] = wf_refs.contiguous("MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD", wf_arena + wf_slot1, wfgen::rt::DType::f32, {1, 3, 1, 1});  // MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD = fused_square_sub_sqrt_add_scalar
   table_[18] = wf_refs.broadcast("TID18", table_[17], {3, 3, 3, 1});
   table_[19] = wf_refs.contiguous("Y", wf_arena + wf_slot2, wfgen::rt::DType::f32, {3, 3, 3, 1});  // Y = fused_sub_div
   // The output Y: the kernel writes the caller's tensor when it can (no copy).
