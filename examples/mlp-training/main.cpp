@@ -67,12 +67,6 @@ double accuracy(fashion::fashion_predict& model, const Dataset& test, std::int64
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
-// The training class names the classifier's parameters "classifier_0.W1"
-// (the model path), the prediction class "W1".
-void copy_weights(const fashion::fashion_train& from, fashion::fashion_predict& to) {
-  for (const auto& [name, t] : to.parameters()) t.copy_from(from.parameter("classifier_0." + name));
-}
-
 }  // namespace
 
 // Options: [data folder] [--epochs N] [--batch N] [--lr X] [--seed N]
@@ -159,7 +153,9 @@ int main(int argc, char** argv) {
       }
       const double secs = seconds_since(start);
       train_seconds += secs;
-      copy_weights(model, predict);
+      // The training class names the classifier's parameters "classifier_0.W1",
+      // the prediction class "W1": matched by name (docs/runtime-api.md).
+      predict.copy_parameters_from(model);
       acc = accuracy(predict, test, 1000);
       std::printf("           loss %.4f  test accuracy %.4f  %.2fs/epoch (%.2f ms/step)\n", loss_sum / static_cast<double>(batches),
                   acc, secs, 1000.0 * secs / static_cast<double>(batches));

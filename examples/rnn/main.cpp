@@ -55,14 +55,6 @@ double accuracy(rnn_example::rnn_predict& model, const Batch& test) {
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
-// The training class names the classifier's head "sequence_classifier_0/linear_0.W";
-// the cell's parameters are the node's, "elman_cell.Wx", in both classes.
-void copy_weights(const rnn_example::rnn_train& from, rnn_example::rnn_predict& to) {
-  for (const auto& [name, t] : to.parameters()) {
-    t.copy_from(name.rfind("elman_cell.", 0) == 0 ? from.parameter(name) : from.parameter("sequence_classifier_0/" + name));
-  }
-}
-
 }  // namespace
 
 // Options: [--steps N] (training steps) [--batch N] [--lr X] [--seed N] [--min-accuracy X] (exit 1 below it)
@@ -109,14 +101,17 @@ int main(int argc, char** argv) {
       seconds += std::chrono::duration<double>(Clock::now() - start).count();
       ++since;
       if (s % 500 == 0 || s == steps) {
-        copy_weights(model, predict);
+        // The training class names the classifier's head "sequence_classifier_0/linear_0.W",
+        // the prediction class "linear_0.W"; the cell's are the node's, "elman_cell.Wx", in
+        // both: matched by name (docs/runtime-api.md).
+        predict.copy_parameters_from(model);
         std::printf("step %5lld  loss %.4f  test accuracy %.4f  %.3f ms/step\n", static_cast<long long>(s),
                     loss_sum / static_cast<double>(since), accuracy(predict, test), 1000.0 * seconds / static_cast<double>(s));
         loss_sum = 0;
         since = 0;
       }
     }
-    copy_weights(model, predict);
+    predict.copy_parameters_from(model);
     const double acc = accuracy(predict, test);
     std::printf("\ntest accuracy on %lld held-out sequences: %.4f (%.2fs of training)\n", static_cast<long long>(test.X.dim(0)),
                 acc, seconds);

@@ -63,15 +63,6 @@ void draw(const std::string& text, std::size_t lo, std::size_t hi, std::mt19937&
   }
 }
 
-// The training class nests the model's parameters under "tiny_lm_0"
-// ("tiny_lm_0.token_embedding", "tiny_lm_0/transformer_block_0/..."), the
-// sampling class has them at the top.
-void copy_weights(const lm_example::lm_train& from, lm_example::lm_logits& to) {
-  for (const auto& [name, t] : to.parameters()) {
-    t.copy_from(from.parameter(std::string("tiny_lm_0") + (name.find('.') == std::string::npos ? "." : "/") + name));
-  }
-}
-
 // Greedy decoding: the most likely next byte, again and again. The window
 // holds the last kContext bytes; positions after the text are padding that
 // the causal mask keeps from the scores read.
@@ -167,7 +158,10 @@ int main(int argc, char** argv) {
                 held, entropy, seconds, 1000.0 * seconds / static_cast<double>(steps));
     if (below_at > 0) std::printf("the training loss fell below the unigram entropy by step %lld\n", static_cast<long long>(below_at));
 
-    copy_weights(model, logits);
+    // The training class nests the model's parameters under "tiny_lm_0"
+    // ("tiny_lm_0.token_embedding", "tiny_lm_0/transformer_block_0/..."), the
+    // sampling class has them at the top: matched by name (docs/runtime-api.md).
+    logits.copy_parameters_from(model);
     const std::string prompt = "This License ";
     std::string out = sample(logits, prompt, sample_bytes);
     for (char& c : out)

@@ -4,8 +4,11 @@
 #include <charconv>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "wfgen/runtime.hpp"
 
@@ -94,5 +97,33 @@ E convert_checked(double value, const char* what) {
     return static_cast<E>(value);
   }
 }
+
+// --- matching parameters by name (parameter_matching.cpp) ---
+
+// Where parameters come from, for the messages: "parameter file P: " and
+// "the file", or "copy_parameters_from: " and "the source model".
+struct ParameterSource {
+  std::string context;
+  const char* noun;
+  const char* call;  // the call to name a scope with
+  ErrorCode code;
+};
+
+// For each of the model's `names`, the index in `source_names` it is taken
+// from: the same name (the same model at the top level), else scope + "/" +
+// name for the scope given, else for the one scope that holds every name.
+// Missing names, names left over under the scope, duplicates and an
+// ambiguous scope are errors (where.code) that name them.
+Status match_parameters(std::span<const std::string> source_names, std::span<const std::string> names, std::string_view scope,
+                        const ParameterSource& where, std::vector<std::size_t>& from);
+
+// "" when a source parameter of dtype code `dtype_code` and shape `dims`
+// fits `to`, else what differs ("parameter 'W' has shape (4 3), expected (3 4)").
+std::string parameter_mismatch(const std::string& name, const std::string& source_name, std::uint8_t dtype_code,
+                               std::span<const std::int64_t> dims, const Tensor& to);
+
+// A name read from a file, safe to show in a message: control and non-ASCII
+// bytes as \xNN, at most 64 characters.
+std::string printable_name(const std::string& s);
 
 }  // namespace wfgen::rt::internal

@@ -670,23 +670,6 @@ class Writer {
   std::vector<char>& out_;
 };
 
-// A name read from a file, safe to show in a message: control and non-ASCII
-// bytes as \xNN, at most 64 characters.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (out.size() >= 64) return out + "...";
-    if (c < 0x20 || c >= 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 // Reads the parameter file's bytes in order; the first problem is kept as
 // error() (BadParameterFile) and every later read gives zeros.
 class Reader {
@@ -709,6 +692,8 @@ class Reader {
     return v;
   }
   std::size_t pos() const { return pos_; }
+  // Past n bytes the caller checked are there.
+  void skip(std::size_t n) { pos_ += n; }
   bool ok() const { return error_.ok(); }
   // Keeps the first error.
   void fail(const std::string& why) {
@@ -750,8 +735,9 @@ void save_parameters(const std::string& path, std::span<const std::string> names
   if (Status st = try_save_parameters(path, names, tensors); !st.ok()) fail(st);
 }
 
-void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
-  if (Status st = try_load_parameters(path, names, tensors); !st.ok()) fail(st);
+void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors,
+                     std::string_view scope) {
+  if (Status st = try_load_parameters(path, names, tensors, scope); !st.ok()) fail(st);
 }
 
 Status try_save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors) {
@@ -790,7 +776,57 @@ Status try_save_parameters(const std::string& path, std::span<const std::string>
   return {};
 }
 
-Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors) {
+namespace {
+
+// One parameter of a file as read: where its data lies in the file's bytes.
+struct FileParameter {
+  std::string name;
+  std::uint8_t dtype = 0;
+  std::vector<std::int64_t> dims;
+  std::uint64_t nbytes = 0;
+  std::size_t offset = 0;
+};
+
+// Reads the parameters of a file whose header (magic, version) `r` has read;
+// the first problem is r.error().
+std::vector<FileParameter> read_file_parameters(Reader& r, const std::vector<char>& buf) {
+  std::vector<FileParameter> out;
+  const std::uint32_t count = r.get<std::uint32_t>();
+  for (std::uint32_t k = 0; k < count && r.ok(); ++k) {
+    FileParameter p;
+    const std::uint32_t len = r.get<std::uint32_t>();
+    if (!r.ok()) break;
+    if (len > 4096) {
+      r.fail("a parameter name is " + std::to_string(len) + " bytes long");
+      break;
+    }
+    p.name.assign(len, '\0');
+    if (!r.bytes(p.name.data(), len)) break;
+    p.dtype = r.get<std::uint8_t>();
+    const std::uint32_t rank = r.get<std::uint32_t>();
+    if (r.ok() && rank > static_cast<std::uint32_t>(kMaxRank)) {
+      r.fail("parameter '" + internal::printable_name(p.name) + "' has rank " + std::to_string(rank) + " (at most " +
+             std::to_string(kMaxRank) + ")");
+    }
+    for (std::uint32_t d = 0; d < rank && r.ok(); ++d) p.dims.push_back(r.get<std::int64_t>());
+    p.nbytes = r.get<std::uint64_t>();
+    if (!r.ok()) break;
+    if (p.nbytes > buf.size() - r.pos()) {
+      r.fail("the file is truncated (parameter '" + internal::printable_name(p.name) + "' needs " + std::to_string(p.nbytes) +
+             " bytes at offset " + std::to_string(r.pos()) + ")");
+      break;
+    }
+    p.offset = r.pos();
+    r.skip(static_cast<std::size_t>(p.nbytes));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace
+
+Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors,
+                           std::string_view scope) {
   if (names.size() != tensors.size()) {
     return Status(ErrorCode::InvalidArgument, "load_parameters: " + std::to_string(names.size()) + " names but " +
                                                   std::to_string(tensors.size()) + " tensors");
@@ -817,71 +853,41 @@ Status try_load_parameters(const std::string& path, std::span<const std::string>
   if (!r.ok()) return r.error();
   if (buf.size() < 8 + 8) r.fail("the file is truncated");
   if (!r.ok()) return r.error();
+  // Read everything first: a bad file changes nothing.
+  const std::vector<FileParameter> file = read_file_parameters(r, buf);
+  if (!r.ok()) return r.error();
+  if (r.pos() + 8 > buf.size()) r.fail("the file is truncated (the checksum is missing)");
+  else if (r.pos() + 8 != buf.size()) r.fail("unexpected bytes after the last parameter");
+  if (!r.ok()) return r.error();
+
+  // Matched by name, never by position (docs/runtime-api.md, "Moving parameters between builds").
+  const internal::ParameterSource where{"parameter file " + path + ": ", "the file", "load_parameters", ErrorCode::BadParameterFile};
+  std::vector<std::string> file_names;
+  for (const auto& p : file) file_names.push_back(p.name);
+  std::vector<std::size_t> from;
+  if (Status st = internal::match_parameters(file_names, names, scope, where, from); !st.ok()) return st;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const FileParameter& p = file[from[k]];
+    std::string why = internal::parameter_mismatch(names[k], p.name, p.dtype, p.dims, tensors[k]);
+    if (why.empty() && p.nbytes != static_cast<std::uint64_t>(tensors[k].nbytes())) {
+      why = "parameter '" + names[k] + "' has the wrong byte count";
+    }
+    if (!why.empty()) r.fail(why);
+  }
+  if (!r.ok()) return r.error();
   Fnv f;
   f.add(buf.data(), buf.size() - 8);
   std::uint64_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - 8, 8);
-  std::uint32_t count = r.get<std::uint32_t>();
-  if (r.ok() && count != names.size()) {
-    r.fail("it has " + std::to_string(count) + " parameters, the model has " + std::to_string(names.size()));
-  }
+  if (f.h != stored) r.fail("the checksum does not match: the file is corrupted");
   if (!r.ok()) return r.error();
-  // Read everything first: a bad file changes nothing.
-  std::vector<std::vector<char>> data(count);
-  for (std::uint32_t k = 0; k < count && r.ok(); ++k) {
-    std::uint32_t len = r.get<std::uint32_t>();
-    if (!r.ok()) break;
-    if (len > 4096) {
-      r.fail("a parameter name is " + std::to_string(len) + " bytes long");
-      break;
-    }
-    std::string name(len, '\0');
-    if (!r.bytes(name.data(), len)) break;
-    if (name != names[k]) {
-      r.fail("parameter " + std::to_string(k) + " is '" + printable(name) + "', expected '" + names[k] + "'");
-      break;
-    }
-    auto dtype = r.get<std::uint8_t>();
-    if (!r.ok()) break;
-    if (dtype != static_cast<std::uint8_t>(tensors[k].dtype())) {
-      std::string found = dtype < kDTypeCount ? std::string("dtype ") + dtype_name(static_cast<DType>(dtype))
-                                              : "an unknown dtype code " + std::to_string(dtype);
-      r.fail("parameter '" + name + "' has " + found + ", expected " + dtype_name(tensors[k].dtype()));
-      break;
-    }
-    auto rank = r.get<std::uint32_t>();
-    if (!r.ok()) break;
-    if (static_cast<std::int64_t>(rank) != tensors[k].rank()) {
-      r.fail("parameter '" + name + "' has rank " + std::to_string(rank) + ", expected " + std::to_string(tensors[k].rank()));
-      break;
-    }
-    for (std::uint32_t d = 0; d < rank && r.ok(); ++d) {
-      auto dim = r.get<std::int64_t>();
-      if (r.ok() && dim != tensors[k].dim(static_cast<int>(d))) {
-        r.fail("parameter '" + name + "' has shape axis " + std::to_string(d) + " = " + std::to_string(dim) + ", expected " +
-               shape_to_string(tensors[k].shape()));
-      }
-    }
-    auto nbytes = r.get<std::uint64_t>();
-    if (!r.ok()) break;
-    if (nbytes != static_cast<std::uint64_t>(tensors[k].nbytes())) {
-      r.fail("parameter '" + name + "' has the wrong byte count");
-      break;
-    }
-    data[k].resize(nbytes);
-    r.bytes(data[k].data(), nbytes);
+  std::vector<Tensor> staged(names.size());
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    if (Status st = Tensor::try_empty(tensors[k].dtype(), tensors[k].shape(), staged[k]); !st.ok()) return st;
+    const FileParameter& p = file[from[k]];
+    if (p.nbytes) std::memcpy(staged[k].raw_data(), buf.data() + p.offset, static_cast<std::size_t>(p.nbytes));
   }
-  if (!r.ok()) return r.error();
-  if (r.pos() + 8 > buf.size()) r.fail("the file is truncated (the checksum is missing)");
-  else if (r.pos() + 8 != buf.size()) r.fail("unexpected bytes after the last parameter");
-  else if (f.h != stored) r.fail("the checksum does not match: the file is corrupted");
-  if (!r.ok()) return r.error();
-  for (std::uint32_t k = 0; k < count; ++k) {
-    Tensor c;
-    if (Status st = Tensor::try_empty(tensors[k].dtype(), tensors[k].shape(), c); !st.ok()) return st;
-    if (!data[k].empty()) std::memcpy(c.raw_data(), data[k].data(), data[k].size());
-    tensors[k].copy_from(c);
-  }
+  for (std::size_t k = 0; k < names.size(); ++k) tensors[k].copy_from(staged[k]);
   return {};
 }
 

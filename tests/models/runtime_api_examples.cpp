@@ -19,6 +19,8 @@
 
 #include "mlp.hpp"
 #include "regressor_train.hpp"
+#include "res_predict.hpp"
+#include "res_train.hpp"
 #include "softmax_model.hpp"
 #include "wfgen/runtime.hpp"
 #include "wfgen/vm.hpp"
@@ -167,6 +169,34 @@ TEST_CASE("runtime-api.md: parameters") {
   // [end example]
   CHECK(std::memcmp(other.parameter("linear_1.W").raw_data(), model.parameter("linear_1.W").raw_data(),
                     model.parameter("linear_1.W").nbytes()) == 0);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("runtime-api.md: train, then deploy") {
+  const std::string path = (std::filesystem::temp_directory_path() / ("runtime_api_deploy_" + std::to_string(::getpid()) + ".wfparams")).string();
+  Tensor X = Tensor::empty(DType::f32, {8, 6}), T = Tensor::zeros(DType::f32, {8, 3});
+  Rng rng(3);
+  fill_uniform(X, -1, 1, rng);
+  for (std::int64_t r = 0; r < 8; ++r) T.at<float>({r, r % 3}) = 1.0f;
+  // [example: deploy]
+  my_models::res_train train;                      // cross_entropy(ResClassifier(X, 6, 3), T), Adam
+  my_models::res_predict predict;                  // ResClassifier alone: X[batch 6] -> logits[batch 3]
+  for (int step = 0; step < 30; ++step) {
+    train.forward(X, T);
+    train.zero_grad();
+    train.backward();
+    train.step();
+  }
+  train.save_parameters(path);                     // "ResClassifier_0/linear_0.W", "ResClassifier_0.scale", ...
+  predict.load_parameters(path);                   // into "linear_0.W", "scale", ...: matched by name
+  Tensor logits = predict.forward(X)[0];
+  my_models::res_predict copied;
+  copied.copy_parameters_from(train);              // the same in memory, without a file
+  // [end example]
+  CHECK(std::memcmp(predict.parameter("linear_1.W").raw_data(), train.parameter("ResClassifier_0/linear_1.W").raw_data(),
+                    predict.parameter("linear_1.W").nbytes()) == 0);
+  Tensor again = copied.forward(X)[0];
+  CHECK(std::memcmp(again.raw_data(), logits.raw_data(), logits.nbytes()) == 0);
   std::filesystem::remove(path);
 }
 

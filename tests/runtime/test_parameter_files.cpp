@@ -136,7 +136,7 @@ TEST_CASE("parameter files: each kind of mismatch has its own message", "[params
   {
     auto t = a.tensors;
     t[0] = Tensor::zeros(DType::f32, {4, 3});
-    expect_bad(bad, saved(dir.path / "x.wfp", a.names, t), "parameter 'W' has shape axis 0 = 4, expected (3 4)");
+    expect_bad(bad, saved(dir.path / "x.wfp", a.names, t), "parameter 'W' has shape (4 3), expected (3 4)");
   }
   {
     auto t = a.tensors;
@@ -146,12 +146,13 @@ TEST_CASE("parameter files: each kind of mismatch has its own message", "[params
   {
     auto n = a.names;
     n[2] = "index\n\x01";
-    expect_bad(bad, saved(dir.path / "x.wfp", n, a.tensors), "parameter 2 is 'index\\x0a\\x01', expected 'idx'");
+    expect_bad(bad, saved(dir.path / "x.wfp", n, a.tensors),
+               "the model's parameter 'idx' is not in the file; it holds 5 parameters: 'W', 'b', 'index\\x0a\\x01', 'mask', 'scale'");
   }
   {
     std::vector<std::string> n(a.names.begin(), a.names.end() - 1);
     std::vector<Tensor> t(a.tensors.begin(), a.tensors.end() - 1);
-    expect_bad(bad, saved(dir.path / "x.wfp", n, t), "it has 4 parameters, the model has 5");
+    expect_bad(bad, saved(dir.path / "x.wfp", n, t), "the model's parameter 'scale' is not in the file; it holds 4 parameters");
   }
 }
 
@@ -167,4 +168,159 @@ TEST_CASE("parameter files: missing files, folders and mismatched arguments", "[
                    "4 names but 5 tensors");
   REQUIRE_RT_ERROR(rt::save_parameters((dir.path / "no" / "such" / "dir.wfp").string(), p.names, p.tensors),
                    ErrorCode::BadParameterFile, "cannot write the parameter file");
+}
+
+namespace {
+
+// The parameters of one model as its inference build names them, and as a
+// training build that calls it names them (docs/runtime-api.md, "Moving
+// parameters between builds"): the model's own parameter "W1" becomes
+// "classifier_0.W1", its layer's "linear_0.W" "classifier_0/linear_0.W".
+struct Builds {
+  std::vector<std::string> infer{"W1", "linear_0.W", "linear_0.b"};
+  std::vector<Tensor> tensors{Tensor::zeros(DType::f32, {2, 3}), Tensor::zeros(DType::f32, {3, 2}), Tensor::zeros(DType::f32, {2})};
+  std::vector<float> values() const {
+    std::vector<float> out;
+    for (const auto& t : tensors) out.insert(out.end(), t.data<float>(), t.data<float>() + t.numel());
+    return out;
+  }
+};
+
+// A tensor of `shape` holding first, first + 1, ...
+Tensor counting(const rt::Shape& shape, float first) {
+  Tensor t = Tensor::empty(DType::f32, shape);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = first + static_cast<float>(i);
+  return t;
+}
+
+// A training build's parameters: the classifier under `scopes` (in order),
+// each scope's values starting at 100 * its position + 1, and the loss
+// model's own "temperature".
+std::vector<std::pair<std::string, Tensor>> training(const std::vector<std::string>& scopes) {
+  std::vector<std::pair<std::string, Tensor>> out{{"temperature", counting({}, -1)}};
+  for (std::size_t k = 0; k < scopes.size(); ++k) {
+    const float base = 100.0f * static_cast<float>(k) + 1.0f;
+    out.emplace_back(scopes[k] + ".W1", counting({2, 3}, base));
+    out.emplace_back(scopes[k] + "/linear_0.W", counting({3, 2}, base + 10));
+    out.emplace_back(scopes[k] + "/linear_0.b", counting({2}, base + 20));
+  }
+  return out;
+}
+
+std::vector<float> expected_values(float base) {
+  std::vector<float> out;
+  for (int i = 0; i < 6; ++i) out.push_back(base + static_cast<float>(i));
+  for (int i = 0; i < 6; ++i) out.push_back(base + 10 + static_cast<float>(i));
+  for (int i = 0; i < 2; ++i) out.push_back(base + 20 + static_cast<float>(i));
+  return out;
+}
+
+void save(const fs::path& file, const std::vector<std::pair<std::string, Tensor>>& params) {
+  std::vector<std::string> names;
+  std::vector<Tensor> tensors;
+  for (const auto& [n, t] : params) names.push_back(n), tensors.push_back(t);
+  rt::save_parameters(file.string(), names, tensors);
+}
+
+// Loading `params` from a file and copying them in memory both fail with
+// `text` and change nothing.
+void expect_mismatch(const fs::path& file, const std::vector<std::pair<std::string, Tensor>>& params, const std::string& scope,
+                     const std::string& text) {
+  save(file, params);
+  Builds b;
+  REQUIRE_RT_ERROR(rt::load_parameters(file.string(), b.infer, b.tensors, scope), ErrorCode::BadParameterFile,
+                   "parameter file " + file.string() + ": " + text);
+  // The same words, of a model instead of a file.
+  std::string in_memory = text;
+  for (auto [from, to] : {std::pair<std::string, std::string>{"the file", "the source model"}, {"load_parameters", "copy_parameters_from"}}) {
+    if (auto at = in_memory.find(from); at != std::string::npos) in_memory.replace(at, from.size(), to);
+  }
+  REQUIRE_RT_ERROR(rt::copy_parameters(params, b.infer, b.tensors, scope), ErrorCode::InvalidArgument,
+                   "copy_parameters_from: " + in_memory);
+  CHECK(b.values() == std::vector<float>(14, 0.0f));
+}
+
+}  // namespace
+
+TEST_CASE("parameter files: matched by name, at the top level or under the scope of a build that calls the model", "[params]") {
+  TempDir dir;
+  const fs::path file = dir.path / "train.wfp";
+  SECTION("a training build's file, found under its one scope, in any order") {
+    auto params = training({"classifier_0"});
+    std::swap(params[1], params[3]);
+    save(file, params);
+    Builds b;
+    rt::load_parameters(file.string(), b.infer, b.tensors);
+    CHECK(b.values() == expected_values(1));
+    Builds c;
+    rt::copy_parameters(params, c.infer, c.tensors);
+    CHECK(c.values() == expected_values(1));
+  }
+  SECTION("the scope named explicitly, with or without its separator") {
+    save(file, training({"classifier_0"}));
+    for (const char* scope : {"classifier_0", "classifier_0/"}) {
+      Builds b;
+      rt::load_parameters(file.string(), b.infer, b.tensors, scope);
+      CHECK(b.values() == expected_values(1));
+    }
+  }
+  SECTION("two scopes that both fit: an error, unless one is named") {
+    const auto params = training({"classifier_0", "classifier_1"});
+    expect_mismatch(file, params, "",
+                    "the file holds this model's parameters under 2 scopes, 'classifier_0', 'classifier_1': name the one to take, "
+                    "e.g. load_parameters(..., \"classifier_0\")");
+    Builds b;
+    rt::load_parameters(file.string(), b.infer, b.tensors, "classifier_1");
+    CHECK(b.values() == expected_values(101));
+    Builds c;
+    rt::copy_parameters(params, c.infer, c.tensors, "classifier_1");
+    CHECK(c.values() == expected_values(101));
+  }
+  SECTION("a scope that holds none of them") {
+    expect_mismatch(file, training({"classifier_0"}), "head_0",
+                    "the model's parameters 'W1', 'linear_0.W', 'linear_0.b' are not in the file under the scope 'head_0'; "
+                    "it holds 4 parameters: 'temperature', 'classifier_0.W1', 'classifier_0/linear_0.W', 'classifier_0/linear_0.b'");
+  }
+  SECTION("a parameter missing under the scope") {
+    auto params = training({"classifier_0"});
+    params.pop_back();
+    expect_mismatch(file, params, "", "the model's parameter 'linear_0.b' is not in the file under the scope 'classifier_0'");
+  }
+  SECTION("a parameter left over under the scope: another model") {
+    auto params = training({"classifier_0"});
+    params.emplace_back("classifier_0/linear_1.W", counting({2, 2}, 0));
+    expect_mismatch(file, params, "",
+                    "the file's parameter 'classifier_0/linear_1.W' is not one of the model's under the scope 'classifier_0' "
+                    "(the model has 3 parameters)");
+  }
+  SECTION("a shape or dtype that differs names both names") {
+    auto params = training({"classifier_0"});
+    params[2].second = counting({2, 3}, 0);
+    expect_mismatch(file, params, "", "parameter 'linear_0.W' (taken from 'classifier_0/linear_0.W') has shape (2 3), expected (3 2)");
+    params = training({"classifier_0"});
+    params[3].second = Tensor::zeros(DType::f64, {2});
+    expect_mismatch(file, params, "", "parameter 'linear_0.b' (taken from 'classifier_0/linear_0.b') has dtype f64, expected f32");
+  }
+  SECTION("a build used as a node keeps its parameters' names in every build") {
+    // rnn_train: "sequence_classifier_0/linear_0.W" and the node's "elman_cell.Wx"; rnn_predict: "linear_0.W", "elman_cell.Wx".
+    const std::vector<std::pair<std::string, Tensor>> params{{"elman_cell.Wx", counting({2}, 1)},
+                                                             {"sequence_classifier_0/linear_0.W", counting({2}, 3)}};
+    save(file, params);
+    std::vector<std::string> names{"linear_0.W", "elman_cell.Wx"};
+    std::vector<Tensor> tensors{Tensor::zeros(DType::f32, {2}), Tensor::zeros(DType::f32, {2})};
+    rt::load_parameters(file.string(), names, tensors);
+    CHECK(tensors[0].at<float>({1}) == 4.0f);
+    CHECK(tensors[1].at<float>({1}) == 2.0f);
+    // A model's own parameter ("scale", no '.') is never taken from outside the scope.
+    names = {"linear_0.W", "temperature"};
+    tensors[1] = Tensor::zeros(DType::f32, {});
+    save(file, training({"classifier_0"}));
+    REQUIRE_RT_ERROR(rt::load_parameters(file.string(), names, tensors), ErrorCode::BadParameterFile,
+                     "the model's parameter 'temperature' is not in the file under the scope 'classifier_0'");
+  }
+  SECTION("a name twice") {
+    auto params = training({"classifier_0"});
+    params.push_back(params[1]);
+    expect_mismatch(file, params, "", "the file holds the parameter 'classifier_0.W1' twice");
+  }
 }

@@ -544,16 +544,20 @@ std::vector<OutputFile> emit_model(const spec::Spec& spec, const spec::Build& bu
   c.line("wfgen::rt::save_parameters(path, kParamNames, params_);");
   c.close();
   c.line();
-  c.open("void " + cls + "::load_parameters(const std::string& path)");
-  c.line("wfgen::rt::load_parameters(path, kParamNames, params_);");
+  c.open("void " + cls + "::load_parameters(const std::string& path, std::string_view scope)");
+  c.line("wfgen::rt::load_parameters(path, kParamNames, params_, scope);");
   c.close();
   c.line();
   c.open("wfgen::rt::Status " + cls + "::try_save_parameters(const std::string& path) const");
   c.line("return wfgen::rt::capture([&] { return wfgen::rt::try_save_parameters(path, kParamNames, params_); });");
   c.close();
   c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_load_parameters(const std::string& path)");
-  c.line("return wfgen::rt::capture([&] { return wfgen::rt::try_load_parameters(path, kParamNames, params_); });");
+  c.open("wfgen::rt::Status " + cls + "::try_load_parameters(const std::string& path, std::string_view scope)");
+  c.line("return wfgen::rt::capture([&] { return wfgen::rt::try_load_parameters(path, kParamNames, params_, scope); });");
+  c.close();
+  c.line();
+  c.open("wfgen::rt::Status " + cls + "::copy_parameters_from_(const std::vector<std::pair<std::string, wfgen::rt::Tensor>>& source, std::string_view scope)");
+  c.line("return wfgen::rt::capture([&] { return wfgen::rt::try_copy_parameters(source, kParamNames, params_, scope); });");
   c.close();
   c.line();
   // summary

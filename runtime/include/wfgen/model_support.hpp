@@ -362,10 +362,32 @@ Status check_tensors(const char* what, std::span<const std::string> names, std::
 // Both check first that every tensor is defined (NullBuffer); load_parameters
 // also that no two destination tensors overlap (AliasedBuffer). The try_
 // forms return the error as a Status (for builds without exceptions).
+//
+// load_parameters matches parameters by name, never by position, so a file
+// written by one build of a model loads into another build of it
+// (docs/runtime-api.md, "Moving parameters between builds"): each of `names`
+// is read from the file's parameter of that name; when the file does not hold
+// them all at the top level, from "<scope>/<name>", for the one scope that
+// holds them all (a training build that calls the model names its
+// parameters "<Model>_0/linear_0.W"), or for `scope` when given. A name not
+// in the file, a parameter of the file left over under the scope, two scopes
+// that both fit, or a dtype or shape that differs is a BadParameterFile error
+// that names them.
 void save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors);
-void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors);
+void load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors,
+                     std::string_view scope = {});
 Status try_save_parameters(const std::string& path, std::span<const std::string> names, std::span<const Tensor> tensors);
-Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors);
+Status try_load_parameters(const std::string& path, std::span<const std::string> names, std::span<Tensor> tensors,
+                           std::string_view scope = {});
+
+// The same in memory: copies `source` (another model's parameters(), e.g. a
+// training build's after some steps) into `tensors`, matched by name as
+// load_parameters matches a file's. Errors are InvalidArgument; on error
+// nothing changes. Generated models call it as copy_parameters_from(model).
+void copy_parameters(std::span<const std::pair<std::string, Tensor>> source, std::span<const std::string> names,
+                     std::span<Tensor> tensors, std::string_view scope = {});
+Status try_copy_parameters(std::span<const std::pair<std::string, Tensor>> source, std::span<const std::string> names,
+                           std::span<Tensor> tensors, std::string_view scope = {});
 
 }  // namespace wfgen::rt
 

@@ -47,7 +47,20 @@ class fashion_train {
   std::vector<std::pair<std::string, wfgen::rt::Tensor>> parameters() const;
   wfgen::rt::Tensor parameter(std::string_view name) const;
   void save_parameters(const std::string& path) const;
-  void load_parameters(const std::string& path);
+  // Parameters from a file of save_parameters(), matched by name: the file of
+  // this build, of another build of the same model, or of a build that calls
+  // it (a training build: "<Model>_0/linear_0.W" loads into "linear_0.W"),
+  // found under the one scope that holds them all, or under `scope` when
+  // given. A missing or left-over name, a dtype or a shape that differs is an
+  // error that names it, and changes nothing (docs/runtime-api.md, "Moving
+  // parameters between builds").
+  void load_parameters(const std::string& path, std::string_view scope = {});
+  // The same from another model in memory, e.g. the training build's into
+  // this inference build after some steps: `predict.copy_parameters_from(train)`.
+  template <class Model>
+  void copy_parameters_from(const Model& source, std::string_view scope = {}) {
+    if (wfgen::rt::Status wf_s = try_copy_parameters_from(source, scope); !wf_s.ok()) wfgen::rt::fail(wf_s);
+  }
   // Inputs with their symbolic shapes, parameters, and the arena size as a formula of the run-time dims.
   std::string summary() const;
   // The instruction sequence, as disassemble-waffe2-ir prints it (binds the inputs first).
@@ -82,7 +95,11 @@ class fashion_train {
   wfgen::rt::Status try_run(std::vector<wfgen::rt::Tensor>& outputs);
   wfgen::rt::Status try_set_input(std::string_view name, const wfgen::rt::Tensor& value);
   wfgen::rt::Status try_save_parameters(const std::string& path) const;
-  wfgen::rt::Status try_load_parameters(const std::string& path);
+  wfgen::rt::Status try_load_parameters(const std::string& path, std::string_view scope = {});
+  template <class Model>
+  wfgen::rt::Status try_copy_parameters_from(const Model& source, std::string_view scope = {}) {
+    return copy_parameters_from_(source.parameters(), scope);
+  }
   // forward_into() and run_into(), validating as try_forward() does; on
   // error the output tensors hold whatever they held.
   wfgen::rt::Status try_forward_into(wfgen::rt::Tensor& loss, const wfgen::rt::Tensor& X, const wfgen::rt::Tensor& T);
@@ -117,6 +134,7 @@ class fashion_train {
 
  private:
   void bind_();
+  wfgen::rt::Status copy_parameters_from_(const std::vector<std::pair<std::string, wfgen::rt::Tensor>>& source, std::string_view scope);
   wfgen::rt::Status try_bind_(bool check_all, wfgen::rt::Tensor* const* outputs);
   bool inputs_changed_() const;
   bool take_inputs_(const wfgen::rt::Tensor& X, const wfgen::rt::Tensor& T);

@@ -4388,16 +4388,20 @@ void lm_train::save_parameters(const std::string& path) const {
   wfgen::rt::save_parameters(path, kParamNames, params_);
 }
 
-void lm_train::load_parameters(const std::string& path) {
-  wfgen::rt::load_parameters(path, kParamNames, params_);
+void lm_train::load_parameters(const std::string& path, std::string_view scope) {
+  wfgen::rt::load_parameters(path, kParamNames, params_, scope);
 }
 
 wfgen::rt::Status lm_train::try_save_parameters(const std::string& path) const {
   return wfgen::rt::capture([&] { return wfgen::rt::try_save_parameters(path, kParamNames, params_); });
 }
 
-wfgen::rt::Status lm_train::try_load_parameters(const std::string& path) {
-  return wfgen::rt::capture([&] { return wfgen::rt::try_load_parameters(path, kParamNames, params_); });
+wfgen::rt::Status lm_train::try_load_parameters(const std::string& path, std::string_view scope) {
+  return wfgen::rt::capture([&] { return wfgen::rt::try_load_parameters(path, kParamNames, params_, scope); });
+}
+
+wfgen::rt::Status lm_train::copy_parameters_from_(const std::vector<std::pair<std::string, wfgen::rt::Tensor>>& source, std::string_view scope) {
+  return wfgen::rt::capture([&] { return wfgen::rt::try_copy_parameters(source, kParamNames, params_, scope); });
 }
 
 std::string lm_train::summary() const {
