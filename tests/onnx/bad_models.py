@@ -100,6 +100,23 @@ def _():
     return model()
 
 
+@case("many_empty_nodes", "reading the model file would take about 6 MiB of memory (its messages, strings and arrays),"
+      " over the limit of 1048576 bytes (1 MiB) (--max-data raises it)", ["--max-data", "1MiB"])
+def _():
+    # 20000 empty NodeProtos: 2 bytes each in the file, ~320 once parsed.
+    m = model()
+    data = m.graph.SerializeToString() + b"\x0a\x00" * 20000
+    m.ClearField("graph")
+    head = m.SerializeToString(deterministic=True)
+    n, size = len(data), b""
+    while True:
+        size += bytes([(n & 0x7f) | (0x80 if n > 0x7f else 0)])
+        n >>= 7
+        if not n:
+            break
+    return head + b"\x3a" + size + data
+
+
 @case("no_default_opset", "{file} imports no opset of the default domain (ai.onnx)")
 def _():
     return model(opset=0)
@@ -221,12 +238,12 @@ def _():
     return with_init(raw_tensor("s", [2], b"ab", TensorProto.STRING))
 
 
-@case("total_over_limit", "initializer 'b' (3072 bytes) brings the model's tensor data to more than the limit of 4096 bytes"
-      " (--max-data raises it)", ["--max-data", "4KiB"])
+@case("total_over_limit", "initializer 'b' (4096 bytes) brings the model's tensor data to more than the limit of 7168 bytes"
+      " (--max-data raises it)", ["--max-data", "7KiB"])
 def _():
-    # In external data: the file itself is under the limit.
-    return model(inits=[external("a", [768], [("location", "ext_6k.bin"), ("length", "3072")]),
-                        external("b", [768], [("location", "ext_6k.bin"), ("offset", "3072")])])
+    # In external data: the file itself (and its parse) is under the limit.
+    return model(inits=[external("a", [1024], [("location", "ext_8k.bin"), ("length", "4096")]),
+                        external("b", [1024], [("location", "ext_8k.bin"), ("offset", "4096")])])
 
 
 @case("constant_value_short", "attribute 'value' of node 'c' (Constant) has dims [4] (4 elements) but holds 3 values")
@@ -403,8 +420,8 @@ def write_all(out):
     # a symlink out of the folder (to tests/onnx/CMakeLists.txt).
     with open(os.path.join(out, "ext_data.bin"), "wb") as f:
         f.write(bytes(range(16)))
-    with open(os.path.join(out, "ext_6k.bin"), "wb") as f:
-        f.write(bytes(6144))
+    with open(os.path.join(out, "ext_8k.bin"), "wb") as f:
+        f.write(bytes(8192))
     with open(os.path.join(out, "sub", "README"), "w") as f:
         f.write("A folder an external data location names (case ext_folder).\n")
     os.symlink("../CMakeLists.txt", os.path.join(out, "ext_symlink_out.bin"))

@@ -232,7 +232,7 @@ TEST_CASE("the option --max-data takes a size with a unit, and a model over it i
     return code;
   };
   std::string err;
-  CHECK(run("1KiB", err) == 0);
+  CHECK(run("64KiB", err) == 0);
   CHECK(run("1M", err) == 0);
   CHECK(run("50", err) == 2);
   CHECK(err.find("the model file is ") != std::string::npos);

@@ -165,6 +165,7 @@ class Importer {
   std::vector<std::pair<std::string, const onnx::TensorProto*>> params_;
   std::vector<std::string> inputs_, outputs_, returned_, renamed_;
   std::string body_;
+  int statements_ = 0;  // line()s written
 };
 
 }  // namespace wfgen::onnx_import::detail

@@ -56,7 +56,7 @@ std::string format_float(float v) {
 }
 
 Imported Importer::run(const std::string* bytes) {
-  if (bytes) parse_model(*bytes, path_, model_);
+  if (bytes) parse_model(*bytes, path_, options_.max_data_bytes, model_);
   else read_model_file(path_, options_.max_data_bytes, model_);
   escape_names(model_, path_);  // from here on, every name is printable ASCII
   checker_.check_model(model_);  // and every tensor's data is there, as large as its dims say
@@ -347,6 +347,7 @@ void Importer::only_attributes(const onnx::NodeProto& node, std::initializer_lis
 
 // --- emission --------------------------------------------------------------------
 void Importer::line(const std::string& statement, const std::string& comment) {
+  ++statements_;
   body_ += statement;
   if (!comment.empty()) body_ += "  # " + comment;
   body_ += "\n";
@@ -415,6 +416,7 @@ std::optional<std::int64_t> Importer::product(const Dims& d, std::size_t from, s
 Imported Importer::finish(const std::string& name) {
   Imported out;
   out.opset = opset_;
+  out.statements = statements_ + 1;
   out.frozen_inputs = frozen_positions_;
   std::ostringstream y;
   const auto& g = model_.graph();

@@ -42,6 +42,7 @@ struct Imported {
   std::vector<std::string> param_names;   // the initializers kept as parameters, in the file's order
   std::vector<rt::Tensor> params;
   int opset = 0;                          // of the default ("ai.onnx") domain
+  int statements = 0;                     // the lines of the `call:` body, the return included (the fuzz target checks them)
   std::vector<int> frozen_inputs;         // positions of the graph inputs frozen from freeze_dir
 };
 

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,9 +54,15 @@ inline constexpr int kMaxAttributeValues = 1024;
 // Protobuf's nesting limit for a model file (its own default, set explicitly).
 inline constexpr int kMaxNesting = 100;
 
+// About how many bytes parsing `bytes` as a ModelProto takes (its messages,
+// strings and arrays, from the wire format with ONNX's schema: wire_cost.cpp);
+// nullopt when the bytes are not ONNX's wire format.
+std::optional<std::uint64_t> parse_cost(std::string_view bytes);
+
 // Parses `bytes` (the contents of `path`) into `model`, with protobuf's total
-// size and recursion limits set. Throws UserError.
-void parse_model(const std::string& bytes, const std::string& path, onnx::ModelProto& model);
+// size and recursion limits set, after parse_cost says it stays under
+// `max_bytes`. Throws UserError.
+void parse_model(const std::string& bytes, const std::string& path, std::uint64_t max_bytes, onnx::ModelProto& model);
 
 // Reads the file `path` into `model`: its size is checked against
 // `max_data_bytes` (and protobuf's 2 GiB) before it is read. Throws UserError.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/support/diagnostics.hpp"
@@ -124,14 +125,22 @@ bool parse_limited(const std::string& bytes, google::protobuf::MessageLite& mess
 
 }  // namespace
 
-void parse_model(const std::string& bytes, const std::string& path, onnx::ModelProto& model) {
-  if (bytes.size() > static_cast<std::size_t>(INT_MAX) || !parse_limited(bytes, model)) {
-    fail_at(path, path + " is not an ONNX model (the protobuf ModelProto does not parse)");
+void parse_model(const std::string& bytes, const std::string& path, std::uint64_t max_bytes, onnx::ModelProto& model) {
+  const auto not_onnx = [&] { fail_at(path, path + " is not an ONNX model (the protobuf ModelProto does not parse)"); };
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX)) not_onnx();
+  const std::optional<std::uint64_t> cost = parse_cost(bytes);
+  if (!cost) not_onnx();
+  if (*cost > max_bytes) {
+    const std::string about = *cost >= (1u << 20) ? std::to_string(*cost >> 20) + " MiB" : std::to_string(*cost >> 10) + " KiB";
+    fail_at(path, "reading the model file would take about " + about +
+                      " of memory (its messages, strings and arrays), over the limit of " + bytes_text(max_bytes) +
+                      " (--max-data raises it)");
   }
+  if (!parse_limited(bytes, model)) not_onnx();
 }
 
 void read_model_file(const std::string& path, std::uint64_t max_data_bytes, onnx::ModelProto& model) {
-  parse_model(read_limited(path, max_data_bytes, "the model file"), path, model);
+  parse_model(read_limited(path, max_data_bytes, "the model file"), path, max_data_bytes, model);
 }
 
 bool read_tensor_file(const std::string& path, std::uint64_t max_data_bytes, onnx::TensorProto& t) {
