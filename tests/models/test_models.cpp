@@ -603,6 +603,19 @@ TEST_CASE("bad model specs report file:line:col and write nothing") {
     CHECK(rc != wfgen::cli::kInternal);
     CHECK(err.str().rfind(f.string() + ":" + expect + "\n", 0) == 0);
     CHECK((!fs::exists(out) || fs::is_empty(out)));
+    // `wfgen check` reports as many errors, each once (a model's error met
+    // again through a call is not a second error; called_model_shape.yaml).
+    std::ostringstream check_out, check_err;
+    wfgen::cli::CheckOptions check_opts;
+    check_opts.specs = {f};
+    CHECK(wfgen::cli::check(check_opts, {check_out, check_err, false}) == rc);
+    INFO("wfgen check:\n" << check_err.str());
+    auto errors = [](const std::string& text) {
+      std::size_t n = 0;
+      for (std::size_t at = text.find(": error: "); at != std::string::npos; at = text.find(": error: ", at + 1)) ++n;
+      return n;
+    };
+    CHECK(errors(check_err.str()) == errors(err.str()));
     seen.insert(f.stem().string());
   }
   for (const char* kind : {"unknown_node", "wrong_argument_count", "shape_mismatch", "recursion", "cpp_keyword_build",

@@ -450,7 +450,20 @@ int check(const CheckOptions& options, Streams io) {
     s.builds = full.builds;
     // Every model of the user's by itself, also those no build uses: names and
     // calls resolved, then traced symbolically over its own where line.
-    std::vector<Diagnostic> errors, notes, warnings = model_warnings(full);
+    std::vector<Diagnostic> notes, warnings = model_warnings(full);
+    // One report per error: met again through a call (a build of a model
+    // that calls a wrong one), it is the same error, reported once, with the
+    // longer chain of calls as its notes.
+    std::vector<std::vector<Diagnostic>> errors;
+    auto add_error = [&errors](const UserError& e) {
+      const std::vector<Diagnostic>& ds = e.diagnostics();
+      auto same = [&ds](const std::vector<Diagnostic>& g) {
+        return !g.empty() && !ds.empty() && g[0].loc.str() == ds[0].loc.str() && g[0].message == ds[0].message;
+      };
+      auto it = std::find_if(errors.begin(), errors.end(), same);
+      if (it == errors.end()) errors.push_back(ds);
+      else if (ds.size() > it->size()) *it = ds;
+    };
     std::set<std::string> failed, built;
     for (const auto& b : full.builds) built.insert(b.model);
     for (const auto& m : full.models) {
@@ -462,7 +475,7 @@ int check(const CheckOptions& options, Streams io) {
         std::vector<Diagnostic> n = trace::check_model(full, m);
         notes.insert(notes.end(), n.begin(), n.end());
       } catch (const UserError& e) {
-        errors.insert(errors.end(), e.diagnostics().begin(), e.diagnostics().end());
+        add_error(e);
         failed.insert(m.name);
       }
     }
@@ -472,12 +485,16 @@ int check(const CheckOptions& options, Streams io) {
       try {
         trace::trace_build(full, b, &warnings);
       } catch (const UserError& e) {
-        errors.insert(errors.end(), e.diagnostics().begin(), e.diagnostics().end());
+        add_error(e);
       }
     }
     const std::size_t n_warnings = print_warnings(warnings, options.warnings_as_errors, io);
     for (const auto& d : notes) io.err << render(d, io.color);  // what could not be decided
-    if (!errors.empty()) return report_user_error(UserError(errors), io);
+    if (!errors.empty()) {
+      std::vector<Diagnostic> all;
+      for (const auto& g : errors) all.insert(all.end(), g.begin(), g.end());
+      return report_user_error(UserError(all), io);
+    }
     if (n_warnings && options.warnings_as_errors) {
       io.err << n_warnings << " error" << (n_warnings == 1 ? "" : "s") << " generated.\n";
       return kBadInput;

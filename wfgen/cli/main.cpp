@@ -2,11 +2,13 @@
 // subcommand is a function in commands.hpp.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "wfgen/cli/commands.hpp"
 #ifdef WFGEN_WITH_ONNX
 #include "wfgen/cli/import.hpp"
+#include "wfgen/passes/passes.hpp"
 #endif
 #include "wfgen/subscript/subscript.hpp"
 #include "wfgen/support/diagnostics.hpp"
@@ -52,7 +54,18 @@ int main(int argc, char** argv) {
     return subscript::is_name(ns) && ns.find('-') == std::string::npos ? std::string() : std::string("not a C++ identifier: ") + ns;
   });
   gen->add_option("--build", gen_opts.builds, "Generate only this build (repeatable)");
-  gen->add_option("--dump-after", gen_opts.dump_after, "Print the graph after this pass (trace, dead-code, plan-memory)");
+  const std::string pass_list = [] {
+    std::string out;
+    for (const auto& name : passes::kPassNames) out += (out.empty() ? "" : ", ") + name;
+    return out;
+  }();
+  gen->add_option("--dump-after", gen_opts.dump_after, "Print the graph after this pass (repeatable): " + pass_list)
+      ->check([pass_list](const std::string& name) {
+        const auto& known = passes::kPassNames;
+        return std::find(known.begin(), known.end(), name) != known.end()
+                   ? std::string()
+                   : "'" + name + "' is not a pass; expected one of " + pass_list;
+      });
   gen->add_flag("--time-passes", gen_opts.time_passes, "Print how long each pass took");
   gen->add_flag("--list-outputs", gen_opts.list_outputs, "Print the files it would write and write nothing (for CMake)");
   gen->add_flag("--check", gen_opts.check,

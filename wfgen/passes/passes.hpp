@@ -107,8 +107,12 @@ void validate_paths(const spec::Spec& spec);
 // described in `log` (for `wfgen explain`) when given. Throws UserError.
 void apply_paths(const spec::Spec& spec, const spec::Build& build, graph::Graph& g, std::string* log);
 
+// The names run_pipeline gives its passes, in order (`--dump-after`,
+// `--time-passes`; docs/cli.md). "trace" is the graph as traced, before any pass.
+inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "fuse", "accumulate", "plan-memory"};
+
 struct PipelineOptions {
-  std::vector<std::string> dump_after;  // pass names: print the graph after them
+  std::vector<std::string> dump_after;  // names of kPassNames: print the graph after them
   bool time_passes = false;
   // Where fused kernels go; null: no paths and no automatic fusion (`fuse: false`, --no-fuse).
   FusionRegistry* fusion = nullptr;
