@@ -144,6 +144,7 @@ function(wfgen_add_library target)
     endif()
   endif()
   set(uses_slots FALSE)
+  set(outputs_check "")
 
   if(ARG_COMMITTED)
     # The generated files are in the source tree, listed in the manifest
@@ -196,11 +197,16 @@ function(wfgen_add_library target)
            -DCOUNT=${WFGEN_MAX_GENERATED_SOURCES} -DTARGET=${target} -P "${_WFGEN_CMAKE_DIR}/wfgenSlots.cmake")
       set(outputs ${compiled})
     endif()
-    # The manifest is rewritten on every run and comes first: it is the
-    # stamp Make compares against. Unchanged generated files keep their
-    # mtime (wfgen writes only what changed), so only they recompile.
+    # The manifest is rewritten on every run: it is the one OUTPUT, the
+    # stamp the build tool compares against. The generated files are
+    # BYPRODUCTS: unchanged ones keep their mtime (wfgen writes only what
+    # changed), so only changed ones recompile, under Ninja (restat) and
+    # Unix Makefiles alike. As OUTPUTs, Makefiles gave each one a rule
+    # `file: stamp` that touched it (touch_nocreate) whenever the stamp was
+    # newer: every generated file recompiled after any spec edit.
     add_custom_command(
-      OUTPUT "${stamp}" ${compiled}
+      OUTPUT "${stamp}"
+      BYPRODUCTS ${compiled}
       ${gen_command}
       DEPENDS ${spec_files} ${tool_file}
       DEPFILE "${depfile}"
@@ -208,12 +214,23 @@ function(wfgen_add_library target)
       COMMENT "wfgen: generating ${target}"
       VERBATIM)
     set(gen_sources "${stamp}" ${compiled})
+    if(CMAKE_GENERATOR MATCHES "Makefiles")
+      # Make has no rule for a byproduct deleted by hand: before each build,
+      # a missing one removes the stamp, so wfgen runs again.
+      add_custom_target(${target}_outputs
+        COMMAND "${CMAKE_COMMAND}" "-DSTAMP=${stamp}" "-DFILES=${compiled}" -P "${_WFGEN_CMAKE_DIR}/wfgenCheckOutputs.cmake"
+        VERBATIM)
+      set(outputs_check ${target}_outputs)
+    endif()
   endif()
 
   # Generated sources are every .cpp; headers are found through the include path.
   set(cpp_sources ${outputs})
   list(FILTER cpp_sources INCLUDE REGEX "\\.cpp$")
   add_library(${target} STATIC ${gen_sources})
+  if(outputs_check)
+    add_dependencies(${target} ${outputs_check})
+  endif()
   target_include_directories(${target} PUBLIC "${outdir}")
   # Kernels written in C++ by the user are #included as the spec names them,
   # relative to the spec's folder.
