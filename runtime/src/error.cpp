@@ -1,11 +1,11 @@
-// Error codes, Status, fail() and shape formatting used in every runtime message.
+// Error codes, Status and fail() (error.hpp).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
-#include "wfgen/runtime.hpp"
+#include "wfgen/error.hpp"
 
 namespace wfgen::rt {
 
@@ -66,16 +66,6 @@ void fail(ErrorCode code, const std::string& message) {
 void fail(const Status& status) {
   if (status.ok()) fail(ErrorCode::InvalidArgument, "fail() called with a Status that is ok");
   fail(status.code(), status.message());
-}
-
-std::string shape_to_string(std::span<const std::int64_t> dims) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ' ';
-    s += std::to_string(dims[i]);
-  }
-  s += ')';
-  return s;
 }
 
 }  // namespace wfgen::rt

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <charconv>
+#include <climits>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <string>
@@ -13,6 +15,18 @@
 #include "wfgen/runtime.hpp"
 
 namespace wfgen::rt::internal {
+
+// The largest byte size of a buffer: the address space (PTRDIFF_MAX).
+inline constexpr std::int64_t kMaxBytes = PTRDIFF_MAX;
+
+// Checked sizes of model support (view_refs.cpp), shared with the binding
+// code (model_support.cpp): "(2 ? 3)", with ? for Size::kInvalid, of a
+// shape or of n dims; and a shape's element count and bytes, or the error
+// (a size computed from the inputs overflowed, a negative size, more than
+// kMaxBytes).
+std::string shape_text(std::initializer_list<std::int64_t> shape);
+std::string dims_str(const std::int64_t* d, int n);
+Status checked_bytes(DType dtype, std::initializer_list<std::int64_t> shape, std::int64_t& numel, std::int64_t& bytes);
 
 // Shortest round-trip spelling; floats always show a decimal point ("1.0")
 // so they are not mistaken for integers.

@@ -28,7 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "wfgen/runtime.hpp"
+#include "wfgen/error.hpp"
+#include "wfgen/parallel.hpp"
 
 namespace wfgen::rt {
 
@@ -325,7 +326,7 @@ struct Threshold {
   std::atomic<std::int64_t> bytes;
 };
 
-// The defaults: 32 MiB and 8 MiB, runtime.hpp says why.
+// The defaults: 32 MiB and 8 MiB, parallel.hpp says why.
 Threshold& streaming_setting() {
   static Threshold t("WFGEN_STREAMING_STORE_BYTES", std::int64_t{32} << 20);
   return t;

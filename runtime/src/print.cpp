@@ -1,4 +1,5 @@
-// Tensor::to_string: the cl-waffe2 print layout
+// Tensor::to_string: the cl-waffe2 print layout (and shape_to_string, the
+// "(3 4)" of every runtime message)
 //
 //   {CPUTENSOR[float] :shape (10 10)
 //     ((1.0 1.0 1.0 ~ 1.0 1.0 1.0)
@@ -111,5 +112,15 @@ std::string Tensor::to_string() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+std::string shape_to_string(std::span<const std::int64_t> dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ' ';
+    s += std::to_string(dims[i]);
+  }
+  s += ')';
+  return s;
+}
 
 }  // namespace wfgen::rt

@@ -28,7 +28,7 @@
 #include <new>
 #include <type_traits>
 
-#include "wfgen/runtime.hpp"
+#include "wfgen/parallel.hpp"
 
 namespace wfgen::rt {
 

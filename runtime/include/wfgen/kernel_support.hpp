@@ -1,6 +1,8 @@
 // What generated kernels use at run time: loop planning over strided views
 // (call-with-view at build time), the std-only GEMM (gemm.hpp), and the type-erased
 // kernel table the VM dispatches through. Std-only, header-only.
+// The kernel layer: it includes error.hpp, parallel.hpp and
+// runtime_types.hpp, never the model API (runtime.hpp).
 //
 // A generated kernel writes only the innermost loop of its body; LoopNest
 // decides everything that depends on run-time strides:
@@ -31,8 +33,9 @@
 #include <utility>
 #include <vector>
 
+#include "wfgen/error.hpp"
 #include "wfgen/gemm.hpp"
-#include "wfgen/runtime.hpp"
+#include "wfgen/parallel.hpp"
 #include "wfgen/runtime_types.hpp"
 
 #if defined(__SSE2__)

@@ -16,7 +16,10 @@
 //   fill_normal(w, 0.0, 0.02, rng);           // same numbers on every platform
 //   std::cout << b << "\n";                   // {CPUTENSOR[float] :shape (3 2) ...}
 //
-// Sections: errors, storage, tensors, arena, threads, random numbers.
+// Sections: shapes and dtype dispatch, storage, tensors, arena, random
+// numbers. The layer below it, which generated kernels use without the model
+// API, has its own headers, included here: errors (error.hpp), threads
+// (parallel.hpp), element types, views and TensorRef (runtime_types.hpp).
 #pragma once
 
 #include <cstddef>
@@ -34,128 +37,11 @@
 #include <utility>
 #include <vector>
 
+#include "wfgen/error.hpp"
+#include "wfgen/parallel.hpp"
 #include "wfgen/runtime_types.hpp"
 
 namespace wfgen::rt {
-
-// ---------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------
-
-// What went wrong, so callers (and tests) can branch without parsing text.
-// Append only: the values are part of the error-code API.
-enum class ErrorCode : std::uint8_t {
-  ShapeMismatch,     // shapes that had to agree did not
-  DTypeMismatch,     // element type differs from the one asked for
-  RankMismatch,      // number of dimensions differs from the one asked for
-  OutOfBounds,       // an index or byte range lies outside its tensor or buffer
-  InvalidView,       // the view cannot be expressed with strides over the same storage
-  NullBuffer,        // a tensor without storage, or a null user pointer
-  AliasedBuffer,     // two buffers overlap where they must not
-  BadParameterFile,  // a parameter file is truncated or does not match the model
-  OutOfMemory,       // an allocation failed
-  InvalidArgument,   // any other bad argument (negative size, step 0, ...)
-  SizeOverflow,      // a run-time size, element count, byte count or offset does not fit in 64 bits
-};
-inline constexpr int kErrorCodeCount = 11;
-
-// "shape mismatch", "dtype mismatch", ...
-const char* error_code_name(ErrorCode code);
-
-// Every error the runtime reports. Messages name the values involved and what
-// was expected; they start lowercase and end without a period.
-class Error : public std::runtime_error {
- public:
-  Error(ErrorCode code, const std::string& message);
-  ErrorCode code() const noexcept { return code_; }
-
- private:
-  ErrorCode code_;
-};
-
-// The error-code API: what the non-throwing entry points of generated model
-// classes (try_forward(), try_run(), ...) return instead of throwing an Error.
-// A default-constructed Status is success; a failed one carries the ErrorCode
-// and the message the Error would have had.
-//
-//   std::vector<wfgen::rt::Tensor> out;
-//   wfgen::rt::Status st = model.try_forward(out, X);
-//   if (!st.ok()) std::fprintf(stderr, "%s: %s\n", wfgen::rt::error_code_name(st.code()), st.message().c_str());
-class [[nodiscard]] Status {
- public:
-  Status() noexcept = default;
-  Status(ErrorCode code, std::string message) : failed_(true), code_(code), message_(std::move(message)) {}
-  static Status from(const Error& e) { return Status(e.code(), e.what()); }
-
-  bool ok() const noexcept { return !failed_; }
-  explicit operator bool() const noexcept { return ok(); }
-  // Meaningful only when !ok().
-  ErrorCode code() const noexcept { return code_; }
-  const std::string& message() const noexcept { return message_; }
-  // "ok", or "shape mismatch: <message>".
-  std::string to_string() const;
-
- private:
-  bool failed_ = false;
-  ErrorCode code_ = ErrorCode::InvalidArgument;
-  std::string message_;
-};
-
-// Whether the runtime (and the generated code including this header) is
-// compiled with C++ exceptions. Define WFGEN_NO_EXCEPTIONS, or compile with
-// -fno-exceptions, for builds without them (see fail()).
-#if defined(WFGEN_NO_EXCEPTIONS) || !(defined(__cpp_exceptions) || defined(__EXCEPTIONS))
-#define WFGEN_EXCEPTIONS 0
-#else
-#define WFGEN_EXCEPTIONS 1
-#endif
-
-// The one way the runtime and generated code report an error. With
-// exceptions: throws Error(code, message). Without (-fno-exceptions, the
-// runtime compiled the same way): records the error (last_fatal_error()),
-// calls the fatal handler, which by default prints "wfgen: <code name>:
-// <message>" to stderr, and aborts. The try_ entry points of generated
-// models validate their inputs before running, so bad input returns a
-// Status there and never reaches this abort.
-[[noreturn]] void fail(ErrorCode code, const std::string& message);
-[[noreturn]] void fail(const Status& status);
-
-// Runs f() (returning void or a Status) and gives its error as a Status. With
-// exceptions, whatever f throws is caught: an Error keeps its code,
-// std::bad_alloc is OutOfMemory, anything else InvalidArgument. Without, f()
-// just runs (a fail() inside aborts). The try_ entry points of generated
-// models run through it, so they never throw.
-template <class F>
-Status capture(F&& f) {
-#if WFGEN_EXCEPTIONS
-  try {
-#endif
-    if constexpr (std::is_same_v<decltype(std::forward<F>(f)()), Status>) {
-      return std::forward<F>(f)();
-    } else {
-      std::forward<F>(f)();
-      return {};
-    }
-#if WFGEN_EXCEPTIONS
-  } catch (const Error& e) {
-    return Status::from(e);
-  } catch (const std::bad_alloc& e) {
-    return Status(ErrorCode::OutOfMemory, std::string("out of memory (") + e.what() + ")");
-  } catch (const std::exception& e) {
-    return Status(ErrorCode::InvalidArgument, e.what());
-  } catch (...) {
-    return Status(ErrorCode::InvalidArgument, "an exception that is not a std::exception");
-  }
-#endif
-}
-
-// Builds without exceptions: called by fail() before it aborts; must not
-// return (if it does, fail() aborts). Null restores the default handler.
-using FatalHandler = void (*)(const Status& status);
-void set_fatal_handler(FatalHandler handler) noexcept;
-// The error of the last fail() in a build without exceptions (for a fatal
-// handler or a debugger); ok() if none.
-Status last_fatal_error();
 
 // ---------------------------------------------------------------------------
 // Shapes and dtype dispatch
@@ -227,18 +113,6 @@ class Storage {
 // ---------------------------------------------------------------------------
 // Tensors
 // ---------------------------------------------------------------------------
-
-// Type-erased, POD description of a tensor for C-like interfaces and
-// generated dispatch code. `data` already includes the tensor's offset;
-// strides are in elements. Entries past `rank` are zero.
-struct TensorRef {
-  void* data;
-  DType dtype;
-  std::int32_t rank;
-  std::int64_t shape[kMaxRank];
-  std::int64_t strides[kMaxRank];
-};
-static_assert(std::is_trivial_v<TensorRef> && std::is_standard_layout_v<TensorRef>);
 
 // A strided view of a Storage, as cl-waffe2's AbstractTensor without the graph
 // slots: dtype, rank, visible shape, strides (elements), initial offset
@@ -510,93 +384,6 @@ class Arena {
  private:
   std::shared_ptr<Storage> block_;
 };
-
-// ---------------------------------------------------------------------------
-// Threads
-// ---------------------------------------------------------------------------
-
-// Threads used by parallel_for, the calling thread included. The default is
-// WFGEN_NUM_THREADS if it holds an integer in [1, 1024], otherwise
-// std::thread::hardware_concurrency(). A new value takes effect at the next
-// parallel_for call.
-void set_num_threads(int n);
-int num_threads();
-
-// Element-wise kernels write a contiguous output of at least this many bytes
-// with non-temporal (streaming) stores: they skip the caches and the read of
-// each line before it is written, so an output far larger than the caches
-// costs one memory transfer per byte instead of two, while a smaller one,
-// likely read again soon, stays cached. The default is 32 MiB, the size of
-// a large last-level cache (an output that fits it, read by the next
-// instruction, is faster cached; measured in bench/), or
-// WFGEN_STREAMING_STORE_BYTES if it holds an integer >= -1; 0 streams every
-// contiguous output, -1 none. Results are the same either way.
-void set_streaming_store_bytes(std::int64_t bytes);
-std::int64_t streaming_store_bytes() noexcept;
-
-// The same threshold for an output that is a result of a model (the VM's
-// instructions that write one, which nothing after them reads): nothing in
-// the model reads it back, so caching it only pays if the caller reads it
-// soon, while streaming it keeps the inputs cached and skips the read of
-// each line. The default is 8 MiB, a quarter of a large last-level cache,
-// the share of it one program can count on when other tenants use the rest
-// (layernorm 4096x1024, 16 MiB: 1.65 -> 0.69 ms at one thread, measured
-// when forward() still alternated between two sets of results). Below
-// it caching wins where the caller's data fits the cache (a 4 MiB result
-// streamed: 20 % faster at one thread, 20 % slower at two; measured in
-// bench/, docs/performance.md). WFGEN_STREAMING_RESULT_BYTES, if it holds
-// an integer >= -1, overrides it.
-void set_streaming_result_bytes(std::int64_t bytes);
-std::int64_t streaming_result_bytes() noexcept;
-
-namespace detail {
-// The threshold for the kernel running on this thread: streaming_result_bytes()
-// while the VM runs an instruction that writes a result (ResultScope),
-// streaming_store_bytes() otherwise.
-std::int64_t streaming_limit() noexcept;
-// Set by ResultScope on this thread (constinit: read without a call).
-extern thread_local constinit bool t_writing_result;
-class ResultScope {
- public:
-  // Inline: the VM enters one around every kernel that writes a result.
-  explicit ResultScope(bool writes_result) noexcept : previous_(t_writing_result) { t_writing_result = writes_result; }
-  ~ResultScope() { t_writing_result = previous_; }
-  ResultScope(const ResultScope&) = delete;
-  ResultScope& operator=(const ResultScope&) = delete;
-
- private:
-  bool previous_;
-};
-using RangeFn = void (*)(void* ctx, std::int64_t lo, std::int64_t hi);
-// True on pool workers and on a thread that is inside parallel_for.
-bool in_parallel_region() noexcept;
-void parallel_for_impl(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn,
-                       void* ctx);
-}  // namespace detail
-
-// Calls body(lo, hi) on disjoint sub-ranges that together cover [begin, end)
-// exactly once, each at least `grain` long except possibly the last. Runs
-// inline when the range is not longer than grain, when num_threads() == 1,
-// and when called from inside another parallel_for. The first exception a
-// body throws is rethrown here after every started chunk has finished;
-// chunks not yet started are skipped. Threads are persistent: no thread is
-// created per call. If another thread is already running a parallel_for, this
-// call runs its whole range on the calling thread instead of waiting.
-template <class F>
-void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& body) {
-  if (begin >= end) return;
-  if (grain < 1) grain = 1;
-  if (end - begin <= grain || detail::in_parallel_region() || num_threads() == 1) {
-    body(begin, end);
-    return;
-  }
-  using Body = std::remove_reference_t<F>;
-  detail::RangeFn fn = [](void* ctx, std::int64_t lo, std::int64_t hi) {
-    (*static_cast<Body*>(ctx))(lo, hi);
-  };
-  detail::parallel_for_impl(begin, end, grain, fn,
-                            const_cast<void*>(static_cast<const void*>(std::addressof(body))));
-}
 
 // ---------------------------------------------------------------------------
 // Random numbers

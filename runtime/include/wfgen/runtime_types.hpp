@@ -1,5 +1,6 @@
 // Core vocabulary shared by the wfgen runtime and by generated kernels:
-// element types and typed strided views. Std-only, header-only, plain data.
+// element types, typed strided views and the type-erased TensorRef.
+// Std-only, header-only, plain data.
 //
 // A generated kernel for a node of rank R and element type T takes its
 // operands as `View<const T, R>` (inputs it does not write) and `View<T, R>`
@@ -118,5 +119,17 @@ struct View {
     return View<const T, R>{data, shape, strides};
   }
 };
+
+// Type-erased, POD description of a tensor for C-like interfaces and
+// generated dispatch code. `data` already includes the tensor's offset;
+// strides are in elements. Entries past `rank` are zero.
+struct TensorRef {
+  void* data;
+  DType dtype;
+  std::int32_t rank;
+  std::int64_t shape[kMaxRank];
+  std::int64_t strides[kMaxRank];
+};
+static_assert(std::is_trivial_v<TensorRef> && std::is_standard_layout_v<TensorRef>);
 
 }  // namespace wfgen::rt

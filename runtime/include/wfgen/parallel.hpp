@@ -1,0 +1,96 @@
+// Threads of the wfgen runtime: parallel_for over a persistent pool, the
+// thread count, and the thresholds of streaming stores. Part of the kernel
+// layer (below the model API of runtime.hpp): generated kernels and the
+// GEMM use it without tensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+namespace wfgen::rt {
+
+// Threads used by parallel_for, the calling thread included. The default is
+// WFGEN_NUM_THREADS if it holds an integer in [1, 1024], otherwise
+// std::thread::hardware_concurrency(). A new value takes effect at the next
+// parallel_for call.
+void set_num_threads(int n);
+int num_threads();
+
+// Element-wise kernels write a contiguous output of at least this many bytes
+// with non-temporal (streaming) stores: they skip the caches and the read of
+// each line before it is written, so an output far larger than the caches
+// costs one memory transfer per byte instead of two, while a smaller one,
+// likely read again soon, stays cached. The default is 32 MiB, the size of
+// a large last-level cache (an output that fits it, read by the next
+// instruction, is faster cached; measured in bench/), or
+// WFGEN_STREAMING_STORE_BYTES if it holds an integer >= -1; 0 streams every
+// contiguous output, -1 none. Results are the same either way.
+void set_streaming_store_bytes(std::int64_t bytes);
+std::int64_t streaming_store_bytes() noexcept;
+
+// The same threshold for an output that is a result of a model (the VM's
+// instructions that write one, which nothing after them reads): nothing in
+// the model reads it back, so caching it only pays if the caller reads it
+// soon, while streaming it keeps the inputs cached and skips the read of
+// each line. The default is 8 MiB, a quarter of a large last-level cache,
+// the share of it one program can count on when other tenants use the rest
+// (layernorm 4096x1024, 16 MiB: 1.65 -> 0.69 ms at one thread, measured
+// when forward() still alternated between two sets of results). Below
+// it caching wins where the caller's data fits the cache (a 4 MiB result
+// streamed: 20 % faster at one thread, 20 % slower at two; measured in
+// bench/, docs/performance.md). WFGEN_STREAMING_RESULT_BYTES, if it holds
+// an integer >= -1, overrides it.
+void set_streaming_result_bytes(std::int64_t bytes);
+std::int64_t streaming_result_bytes() noexcept;
+
+namespace detail {
+// The threshold for the kernel running on this thread: streaming_result_bytes()
+// while the VM runs an instruction that writes a result (ResultScope),
+// streaming_store_bytes() otherwise.
+std::int64_t streaming_limit() noexcept;
+// Set by ResultScope on this thread (constinit: read without a call).
+extern thread_local constinit bool t_writing_result;
+class ResultScope {
+ public:
+  // Inline: the VM enters one around every kernel that writes a result.
+  explicit ResultScope(bool writes_result) noexcept : previous_(t_writing_result) { t_writing_result = writes_result; }
+  ~ResultScope() { t_writing_result = previous_; }
+  ResultScope(const ResultScope&) = delete;
+  ResultScope& operator=(const ResultScope&) = delete;
+
+ private:
+  bool previous_;
+};
+using RangeFn = void (*)(void* ctx, std::int64_t lo, std::int64_t hi);
+// True on pool workers and on a thread that is inside parallel_for.
+bool in_parallel_region() noexcept;
+void parallel_for_impl(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn,
+                       void* ctx);
+}  // namespace detail
+
+// Calls body(lo, hi) on disjoint sub-ranges that together cover [begin, end)
+// exactly once, each at least `grain` long except possibly the last. Runs
+// inline when the range is not longer than grain, when num_threads() == 1,
+// and when called from inside another parallel_for. The first exception a
+// body throws is rethrown here after every started chunk has finished;
+// chunks not yet started are skipped. Threads are persistent: no thread is
+// created per call. If another thread is already running a parallel_for, this
+// call runs its whole range on the calling thread instead of waiting.
+template <class F>
+void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& body) {
+  if (begin >= end) return;
+  if (grain < 1) grain = 1;
+  if (end - begin <= grain || detail::in_parallel_region() || num_threads() == 1) {
+    body(begin, end);
+    return;
+  }
+  using Body = std::remove_reference_t<F>;
+  detail::RangeFn fn = [](void* ctx, std::int64_t lo, std::int64_t hi) {
+    (*static_cast<Body*>(ctx))(lo, hi);
+  };
+  detail::parallel_for_impl(begin, end, grain, fn,
+                            const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+}
+
+}  // namespace wfgen::rt
