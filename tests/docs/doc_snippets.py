@@ -16,7 +16,8 @@ In short, the info string of a fenced block is LANG [ATTR...]:
   excerpt=PATH   the block must appear verbatim in PATH: relative to the
                  page's folder after the blocks before it ran, or to the
                  repository with `repo:` (examples/mlp-training/mlp.yaml).
-  no-run         illustrative: not run (the same as no attribute).
+  no-run         illustrative: not run. A block with `$` lines or a spec
+                 that has no attribute is a failure: its author decides.
 
 and `<!-- example: NAME -->` before a block says a test compiles it: that
 NAME must be an example of tests/models/runtime_api_examples.cpp (which
@@ -205,7 +206,7 @@ class Page:
         except OSError as e:
             self.fail(block, f"excerpt of {path}: {e}")
             return
-        if block.text not in text:
+        if not contains_indented(text, block.text):
             self.fail(block, f"the block is not in {path} as shown:\n{block.text}")
 
     def finish(self):
@@ -213,6 +214,34 @@ class Page:
             code, out = self.run_command(f"wfgen check {sh_quote(name)}")
             if code != 0:
                 self.fail(block, f"`wfgen check {name}` exited with {code}:\n{out}")
+
+
+def contains_indented(text, block):
+    """Whether the block's lines are consecutive lines of `text`, each with
+    the same indentation put before it (code in a function body)."""
+    want = block.rstrip("\n").split("\n")
+    have = text.split("\n")
+    for k in range(len(have) - len(want) + 1):
+        first = have[k]
+        if not first.endswith(want[0]):
+            continue
+        indent = first[:len(first) - len(want[0])]
+        if indent.strip():
+            continue
+        # An empty line of the block is an empty (or blank) line of the file.
+        if all((have[k + j] == indent + w) if w else not have[k + j].strip() for j, w in enumerate(want)):
+            return True
+    return False
+
+
+SPEC_KEYS = re.compile(r"^(nodes|impls|ops|models|paths|builds):", re.M)
+
+
+def looks_runnable(block):
+    """A block whose author must decide: a shell session ($ lines) or a spec."""
+    if any(line.startswith("$ ") for line in block.text.split("\n")):
+        return True
+    return block.lang in ("yaml", "yml") and SPEC_KEYS.search(block.text) is not None
 
 
 def sh_quote(s):
@@ -225,13 +254,15 @@ def main():
     ap.add_argument("--wfgen", required=True)
     ap.add_argument("--prefix", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--lenient", action="append", default=[],
+                    help="a page whose unmarked runnable-looking blocks are warnings, not failures")
     ap.add_argument("pages", nargs="*")
     args = ap.parse_args()
     pages = args.pages or ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(args.repo, "docs"))
                                                  if f.endswith(".md"))
     with open(os.path.join(args.repo, "tests/models/runtime_api_examples.cpp")) as f:
         compiled_examples = set(re.findall(r"// \[example: ([\w-]+)\]", f.read()))
-    failures, total = [], {"run": 0, "spec": 0, "excerpt": 0, "example": 0}
+    failures, warnings, total = [], [], {"run": 0, "spec": 0, "excerpt": 0, "example": 0}
     for page in pages:
         with open(os.path.join(args.repo, page)) as f:
             blocks = blocks_of(page, f.read())
@@ -245,6 +276,13 @@ def main():
                 p.counts["example"] += 1
                 if b.example not in compiled_examples:
                     p.fail(b, f"example '{b.example}' is not in tests/models/runtime_api_examples.cpp")
+            if not b.attrs and not b.example and looks_runnable(b):
+                why = "a block that looks runnable is not marked: add run, spec or excerpt=, or no-run (docs/contributing.md)"
+                if page in args.lenient:
+                    warnings.append(f"{b.where()}: {why}")
+                else:
+                    p.fail(b, why)
+                continue
             if "no-run" in b.attrs:
                 if len(b.attrs) > 1:
                     p.fail(b, "no-run with other attributes")
@@ -261,6 +299,8 @@ def main():
         for k in total:
             total[k] += p.counts[k]
         failures += p.failures
+    for w in warnings:
+        print(f"warning: {w}")
     for f in failures:
         print(f"FAIL {f}\n")
     print(f"{len(pages)} pages: {total['run']} sessions run, {total['spec']} specs checked, {total['excerpt']} excerpts "

@@ -496,6 +496,20 @@ TEST_CASE("train, then deploy: the inference build takes the training build's pa
   fs::remove_all(dir);
 }
 
+// docs/models.md shows the lines of this test (docs.snippets compares them).
+TEST_CASE("models.md: a generated class at two batch sizes") {
+  namespace my_models = wfgen_models;
+  using namespace wfgen::rt;
+  my_models::mlp m;                                  // parameters initialised from the build's seed
+  Tensor X = Tensor::empty(DType::f32, {4, 20});
+  Tensor T = Tensor::zeros(DType::f32, {4, 5});
+  auto [logits, loss] = m.forward(X, T);             // rt::Results<2>: the model's own, not copied, written again by its next call
+  m.forward(Tensor::empty(DType::f32, {9, 20}), Tensor::zeros(DType::f32, {9, 5}));  // another batch size
+  CHECK(logits.shape() == Shape({4, 5}));
+  CHECK(loss.shape() == Shape({1}));
+  CHECK(m.forward(X, T)[0].shape() == Shape({4, 5}));
+}
+
 TEST_CASE("run-time input errors: wrong shape, rank, dtype, inconsistent symbols") {
   wfgen_models::mlp m;
   Tensor T = random_tensor({3, 5}, 1);
