@@ -499,164 +499,205 @@ void emit_pool_blocks(CodeWriter& w, const KernelPlan& p, PoolMode mode, const s
   w.close();
 }
 
-void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) {
-  const bool value = mode == PoolMode::Value;
-  const auto& x = p.tensors[value ? 0 : 1];
-  const auto& o = p.tensors[value ? 1 : 2];
-  // The tensor of the windows' shape [N C h_out w_out], and the one the
-  // winners' offsets index (grad: the output image; pick: D).
-  const auto& win = mode == PoolMode::Grad ? p.tensors[0] : o;
-  const auto& target = mode == PoolMode::Grad ? o : p.tensors[0];
-  const std::string t = elem(p.dtype);
-  const bool is_float = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
-  const std::string window = "[n c (y*stride_h - pad_h + i) (x*stride_w - pad_w + j)] over i < k_h, j < k_w inside " + x.name;
-  if (value) w.comment(o.name + "[n c y x] = max of " + x.name + window + " (NaN if one is NaN)");
-  else if (mode == PoolMode::Grad)
-    w.comment(o.name + "[n c h w] = sum of " + win.name + "[n c y x] over the windows whose winner in " + x.name + window + " is (h w)");
-  else w.comment(o.name + "[n c y x] = " + target.name + " at the winner in " + x.name + window);
-  w.open("wfgen::rt::parallel_for(0, " + x.cpp + ".shape[0] * " + x.cpp + ".shape[1], std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, " +
-         x.cpp + ".shape[2] * " + x.cpp + ".shape[3])), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+// max_pool, max_pool_grad and max_pool_pick: per plane (n c), per output
+// row, blocks of 64 windows, each window's best (or winner) over its rows
+// and columns.
+class MaxPool {
+ public:
+  MaxPool(CodeWriter& w, const KernelPlan& p, PoolMode mode)
+      : w_(w), p_(p), mode_(mode), value_(mode == PoolMode::Value), x_(p.tensors[value_ ? 0 : 1]), o_(p.tensors[value_ ? 1 : 2]),
+        // The tensor of the windows' shape [N C h_out w_out], and the one the
+        // winners' offsets index (grad: the output image; pick: D).
+        win_(mode == PoolMode::Grad ? p.tensors[0] : o_), target_(mode == PoolMode::Grad ? o_ : p.tensors[0]), t_(elem(p.dtype)),
+        is_float_(p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64),
+        // max_pool_grad and max_pool_pick compare order keys (kernel_support.hpp):
+        // integer selects, vectorised, never branches.
+        key_(p.dtype == rt::DType::f64 ? "std::int64_t" : "std::int32_t"), keyed_(!value_ && is_float_),
+        lowest_(is_float_ ? "-std::numeric_limits<" + t_ + ">::infinity()" : "std::numeric_limits<" + t_ + ">::lowest()") {}
+
+  void emit() {
+    const std::string window = "[n c (y*stride_h - pad_h + i) (x*stride_w - pad_w + j)] over i < k_h, j < k_w inside " + x_.name;
+    if (value_) w_.comment(o_.name + "[n c y x] = max of " + x_.name + window + " (NaN if one is NaN)");
+    else if (mode_ == PoolMode::Grad)
+      w_.comment(o_.name + "[n c h w] = sum of " + win_.name + "[n c y x] over the windows whose winner in " + x_.name + window + " is (h w)");
+    else w_.comment(o_.name + "[n c y x] = " + target_.name + " at the winner in " + x_.name + window);
+    w_.open("wfgen::rt::parallel_for(0, " + x_.cpp + ".shape[0] * " + x_.cpp + ".shape[1], std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, " +
+            x_.cpp + ".shape[2] * " + x_.cpp + ".shape[3])), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+    sizes();
+    w_.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
+    planes();
+    emit_pool_blocks(w_, p_, mode_, keyed_ ? key_ : t_, keyed_);
+    w_.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y)");
+    w_.line("const std::int64_t wf_iy0 = wf_y * wf_sh - wf_ph;");
+    w_.line("const std::int64_t wf_i_lo = std::max<std::int64_t>(0, -wf_iy0), wf_i_hi = std::min<std::int64_t>(wf_kh, wf_h - wf_iy0);");
+    if (!value_) {
+      // (Offsets can be negative: a view with a reversed axis.)
+      w_.line("constexpr std::int64_t wf_none = std::numeric_limits<std::int64_t>::min();");
+    }
+    block_of_windows();
+    w_.close();
+    w_.close();
+    w_.close(");");
+  }
+
+ private:
   // The sizes as locals of the body, not captured: the compiler would reload
   // a captured one after every store into the int64 offsets below.
-  w.line("const std::int64_t wf_h = " + x.cpp + ".shape[2], wf_w = " + x.cpp + ".shape[3], wf_channels = " + x.cpp + ".shape[1];");
-  w.line("const std::int64_t wf_ho = " + win.cpp + ".shape[2], wf_wo = " + win.cpp + ".shape[3];");
-  w.line("const std::int64_t wf_kh = " + scalar(p, "k_h") + ", wf_kw = " + scalar(p, "k_w") + ", wf_sh = " + scalar(p, "stride_h") +
-         ", wf_sw = " + scalar(p, "stride_w") + ", wf_ph = " + scalar(p, "pad_h") + ", wf_pw = " + scalar(p, "pad_w") + ";");
-  w.line("const std::int64_t wf_xs2 = " + x.cpp + ".strides[2], wf_xs3 = " + x.cpp + ".strides[3];");
-  w.line("const std::int64_t wf_ws2 = " + win.cpp + ".strides[2], wf_ws3 = " + win.cpp + ".strides[3];");
-  if (!value) w.line("const std::int64_t wf_ts2 = " + target.cpp + ".strides[2], wf_ts3 = " + target.cpp + ".strides[3];");
-  w.comment("the windows x in [wf_inner_lo, wf_inner_hi) have every column x*stride_w - pad_w + j inside [0, w)");
-  w.line("const std::int64_t wf_inner_hi = wf_w - wf_kw + wf_pw >= 0 ? std::min<std::int64_t>((wf_w - wf_kw + wf_pw) / wf_sw + 1, wf_wo) : 0;");
-  w.line("const std::int64_t wf_inner_lo = std::min<std::int64_t>((wf_pw + wf_sw - 1) / wf_sw, wf_inner_hi);");
-  w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
-  w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
-  auto plane = [&](const TensorParam& tp) { return tp.cpp + ".data + wf_b * " + tp.cpp + ".strides[0] + wf_c * " + tp.cpp + ".strides[1]"; };
-  w.line("const " + t + "* wf_src = " + plane(x) + ";");
-  if (mode == PoolMode::Grad) {
-    w.line(t + "* wf_img = " + plane(o) + ";");
-    w.line("const " + t + "* wf_win = " + plane(win) + ";");
-    w.open("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
-    w.line("if (wf_ts3 == 1) std::fill(wf_img + wf_iy * wf_ts2, wf_img + wf_iy * wf_ts2 + wf_w, " + t + "(0));");
-    w.line("else for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = " + t + "(0);");
-    w.close();
-  } else {
-    w.line(t + "* wf_dst = " + plane(o) + ";");
-    if (mode == PoolMode::Pick) w.line("const " + t + "* wf_from = " + plane(target) + ";");
+  void sizes() {
+    w_.line("const std::int64_t wf_h = " + x_.cpp + ".shape[2], wf_w = " + x_.cpp + ".shape[3], wf_channels = " + x_.cpp + ".shape[1];");
+    w_.line("const std::int64_t wf_ho = " + win_.cpp + ".shape[2], wf_wo = " + win_.cpp + ".shape[3];");
+    w_.line("const std::int64_t wf_kh = " + scalar(p_, "k_h") + ", wf_kw = " + scalar(p_, "k_w") + ", wf_sh = " + scalar(p_, "stride_h") +
+            ", wf_sw = " + scalar(p_, "stride_w") + ", wf_ph = " + scalar(p_, "pad_h") + ", wf_pw = " + scalar(p_, "pad_w") + ";");
+    w_.line("const std::int64_t wf_xs2 = " + x_.cpp + ".strides[2], wf_xs3 = " + x_.cpp + ".strides[3];");
+    w_.line("const std::int64_t wf_ws2 = " + win_.cpp + ".strides[2], wf_ws3 = " + win_.cpp + ".strides[3];");
+    if (!value_) w_.line("const std::int64_t wf_ts2 = " + target_.cpp + ".strides[2], wf_ts3 = " + target_.cpp + ".strides[3];");
+    w_.comment("the windows x in [wf_inner_lo, wf_inner_hi) have every column x*stride_w - pad_w + j inside [0, w)");
+    w_.line("const std::int64_t wf_inner_hi = wf_w - wf_kw + wf_pw >= 0 ? std::min<std::int64_t>((wf_w - wf_kw + wf_pw) / wf_sw + 1, wf_wo) : 0;");
+    w_.line("const std::int64_t wf_inner_lo = std::min<std::int64_t>((wf_pw + wf_sw - 1) / wf_sw, wf_inner_hi);");
   }
-  // max_pool_grad and max_pool_pick compare order keys (kernel_support.hpp):
-  // integer selects, vectorised, never branches.
-  const std::string key = p.dtype == rt::DType::f64 ? "std::int64_t" : "std::int32_t";
-  const bool keyed = !value && is_float;
-  emit_pool_blocks(w, p, mode, keyed ? key : t, keyed);
-  w.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y)");
-  w.line("const std::int64_t wf_iy0 = wf_y * wf_sh - wf_ph;");
-  w.line("const std::int64_t wf_i_lo = std::max<std::int64_t>(0, -wf_iy0), wf_i_hi = std::min<std::int64_t>(wf_kh, wf_h - wf_iy0);");
-  const std::string lowest = is_float ? "-std::numeric_limits<" + t + ">::infinity()" : "std::numeric_limits<" + t + ">::lowest()";
-  if (!value) {
-    // (Offsets can be negative: a view with a reversed axis.)
-    w.line("constexpr std::int64_t wf_none = std::numeric_limits<std::int64_t>::min();");
+
+  // The plane (n c) of each tensor; max_pool_grad zeroes its output image's.
+  void planes() {
+    w_.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
+    auto plane = [](const TensorParam& tp) { return tp.cpp + ".data + wf_b * " + tp.cpp + ".strides[0] + wf_c * " + tp.cpp + ".strides[1]"; };
+    w_.line("const " + t_ + "* wf_src = " + plane(x_) + ";");
+    if (mode_ == PoolMode::Grad) {
+      w_.line(t_ + "* wf_img = " + plane(o_) + ";");
+      w_.line("const " + t_ + "* wf_win = " + plane(win_) + ";");
+      w_.open("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
+      w_.line("if (wf_ts3 == 1) std::fill(wf_img + wf_iy * wf_ts2, wf_img + wf_iy * wf_ts2 + wf_w, " + t_ + "(0));");
+      w_.line("else for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = " + t_ + "(0);");
+      w_.close();
+    } else {
+      w_.line(t_ + "* wf_dst = " + plane(o_) + ";");
+      if (mode_ == PoolMode::Pick) w_.line("const " + t_ + "* wf_from = " + plane(target_) + ";");
+    }
   }
+
   // One element of window x: `row` (a pointer to row i of the window) at
   // `offset`; `at` its offset in the target; `n` tells the names of one
   // element from the next when a window is written out.
-  auto element = [&](const std::string& row, const std::string& offset, const std::string& at, const std::string& n = "") {
+  void element(const std::string& row, const std::string& offset, const std::string& at, const std::string& n = "") {
     const std::string v = "wf_v" + n, k = "wf_k" + n, take = "wf_take" + n;
-    w.line("const " + t + " " + v + " = " + row + "[" + offset + "];");
+    w_.line("const " + t_ + " " + v + " = " + row + "[" + offset + "];");
     // Every step a compare, a max or a select: a branch here would be
     // mispredicted on every other element of random windows.
-    if (value) {
-      w.line("wf_best = " + v + " > wf_best ? " + v + " : wf_best;" + (n.empty() || n == "0" ? "  // NaNs left out: v > best is false for them" : ""));
-      if (is_float) w.line("wf_nan = wf_nan | (" + v + " != " + v + ");");
+    if (value_) {
+      w_.line("wf_best = " + v + " > wf_best ? " + v + " : wf_best;" + (n.empty() || n == "0" ? "  // NaNs left out: v > best is false for them" : ""));
+      if (is_float_) w_.line("wf_nan = wf_nan | (" + v + " != " + v + ");");
       return;
     }
-    if (keyed) {
-      w.line("const " + key + " " + k + " = wfgen::rt::order_key(" + v + ");" + (n.empty() || n == "0" ? "  // NaNs: the largest key" : ""));
-      w.line("const bool " + take + " = " + k + " > wf_best;");
-      w.line("wf_best = " + take + " ? " + k + " : wf_best;");
+    if (keyed_) {
+      w_.line("const " + key_ + " " + k + " = wfgen::rt::order_key(" + v + ");" + (n.empty() || n == "0" ? "  // NaNs: the largest key" : ""));
+      w_.line("const bool " + take + " = " + k + " > wf_best;");
+      w_.line("wf_best = " + take + " ? " + k + " : wf_best;");
     } else {
-      w.line("const bool " + take + " = (wf_at == wf_none) | (" + v + " > wf_best);");
-      w.line("wf_best = " + take + " ? " + v + " : wf_best;");
+      w_.line("const bool " + take + " = (wf_at == wf_none) | (" + v + " > wf_best);");
+      w_.line("wf_best = " + take + " ? " + v + " : wf_best;");
     }
-    w.line("wf_at = " + take + " ? " + at + " : wf_at;");
-  };
+    w_.line("wf_at = " + take + " ? " + at + " : wf_at;");
+  }
+
   // Windows x of `lanes`: each one's best over its rows and columns (`k`
   // > 0: a k x k window wholly inside X, written out element by element so
   // that the loop over windows is innermost and vectorises; 0: loops over
   // the window, `checked` for the columns outside X), then the output
   // (max_pool, into wf_maxes) or the winner's offset (the adjoints, into
   // wf_ats), used after the loop.
-  auto window_loop = [&](const std::string& lanes, int k, int stride, bool checked) {
-    w.open("for (std::int64_t wf_x = " + lanes + ")");
-    w.line("const std::int64_t wf_ix0 = wf_x * " + (k > 0 ? num(stride) : std::string("wf_sw")) + " - wf_pw;");
-    if (keyed) w.line(key + " wf_best = std::numeric_limits<" + key + ">::min();  // below every key");
-    else w.line(t + " wf_best = " + lowest + ";");
-    if (value && is_float) w.line("bool wf_nan = false;");
-    if (!value) w.line("std::int64_t wf_at = wf_none;");
+  void window_loop(const std::string& lanes, int k, int stride, bool checked) {
+    w_.open("for (std::int64_t wf_x = " + lanes + ")");
+    w_.line("const std::int64_t wf_ix0 = wf_x * " + (k > 0 ? num(stride) : std::string("wf_sw")) + " - wf_pw;");
+    if (keyed_) w_.line(key_ + " wf_best = std::numeric_limits<" + key_ + ">::min();  // below every key");
+    else w_.line(t_ + " wf_best = " + lowest_ + ";");
+    if (value_ && is_float_) w_.line("bool wf_nan = false;");
+    if (!value_) w_.line("std::int64_t wf_at = wf_none;");
     if (k > 0) {
       for (int i = 0; i < k; ++i) {
-        w.line("const " + t + "* wf_row" + num(i) + " = wf_src + (wf_iy0 + " + num(i) + ") * wf_xs2;");
+        w_.line("const " + t_ + "* wf_row" + num(i) + " = wf_src + (wf_iy0 + " + num(i) + ") * wf_xs2;");
         for (int j = 0; j < k; ++j)
           element("wf_row" + num(i), "wf_ix0 + " + num(j),  // a row of stride 1
                   "(wf_iy0 + " + num(i) + ") * wf_ts2 + (wf_ix0 + " + num(j) + ") * wf_ts3", num(i * k + j));
       }
     } else {
-      w.open("for (std::int64_t wf_i = wf_i_lo; wf_i < wf_i_hi; ++wf_i)");
-      w.line("const " + t + "* wf_row = wf_src + (wf_iy0 + wf_i) * wf_xs2;");
-      w.open("for (std::int64_t wf_j = 0; wf_j < wf_kw; ++wf_j)");
-      if (checked) w.line("if (wf_ix0 + wf_j < 0 || wf_ix0 + wf_j >= wf_w) continue;");
+      w_.open("for (std::int64_t wf_i = wf_i_lo; wf_i < wf_i_hi; ++wf_i)");
+      w_.line("const " + t_ + "* wf_row = wf_src + (wf_iy0 + wf_i) * wf_xs2;");
+      w_.open("for (std::int64_t wf_j = 0; wf_j < wf_kw; ++wf_j)");
+      if (checked) w_.line("if (wf_ix0 + wf_j < 0 || wf_ix0 + wf_j >= wf_w) continue;");
       element("wf_row", "(wf_ix0 + wf_j) * wf_xs3", "(wf_iy0 + wf_i) * wf_ts2 + (wf_ix0 + wf_j) * wf_ts3");
-      w.close();
-      w.close();
+      w_.close();
+      w_.close();
     }
-    if (value) {
-      w.line("wf_maxes[wf_x - wf_x0] = " +
-             std::string(is_float ? "wf_nan ? std::numeric_limits<" + t + ">::quiet_NaN() : wf_best;" : "wf_best;"));
+    if (value_) {
+      w_.line("wf_maxes[wf_x - wf_x0] = " + std::string(is_float_ ? "wf_nan ? std::numeric_limits<" + t_ + ">::quiet_NaN() : wf_best;" : "wf_best;"));
     } else {
-      w.line("wf_ats[wf_x - wf_x0] = wf_at;");
+      w_.line("wf_ats[wf_x - wf_x0] = wf_at;");
     }
-    w.close();
-  };
-  w.open("for (std::int64_t wf_x0 = 0; wf_x0 < wf_wo; wf_x0 += 64)");
-  w.line("const std::int64_t wf_x1 = std::min<std::int64_t>(wf_x0 + 64, wf_wo);");
-  // The loops over windows store into these arrays of the stack, never into
-  // a tensor the compiler must assume they read (which stops it vectorising).
-  if (value) w.line(t + " wf_maxes[64];");
-  else w.line("std::int64_t wf_ats[64];  // the winners' offsets in " + target.name + "'s plane, wf_none for none");
-  const std::string inner = "std::max(wf_x0, wf_inner_lo); wf_x < std::min(wf_x1, wf_inner_hi); ++wf_x";
-  w.comment("windows over the left padding, those inside X, windows over the right padding");
-  window_loop("wf_x0; wf_x < std::min(wf_x1, wf_inner_lo); ++wf_x", 0, 0, true);
-  // The usual pools (2x2 stride 2, 3x3 stride 3 and 2) on rows of stride 1,
-  // windows wholly inside X: the kernel and stride as constants, so that the
-  // loop over windows vectorises.
-  bool first = true;
-  for (auto [k, stride] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{3, 2}}) {
-    const std::string ks = num(k), condition = "wf_xs3 == 1 && wf_kh == " + ks + " && wf_kw == " + ks + " && wf_sw == " + num(stride) +
-                                                  " && wf_i_lo == 0 && wf_i_hi == " + ks;
-    if (first) w.open("if (" + condition + ")");
-    else w.otherwise_if(condition);
-    first = false;
-    window_loop(inner, k, stride, false);
+    w_.close();
   }
-  w.otherwise();
-  window_loop(inner, 0, 0, false);
-  w.close();
-  window_loop("std::max(wf_x0, std::max(wf_inner_lo, wf_inner_hi)); wf_x < wf_x1; ++wf_x", 0, 0, true);
-  if (value) {
-    w.line("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x) wf_dst[wf_y * wf_ws2 + wf_x * wf_ws3] = wf_maxes[wf_x - wf_x0];");
-  } else if (mode == PoolMode::Grad) {
-    w.open("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x)");
-    w.line("if (wf_ats[wf_x - wf_x0] != wf_none) wf_img[wf_ats[wf_x - wf_x0]] += wf_win[wf_y * wf_ws2 + wf_x * wf_ws3];");
-    w.close();
-  } else if (mode == PoolMode::Pick) {
-    w.open("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x)");
-    w.line("wf_dst[wf_y * wf_ws2 + wf_x * wf_ws3] = wf_ats[wf_x - wf_x0] != wf_none ? wf_from[wf_ats[wf_x - wf_x0]] : " + t + "(0);");
-    w.close();
+
+  // Blocks of 64 windows of an output row: the windows over the left
+  // padding, those inside X, those over the right padding, then the block's
+  // results stored.
+  void block_of_windows() {
+    w_.open("for (std::int64_t wf_x0 = 0; wf_x0 < wf_wo; wf_x0 += 64)");
+    w_.line("const std::int64_t wf_x1 = std::min<std::int64_t>(wf_x0 + 64, wf_wo);");
+    // The loops over windows store into these arrays of the stack, never into
+    // a tensor the compiler must assume they read (which stops it vectorising).
+    if (value_) w_.line(t_ + " wf_maxes[64];");
+    else w_.line("std::int64_t wf_ats[64];  // the winners' offsets in " + target_.name + "'s plane, wf_none for none");
+    const std::string inner = "std::max(wf_x0, wf_inner_lo); wf_x < std::min(wf_x1, wf_inner_hi); ++wf_x";
+    w_.comment("windows over the left padding, those inside X, windows over the right padding");
+    window_loop("wf_x0; wf_x < std::min(wf_x1, wf_inner_lo); ++wf_x", 0, 0, true);
+    // The usual pools (2x2 stride 2, 3x3 stride 3 and 2) on rows of stride 1,
+    // windows wholly inside X: the kernel and stride as constants, so that the
+    // loop over windows vectorises.
+    bool first = true;
+    for (auto [k, stride] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{3, 2}}) {
+      const std::string ks = num(k), condition = "wf_xs3 == 1 && wf_kh == " + ks + " && wf_kw == " + ks + " && wf_sw == " + num(stride) +
+                                                    " && wf_i_lo == 0 && wf_i_hi == " + ks;
+      if (first) w_.open("if (" + condition + ")");
+      else w_.otherwise_if(condition);
+      first = false;
+      window_loop(inner, k, stride, false);
+    }
+    w_.otherwise();
+    window_loop(inner, 0, 0, false);
+    w_.close();
+    window_loop("std::max(wf_x0, std::max(wf_inner_lo, wf_inner_hi)); wf_x < wf_x1; ++wf_x", 0, 0, true);
+    store_block();
+    w_.close();
   }
-  w.close();
-  w.close();
-  w.close();
-  w.close(");");
-}
+
+  void store_block() {
+    if (value_) {
+      w_.line("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x) wf_dst[wf_y * wf_ws2 + wf_x * wf_ws3] = wf_maxes[wf_x - wf_x0];");
+    } else if (mode_ == PoolMode::Grad) {
+      w_.open("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x)");
+      w_.line("if (wf_ats[wf_x - wf_x0] != wf_none) wf_img[wf_ats[wf_x - wf_x0]] += wf_win[wf_y * wf_ws2 + wf_x * wf_ws3];");
+      w_.close();
+    } else if (mode_ == PoolMode::Pick) {
+      w_.open("for (std::int64_t wf_x = wf_x0; wf_x < wf_x1; ++wf_x)");
+      w_.line("wf_dst[wf_y * wf_ws2 + wf_x * wf_ws3] = wf_ats[wf_x - wf_x0] != wf_none ? wf_from[wf_ats[wf_x - wf_x0]] : " + t_ + "(0);");
+      w_.close();
+    }
+  }
+
+  CodeWriter& w_;
+  const KernelPlan& p_;
+  const PoolMode mode_;
+  const bool value_;  // max_pool (else an adjoint: the winners' offsets)
+  const TensorParam& x_;
+  const TensorParam& o_;
+  const TensorParam& win_;
+  const TensorParam& target_;
+  const std::string t_;
+  const bool is_float_;
+  const std::string key_;
+  const bool keyed_;
+  const std::string lowest_;
+};
+
+void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) { MaxPool(w, p, mode).emit(); }
 
 // One row of the loss per row of the logits: log-sum-exp with the row's max
 // subtracted (so exp never overflows), accumulated in double.

@@ -79,6 +79,8 @@ std::string fill_template(std::string_view text,
       out.append(text.substr(pos));
       break;
     }
+    // "{{{name}}}": a literal brace around a placeholder (an initializer list).
+    while (open + 2 < text.size() && text[open + 2] == '{') ++open;
     std::size_t close = text.find("}}", open);
     WFGEN_ASSERT(close != std::string_view::npos, "unterminated {{ in a template");
     out.append(text.substr(pos, open - pos));

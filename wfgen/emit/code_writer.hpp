@@ -8,6 +8,9 @@ namespace wfgen::emit {
 
 class CodeWriter {
  public:
+  // `depth`: the indentation of the first line, for text that fills a
+  // template's hole inside a scope (1: a function body).
+  explicit CodeWriter(int depth = 0) : depth_(depth) {}
   // One line at the current indentation ("" writes an empty line).
   CodeWriter& line(std::string_view text = {});
   // Opens a scope: writes `head {` (a bare `{` for an empty head) and indents.
@@ -30,7 +33,8 @@ class CodeWriter {
   int depth_ = 0;
 };
 
-// Replaces every {{name}} in `text` with the value given for it. Every
+// Replaces every {{name}} in `text` with the value given for it ({{{name}}}
+// keeps one literal brace on each side: `{{{names}}}` gives `{a, b}`). Every
 // placeholder must be given a value and every value must be used; values
 // are C++ the emitter built from validated data, never spec strings.
 std::string fill_template(std::string_view text, std::initializer_list<std::pair<std::string_view, std::string>> values);

@@ -1,9 +1,13 @@
-// backward(), grad(), zero_grad() and step() of a generated model class
-// (model_parts.hpp).
+// The training API of a generated model class (model_parts.hpp): its
+// declarations and members in the header, and what fills the holes of
+// templates/model_training.cpp.in and templates/model_step.cpp.in.
 #include "wfgen/emit/model_parts.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <variant>
+
+#include "wfgen/emit/code_writer.hpp"
 
 namespace wfgen::emit::detail {
 
@@ -79,101 +83,12 @@ std::string training_members(const spec::Build& build) {
   return out;
 }
 
-// backward(), grad(), zero_grad() and step() of a build with backward: true.
-void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls) {
-  const std::string bad = "return wfgen::rt::Status(wfgen::rt::ErrorCode::";
-  c.line();
-  c.comment("backward() and try_backward(): every check before the pullback runs, so a failed call changes nothing.");
-  c.open("wfgen::rt::Status " + cls + "::backward_(const std::vector<wfgen::rt::Tensor>* wf_grads, bool wf_check_all)");
-  c.open("if (!forward_done_)");
-  c.line(bad + "InvalidArgument, \"" + cls + "::backward() needs a forward pass first: the pullback reads values the forward pass keeps, and "
-         "each forward pass allows one backward()\");");
-  c.close();
-  c.open("if (wf_grads == nullptr && (seeds_.size() != 1 || seeds_[0].numel() != 1))");
-  c.line(bad + "InvalidArgument, \"" + cls + "::backward(): without output gradients the model must return one tensor of one element (a scalar "
-         "loss); pass the gradient of each output to backward(output_grads)\");");
-  c.close();
-  c.open("if (wf_grads != nullptr)");
-  c.open("if (wf_grads->size() != seeds_.size())");
-  c.line(bad + "InvalidArgument, \"" + cls + "::backward(): expected \" + std::to_string(seeds_.size()) + \" output gradients, got \" + "
-         "std::to_string(wf_grads->size()));");
-  c.close();
-  c.open("for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k)");
-  c.line("const wfgen::rt::Tensor& wf_g = (*wf_grads)[wf_k];");
-  c.line("const wfgen::rt::Tensor& wf_seed = seeds_[wf_k];");
-  c.line("auto wf_what = [&] { return \"" + cls + "::backward(): the gradient of output \" + std::to_string(wf_k); };");
-  c.line("if (!wf_g.defined()) " + bad + "NullBuffer, wf_what() + \" is an undefined tensor\");");
-  c.open("if (wf_g.dtype() != wf_seed.dtype())");
-  c.line(bad + "DTypeMismatch, wf_what() + \" has dtype \" + wfgen::rt::dtype_name(wf_g.dtype()) + \", expected \" + "
-         "wfgen::rt::dtype_name(wf_seed.dtype()));");
-  c.close();
-  c.line("bool wf_same = wf_g.rank() == wf_seed.rank();");
-  c.line("for (int wf_d = 0; wf_same && wf_d < wf_g.rank(); ++wf_d) wf_same = wf_g.dim(wf_d) == wf_seed.dim(wf_d);");
-  c.open("if (!wf_same)");
-  c.line(bad + "ShapeMismatch, wf_what() + \" has shape \" + wfgen::rt::shape_to_string(wf_g.shape()) + \", expected \" + "
-         "wfgen::rt::shape_to_string(wf_seed.shape()));");
-  c.close();
-  c.close();
-  c.close();
-  c.comment("The try_ forms check the pullback's instructions too (a binding by forward() checked only the forward ones).");
-  c.open("if (wf_check_all && !checked_)");
-  c.line("if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), true); !wf_s.ok()) return wf_s;");
-  c.line("checked_ = true;");
-  c.close();
-  c.line("if (wf_grads == nullptr) seeds_[0].fill(1.0);");
-  c.line("else for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from((*wf_grads)[wf_k]);");
-  c.line("forward_done_ = false;");
-  c.line("vm_.run(wfgen::rt::Section::Backward);");
-  c.line("return {};");
-  c.close();
-  c.line();
-  throwing_and_try(c, cls, "backward", "", "",
-                   [](bool all) { return "backward_(nullptr, " + std::string(all ? "true" : "false") + ")"; });
-  throwing_and_try(c, cls, "backward", "const std::vector<wfgen::rt::Tensor>& output_grads", "",
-                   [](bool all) { return "backward_(&output_grads, " + std::string(all ? "true" : "false") + ")"; });
-  c.open("std::vector<std::pair<std::string, wfgen::rt::Tensor>> " + cls + "::gradients() const");
-  c.line("std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;");
-  c.line("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);");
-  c.line("return wf_out;");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::grad_(std::string_view name, wfgen::rt::Tensor& out) const");
-  c.open("for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k)");
-  c.open("if (kGradNames[wf_k] == name)");
-  c.line("out = grads_[wf_k];");
-  c.line("return {};");
-  c.close();
-  c.close();
-  c.line(bad + "InvalidArgument, \"" + cls + " has no gradient of '\" + std::string(name) + \"' (parameters with requires_grad and the "
-         "build's grad_inputs have one)\");");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Tensor " + cls + "::grad(std::string_view name) const");
-  c.line("wfgen::rt::Tensor wf_out;");
-  c.line("if (wfgen::rt::Status wf_s = grad_(name, wf_out); !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.line("return wf_out;");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_grad(std::string_view name, wfgen::rt::Tensor& out) const");
-  c.line("return wfgen::rt::capture([&] { return grad_(name, out); });");
-  c.close();
-  c.line();
-  c.open("void " + cls + "::zero_grad()");
-  c.line("for (auto& wf_g : grads_)");
-  c.line("  if (wf_g.defined()) wf_g.fill(0.0);");
-  c.close();
-  c.line();
-  c.comment("Cannot fail on anything a caller passes; a Status for symmetry (and for a failing allocation or kernel with exceptions).");
-  c.open("wfgen::rt::Status " + cls + "::try_zero_grad()");
-  c.line("return wfgen::rt::capture([&] { zero_grad(); });");
-  c.close();
-  c.line();
-  if (!build.optimizer) return;
-  const spec::Optimizer& o = *build.optimizer;
-  const spec::Node& node = *spec.find_node(o.node);
-  c.open("void " + cls + "::step()");
-  c.line("++step_count_;");
-  c.comment(o.node + " (" + o.loc.str() + "), hyper-parameters in the node's argument order");
+namespace {
+
+// The optimizer's hyper-parameters in the node's argument order, as
+// ScalarArg initialisers: lr and the step count from the model's members,
+// the others as the build gives them or as the node's defaults.
+std::string hyper_parameters(const spec::Optimizer& o, const spec::Node& node) {
   std::string scalars;
   for (const auto& a : node.args) {
     std::string v;
@@ -190,9 +105,16 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
     }
     scalars += (scalars.empty() ? "" : ", ") + v + " /* " + a.name + " */";
   }
-  c.line("const wfgen::rt::ScalarArg wf_s[] = {" + scalars + "};");
+  return scalars;
+}
+
+// One optimizer kernel call per trainable parameter, on the parameter, its
+// gradient and its state.
+std::string step_parameters(const spec::Spec& spec, const spec::Build& build, const Graph& g) {
+  const spec::Optimizer& o = *build.optimizer;
   const int n_state = optimizer_state_count(o);
   std::size_t state = 0;
+  CodeWriter c(1);
   for (const auto& [param, grad] : trainable(g)) {
     const Value& p = g[g.params[param]];
     const spec::Impl* impl = optimizer_impl(spec, build, static_cast<int>(p.shape.size()));
@@ -203,15 +125,22 @@ void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build&
     c.line(lower::kernel_name(o.node, impl->device, p.dtype, static_cast<int>(p.shape.size())) + "_erased(wf_t, wf_s);");
     c.close();
   }
-  c.close();
-  c.line();
-  c.line("void " + cls + "::set_learning_rate(double lr) { lr_ = lr; }");
-  c.line("double " + cls + "::learning_rate() const { return lr_; }");
-  c.line("std::int64_t " + cls + "::step_count() const { return step_count_; }");
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_step()");
-  c.line("return wfgen::rt::capture([&] { step(); });");
-  c.close();
+  return c.str();
+}
+
+}  // namespace
+
+// backward(), grad(), zero_grad() (templates/model_training.cpp.in) and,
+// with an optimizer, step() (templates/model_step.cpp.in).
+std::string training_definitions(const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls) {
+  std::string out = fill_template(template_text("model_training.cpp.in"), {{"cls", cls}});
+  if (!build.optimizer) return out;
+  const spec::Optimizer& o = *build.optimizer;
+  return out + fill_template(template_text("model_step.cpp.in"),
+                             {{"cls", cls},
+                              {"optimizer_comment", CodeWriter(1).comment(o.node + " (" + o.loc.str() + "), hyper-parameters in the node's argument order").str()},
+                              {"hyper_parameters", hyper_parameters(o, *spec.find_node(o.node))},
+                              {"step_parameters", step_parameters(spec, build, g)}});
 }
 
 }  // namespace wfgen::emit::detail

@@ -195,22 +195,4 @@ bool may_write_directly(const Graph& g, std::size_t k) {
   return true;
 }
 
-// A public member in its two forms, both around one call of a private
-// member that returns a Status: `void name(params)` fails with the error,
-// `Status try_name(params)` captures it. call(check_all) writes the call
-// ("into_(wf_outs, true, ...)"); the try_ form asks for every check.
-void throwing_and_try(CodeWriter& c, const std::string& cls, const std::string& name, const std::string& params,
-                      const std::string& prelude, const std::function<std::string(bool)>& call) {
-  c.open("void " + cls + "::" + name + "(" + params + ")");
-  if (!prelude.empty()) c.line(prelude);
-  c.line("if (wfgen::rt::Status wf_s = " + call(false) + "; !wf_s.ok()) wfgen::rt::fail(wf_s);");
-  c.close();
-  c.line();
-  c.open("wfgen::rt::Status " + cls + "::try_" + name + "(" + params + ")");
-  if (!prelude.empty()) c.line(prelude);
-  c.line("return wfgen::rt::capture([&] { return " + call(true) + "; });");
-  c.close();
-  c.line();
-}
-
 }  // namespace wfgen::emit::detail

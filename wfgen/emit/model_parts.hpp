@@ -1,9 +1,10 @@
 // Internal to wfgen/emit: the parts of a generated model class that more
-// than one file writes. emit_model.cpp writes the class (header, tensor
-// table, shape code, forward and the Compiled-Composite API);
-// instructions.cpp plans the instruction tables and prints `wfgen disasm`;
-// emit_training.cpp writes backward(), grad(), zero_grad() and step();
-// model_parts.cpp holds the helpers they share.
+// than one file writes. emit_model.cpp fills the class's templates
+// (templates/model_class.*.in: header, tensor table, shape code, forward
+// and the Compiled-Composite API); instructions.cpp plans the instruction
+// tables and prints `wfgen disasm`; emit_training.cpp fills the training
+// API's (backward(), grad(), zero_grad(), step()); model_parts.cpp holds
+// the helpers they share.
 #pragma once
 
 #include <cstdint>
@@ -72,12 +73,6 @@ std::vector<std::string> output_params(const Graph& g);
 // pullback reads the forward values and must not see a caller's changes.
 bool may_write_directly(const Graph& g, std::size_t k);
 
-// A public member in its two forms, both around one call of a private
-// member that returns a Status: `void name(params)` fails with the error,
-// `Status try_name(params)` captures it. call(check_all) writes the call
-// ("into_(wf_outs, true, ...)"); the try_ form asks for every check.
-void throwing_and_try(CodeWriter& c, const std::string& cls, const std::string& name, const std::string& params,
-                      const std::string& prelude, const std::function<std::string(bool)>& call);
 std::string training_declarations(const spec::Build& build);
 
 // The inputs the caller passes as integers (a build's input_dtypes), in
@@ -86,7 +81,8 @@ std::vector<int> index_inputs(const Graph& g);
 std::string index_members(const Graph& g);
 std::string training_members(const spec::Build& build);
 
-// backward(), grad(), zero_grad() and step() of a build with backward: true.
-void emit_training_api(CodeWriter& c, const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls);
+// The definitions of backward(), grad(), zero_grad() and step() of a build
+// with backward: true (templates/model_training.cpp.in, model_step.cpp.in).
+std::string training_definitions(const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls);
 
 }  // namespace wfgen::emit::detail
