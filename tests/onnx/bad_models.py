@@ -396,6 +396,24 @@ def _():
 
 # --- the graph -------------------------------------------------------------------
 
+@case("input_dim_negative", "value 'X' has dims [-3, 2]: dim 0 is -3")
+def _():
+    return model(inputs=[helper.make_tensor_value_info("X", TensorProto.FLOAT, [-3, 2])])
+
+
+@case("input_dims_over_2_56", "value 'X' has dims [4611686018427387904, 4]: more than 2^56 elements")
+def _():
+    return model(inputs=[helper.make_tensor_value_info("X", TensorProto.FLOAT, [1 << 62, 4])])
+
+
+@case("reshape_to_huge", "cannot import operator Reshape (node 'r') of opset 13: a result of dims [4611686018427387904, 4, 1]:"
+      " more than 2^56 elements")
+def _():
+    shape = helper.make_tensor("s", TensorProto.INT64, [3], [1 << 62, 4, 1])
+    return model(nodes=[helper.make_node("Reshape", ["X", "s"], ["Y"], name="r")], inits=[shape],
+                 outputs=[helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+
+
 @case("output_from_no_node", "output 'Z' is computed by no node of the graph")
 def _():
     return model(outputs=[helper.make_tensor_value_info("Z", TensorProto.FLOAT, [2, 3])])

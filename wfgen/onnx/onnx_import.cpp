@@ -39,6 +39,29 @@ const std::set<std::string>& reserved_names() {
   return names;
 }
 
+// The most elements a value may have: the spec checker's own limit, so that
+// products of dims never overflow while importing.
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
+
+// "" when every known dim of `d` is >= 0 and their product is at most
+// kMaxElements, else what is wrong.
+std::string dims_problem(const Dims& d) {
+  std::int64_t n = 1;
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    if (!d[k]) continue;
+    if (*d[k] < 0) return "dim " + std::to_string(k) + " is " + std::to_string(*d[k]);
+    if (*d[k] > 0 && n > kMaxElements / *d[k]) return "more than 2^56 elements";
+    n *= *d[k];
+  }
+  return "";
+}
+
+std::string dims_text(const Dims& d) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + (d[k] ? std::to_string(*d[k]) : std::string("?"));
+  return s + "]";
+}
+
 // The longest body name the importer makes from an ONNX name (the full name
 // is kept, escaped, in the statement's comment).
 constexpr std::size_t kMaxIdentifier = 96;
@@ -182,6 +205,7 @@ Dims Importer::dims_of(const onnx::ValueInfoProto& vi, std::vector<std::string>*
     out.push_back(std::nullopt);
     if (symbols) symbols->push_back(dim_symbol(param.empty() ? vi.name() + "_d" + std::to_string(k) : param));
   }
+  if (std::string why = dims_problem(out); !why.empty()) fail("value '" + vi.name() + "' has dims " + dims_text(out) + ": " + why);
   return out;
 }
 
@@ -358,6 +382,7 @@ void Importer::define(const onnx::NodeProto& node, int k, const std::string& exp
   // The standard library's kernels go up to rank 4: a larger result would
   // import, then fail in `wfgen gen` far from its cause.
   if (dims && dims->size() > 4) unsupported(node, "a result of rank " + std::to_string(dims->size()) + " (wfgen's standard kernels go up to rank 4)");
+  if (std::string why = dims ? dims_problem(*dims) : ""; !why.empty()) unsupported(node, "a result of dims " + dims_text(*dims) + ": " + why);
   const std::string& onnx_name = node.output(k);
   std::string body = identifier(onnx_name, "value");
   std::string comment = node.op_type();
