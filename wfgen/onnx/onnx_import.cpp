@@ -173,7 +173,7 @@ void Importer::freeze(const onnx::ValueInfoProto& vi, int position) {
   auto t = std::make_unique<onnx::TensorProto>();
   std::error_code ec;
   if (!fs::is_regular_file(file, ec) || !read_tensor_file(file.string(), options_.max_data_bytes, *t)) {
-    fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + file.string() +
+    fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + escape_name(file.string()) +
          " is not a readable ONNX TensorProto");
   }
   t->set_name(vi.name());
