@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include "wfgen/cli/import.hpp"
 #include "wfgen/onnx/onnx_import.hpp"
@@ -23,8 +24,9 @@ using wfgen::onnx_import::yaml_quoted;
 
 namespace {
 
+// A fresh folder of this process: ctest runs the test cases as processes in parallel.
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("wfgen-untrusted-" + name);
+  fs::path dir = fs::temp_directory_path() / ("wfgen-untrusted-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -74,6 +76,10 @@ wfgen::onnx_import::Imported import_model(const onnx::ModelProto& m, const std::
   std::ofstream(dir / file, std::ios::binary) << m.SerializeAsString();
   wfgen::onnx_import::Options o;
   o.name = "hostile";
+  struct Remove {
+    fs::path dir;
+    ~Remove() { fs::remove_all(dir); }
+  } remove{dir};  // also when the import throws
   return wfgen::onnx_import::import_file((dir / file).string(), o);
 }
 
@@ -213,6 +219,7 @@ TEST_CASE("every crafted bad model in tests/onnx/bad/ is refused with its messag
     while (!expect.empty() && expect.back() == '\n') expect.pop_back();
     CHECK(err == model.string() + ": error: " + expect);
     CHECK(fs::is_empty(out));
+    fs::remove_all(out);
   }
 }
 
@@ -240,4 +247,5 @@ TEST_CASE("the option --max-data takes a size with a unit, and a model over it i
   CHECK(run("12XB", err) == 2);
   CHECK(err == "error: --max-data expects a size such as 8GiB, 512MiB or a number of bytes, but got '12XB'\n");
   CHECK(run("99999999999999999999", err) == 2);
+  fs::remove_all(dir);
 }
