@@ -54,6 +54,37 @@ std::map<std::string, std::size_t> scopes_holding(const std::map<std::string_vie
   return found;
 }
 
+// "classifier_0/linear_0.W" under "classifier_0" is "linear_0.W" (and
+// "classifier_0.W1" is "W1"); "" when `name` is not under `scope`.
+std::string unscoped(const std::string& scope, const std::string& name) {
+  if (name.size() <= scope.size() + 1 || name.compare(0, scope.size(), scope) != 0) return {};
+  const std::string rest = name.substr(scope.size() + 1);
+  return scoped(scope, rest) == name ? rest : std::string();
+}
+
+// The other way round: the one scope of `names` (a build that calls the
+// source's model, "classifier_0") under which every name is a name of the
+// source (a build used as a node's, with a '.', as it is); "" when there
+// is none, or more than one.
+std::string callee_scope(const std::map<std::string_view, std::size_t>& source, std::span<const std::string> names) {
+  std::set<std::string> candidates;
+  for (const auto& n : names) {
+    for (std::size_t cut = n.find_first_of("/."); cut != std::string::npos; cut = n.find_first_of("/.", cut + 1)) {
+      const std::string scope = n.substr(0, cut), rest = unscoped(scope, n);
+      if (!rest.empty() && source.count(rest)) candidates.insert(scope);
+    }
+  }
+  std::vector<std::string> complete;
+  for (const auto& scope : candidates) {
+    const bool all = std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+      const std::string rest = unscoped(scope, n);
+      return rest.empty() ? n.find('.') != std::string::npos && source.count(n) : source.count(rest) != 0;
+    });
+    if (all) complete.push_back(scope);
+  }
+  return complete.size() == 1 ? complete[0] : std::string();
+}
+
 }  // namespace
 
 Status match_parameters(std::span<const std::string> source_names, std::span<const std::string> names, std::string_view scope,
@@ -69,8 +100,10 @@ Status match_parameters(std::span<const std::string> source_names, std::span<con
   // A parameter of a build used as a node (`as: node`, "elman_cell.Wx") is
   // shared by every caller and keeps its name in every build: not found
   // under the scope, a name with a '.' is looked up as it is.
+  bool callee = false;  // the model calls the source's model (names under `chosen` here, not there)
   auto find = [&](const std::string& in, const std::string& name) {
-    auto it = source.find(scoped(in, name));
+    const std::string rest = callee ? unscoped(in, name) : std::string();
+    auto it = source.find(callee ? (rest.empty() ? name : rest) : scoped(in, name));
     if (it == source.end() && !in.empty() && name.find('.') != std::string::npos) it = source.find(name);
     return it;
   };
@@ -96,6 +129,10 @@ Status match_parameters(std::span<const std::string> source_names, std::span<con
     }
     if (complete.size() == 1) {
       chosen = complete[0];
+    } else if (std::string c = callee_scope(source, names); !c.empty()) {
+      // A training build taking an inference build's file (to train on from there).
+      chosen = c;
+      callee = true;
     } else {
       std::size_t best = 0;
       for (const auto& [p, n] : scopes) {
@@ -132,8 +169,9 @@ Status match_parameters(std::span<const std::string> source_names, std::span<con
   std::vector<std::string> extra;
   for (std::size_t k = 0; k < source_names.size(); ++k) {
     const std::string& s = source_names[k];
-    const bool under_scope = chosen.empty() || (s.size() > chosen.size() && s.compare(0, chosen.size(), chosen) == 0 &&
-                                                (s[chosen.size()] == '/' || s[chosen.size()] == '.'));
+    const bool under_scope = callee || chosen.empty() ||
+                             (s.size() > chosen.size() && s.compare(0, chosen.size(), chosen) == 0 &&
+                              (s[chosen.size()] == '/' || s[chosen.size()] == '.'));
     if (!used.count(k) && under_scope) extra.push_back(printable_name(s));
   }
   if (!extra.empty()) {

@@ -318,6 +318,25 @@ TEST_CASE("parameter files: matched by name, at the top level or under the scope
     REQUIRE_RT_ERROR(rt::load_parameters(file.string(), names, tensors), ErrorCode::BadParameterFile,
                      "the model's parameter 'temperature' is not in the file under the scope 'classifier_0'");
   }
+  SECTION("the other way round: an inference build's file into the training build, to train on from there") {
+    // The file has the model at the top level; the training build names the same parameters under classifier_0.
+    const std::vector<std::pair<std::string, Tensor>> file_params{
+        {"W1", counting({2, 3}, 1)}, {"linear_0.W", counting({3, 2}, 11)}, {"linear_0.b", counting({2}, 21)}, {"cell.Wx", counting({2}, 31)}};
+    save(file, file_params);
+    std::vector<std::string> names{"classifier_0.W1", "classifier_0/linear_0.W", "classifier_0/linear_0.b", "cell.Wx"};
+    std::vector<Tensor> tensors{Tensor::zeros(DType::f32, {2, 3}), Tensor::zeros(DType::f32, {3, 2}), Tensor::zeros(DType::f32, {2}),
+                                Tensor::zeros(DType::f32, {2})};
+    rt::load_parameters(file.string(), names, tensors);
+    CHECK(tensors[0].at<float>({1, 2}) == 6.0f);
+    CHECK(tensors[1].at<float>({2, 1}) == 16.0f);
+    CHECK(tensors[2].at<float>({1}) == 22.0f);
+    CHECK(tensors[3].at<float>({0}) == 31.0f);
+    // The training build's own parameter ("temperature") is not in the file: an error that names it.
+    names.push_back("temperature");
+    tensors.push_back(Tensor::zeros(DType::f32, {}));
+    REQUIRE_RT_ERROR(rt::load_parameters(file.string(), names, tensors), ErrorCode::BadParameterFile,
+                     "'classifier_0/linear_0.b', 'temperature' are not in the file; it holds 4 parameters");
+  }
   SECTION("a name twice") {
     auto params = training({"classifier_0"});
     params.push_back(params[1]);

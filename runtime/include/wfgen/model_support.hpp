@@ -369,7 +369,10 @@ Status check_tensors(const char* what, std::span<const std::string> names, std::
 // is read from the file's parameter of that name; when the file does not hold
 // them all at the top level, from "<scope>/<name>", for the one scope that
 // holds them all (a training build that calls the model names its
-// parameters "<Model>_0/linear_0.W"), or for `scope` when given. A name not
+// parameters "<Model>_0/linear_0.W"), or for `scope` when given; the other
+// way round, each "<scope>/<name>" of `names` is read from the file's <name>
+// when one scope of `names` covers them all (an inference build's file into
+// the training build). A name not
 // in the file, a parameter of the file left over under the scope, two scopes
 // that both fit, or a dtype or shape that differs is a BadParameterFile error
 // that names them.
