@@ -9,6 +9,10 @@ packages=(
   libopenblas-dev zlib1g-dev libonnx-dev libprotobuf-dev libonnx-testdata python3 python3-onnx
   libclang-cpp14-dev libclang-14-dev llvm-14-dev libclang-rt-14-dev lld-14
   dataset-fashion-mnist
+  # Cross builds (tests/cross, docs/cross-compiling.md): aarch64 under qemu,
+  # WebAssembly under node, the web page in headless Chromium driven through
+  # its DevTools protocol. About 300 MB to download, 1 min to install.
+  g++-aarch64-linux-gnu qemu-user emscripten nodejs chromium python3-websocket
 )
 
 missing=()

@@ -3,6 +3,8 @@
 
 #include <charconv>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -34,8 +36,20 @@ template <class E>
 std::string format_element(E v) {
   if constexpr (std::is_floating_point_v<E>) {
     char buf[64];
+#if defined(__cpp_lib_to_chars)
     const auto res = std::to_chars(buf, buf + sizeof(buf), v);
     std::string s(buf, res.ptr);
+#else
+    // libc++ before 17 (emscripten 3.1.6's) has no floating-point to_chars:
+    // the fewest %g digits that read back as v, a round trip too (in %g's
+    // spelling: "1e+05" where to_chars writes "100000").
+    int len = 0;
+    for (int digits = 1; digits <= std::numeric_limits<E>::max_digits10; ++digits) {
+      len = std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
+      if (v != v || static_cast<E>(std::strtod(buf, nullptr)) == v) break;
+    }
+    std::string s(buf, static_cast<std::size_t>(len));
+#endif
     if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // 'n': nan, inf
     return s;
   } else {

@@ -35,7 +35,11 @@ namespace wfgen::rt {
 
 namespace {
 
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+constexpr int kMaxThreads = 1;  // WebAssembly built without -pthread: no thread can start
+#else
 constexpr int kMaxThreads = 1024;
+#endif
 // How long an idle thread spins before it sleeps: 1 ms, so that workers
 // stay awake through the gaps of a stream of kernels (a GEMM's packing
 // between its parallel parts, the next call of a model). A worker that slept

@@ -215,8 +215,10 @@ std::int64_t batch_mismatches(Kernel kernel, std::int64_t count, std::int64_t M,
 TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and batches shared out", "[kernels][gemm][threads]") {
   const int saved = wfgen::rt::num_threads();
   wfgen::rt::set_num_threads(2);
+#if !defined(WFGEN_NO_BLAS)  // a cross build without OpenBLAS (tests/cross): blas_gemm is rt::gemm there
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(2);
+#endif
 
   SECTION("which batches are shared out") {
     using A1 = std::array<std::int64_t, 1>;
@@ -249,6 +251,7 @@ TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and 
     CHECK(batch_mismatches(wfgen_kernels::matmul_blas_f64_r3, 2, 150, 70, 220) == 0);
     CHECK(batch_mismatches(wfgen_kernels::matmul_f64_r3, 2, 150, 70, 220) == 0);
   }
+#if !defined(WFGEN_NO_BLAS)
   SECTION("OpenBLAS's thread count is back after the calls, also after concurrent ones") {
     const GemmCase g{150, 70, 220, false, false, false, false};
     CHECK(gemm_mismatches(g, true) == 0);
@@ -264,6 +267,7 @@ TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and 
     CHECK(openblas_get_num_threads() == 2);
   }
   openblas_set_num_threads(blas_threads);
+#endif
   wfgen::rt::set_num_threads(saved);
 }
 

@@ -1,7 +1,33 @@
 // GEMM through OpenBLAS's cblas, for kernels of the blas device. Only
 // generated files of blas implementations include this header, so binaries
 // without BLAS kernels do not depend on OpenBLAS.
+//
+// WFGEN_NO_BLAS (defined by wfgen_add_library for a target without a BLAS,
+// e.g. a cross build for aarch64 or WebAssembly that finds none): the same
+// kernels run wfgen's std-only GEMM instead, so a spec whose builds list
+// the blas device still builds there (docs/cross-compiling.md).
 #pragma once
+
+#if defined(WFGEN_NO_BLAS)
+
+#include <cstdint>
+
+#include "wfgen/kernel_support.hpp"
+
+namespace wfgen::rt {
+
+// C = A * B (C += A * B when `accumulate`) through rt::gemm: blas_gemm's
+// contract, on a target without cblas.
+template <class T>
+void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
+               const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
+               bool accumulate = false) {
+  gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+}
+
+}  // namespace wfgen::rt
+
+#else
 
 #include <cblas.h>
 
@@ -180,3 +206,5 @@ void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::
 }
 
 }  // namespace wfgen::rt
+
+#endif  // WFGEN_NO_BLAS

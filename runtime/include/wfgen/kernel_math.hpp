@@ -21,6 +21,10 @@
 
 #if defined(__SSE2__)
 #include <immintrin.h>  // sqrt_lanes, exp_shifted, max_row
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>  // sqrt_lanes, max_row
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>  // sqrt_lanes, max_row
 #endif
 
 namespace wfgen::rt::math {
@@ -118,15 +122,24 @@ constexpr T sign(T x) {
 
 // --- floating point -------------------------------------------------------------
 
+namespace detail {
+// std::bit_cast, which the libc++ of Debian 12's emscripten (3.1.6) does not
+// have; GCC's and Clang's std::bit_cast are this builtin.
+template <class To, class From>
+constexpr To bit_cast(const From& from) noexcept {
+  return __builtin_bit_cast(To, from);
+}
+}  // namespace detail
+
 // c ? a : b for floats as a bit mask: no branch and no conditional
 // expression for the compiler to if-convert (see exp).
 inline float select(bool c, float a, float b) {
   const std::uint32_t m = 0u - static_cast<std::uint32_t>(c);
-  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(a) & m) | (std::bit_cast<std::uint32_t>(b) & ~m));
+  return detail::bit_cast<float>((detail::bit_cast<std::uint32_t>(a) & m) | (detail::bit_cast<std::uint32_t>(b) & ~m));
 }
 inline double select(bool c, double a, double b) {
   const std::uint64_t m = std::uint64_t{0} - static_cast<std::uint64_t>(c);
-  return std::bit_cast<double>((std::bit_cast<std::uint64_t>(a) & m) | (std::bit_cast<std::uint64_t>(b) & ~m));
+  return detail::bit_cast<double>((detail::bit_cast<std::uint64_t>(a) & m) | (detail::bit_cast<std::uint64_t>(b) & ~m));
 }
 
 // exp(x) without branches or calls, so that loops over it vectorise (glibc's
@@ -163,11 +176,11 @@ inline ExpReduced exp_reduce(float x, float hi, float lo) {
   // parts, so that r is exact.
   const float shifted = xc * 1.44269504088896341f + 12582912.0f;
   const float kf = shifted - 12582912.0f;
-  return {(xc - kf * 0.693359375f) - kf * -2.12194440e-4f, std::bit_cast<std::int32_t>(shifted) - 0x4B400000};
+  return {(xc - kf * 0.693359375f) - kf * -2.12194440e-4f, detail::bit_cast<std::int32_t>(shifted) - 0x4B400000};
 }
 
 // 2^k as a float, for k in [-126, 127] (any bits otherwise: an unsigned shift).
-inline float exp2_int(std::int32_t k) { return std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23); }
+inline float exp2_int(std::int32_t k) { return detail::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23); }
 
 // math::exp(float), `NotPositive` as in exp_reduce.
 template <bool NotPositive>
@@ -205,7 +218,7 @@ inline double exp(double x) {
   xc = select(!(xc <= -746.0), xc, -746.0);
   const double shifted = xc * 1.4426950408889634074 + 6755399441055744.0;  // 1.5 * 2^52
   const double kf = shifted - 6755399441055744.0;
-  const std::int64_t k = std::bit_cast<std::int64_t>(shifted) - std::bit_cast<std::int64_t>(6755399441055744.0);
+  const std::int64_t k = detail::bit_cast<std::int64_t>(shifted) - detail::bit_cast<std::int64_t>(6755399441055744.0);
   const double r = (xc - kf * 6.93145751953125e-1) - kf * 1.42860682030941723212e-6;
   const double r2 = r * r;
   const double px = r * ((1.26177193074810590878e-4 * r2 + 3.02994407707441961300e-2) * r2 + 9.99999999999999999910e-1);
@@ -213,8 +226,8 @@ inline double exp(double x) {
                     2.00000000000000000009e0;
   const double y = 1.0 + 2.0 * (px / (qx - px));
   const std::int64_t k1 = k >> 1, k2 = k - k1;  // each in [-539, 513] (any value for NaN)
-  return y * std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52) *
-         std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
+  return y * detail::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52) *
+         detail::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
 }
 
 template <KernelFloat T>
@@ -423,6 +436,40 @@ inline T extreme_row(const T* x, std::int64_t n) {
     }
     return any_nan ? std::numeric_limits<float>::quiet_NaN() : acc;
   }
+#elif (defined(__aarch64__) && defined(__ARM_NEON)) || defined(__wasm_simd128__)
+  if constexpr (std::is_same_v<T, float>) {
+    // NEON's fmax/fmin and WebAssembly's f32x4.max/min give NaN when either
+    // operand is NaN, the reduction's own rule, so no NaN flag is needed.
+    // g++ 12 leaves the portable loop below scalar on aarch64 too, with a
+    // branch an element (-O3).
+#if defined(__aarch64__)
+    using V = float32x4_t;
+    auto load = [](const float* p) { return vld1q_f32(p); };
+    auto pick = [](V a, V b) { return Max ? vmaxq_f32(a, b) : vminq_f32(a, b); };
+    auto fold = [](V a) { return Max ? vmaxvq_f32(a) : vminvq_f32(a); };
+#else
+    using V = v128_t;
+    auto load = [](const float* p) { return wasm_v128_load(p); };
+    auto pick = [](V a, V b) { return Max ? wasm_f32x4_max(a, b) : wasm_f32x4_min(a, b); };
+    auto fold = [&](V a) {
+      a = pick(a, wasm_i32x4_shuffle(a, a, 2, 3, 0, 1));
+      return wasm_f32x4_extract_lane(pick(a, wasm_i32x4_shuffle(a, a, 1, 0, 3, 2)), 0);
+    };
+#endif
+    const float fill[4] = {start, start, start, start};
+    V a0 = load(fill), a1 = a0;
+    std::int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+      a0 = pick(a0, load(x + c));
+      a1 = pick(a1, load(x + c + 4));
+    }
+    for (; c < n; c += 4) {  // the rest, a vector at a time, its missing lanes the start value
+      float lanes[4] = {start, start, start, start};
+      for (std::int64_t l = 0; l < 4 && c + l < n; ++l) lanes[l] = x[c + l];
+      a0 = pick(a0, load(lanes));
+    }
+    return fold(pick(a0, a1));
+  }
 #endif
   // 16 lanes and a NaN flag each, folded in halves. g++ 12 leaves this loop
   // scalar on x86 (the ?: under -ftrapping-math, as above): an SSE2 build
@@ -539,8 +586,18 @@ inline void sqrt_vector(double* v) { _mm256_storeu_pd(v, _mm256_sqrt_pd(_mm256_l
 inline constexpr int kSqrtBytes = 16;
 inline void sqrt_vector(float* v) { _mm_storeu_ps(v, _mm_sqrt_ps(_mm_loadu_ps(v))); }
 inline void sqrt_vector(double* v) { _mm_storeu_pd(v, _mm_sqrt_pd(_mm_loadu_pd(v))); }
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+inline constexpr int kSqrtBytes = 16;
+inline void sqrt_vector(float* v) { vst1q_f32(v, vsqrtq_f32(vld1q_f32(v))); }
+inline void sqrt_vector(double* v) { vst1q_f64(v, vsqrtq_f64(vld1q_f64(v))); }
+#elif defined(__wasm_simd128__)
+inline constexpr int kSqrtBytes = 16;
+inline void sqrt_vector(float* v) { wasm_v128_store(v, wasm_f32x4_sqrt(wasm_v128_load(v))); }
+inline void sqrt_vector(double* v) { wasm_v128_store(v, wasm_f64x2_sqrt(wasm_v128_load(v))); }
 #else
 inline constexpr int kSqrtBytes = 0;
+template <KernelFloat T>
+void sqrt_vector(T*);  // never called: sqrt_lanes takes its scalar loop without vectors
 #endif
 
 }  // namespace detail

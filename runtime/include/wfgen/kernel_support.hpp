@@ -301,7 +301,7 @@ auto order_key(T v) noexcept {
   constexpr I kInfinity = sizeof(T) == 4 ? I(0x7f800000) : I(0x7ff0000000000000);
   // Integer operations only (a float NaN test compiles to a branch):
   // |v|'s bits, negated for a negative v (-0 and +0 both 0), NaN above all.
-  const I bits = std::bit_cast<I>(v);
+  const I bits = __builtin_bit_cast(I, v);  // std::bit_cast, which emscripten 3.1.6's libc++ lacks
   const I magnitude = bits & std::numeric_limits<I>::max();
   const I key = bits < 0 ? -magnitude : magnitude;
   return magnitude > kInfinity ? std::numeric_limits<I>::max() : key;
