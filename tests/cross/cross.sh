@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The cross-build tests (issue 40; docs/cross-compiling.md), one step each:
+#   cross.sh STEP PREFIX SOURCE_DIR WORK [ARGS...]
+# PREFIX: wfgen installed for the host (cmake.install); WORK: this suite's
+# build folders. Projects use the toolchain files of cmake/toolchains/ as
+# installed with the package, and ccache when present.
+source "$(dirname "$0")/common.sh"
+step=$1 WFGEN_PREFIX=$2 src=$3 work=$4
+shift 4
+examples=$src/examples
+toolchains=$WFGEN_PREFIX/share/wfgen/toolchains
+weights=$examples/onnx-mnist/cnn_weights.wfparams
+data=$work/fashion-mnist
+# The classifier's test images under qemu: a tenth of the set (qemu runs the
+# CNN at about a twentieth of native speed); all 10000 natively and in wasm.
+qemu_images=1000
+
+build() {  # build SRC BUILD [cmake args...]: configure, build, or fail with the log
+  local s=$1 b=$2
+  shift 2
+  configure "$s" "$b" "$@"
+  cmake --build "$b" >"$b.build.log" 2>&1 || { tail -n 60 "$b.build.log"; fail "building $s in $b"; }
+}
+aarch64_tools() {
+  need aarch64-linux-gnu-g++ g++-aarch64-linux-gnu
+  need qemu-aarch64 qemu-user
+}
+wasm_tools() {
+  need em++ emscripten
+  need node nodejs
+}
+qemu() { qemu-aarch64 -L /usr/aarch64-linux-gnu "$@"; }
+stripped_size() {  # stripped_size STRIP FILE: bytes of FILE without its symbols
+  "$1" -o "$2.stripped" "$2" && stat -c %s "$2.stripped"
+}
+
+case $step in
+  native-classifier)  # the reference the other targets are compared with
+    test_set "$data"
+    build "$examples/web-classifier" "$work/native"
+    "$work/native/fashion_classify" --params "$weights" --data "$data" --classes "$work/classes-native.txt" |
+      tee "$work/native.out"
+    ;;
+  aarch64-kernels)
+    aarch64_tools
+    catch_dir=$1 catch_include=$2
+    build "$src/tests/cross/kernels" "$work/aarch64-kernels" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake" \
+      "-DWFGEN_SOURCE_DIR=$src" "-DCATCH2_CMAKE_DIR=$catch_dir" "-DCATCH2_INCLUDE_DIR=$catch_include"
+    file "$work/aarch64-kernels/test_kernels" | grep -q 'ARM aarch64' || fail "test_kernels is not an aarch64 program"
+    ctest --test-dir "$work/aarch64-kernels" -j "$(nproc)" --output-on-failure --timeout 600
+    ;;
+  aarch64-mlp-inference)  # against the host's run of the same example (cmake.example.mlp-inference)
+    aarch64_tools
+    host_exe=$1 params=$2
+    build "$examples/mlp-inference" "$work/aarch64-mlp" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake"
+    grep -q 'no BLAS for Linux-aarch64' "$work/aarch64-mlp.configure.log" ||
+      fail "the aarch64 build did not fall back from the blas device to wfgen's GEMM"
+    host=$("$host_exe" --params "$params" --limit 2000 | grep accuracy)
+    target=$(qemu "$work/aarch64-mlp/mlp_inference" --params "$params" --limit 2000 | grep accuracy)
+    echo "host (OpenBLAS):     $host"
+    echo "aarch64 (std GEMM):  $target"
+    [ "$host" = "$target" ] || fail "the aarch64 build's accuracy differs from the host's"
+    echo "aarch64 mlp_inference stripped: $(stripped_size aarch64-linux-gnu-strip "$work/aarch64-mlp/mlp_inference") bytes"
+    ;;
+  aarch64-classifier)
+    aarch64_tools
+    build "$examples/web-classifier" "$work/aarch64-classifier" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake"
+    exe=$work/aarch64-classifier/fashion_classify
+    qemu "$exe" --params "$weights" --data "$data" --limit $qemu_images --classes "$work/classes-aarch64.txt"
+    same_classes "$work/classes-native.txt" "$work/classes-aarch64.txt" $qemu_images
+    echo "aarch64 fashion_classify stripped: $(stripped_size aarch64-linux-gnu-strip "$exe") bytes"
+    ;;
+  aarch64-committed-kernels | wasm-committed-kernels)  # the committed sources, against the runtime component alone
+    if [ "$step" = aarch64-committed-kernels ]; then aarch64_tools; tc=aarch64-linux-gnu; else wasm_tools; tc=wasm32-emscripten; fi
+    WFGEN_PREFIX=$WFGEN_PREFIX-runtime build "$examples/committed-kernels" "$work/$step" \
+      "-DCMAKE_TOOLCHAIN_FILE=$WFGEN_PREFIX-runtime/share/wfgen/toolchains/$tc.cmake"
+    ctest --test-dir "$work/$step" --output-on-failure  # committed_kernels_runs, under the emulator
+    ;;
+  wasm-classifier)
+    wasm_tools
+    build "$examples/web-classifier" "$work/wasm" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/wasm32-emscripten.cmake"
+    node --no-experimental-fetch "$work/wasm/fashion_classify.js" --params "$weights" --data "$data" \
+      --classes "$work/classes-wasm.txt" | tee "$work/wasm.out"
+    same_classes "$work/classes-native.txt" "$work/classes-wasm.txt"
+    native=$(grep -o 'accuracy [0-9.]*' "$work/native.out") wasm=$(grep -o 'accuracy [0-9.]*' "$work/wasm.out")
+    [ "$native" = "$wasm" ] || fail "native $native, wasm $wasm"
+    echo "ok: $wasm, as natively"
+    echo "fashion_classifier.wasm (the page's module, no weights): $(stat -c %s "$work/wasm/fashion_classifier.wasm") bytes"
+    ;;
+  web-page)
+    need chromium chromium
+    test_set "$data"
+    /usr/bin/python3 "$(dirname "$0")/web_page.py" --site "$work/wasm/web" --data "$data" --images 60 \
+      --expect "$work/classes-native.txt" --screenshot "$work/web-classifier.png" --profile "$work/chromium-profile"
+    ;;
+  *) fail "unknown step $step" ;;
+esac
+echo "ok: $step"
