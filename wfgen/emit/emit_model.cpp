@@ -122,16 +122,16 @@ std::string instruction_tables(const ModelText& m, std::int64_t& n_scalars) {
     for (const auto& in : m.insts) c.line(joined(in.specs, [](const std::string& s) { return s; }) + (in.specs.empty() ? "" : ", "));
     c.close(";");
   }
-  c.open("const wfgen::rt::ScalarArg kScalars[] =");
-  bool any_scalar = false;
-  for (const auto& in : m.insts) {
-    if (in.scalars.empty()) continue;
-    any_scalar = true;
-    c.line(joined(in.scalars, [](const std::string& s) { return s; }) + ", // " + in.kernel);
+  // No table without scalars: program() gives an empty span, `{}` (a span
+  // of (kScalars, 0) is ambiguous in libc++ before 15, emscripten 3.1.6's:
+  // 0 is also a null pointer, the end of a (first, last) pair).
+  if (std::any_of(m.insts.begin(), m.insts.end(), [](const ModelInstruction& in) { return !in.scalars.empty(); })) {
+    c.open("const wfgen::rt::ScalarArg kScalars[] =");
+    for (const auto& in : m.insts)
+      if (!in.scalars.empty()) c.line(joined(in.scalars, [](const std::string& s) { return s; }) + ", // " + in.kernel);
+    c.close(";");
+    c.line();
   }
-  if (!any_scalar) c.line("{},");
-  c.close(";");
-  c.line();
   std::int64_t first_op = 0;
   n_scalars = 0;
   for (bool pullback : {false, true})
@@ -144,8 +144,8 @@ std::string instruction_tables(const ModelText& m, std::int64_t& n_scalars) {
 std::string program(const ModelText& m, std::int64_t n_scalars) {
   if (m.insts.empty()) return "kTensors, {}, {}, {}, {}, {}";
   const bool any_backward = std::any_of(m.insts.begin(), m.insts.end(), [](const ModelInstruction& in) { return in.backward; });
-  return "kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, " + num(n_scalars) + "), kForward, " +
-         (any_backward ? "kBackward" : "{}") + ", kOperandSpecs";
+  const std::string scalars = n_scalars > 0 ? "std::span<const wfgen::rt::ScalarArg>(kScalars, " + num(n_scalars) + ")" : "{}";
+  return "kTensors, kOperands, " + scalars + ", kForward, " + (any_backward ? "kBackward" : "{}") + ", kOperandSpecs";
 }
 
 std::string grad_names(const Graph& g) {

@@ -41,10 +41,6 @@ namespace {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 8}, 
   };
-  const wfgen::rt::ScalarArg kScalars[] = {
-    {},
-  };
-
   // [Forward]: one kernel call per line, commented with the body line it implements.
   const wfgen::rt::Instruction kForward[] = {
     // h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
@@ -57,7 +53,7 @@ namespace {
     {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 9, 3, 4u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 0), kForward, {}, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, {}, kOperandSpecs};
   const std::vector<std::string> kInputNames = {"X"};
   const std::vector<std::string> kParamNames = {"W1", "b1", "W2", "b2"};
   const char* const kSymbols[] = {"batch"};

@@ -105,10 +105,6 @@ namespace {
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
   };
-  const wfgen::rt::ScalarArg kScalars[] = {
-    {},
-  };
-
   // [Forward]: one kernel call per line, commented with the body line it implements.
   const wfgen::rt::Instruction kForward[] = {
     // h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
@@ -153,7 +149,7 @@ namespace {
     {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 48, 3, 4u, 0u, 0, 0, "grad of: classifier_0.b1  (mlp.yaml:14:7)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 0), kForward, kBackward, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, kBackward, kOperandSpecs};
   const std::vector<std::string> kInputNames = {"X", "T"};
   const std::vector<std::string> kParamNames = {"classifier_0.W1", "classifier_0.b1", "classifier_0.W2", "classifier_0.b2"};
   const std::vector<std::string> kGradNames = {"classifier_0.W1", "classifier_0.b1", "classifier_0.W2", "classifier_0.b2"};

@@ -60,10 +60,6 @@ namespace {
     {wfgen::rt::DType::f32, 4, 0, 0}, {wfgen::rt::DType::f32, 4, 0, 0}, {wfgen::rt::DType::f32, 4, 0, 0}, 
     {wfgen::rt::DType::f32, 4, 0, 0}, {wfgen::rt::DType::f32, 4, 0, 0}, {wfgen::rt::DType::f32, 4, 0, 0}, {wfgen::rt::DType::f32, 4, 0, 8}, 
   };
-  const wfgen::rt::ScalarArg kScalars[] = {
-    {},
-  };
-
   // [Forward]: one kernel call per line, commented with the body line it implements.
   const wfgen::rt::Instruction kForward[] = {
     // MeanVarianceNormalization_test_mvn_expanded_function_X_RM = mean(mean(mean(X, axis=3, keepdims=true), axis=2, keepdims=true), axis=0, keepdims=true)  (onnx-mvn.yaml:6:77)
@@ -86,7 +82,7 @@ namespace {
     {"FUSED-SUB-DIV-CPU", "fused_sub_div_f32_r4", &fused_sub_div_f32_r4_erased, 17, 4, 8u, 0u, 0, 0, "MeanVarianceNormalization_test_mvn_expanded_function_X_variance = X - MeanVarianceNormalization_test_mvn_expanded_function_X_RM; Y = MeanVarianceNormalization_test_mvn_expanded_function_X_variance / MeanVarianceNormalization_test_mvn_expanded_function_Processed_STD  (onnx-mvn.yaml:14:11)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 0), kForward, {}, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, {}, kOperandSpecs};
   const std::vector<std::string> kInputNames = {"X"};
   const std::vector<std::string> kParamNames = {};
   const char* const kSymbols[] = {nullptr};
