@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${WFGEN_BUILD_DIR:-$root/build}"
-bash "$root/scripts/setup.sh"
+bash "$root/scripts/setup.sh" --light
 WFGEN_BUILD_DIR="$build" WFGEN_TARGETS="wfgen wfgen_runtime" bash "$root/scripts/build.sh"
 cmake --install "$build" --prefix "$build/install" >/dev/null
 example="$build/example-mlp-training"

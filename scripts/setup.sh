@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs what wfgen needs from Debian 12's packages, only what is missing.
 # Safe to run again; needs root (or sudo) only when something is missing.
+#   bash scripts/setup.sh          everything the test suite needs (scripts/test.sh)
+#   bash scripts/setup.sh --light  without the cross toolchains, emscripten and
+#                                  Chromium (scripts/demo.sh: the main job needs none)
 set -euo pipefail
+light=0
+if [ "${1:-}" = --light ]; then light=1; fi
 
 packages=(
   cmake ninja-build ccache g++ clang-14 pkg-config
@@ -9,11 +14,12 @@ packages=(
   libopenblas-dev zlib1g-dev libonnx-dev libprotobuf-dev libonnx-testdata python3 python3-onnx
   libclang-cpp14-dev libclang-14-dev llvm-14-dev libclang-rt-14-dev lld-14
   dataset-fashion-mnist
-  # Cross builds (tests/cross, docs/cross-compiling.md): aarch64 under qemu,
-  # WebAssembly under node, the web page in headless Chromium driven through
-  # its DevTools protocol. About 300 MB to download, 1 min to install.
-  g++-aarch64-linux-gnu qemu-user emscripten nodejs chromium python3-websocket
 )
+# Cross builds (tests/cross, docs/cross-compiling.md): aarch64 under qemu,
+# WebAssembly under node, the web page in headless Chromium driven through
+# its DevTools protocol. About 300 MB to download, 1 min to install.
+cross_packages=(g++-aarch64-linux-gnu qemu-user emscripten nodejs chromium python3-websocket)
+if [ "$light" = 0 ]; then packages+=("${cross_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
