@@ -304,6 +304,25 @@ def operators(wfgen, name):
     return r.stdout.split() if r.returncode == 0 else []
 
 
+def operator_table(wfgen):
+    """wfgen's operator table (`wfgen import --supported-operators`): name ->
+    dict of its tab-separated columns (opsets, attributes, dtypes, constant
+    inputs, doc)."""
+    r = run([wfgen, "import", "--supported-operators"])
+    if r.returncode != 0:
+        sys.exit("conformance: wfgen import --supported-operators failed: " + first_line(r.stderr))
+    lines = r.stdout.splitlines()
+    header = lines[0].lstrip("# ").split("\t")
+    table = {}
+    for line in lines[1:]:
+        cols = line.split("\t")
+        if len(cols) != len(header):
+            sys.exit("conformance: a line of wfgen import --supported-operators has %d columns, not %d: %s"
+                     % (len(cols), len(header), line))
+        table[cols[0]] = dict(zip(header[1:], cols[1:]))
+    return table
+
+
 def main():
     global DATA
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -470,6 +489,7 @@ def main():
 def write_markdown(path, wfgen, result, counts, total):
     ops_of = {name: operators(wfgen, name) for name in result}
     known = set(op for ops in ops_of.values() for op in ops)
+    table = operator_table(wfgen)
 
     def main_op(name):
         compact = name[len("test_"):].replace("_", "").lower()
@@ -490,11 +510,18 @@ def write_markdown(path, wfgen, result, counts, total):
                 % (total, counts["pass"], counts["fail"], counts["error"], counts["unsupported"]))
         f.write("*fail* is a wrong answer (a bug to fix first); *error*: imported but not generated, compiled or run; "
                 "*unsupported*: `wfgen import` refused the model, with the reason below.\n\n")
-        f.write("| operator | tests | pass | fail | error | unsupported |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
-        for op in sorted(per_op):
-            rows = per_op[op]
+        f.write("Every operator of the tests and every operator wfgen imports (its table, "
+                "`wfgen import --supported-operators`): *opsets* are those wfgen imports it in "
+                "(\"-\": not imported), *becomes* what it is in the body.\n\n")
+        f.write("| operator | opsets | tests | pass | fail | error | unsupported | becomes |\n"
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+        for op in sorted(set(per_op) | set(table)):
+            rows = per_op.get(op, [])
             c = {s: sum(1 for _, st, _ in rows if st == s) for s in ("pass", "fail", "error", "unsupported")}
-            f.write("| %s | %d | %d | %d | %d | %d |\n" % (op, len(rows), c["pass"], c["fail"], c["error"], c["unsupported"]))
+            row = table.get(op, {})
+            f.write("| %s | %s | %d | %d | %d | %d | %d | %s |\n"
+                    % (op, row.get("opsets", "-"), len(rows), c["pass"], c["fail"], c["error"], c["unsupported"],
+                       row.get("doc", "").replace("|", "\\|")))
         f.write("\n## Every test\n\n| test | result | reason |\n| --- | --- | --- |\n")
         for name in sorted(result):
             status, msg = result[name]

@@ -4,6 +4,7 @@
 // by tests/onnx/conformance.py (ctest onnx.conformance_sample).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -353,4 +354,48 @@ TEST_CASE("Gelu (opset 20): the exact form is the stdlib's gelu, the tanh form a
     if (std::string(approximate) == "none") CHECK_THAT(spec, Catch::Contains("y = gelu(x)  # Gelu"));
     else CHECK_THAT(spec, Catch::Contains("y = x * (tanh((x + x * x * x * 0.044715) * 0.7978845608028654) + 1.0) * 0.5  # Gelu"));
   }
+}
+
+TEST_CASE("the operator table: --supported-operators prints every row the dispatch knows, and its opset range is enforced", "[onnx]") {
+  wfgen::cli::ImportOptions o;
+  o.supported_operators = true;
+  std::ostringstream out, err;
+  REQUIRE(wfgen::cli::import_onnx(o, {out, err, false}) == 0);
+  std::istringstream lines(out.str());
+  std::string line;
+  std::getline(lines, line);
+  CHECK(line == "# operator\topsets\tattributes\tdtypes\tconstant inputs\tdoc");
+  std::vector<std::string> names;
+  while (std::getline(lines, line)) {
+    CHECK(std::count(line.begin(), line.end(), '\t') == 5);
+    names.push_back(line.substr(0, line.find('\t')));
+  }
+  CHECK(names == wfgen::onnx_import::supported_operators());
+  CHECK(std::is_sorted(names.begin(), names.end()));
+  CHECK_THAT(out.str(), Catch::Contains("\nAbs\t7+\t-\tFLOAT\t-\tabs(x)\n"));
+  CHECK_THAT(out.str(), Catch::Contains("\nSlice\t7+\tstarts ends axes\tFLOAT\t1 2 3 4 from opset 10\t"));
+  CHECK_THAT(out.str(), Catch::Contains("\nReduceMean\t7-17\taxes keepdims noop_with_empty_axes\t"));
+
+  // ReduceMean's axes are an input from opset 18 on, which its handler does
+  // not read: refused, not reduced over every axis.
+  fs::path dir = scratch("opsets");
+  onnx::ModelProto m;
+  {
+    std::ifstream in(kData + "test_reduce_mean_keepdims_example/model.onnx", std::ios::binary);
+    REQUIRE(m.ParseFromIstream(&in));
+  }
+  m.mutable_opset_import(0)->set_version(18);
+  const fs::path model = dir / "reduce_mean_18.onnx";
+  {
+    std::ofstream f(model, std::ios::binary);
+    REQUIRE(m.SerializeToOstream(&f));
+  }
+  wfgen::cli::ImportOptions r;
+  r.model = model;
+  r.output = dir / "reduce_mean_18.yaml";
+  std::ostringstream out2, err2;
+  CHECK(wfgen::cli::import_onnx(r, {out2, err2, false}) == 2);
+  CHECK_THAT(err2.str(), Catch::Contains("reduce_mean_18.onnx: error: cannot import operator ReduceMean of opset 18: "
+                                         "wfgen imports ReduceMean in opsets 7-17 only"));
+  CHECK(!fs::exists(r.output));
 }

@@ -729,4 +729,6 @@ ExprPtr parse_expression(std::string_view text) {
   return parser.single_expression();
 }
 
+bool is_keyword(std::string_view word) { return detail::is_keyword(word); }
+
 }  // namespace wfgen::body

@@ -147,4 +147,7 @@ Program parse(std::string_view text);
 // Parses one expression (a node's `backward:` entry). Throws ParseError.
 ExprPtr parse_expression(std::string_view text);
 
+// The language's keywords (`if`, `and`, `return`, `True`, ...): no name may be one.
+bool is_keyword(std::string_view word);
+
 }  // namespace wfgen::body

@@ -37,6 +37,10 @@ bool parse_bytes(const std::string& text, std::uint64_t& out) {
 }  // namespace
 
 int import_onnx(const ImportOptions& o, Streams io) {
+  if (o.supported_operators) {
+    io.out << onnx_import::supported_operators_tsv();
+    return 0;
+  }
   if (o.list_operators) {
     try {
       for (const auto& op : onnx_import::operators_of(o.model.string())) io.out << op << "\n";

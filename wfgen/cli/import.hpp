@@ -20,6 +20,7 @@ struct ImportOptions {
   std::string max_data;  // the limit of the tensors' data: "8GiB", "512MiB", a number of bytes; "" the default
   bool quiet = false;
   bool list_operators = false;  // print the graph's operator types, write nothing
+  bool supported_operators = false;  // print the importer's operator table (no model read), write nothing
 };
 // Writes the spec and the parameter file, or nothing on an error (exit 2).
 int import_onnx(const ImportOptions& options, Streams io);

@@ -2,7 +2,9 @@
 //   onnx_import.cpp  reading the graph (inputs, initializers, frozen inputs),
 //                    the body's values and names, and writing the spec;
 //   operators.cpp    mapping each ONNX operator to body statements, folding
-//                    the ones whose inputs are constants.
+//                    the ones whose inputs are constants: the dispatch on
+//                    operator_table.cpp's rows and their handlers (layers.cpp
+//                    has those of the layers).
 // Internal to wfgen/onnx: the public interface is onnx_import.hpp.
 #pragma once
 
@@ -15,9 +17,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wfgen/onnx/onnx_import.hpp"
+#include "wfgen/onnx/operator_table.hpp"
 #include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/onnx/windows.hpp"
 
@@ -43,6 +47,7 @@ class Importer {
   // Imports the file at path_, or `bytes` as if read from it.
   Imported run(const std::string* bytes = nullptr);
  private:
+  friend struct OperatorTable;  // operator_table.cpp: the rows name the handlers below
   [[noreturn]] void fail(const std::string& message) const;
   [[noreturn]] void unsupported(const onnx::NodeProto& node, const std::string& what) const;
   std::string describe(const onnx::NodeProto& node) const;
@@ -73,7 +78,8 @@ class Importer {
   std::int64_t attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t dflt) const;
   float attr_float(const onnx::NodeProto& node, const std::string& name, float dflt) const;
   std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node, const std::string& name) const;
-  void only_attributes(const onnx::NodeProto& node, std::initializer_list<const char*> known) const;
+  // Refuses an attribute not in `known` (a row's attributes, space-separated).
+  void only_attributes(const onnx::NodeProto& node, std::string_view known) const;
   // --- emission --------------------------------------------------------------------
 
   void line(const std::string& statement, const std::string& comment);
@@ -88,8 +94,35 @@ class Importer {
   std::string reshape_args(const onnx::NodeProto& node, const Dims& dims) const;
   static std::optional<std::int64_t> product(const Dims& d, std::size_t from, std::size_t to);
   std::string binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op);
+  // A node of the graph: folded when its inputs are constants, else its
+  // row's handler (operator_table.cpp), or a refusal naming what is supported.
   void import_node(const onnx::NodeProto& node);
-  // Activations written with the stdlib's element-wise nodes; "" for other ops.
+  // --- handlers: the rows of operator_table.cpp ------------------------------------
+  // `row.param` is the body function, operator or reduction they write.
+  void import_unary(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_arithmetic(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_compare(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_logic(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_arg_extreme(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_identity(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_reciprocal(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_activation(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_prelu(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_constant(const onnx::NodeProto& node, const OperatorRow& row);
+  // Shape, Size, ConstantOfShape: reached only when fold() could not fold them.
+  void import_folded(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_where(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_expand(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_global_pool(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_gelu(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_leaky_relu(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_variadic(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_matmul(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_gemm(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_softmax(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_transpose(const onnx::NodeProto& node, const OperatorRow& row);
+  // Activations written with the stdlib's element-wise nodes (Elu, Celu, Selu,
+  // HardSigmoid, HardSwish, Softsign, Sinh, Cosh).
   std::string activation(const onnx::NodeProto& node);
   // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
   // channel (axis 1) and broadcast over the other axes.
@@ -102,14 +135,14 @@ class Importer {
   Value condition(const onnx::NodeProto& node);
   // Slice with constant starts, ends, axes and steps (attributes before
   // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
-  void import_slice(const onnx::NodeProto& node);
+  void import_slice(const onnx::NodeProto& node, const OperatorRow& row);
   // Concat of computed tensors (all-constant ones are folded): the stdlib's
   // concat, two operands at a time, along the axis (1 before opset 4).
-  void import_concat(const onnx::NodeProto& node);
+  void import_concat(const onnx::NodeProto& node, const OperatorRow& row);
   // Split into narrow views along an axis of known size.
-  void import_split(const onnx::NodeProto& node);
+  void import_split(const onnx::NodeProto& node, const OperatorRow& row);
   // Trilu as X times a constant 0/1 mask of its last two axes.
-  void import_trilu(const onnx::NodeProto& node);
+  void import_trilu(const onnx::NodeProto& node, const OperatorRow& row);
   // A constant known when importing (a Constant node, a folded Cast): an
   // initializer from here on.
   void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t);
@@ -119,7 +152,7 @@ class Importer {
                         const std::vector<float>& values);
   // Cast and CastLike: folded when the input is a constant; on a computed
   // tensor only to FLOAT, the type every computed value has here.
-  void import_cast(const onnx::NodeProto& node);
+  void import_cast(const onnx::NodeProto& node, const OperatorRow& row);
   // The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
   std::vector<std::int64_t> image_size(const onnx::NodeProto& node, const Value& x);
   WindowAttrs window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel);
@@ -131,22 +164,22 @@ class Importer {
   // `[:, :, a:b, c:d]`: ONNX's windows out of a window builtin's grid, "" when they are the grid.
   static std::string window_slice(const std::vector<WindowAxis>& p);
   // Conv (2-D, any group) as im2col + one batched matmul, as the stdlib's conv2d.
-  void import_conv(const onnx::NodeProto& node);
-  void import_loss(const onnx::NodeProto& node);
-  void import_gather(const onnx::NodeProto& node);
+  void import_conv(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_loss(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_gather(const onnx::NodeProto& node, const OperatorRow& row);
   Value operand_named(const onnx::NodeProto& node, const std::string& name);
   // MaxPool and AveragePool (2-D) over im2col's windows. Padding enters a max
   // as -1e30 and is left out of an average's count (count_include_pad 0) by a
   // second im2col of a tensor of ones, which is 0 in the padding.
-  void import_pool(const onnx::NodeProto& node);
+  void import_pool(const onnx::NodeProto& node, const OperatorRow& row);
   void need_one_output(const onnx::NodeProto& node) const;
-  void import_batchnorm(const onnx::NodeProto& node);
+  void import_batchnorm(const onnx::NodeProto& node, const OperatorRow& row);
   // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
   // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
-  void import_layernorm(const onnx::NodeProto& node);
-  void import_reshape(const onnx::NodeProto& node);
-  void import_reduce(const onnx::NodeProto& node);
-  void import_clip(const onnx::NodeProto& node);
+  void import_layernorm(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_reshape(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_reduce(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_clip(const onnx::NodeProto& node, const OperatorRow& row);
   // --- the spec ---------------------------------------------------------------------
 
   Imported finish(const std::string& name);

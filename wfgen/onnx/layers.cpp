@@ -75,8 +75,8 @@ std::string Importer::window_slice(const std::vector<WindowAxis>& p) {
 }
 
 // Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
-void Importer::import_conv(const onnx::NodeProto& node) {
-  only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   need_one_output(node);
   Value x = operand(node, 0), w = operand(node, 1);
   const std::vector<std::int64_t> in = image_size(node, x);
@@ -121,14 +121,10 @@ void Importer::import_conv(const onnx::NodeProto& node) {
 // AveragePool over im2col's windows. Padding enters a max as -1e30 and is
 // left out of an average's count (count_include_pad 0) by a second im2col of
 // a tensor of ones, which is 0 in the padding.
-void Importer::import_pool(const onnx::NodeProto& node) {
+void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) {
   const bool is_max = node.op_type() == "MaxPool";
-  if (is_max) {
-    only_attributes(node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
-    if (attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
-  } else {
-    only_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
-  }
+  only_attributes(node, row.attributes);
+  if (is_max && attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
   need_one_output(node);
   Value x = operand(node, 0);
   const std::vector<std::int64_t> in = image_size(node, x);
@@ -172,8 +168,8 @@ void Importer::import_pool(const onnx::NodeProto& node) {
 
 // Y = (X - mean) / sqrt(var + epsilon) * scale + B, each of the four per
 // channel (axis 1) and broadcast over the other axes.
-void Importer::import_batchnorm(const onnx::NodeProto& node) {
-  only_attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+void Importer::import_batchnorm(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
   if (opset_ < 9 && attr_int(node, "spatial", 1) != 1) unsupported(node, "spatial = 0");
   int outputs = 0;
@@ -197,8 +193,8 @@ void Importer::import_batchnorm(const onnx::NodeProto& node) {
 
 // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
 // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
-void Importer::import_layernorm(const onnx::NodeProto& node) {
-  only_attributes(node, {"axis", "epsilon", "stash_type"});
+void Importer::import_layernorm(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   if (attr_int(node, "stash_type", 1) != 1) unsupported(node, "stash_type other than FLOAT");
   Value x = operand(node, 0);
   std::int64_t rank = rank_of(node, x);
@@ -228,9 +224,9 @@ void Importer::import_layernorm(const onnx::NodeProto& node) {
 // FLOAT constant O [N C d...], 0 at an ignore_index, and the loss of each
 // element is -sum(logp * O * weight, axis=1); reduction sums it, or divides
 // the sum by the summed weights of the targets (mean).
-void Importer::import_loss(const onnx::NodeProto& node) {
+void Importer::import_loss(const onnx::NodeProto& node, const OperatorRow& row) {
   const bool sce = node.op_type() == "SoftmaxCrossEntropyLoss";
-  only_attributes(node, {"reduction", "ignore_index"});
+  only_attributes(node, row.attributes);
   Value x = operand(node, 0);
   if (x.literal) unsupported(node, "its input is a constant");
   const std::int64_t rank = rank_of(node, x);

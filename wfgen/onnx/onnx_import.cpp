@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "wfgen/body/body.hpp"
 #include "wfgen/onnx/importer.hpp"
 #include "wfgen/onnx/onnx_import.hpp"
 #include "wfgen/onnx/tensors.hpp"
@@ -25,18 +26,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Python-like names the body language reserves or the stdlib defines, and
-// every function the importer's statements call: a value named `exp` must
-// not shadow the `exp(...)` of a later statement.
-const std::set<std::string>& reserved_names() {
-  static const std::set<std::string> names = {
-      "and", "or", "not", "if", "elif", "else", "for", "in", "range", "return", "pass", "true", "false", "True",
-      "False", "None", "int", "float", "sum", "mean", "max", "min", "argmax", "argmin", "reshape", "view", "permute",
-      "transpose", "unsqueeze", "squeeze", "broadcast_to", "softmax", "log_softmax", "layernorm", "linear", "relu",
-      "abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos", "sign", "softplus", "erf", "concat",
-      "gather", "gelu", "leaky_relu", "max_pool", "maximum", "minimum", "select", "im2col", "eq", "ne", "lt", "le",
-      "gt", "ge", "narrow", "matmul", "len", "shape", "self"};
-  return names;
+// Names a value must not take: the body language's keywords, the body
+// functions the operator table's handlers call by name (its params: `exp`,
+// `softmax`, ...), and the other builtins, methods and stdlib functions the
+// importer's statements write: a value named `exp` must not shadow the
+// `exp(...)` of a later statement.
+bool reserved_name(const std::string& s) {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> out = {
+        "range", "None", "int", "float", "sum", "min", "reshape", "view", "permute", "transpose", "unsqueeze", "squeeze",
+        "broadcast_to", "layernorm", "linear", "concat", "gather", "gelu", "leaky_relu", "max_pool", "select", "im2col",
+        "eq", "ne", "lt", "le", "gt", "ge", "narrow", "matmul", "len", "shape", "self"};
+    for (const auto& f : body_functions()) out.insert(f);
+    return out;
+  }();
+  return body::is_keyword(s) || names.count(s) > 0;
 }
 
 // The most elements a value may have: the spec checker's own limit, so that
@@ -138,7 +142,7 @@ std::string Importer::identifier(const std::string& onnx_name, const std::string
   while (!s.empty() && s.back() == '_') s.pop_back();
   if (s.empty()) s = fallback;
   if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
-  if (s.rfind("wf_", 0) == 0 || reserved_names().count(s)) s = "v_" + s;
+  if (s.rfind("wf_", 0) == 0 || reserved_name(s)) s = "v_" + s;
   std::string base = s;
   for (int k = 1; used_.count(s); ++k) s = base + "_" + std::to_string(k);
   used_.insert(s);
@@ -149,21 +153,10 @@ std::string Importer::identifier(const std::string& onnx_name, const std::string
 std::set<std::string> Importer::inputs_needed_as_constants() const {
   std::set<std::string> out;
   for (const auto& n : model_.graph().node()) {
-    std::vector<int> at;
-    const std::string& op = n.op_type();
-    if (op == "Reshape") at = {1};
-    if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && opset_ >= 13) at = {1};
-    if (op == "Clip" && opset_ >= 11) at = {1, 2};
-    if (op == "Dropout") at = {1, 2};
-    if (op == "Slice" && opset_ >= 10) at = {1, 2, 3, 4};
-    if (op == "Expand") at = {1};
-    if (op == "Where") at = {0};  // a BOOL condition; a FLOAT one may be computed
-    if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") at = {1};  // the targets
-    if (op == "Gather") at = {1};
-    if (op == "Split" && opset_ >= 13) at = {1};
-    if (op == "Trilu") at = {1};
-    for (int k : at)
-      if (k < n.input_size() && !n.input(k).empty()) out.insert(n.input(k));
+    const OperatorRow* row = find_operator(n.op_type());  // (a node of another domain fails in import_node)
+    if (!row || opset_ < row->constants_since) continue;
+    for (int k = 0; k < n.input_size() && k < 32; ++k)
+      if ((row->constant_inputs >> k & 1u) && !n.input(k).empty()) out.insert(n.input(k));
   }
   return out;
 }
@@ -361,10 +354,15 @@ std::optional<std::vector<std::int64_t>> Importer::attr_ints(const onnx::NodePro
   return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
 }
 
-void Importer::only_attributes(const onnx::NodeProto& node, std::initializer_list<const char*> known) const {
+void Importer::only_attributes(const onnx::NodeProto& node, std::string_view known) const {
   for (const auto& a : node.attribute()) {
     bool ok = false;
-    for (const char* k : known) ok = ok || a.name() == k;
+    for (std::size_t at = 0; !ok && at < known.size();) {
+      std::size_t end = known.find(' ', at);
+      if (end == std::string_view::npos) end = known.size();
+      ok = known.substr(at, end - at) == a.name();
+      at = end + 1;
+    }
     if (!ok) unsupported(node, "its attribute '" + a.name() + "' is not supported");
   }
 }
@@ -516,13 +514,23 @@ std::vector<std::string> operators_of(const std::string& path) {
 }
 
 std::vector<std::string> supported_operators() {
-  return {"Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Celu", "Clip", "Concat", "Constant", "ConstantOfShape",
-          "Conv", "Cos", "Cosh", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity",
-          "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "NegativeLogLikelihoodLoss", "Not",
-          "Or", "PRelu", "Pow", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
-          "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Slice",
-          "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose",
-          "Trilu", "Unsqueeze", "Where", "Xor"};
+  std::vector<std::string> out;
+  for (const auto& row : detail::operator_table()) out.emplace_back(row.name);
+  return out;
+}
+
+std::string supported_operators_tsv() {
+  auto or_dash = [](std::string_view s) { return s.empty() ? std::string("-") : std::string(s); };
+  std::string out = "# operator\topsets\tattributes\tdtypes\tconstant inputs\tdoc\n";
+  for (const auto& row : detail::operator_table()) {
+    std::string constants;
+    for (int k = 0; k < 32; ++k)
+      if (row.constant_inputs >> k & 1u) constants += (constants.empty() ? "" : " ") + std::to_string(k);
+    if (!constants.empty() && row.constants_since > detail::kFirstOpset) constants += " from opset " + std::to_string(row.constants_since);
+    out += std::string(row.name) + "\t" + detail::opset_range(row) + "\t" + or_dash(row.attributes) + "\t" + or_dash(row.dtypes) +
+           "\t" + or_dash(constants) + "\t" + std::string(row.doc) + "\n";
+  }
+  return out;
 }
 
 }  // namespace wfgen::onnx_import

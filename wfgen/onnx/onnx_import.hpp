@@ -57,7 +57,16 @@ Imported import_bytes(const std::string& bytes, const std::string& path, const O
 // than the default one prefixed: "com.microsoft.Gelu"). Throws UserError.
 std::vector<std::string> operators_of(const std::string& path);
 
-// The ONNX operators (default domain) import_file maps, sorted.
+// The ONNX operators (default domain) import_file maps, sorted: the names
+// of the importer's operator table (operator_table.cpp).
 std::vector<std::string> supported_operators();
+
+// That table, one line an operator, tab-separated, after a header line
+// starting with '#': the name; the opsets it is imported in ("7+", "7-17");
+// the attributes it reads (space-separated, "-" for none); the element types
+// of its inputs computed at run time ("-": none); the inputs that must be
+// constants ("1 2", "1 2 from opset 11", "-"); what it becomes in the body.
+// `wfgen import --supported-operators` prints it (docs/onnx-conformance.md).
+std::string supported_operators_tsv();
 
 }  // namespace wfgen::onnx_import

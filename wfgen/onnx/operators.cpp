@@ -1,7 +1,9 @@
 // ONNX import, second half: each operator of the graph as body statements
 // over the stdlib's nodes and models (elementwise math, matmuls,
-// reductions, shapes), or a constant when its inputs are all known. The
-// layers (convolution, pooling, normalisation, losses) are in layers.cpp.
+// reductions, shapes), or a constant when its inputs are all known: the
+// dispatch (import_node) on the rows of operator_table.cpp, and the rows'
+// handlers. The layers (convolution, pooling, normalisation, losses) are in
+// layers.cpp.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -27,342 +29,290 @@ void Importer::import_node(const onnx::NodeProto& node) {
     fail("cannot import operator " + node.op_type() + " of domain '" + node.domain() + "'" +
          (node.name().empty() ? "" : " (node '" + node.name() + "')") + ": only the default ONNX domain is supported");
   }
-  const std::string& op = node.op_type();
-  static const std::map<std::string, std::string> unary = {
-      {"Abs", "abs"},   {"Neg", "neg"},         {"Exp", "exp"},   {"Log", "log"},   {"Sqrt", "sqrt"},
-      {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Sin", "sin"},   {"Cos", "cos"},
-      {"Sign", "sign"}, {"Softplus", "softplus"}, {"Erf", "erf"}};
-  static const std::map<std::string, std::string> binary_ops = {
-      {"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}, {"Pow", "**"}};
   if (node.output_size() < 1) unsupported(node, "it has no output");
   if (fold(node)) return;
-  auto need_outputs = [&](int n) {
-    int real = 0;
-    for (const auto& o : node.output()) real += !o.empty();
-    if (real > n) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first " + std::to_string(n));
+  const OperatorRow* row = find_operator(node.op_type());
+  if (!row) {
+    std::string names;
+    for (const auto& r : operator_table()) names += (names.empty() ? "" : ", ") + std::string(r.name);
+    unsupported(node, "the operator is not supported (supported: " + names + ")");
+  }
+  if (opset_ < row->since || opset_ > row->until) {
+    unsupported(node, "wfgen imports " + node.op_type() + " in opsets " + opset_range(*row) + " only");
+  }
+  (this->*row->handler)(node, *row);
+  // Where a handler reads its attributes before refusing others, it said so
+  // first; this catches the attributes of a handler that reads none.
+  only_attributes(node, row->attributes);
+}
+
+void Importer::import_unary(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its operand is a constant");
+  define(node, 0, std::string(row.param) + "(" + x.body + ")", x.dims);
+}
+
+void Importer::import_arithmetic(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0), y = operand(node, 1);
+  define(node, 0, binary(node, x, y, std::string(row.param)), broadcast(x.dims, y.dims));
+}
+
+// 1.0 where true, else 0.0 (the stdlib's eq, lt, ...).
+void Importer::import_compare(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0), y = operand(node, 1);
+  if (x.literal && y.literal) unsupported(node, "both operands are constants");
+  // The body compares tensors only: a scalar constant becomes a one-element
+  // parameter, broadcast like any other.
+  auto as_tensor = [&](const Value& v, int k) {
+    if (!v.literal) return v;
+    return float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k))));
   };
-  if (auto u = unary.find(op); u != unary.end()) {
-    only_attributes(node, {});
-    need_outputs(1);
-    Value x = operand(node, 0);
+  define(node, 0, as_tensor(x, 0).body + " " + std::string(row.param) + " " + as_tensor(y, 1).body, broadcast(x.dims, y.dims));
+}
+
+// On computed BOOLs, which are 0.0 / 1.0 here (comparisons): And is a * b,
+// Or a + b - a * b, Xor a != b, Not 1 - a (each broadcasting).
+void Importer::import_logic(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  const std::string& op = node.op_type();
+  Value x = operand(node, 0);
+  if (op == "Not") {
     if (x.literal) unsupported(node, "its operand is a constant");
-    define(node, 0, u->second + "(" + x.body + ")", x.dims);
+    define(node, 0, x.body + " * -1.0 + 1.0", x.dims);
     return;
   }
-  if (auto b = binary_ops.find(op); b != binary_ops.end()) {
-    only_attributes(node, {});
-    if (opset_ < 7) unsupported(node, "broadcast attributes of opsets before 7");
-    need_outputs(1);
-    Value x = operand(node, 0), y = operand(node, 1);
-    define(node, 0, binary(node, x, y, b->second), broadcast(x.dims, y.dims));
-    return;
-  }
-  static const std::map<std::string, std::string> compare = {
-      {"Equal", "=="}, {"Less", "<"}, {"Greater", ">"}, {"LessOrEqual", "<="}, {"GreaterOrEqual", ">="}};
-  if (compare.count(op)) {
-    // 1.0 where true, else 0.0 (the stdlib's eq, lt, ...).
-    only_attributes(node, {});
-    need_outputs(1);
-    if (opset_ < 7) unsupported(node, "broadcast attributes of opsets before 7");
-    Value x = operand(node, 0), y = operand(node, 1);
-    if (x.literal && y.literal) unsupported(node, "both operands are constants");
-    // The body compares tensors only: a scalar constant becomes a one-element
-    // parameter, broadcast like any other.
-    auto as_tensor = [&](const Value& v, int k) {
-      if (!v.literal) return v;
-      return float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k))));
-    };
-    const std::string& forward = compare.at(op);
-    define(node, 0, as_tensor(x, 0).body + " " + forward + " " + as_tensor(y, 1).body, broadcast(x.dims, y.dims));
-    return;
-  }
-  if (op == "And" || op == "Or" || op == "Xor" || op == "Not") {
-    // On computed BOOLs, which are 0.0 / 1.0 here (comparisons): And is
-    // a * b, Or a + b - a * b, Xor a != b, Not 1 - a (each broadcasting).
-    only_attributes(node, {});
-    need_outputs(1);
-    Value x = operand(node, 0);
-    if (op == "Not") {
-      if (x.literal) unsupported(node, "its operand is a constant");
-      define(node, 0, x.body + " * -1.0 + 1.0", x.dims);
-      return;
+  Value y = operand(node, 1);
+  if (x.literal || y.literal) unsupported(node, "a constant operand");
+  const std::string expr = op == "And" ? x.body + " * " + y.body
+                           : op == "Or" ? x.body + " + " + y.body + " - " + x.body + " * " + y.body
+                                        : x.body + " != " + y.body;
+  define(node, 0, expr, broadcast(x.dims, y.dims));
+}
+
+// The index of the first largest (smallest) element along the axis, as f32
+// (the stdlib's argmax); select_last_index = 1 is not mapped.
+void Importer::import_arg_extreme(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  if (attr_int(node, "select_last_index", 0) != 0) unsupported(node, "select_last_index = 1 (wfgen's argmax picks the first)");
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its operand is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  const std::int64_t axis = axis_in(node, attr_int(node, "axis", 0), rank);
+  const bool keep = attr_int(node, "keepdims", 1) != 0;
+  Dims out = *x.dims;
+  if (keep) out[static_cast<std::size_t>(axis)] = 1;
+  else out.erase(out.begin() + axis);
+  if (out.empty()) unsupported(node, "a result of rank 0");
+  define(node, 0, std::string(row.param) + "(" + x.body + ", axis=" + std::to_string(axis) + ", keepdims=" + (keep ? "true" : "false") + ")",
+         out);
+}
+
+// Identity, and Dropout at inference (its training_mode a constant false).
+void Importer::import_identity(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  if (node.op_type() == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
+    const onnx::TensorProto* t = constant(node.input(2));
+    if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
+                ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0))) {
+      unsupported(node, "training_mode must be a constant false (wfgen imports inference graphs)");
     }
-    Value y = operand(node, 1);
-    if (x.literal || y.literal) unsupported(node, "a constant operand");
-    const std::string expr = op == "And" ? x.body + " * " + y.body
-                             : op == "Or" ? x.body + " + " + y.body + " - " + x.body + " * " + y.body
-                                          : x.body + " != " + y.body;
-    define(node, 0, expr, broadcast(x.dims, y.dims));
+  }
+  Value x = operand(node, 0);
+  define(node, 0, x.literal ? x.body : x.body + " * 1.0", x.dims);
+}
+
+void Importer::import_reciprocal(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value x = operand(node, 0);
+  define(node, 0, x.body + " ** -1.0", x.dims);
+}
+
+void Importer::import_activation(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  const std::string f = activation(node);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its operand is a constant");
+  define(node, 0, f, x.dims);
+}
+
+void Importer::import_prelu(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value x = operand(node, 0), slope = operand(node, 1);
+  if (x.literal) unsupported(node, "its operand is a constant");
+  define(node, 0, "relu(" + x.body + ") - " + slope.body + " * relu(neg(" + x.body + "))", broadcast(x.dims, slope.dims));
+}
+
+// constant_of() refuses the attributes it cannot read, with its own message.
+void Importer::import_constant(const onnx::NodeProto& node, const OperatorRow&) {
+  need_one_output(node);
+  std::string why;
+  std::unique_ptr<onnx::TensorProto> t = constant_of(node, why);
+  if (!t) unsupported(node, why);
+  keep_constant(node.output(0), std::move(t));
+}
+
+void Importer::import_folded(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  for (int k = 0; k < node.input_size(); ++k) {
+    const std::string& in = node.input(k);
+    if (!in.empty() && !values_.count(in) && !constant(in)) unsupported(node, "its input '" + in + "' is computed by no earlier node");
+  }
+  unsupported(node, "an input computed at run time (wfgen folds " + node.op_type() + " into a constant when importing)");
+}
+
+void Importer::import_where(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
+  if (a.literal && b.literal) unsupported(node, "both branches are constants");
+  define(node, 0, "select(" + c.body + ", " + a.body + ", " + b.body + ")", broadcast(c.dims, broadcast(a.dims, b.dims)));
+}
+
+void Importer::import_expand(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::vector<std::int64_t> shape = int_constant(node, 1, "its shape");
+  Dims want;
+  for (auto d : shape) want.push_back(d);
+  std::optional<Dims> out = broadcast(x.dims, want);
+  if (!out) unsupported(node, "the rank of its input is unknown");
+  define(node, 0, x.body + ".broadcast_to(" + reshape_args(node, *out) + ")", out);
+}
+
+void Importer::import_global_pool(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C D...)");
+  std::string expr = x.body;
+  Dims d = *x.dims;
+  for (std::int64_t a = rank - 1; a >= 2; --a) {
+    expr = std::string(row.param) + "(" + expr + ", axis=" + std::to_string(a) + ", keepdims=true)";
+    d[static_cast<std::size_t>(a)] = 1;
+  }
+  define(node, 0, expr, d);
+}
+
+// Opset 20: approximate "none" is the exact erf GELU, the stdlib's gelu;
+// "tanh" is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void Importer::import_gelu(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its operand is a constant");
+  const std::string approximate = attr(node, "approximate") ? attr(node, "approximate")->s() : "none";
+  if (approximate == "none") {
+    define(node, 0, "gelu(" + x.body + ")", x.dims);
+  } else if (approximate == "tanh") {
+    define(node, 0, x.body + " * (tanh((" + x.body + " + " + x.body + " * " + x.body + " * " + x.body +
+                        " * 0.044715) * 0.7978845608028654) + 1.0) * 0.5", x.dims);
+  } else {
+    unsupported(node, "approximate = '" + approximate + "'");
+  }
+}
+
+void Importer::import_leaky_relu(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value x = operand(node, 0);
+  define(node, 0, "leaky_relu(" + x.body + ", negative_slope=" + format_float(attr_float(node, "alpha", 0.01f)) + ")", x.dims);
+}
+
+// Max, Min (`row.param` the body function), Sum and Mean (`+`) of any number
+// of operands, broadcasting.
+void Importer::import_variadic(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value acc = operand(node, 0);
+  if (acc.literal) unsupported(node, "a constant operand");
+  std::string expr = acc.body;
+  std::optional<Dims> dims = acc.dims;
+  for (int k = 1; k < node.input_size(); ++k) {
+    Value v = operand(node, k);
+    if (v.literal) unsupported(node, "a constant operand");
+    dims = broadcast(dims, v.dims);
+    if (row.param == "+") expr = expr + " + " + v.body;
+    else expr = std::string(row.param) + "(" + expr + ", " + v.body + ")";
+  }
+  if (node.op_type() == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
+  if (node.input_size() == 1) expr += " * 1.0";
+  define(node, 0, expr, dims);
+}
+
+void Importer::import_matmul(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value a = operand(node, 0), b = operand(node, 1);
+  std::int64_t ra = rank_of(node, a), rb = rank_of(node, b);
+  if (ra < 2 || rb < 2) unsupported(node, "1-D operands (ranks " + std::to_string(ra) + " and " + std::to_string(rb) + ")");
+  Dims d = *broadcast(Dims(a.dims->begin(), a.dims->end() - 2), Dims(b.dims->begin(), b.dims->end() - 2));
+  d.push_back((*a.dims)[ra - 2]);
+  d.push_back((*b.dims)[rb - 1]);
+  define(node, 0, a.body + " @ " + b.body, d);
+}
+
+void Importer::import_gemm(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value a = operand(node, 0), b = operand(node, 1);
+  if (rank_of(node, a) != 2 || rank_of(node, b) != 2) unsupported(node, "operands that are not matrices");
+  bool ta = attr_int(node, "transA", 0) != 0, tb = attr_int(node, "transB", 0) != 0;
+  float alpha = attr_float(node, "alpha", 1.0f), beta = attr_float(node, "beta", 1.0f);
+  std::string expr = a.body + (ta ? ".T" : "") + " @ " + b.body + (tb ? ".T" : "");
+  if (alpha != 1.0f) expr = "(" + expr + ") * " + format_float(alpha);
+  Dims d{(*a.dims)[ta ? 1 : 0], (*b.dims)[tb ? 0 : 1]};
+  if (node.input_size() > 2 && !node.input(2).empty() && beta != 0.0f) {
+    Value c = operand(node, 2);
+    std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stof(c.body)) : c.body + " * " + format_float(beta));
+    expr += " + " + cterm;
+  }
+  define(node, 0, expr, d);
+}
+
+void Importer::import_softmax(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  std::int64_t axis = axis_in(node, attr_int(node, "axis", opset_ >= 13 ? -1 : 1), rank);
+  const std::string fn(row.param);
+  if (opset_ >= 13 || axis == rank - 1) {
+    define(node, 0, fn + "(" + x.body + ", axis=" + std::to_string(axis) + ")", x.dims);
     return;
   }
-  if (op == "ArgMax" || op == "ArgMin") {
-    // The index of the first largest (smallest) element along the axis, as
-    // f32 (the stdlib's argmax); select_last_index = 1 is not mapped.
-    only_attributes(node, {"axis", "keepdims", "select_last_index"});
-    need_outputs(1);
-    if (attr_int(node, "select_last_index", 0) != 0) unsupported(node, "select_last_index = 1 (wfgen's argmax picks the first)");
-    Value x = operand(node, 0);
-    if (x.literal) unsupported(node, "its operand is a constant");
-    const std::int64_t rank = rank_of(node, x);
-    const std::int64_t axis = axis_in(node, attr_int(node, "axis", 0), rank);
-    const bool keep = attr_int(node, "keepdims", 1) != 0;
-    Dims out = *x.dims;
-    if (keep) out[static_cast<std::size_t>(axis)] = 1;
-    else out.erase(out.begin() + axis);
-    if (out.empty()) unsupported(node, "a result of rank 0");
-    define(node, 0, std::string(op == "ArgMax" ? "argmax(" : "argmin(") + x.body + ", axis=" + std::to_string(axis) +
-                        ", keepdims=" + (keep ? "true" : "false") + ")",
-           out);
-    return;
+  // Before opset 13 the input is seen as a matrix: the dims before axis
+  // by the dims from axis on, normalised over each row.
+  const Dims& d = *x.dims;
+  Dims matrix{product(d, 0, static_cast<std::size_t>(axis)), product(d, static_cast<std::size_t>(axis), d.size())};
+  define(node, 0, fn + "(" + x.body + ".reshape(" + reshape_args(node, matrix) + "), axis=-1).reshape(" + reshape_args(node, d) + ")",
+         x.dims);
+}
+
+void Importer::import_transpose(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  Value x = operand(node, 0);
+  std::int64_t rank = rank_of(node, x);
+  std::vector<std::int64_t> perm = attr_ints(node, "perm").value_or(std::vector<std::int64_t>{});
+  if (perm.empty())
+    for (std::int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+  if (static_cast<std::int64_t>(perm.size()) != rank) unsupported(node, "perm has " + std::to_string(perm.size()) + " axes for rank " + std::to_string(rank));
+  std::string args;
+  Dims d;
+  for (auto p : perm) {
+    p = axis_in(node, p, rank);
+    args += (args.empty() ? "" : ", ") + std::to_string(p);
+    d.push_back((*x.dims)[static_cast<std::size_t>(p)]);
   }
-  if (op == "Identity" || op == "Dropout") {
-    only_attributes(node, {"ratio", "seed"});
-    need_outputs(1);
-    if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
-      const onnx::TensorProto* t = constant(node.input(2));
-      if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
-                  ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0))) {
-        unsupported(node, "training_mode must be a constant false (wfgen imports inference graphs)");
-      }
-    }
-    Value x = operand(node, 0);
-    define(node, 0, x.literal ? x.body : x.body + " * 1.0", x.dims);
-    return;
-  }
-  if (op == "Reciprocal") {
-    only_attributes(node, {});
-    Value x = operand(node, 0);
-    define(node, 0, x.body + " ** -1.0", x.dims);
-    return;
-  }
-  if (auto f = activation(node); !f.empty()) {
-    need_outputs(1);
-    Value x = operand(node, 0);
-    if (x.literal) unsupported(node, "its operand is a constant");
-    define(node, 0, f, x.dims);
-    return;
-  }
-  if (op == "PRelu") {
-    only_attributes(node, {});
-    Value x = operand(node, 0), slope = operand(node, 1);
-    if (x.literal) unsupported(node, "its operand is a constant");
-    define(node, 0, "relu(" + x.body + ") - " + slope.body + " * relu(neg(" + x.body + "))", broadcast(x.dims, slope.dims));
-    return;
-  }
-  if (op == "BatchNormalization") {
-    import_batchnorm(node);
-    return;
-  }
-  if (op == "Constant") {
-    need_outputs(1);
-    std::string why;
-    std::unique_ptr<onnx::TensorProto> t = constant_of(node, why);
-    if (!t) unsupported(node, why);
-    keep_constant(node.output(0), std::move(t));
-    return;
-  }
-  if (op == "Cast" || op == "CastLike") {
-    import_cast(node);
-    return;
-  }
-  if (op == "Conv") {
-    import_conv(node);
-    return;
-  }
-  if (op == "Slice") {
-    import_slice(node);
-    return;
-  }
-  if (op == "Concat") {
-    import_concat(node);
-    return;
-  }
-  if (op == "Split") {
-    import_split(node);
-    return;
-  }
-  if (op == "Trilu") {
-    import_trilu(node);
-    return;
-  }
-  if (op == "Gather") {
-    import_gather(node);
-    return;
-  }
-  if (op == "Where") {
-    only_attributes(node, {});
-    need_one_output(node);
-    Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
-    if (a.literal && b.literal) unsupported(node, "both branches are constants");
-    define(node, 0, "select(" + c.body + ", " + a.body + ", " + b.body + ")", broadcast(c.dims, broadcast(a.dims, b.dims)));
-    return;
-  }
-  if (op == "Expand") {
-    only_attributes(node, {});
-    need_one_output(node);
-    Value x = operand(node, 0);
-    if (x.literal) unsupported(node, "its input is a constant");
-    const std::vector<std::int64_t> shape = int_constant(node, 1, "its shape");
-    Dims want;
-    for (auto d : shape) want.push_back(d);
-    std::optional<Dims> out = broadcast(x.dims, want);
-    if (!out) unsupported(node, "the rank of its input is unknown");
-    define(node, 0, x.body + ".broadcast_to(" + reshape_args(node, *out) + ")", out);
-    return;
-  }
-  if (op == "MaxPool" || op == "AveragePool") {
-    import_pool(node);
-    return;
-  }
-  if (op == "LayerNormalization") {
-    import_layernorm(node);
-    return;
-  }
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
-    only_attributes(node, {});
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C D...)");
-    std::string expr = x.body;
-    Dims d = *x.dims;
-    for (std::int64_t a = rank - 1; a >= 2; --a) {
-      expr = std::string(op == "GlobalAveragePool" ? "mean(" : "max(") + expr + ", axis=" + std::to_string(a) + ", keepdims=true)";
-      d[static_cast<std::size_t>(a)] = 1;
-    }
-    define(node, 0, expr, d);
-    return;
-  }
-  if (op == "Gelu") {
-    // Opset 20: approximate "none" is the exact erf GELU, the stdlib's gelu;
-    // "tanh" is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    only_attributes(node, {"approximate"});
-    need_one_output(node);
-    Value x = operand(node, 0);
-    if (x.literal) unsupported(node, "its operand is a constant");
-    const std::string approximate = attr(node, "approximate") ? attr(node, "approximate")->s() : "none";
-    if (approximate == "none") {
-      define(node, 0, "gelu(" + x.body + ")", x.dims);
-    } else if (approximate == "tanh") {
-      define(node, 0, x.body + " * (tanh((" + x.body + " + " + x.body + " * " + x.body + " * " + x.body +
-                          " * 0.044715) * 0.7978845608028654) + 1.0) * 0.5", x.dims);
-    } else {
-      unsupported(node, "approximate = '" + approximate + "'");
-    }
-    return;
-  }
-  if (op == "LeakyRelu") {
-    only_attributes(node, {"alpha"});
-    Value x = operand(node, 0);
-    define(node, 0, "leaky_relu(" + x.body + ", negative_slope=" + format_float(attr_float(node, "alpha", 0.01f)) + ")", x.dims);
-    return;
-  }
-  if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
-    only_attributes(node, {});
-    need_outputs(1);
-    Value acc = operand(node, 0);
-    if (acc.literal) unsupported(node, "a constant operand");
-    std::string expr = acc.body;
-    std::optional<Dims> dims = acc.dims;
-    for (int k = 1; k < node.input_size(); ++k) {
-      Value v = operand(node, k);
-      if (v.literal) unsupported(node, "a constant operand");
-      dims = broadcast(dims, v.dims);
-      if (op == "Max" || op == "Min") expr = std::string(op == "Max" ? "maximum(" : "minimum(") + expr + ", " + v.body + ")";
-      else expr = expr + " + " + v.body;
-    }
-    if (op == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
-    if (node.input_size() == 1) expr += " * 1.0";
-    define(node, 0, expr, dims);
-    return;
-  }
-  if (op == "MatMul") {
-    only_attributes(node, {});
-    Value a = operand(node, 0), b = operand(node, 1);
-    std::int64_t ra = rank_of(node, a), rb = rank_of(node, b);
-    if (ra < 2 || rb < 2) unsupported(node, "1-D operands (ranks " + std::to_string(ra) + " and " + std::to_string(rb) + ")");
-    Dims d;
-    std::optional<Dims> batch = broadcast(Dims(a.dims->begin(), a.dims->end() - 2), Dims(b.dims->begin(), b.dims->end() - 2));
-    d = *batch;
-    d.push_back((*a.dims)[ra - 2]);
-    d.push_back((*b.dims)[rb - 1]);
-    define(node, 0, a.body + " @ " + b.body, d);
-    return;
-  }
-  if (op == "Gemm") {
-    only_attributes(node, {"alpha", "beta", "transA", "transB"});
-    Value a = operand(node, 0), b = operand(node, 1);
-    if (rank_of(node, a) != 2 || rank_of(node, b) != 2) unsupported(node, "operands that are not matrices");
-    bool ta = attr_int(node, "transA", 0) != 0, tb = attr_int(node, "transB", 0) != 0;
-    float alpha = attr_float(node, "alpha", 1.0f), beta = attr_float(node, "beta", 1.0f);
-    std::string expr = a.body + (ta ? ".T" : "") + " @ " + b.body + (tb ? ".T" : "");
-    if (alpha != 1.0f) expr = "(" + expr + ") * " + format_float(alpha);
-    Dims d{(*a.dims)[ta ? 1 : 0], (*b.dims)[tb ? 0 : 1]};
-    if (node.input_size() > 2 && !node.input(2).empty() && beta != 0.0f) {
-      Value c = operand(node, 2);
-      std::string cterm = beta == 1.0f ? c.body : (c.literal ? format_float(beta * std::stof(c.body)) : c.body + " * " + format_float(beta));
-      expr += " + " + cterm;
-    }
-    define(node, 0, expr, d);
-    return;
-  }
-  if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
-    import_loss(node);
-    return;
-  }
-  if (op == "Softmax" || op == "LogSoftmax") {
-    only_attributes(node, {"axis"});
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    std::int64_t axis = axis_in(node, attr_int(node, "axis", opset_ >= 13 ? -1 : 1), rank);
-    std::string fn = op == "Softmax" ? "softmax" : "log_softmax";
-    if (opset_ >= 13 || axis == rank - 1) {
-      define(node, 0, fn + "(" + x.body + ", axis=" + std::to_string(axis) + ")", x.dims);
-      return;
-    }
-    // Before opset 13 the input is seen as a matrix: the dims before axis
-    // by the dims from axis on, normalised over each row.
-    const Dims& d = *x.dims;
-    Dims matrix{product(d, 0, static_cast<std::size_t>(axis)), product(d, static_cast<std::size_t>(axis), d.size())};
-    define(node, 0, fn + "(" + x.body + ".reshape(" + reshape_args(node, matrix) + "), axis=-1).reshape(" +
-                        reshape_args(node, d) + ")", x.dims);
-    return;
-  }
-  if (op == "Transpose") {
-    only_attributes(node, {"perm"});
-    Value x = operand(node, 0);
-    std::int64_t rank = rank_of(node, x);
-    std::vector<std::int64_t> perm = attr_ints(node, "perm").value_or(std::vector<std::int64_t>{});
-    if (perm.empty())
-      for (std::int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
-    if (static_cast<std::int64_t>(perm.size()) != rank) unsupported(node, "perm has " + std::to_string(perm.size()) + " axes for rank " + std::to_string(rank));
-    std::string args;
-    Dims d;
-    for (auto p : perm) {
-      p = axis_in(node, p, rank);
-      args += (args.empty() ? "" : ", ") + std::to_string(p);
-      d.push_back((*x.dims)[static_cast<std::size_t>(p)]);
-    }
-    define(node, 0, x.body + ".permute(" + args + ") * 1.0", d);
-    return;
-  }
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
-    import_reshape(node);
-    return;
-  }
-  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" ||
-      op == "ReduceL2" || op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp") {
-    import_reduce(node);
-    return;
-  }
-  if (op == "Clip") {
-    import_clip(node);
-    return;
-  }
-  unsupported(node, "the operator is not supported (supported: " + [] {
-    std::string s;
-    for (const auto& o : supported_operators()) s += (s.empty() ? "" : ", ") + o;
-    return s;
-  }() + ")");
+  define(node, 0, x.body + ".permute(" + args + ") * 1.0", d);
 }
 
 // Activations written with the stdlib's element-wise nodes; "" for other ops.
@@ -376,25 +326,21 @@ std::string Importer::activation(const onnx::NodeProto& node) {
     return "(exp(" + inner + ") - 1.0)";
   };
   if (op == "Elu") {
-    only_attributes(node, {"alpha"});
     std::string v = x();
     return "relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(attr_float(node, "alpha", 1.0f));
   }
   if (op == "Celu") {
-    only_attributes(node, {"alpha"});
     std::string v = x();
     float alpha = attr_float(node, "alpha", 1.0f);
     if (alpha == 0.0f) unsupported(node, "alpha = 0");
     return "relu(" + v + ") + " + expm1_neg(v, alpha) + " * " + format_float(alpha);
   }
   if (op == "Selu") {
-    only_attributes(node, {"alpha", "gamma"});
     std::string v = x();
     float alpha = attr_float(node, "alpha", 1.67326319217681884765625f), gamma = attr_float(node, "gamma", 1.05070102214813232421875f);
     return "(relu(" + v + ") + " + expm1_neg(v, 1.0f) + " * " + format_float(alpha) + ") * " + format_float(gamma);
   }
   if (op == "HardSigmoid" || op == "HardSwish") {
-    only_attributes(node, {"alpha", "beta"});
     std::string v = x();
     float alpha = op == "HardSwish" ? 1.0f / 6.0f : attr_float(node, "alpha", 0.2f);
     float beta = op == "HardSwish" ? 0.5f : attr_float(node, "beta", 0.5f);
@@ -404,12 +350,10 @@ std::string Importer::activation(const onnx::NodeProto& node) {
     return op == "HardSwish" ? v + " * " + hs : hs;
   }
   if (op == "Softsign") {
-    only_attributes(node, {});
     std::string v = x();
     return v + " * (abs(" + v + ") + 1.0) ** -1.0";
   }
   if (op == "Sinh" || op == "Cosh") {
-    only_attributes(node, {});
     std::string v = x();
     return "(exp(" + v + ")" + (op == "Sinh" ? " - " : " + ") + "exp(neg(" + v + "))) * 0.5";
   }
@@ -422,7 +366,7 @@ std::string Importer::activation(const onnx::NodeProto& node) {
 bool Importer::fold(const onnx::NodeProto& node) {
   if (node.output_size() != 1) return false;
   if (node.op_type() == "Shape" && node.input_size() == 1 && values_.count(node.input(0))) {
-    only_attributes(node, {"start", "end"});
+    only_attributes(node, find_operator("Shape")->attributes);
     const Value& v = values_.at(node.input(0));
     if (!v.dims) unsupported(node, "the rank of its input is unknown");
     const auto r = static_cast<std::int64_t>(v.dims->size());
@@ -475,8 +419,8 @@ Value Importer::condition(const onnx::NodeProto& node) {
 
 // Concat of computed tensors (all-constant ones are folded): the stdlib's
 // concat, two operands at a time, along the axis (1 before opset 4).
-void Importer::import_concat(const onnx::NodeProto& node) {
-  only_attributes(node, {"axis"});
+void Importer::import_concat(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   need_one_output(node);
   if (opset_ >= 4 && !attr(node, "axis")) unsupported(node, "it has no 'axis' attribute");
   std::vector<Value> parts;
@@ -510,8 +454,8 @@ void Importer::import_concat(const onnx::NodeProto& node) {
 // attribute before opset 13, a constant input after), `num_outputs` (opset
 // 18: equal parts, the last smaller) or the number of outputs (equal parts):
 // each output the view x.narrow(axis, start, length).
-void Importer::import_split(const onnx::NodeProto& node) {
-  only_attributes(node, {"axis", "split", "num_outputs"});
+void Importer::import_split(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   Value x = operand(node, 0);
   if (x.literal) unsupported(node, "its input is a constant");
   const std::int64_t rank = rank_of(node, x);
@@ -555,8 +499,8 @@ void Importer::import_split(const onnx::NodeProto& node) {
 
 // Trilu: X times a constant mask of its last two axes, 1 where the element
 // is kept (upper: j - i >= k, lower: j - i <= k), broadcast over the rest.
-void Importer::import_trilu(const onnx::NodeProto& node) {
-  only_attributes(node, {"upper"});
+void Importer::import_trilu(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   need_one_output(node);
   Value x = operand(node, 0);
   if (x.literal) unsupported(node, "its input is a constant");
@@ -585,19 +529,19 @@ void Importer::import_trilu(const onnx::NodeProto& node) {
 
 // Slice with constant starts, ends, axes and steps (attributes before
 // opset 10, inputs after) as the body's x[a:b:c, ...], on axes of known size.
-void Importer::import_slice(const onnx::NodeProto& node) {
+void Importer::import_slice(const onnx::NodeProto& node, const OperatorRow& row) {
   need_one_output(node);
   Value x = operand(node, 0);
   if (x.literal) unsupported(node, "its input is a constant");
   const std::int64_t rank = rank_of(node, x);
   std::vector<std::int64_t> starts, ends, axes, steps;
   if (opset_ < 10) {
-    only_attributes(node, {"starts", "ends", "axes"});
+    only_attributes(node, row.attributes);
     starts = attr_ints(node, "starts").value_or(std::vector<std::int64_t>{});
     ends = attr_ints(node, "ends").value_or(std::vector<std::int64_t>{});
     axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
   } else {
-    only_attributes(node, {});
+    only_attributes(node, "");
     starts = int_constant(node, 1, "its starts");
     ends = int_constant(node, 2, "its ends");
     axes = int_constant(node, 3, "its axes");
@@ -650,9 +594,9 @@ Value Importer::float_parameter(const onnx::NodeProto& node, const std::string& 
 
 // Cast and CastLike: folded when the input is a constant; on a computed
 // tensor only to FLOAT, the type every computed value has here.
-void Importer::import_cast(const onnx::NodeProto& node) {
+void Importer::import_cast(const onnx::NodeProto& node, const OperatorRow& row) {
   const bool like = node.op_type() == "CastLike";
-  only_attributes(node, like ? std::initializer_list<const char*>{"saturate"} : std::initializer_list<const char*>{"to", "saturate"});
+  only_attributes(node, row.attributes);
   int to = onnx::TensorProto::FLOAT;
   if (!like) {
     const auto* a = attr(node, "to");
@@ -691,14 +635,14 @@ void Importer::need_one_output(const onnx::NodeProto& node) const {
   if (real > 1) unsupported(node, "it has " + std::to_string(real) + " outputs; wfgen imports the first 1");
 }
 
-void Importer::import_reshape(const onnx::NodeProto& node) {
+void Importer::import_reshape(const onnx::NodeProto& node, const OperatorRow& row) {
   const std::string& op = node.op_type();
   Value x = operand(node, 0);
   std::int64_t rank = rank_of(node, x);
   const Dims& in = *x.dims;
   Dims d;
   if (op == "Reshape") {
-    only_attributes(node, {"allowzero"});
+    only_attributes(node, row.attributes);
     std::vector<std::int64_t> shape = int_constant(node, 1, "shape");
     bool allowzero = attr_int(node, "allowzero", 0) != 0;
     for (std::size_t k = 0; k < shape.size(); ++k) {
@@ -712,14 +656,14 @@ void Importer::import_reshape(const onnx::NodeProto& node) {
       }
     }
   } else if (op == "Flatten") {
-    only_attributes(node, {"axis"});
+    only_attributes(node, row.attributes);
     // Flatten's axis is in [-rank, rank]: a negative one counts from rank.
     std::int64_t a = attr_int(node, "axis", 1);
     if (a < -rank || a > rank) unsupported(node, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
     std::size_t axis = static_cast<std::size_t>(a < 0 ? a + rank : a);
     d = {product(in, 0, axis), product(in, axis, in.size())};
   } else {
-    only_attributes(node, {"axes"});
+    only_attributes(node, row.attributes);
     std::vector<std::int64_t> axes = opset_ >= 13 ? int_constant(node, 1, "axes") : attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
     if (op == "Squeeze") {
       std::set<std::int64_t> drop;
@@ -752,8 +696,8 @@ void Importer::import_reshape(const onnx::NodeProto& node) {
   define(node, 0, x.body + ".reshape(" + reshape_args(node, d) + ")", d);
 }
 
-void Importer::import_reduce(const onnx::NodeProto& node) {
-  only_attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+void Importer::import_reduce(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   Value x = operand(node, 0);
   std::int64_t rank = rank_of(node, x);
   bool keep = attr_int(node, "keepdims", 1) != 0;
@@ -789,8 +733,8 @@ void Importer::import_reduce(const onnx::NodeProto& node) {
   define(node, 0, expr, d);
 }
 
-void Importer::import_clip(const onnx::NodeProto& node) {
-  only_attributes(node, {"min", "max"});
+void Importer::import_clip(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   Value x = operand(node, 0);
   std::optional<float> lo, hi;
   if (opset_ < 11) {
@@ -826,8 +770,8 @@ Value Importer::operand_named(const onnx::NodeProto& node, const std::string& na
 // the stdlib's gather (rows of a 2-D table): the axis moved first, the rest
 // flattened, the indices a FLOAT constant, the result put back in ONNX's order
 // x.dims[:axis] + indices.dims + x.dims[axis+1:].
-void Importer::import_gather(const onnx::NodeProto& node) {
-  only_attributes(node, {"axis"});
+void Importer::import_gather(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
   need_one_output(node);
   Value x = operand(node, 0);
   if (x.literal) unsupported(node, "its data is a constant");

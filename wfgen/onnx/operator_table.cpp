@@ -1,0 +1,211 @@
+// The table of ONNX operators wfgen imports (operator_table.hpp says who
+// reads it). A row: the operator, its handler (a member of Importer, in
+// operators.cpp or layers.cpp) and the handler's parameter, the opsets it
+// imports, the attributes it reads, its inputs needed as constants, the
+// element types of its computed inputs, and one line on what it becomes.
+#include "wfgen/onnx/operator_table.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include "wfgen/onnx/importer.hpp"
+
+namespace wfgen::onnx_import::detail {
+
+// A friend of Importer: the handlers are its private members.
+struct OperatorTable {
+  using I = Importer;
+  static constexpr std::string_view kReduce = "axes keepdims noop_with_empty_axes";  // every Reduce*
+  static constexpr auto rows = std::to_array<OperatorRow>({
+      {.name = "Abs", .handler = &I::import_unary, .param = "abs", .doc = "abs(x)"},
+      {.name = "Add", .handler = &I::import_arithmetic, .param = "+", .doc = "a + b (numpy broadcasting)"},
+      {.name = "And", .handler = &I::import_logic, .dtypes = "BOOL", .doc = "a * b on computed BOOLs (0.0 / 1.0)"},
+      {.name = "ArgMax", .handler = &I::import_arg_extreme, .param = "argmax", .attributes = "axis keepdims select_last_index",
+       .doc = "argmax(x, axis=k, keepdims=...): the first largest index, as f32 (select_last_index 0)"},
+      {.name = "ArgMin", .handler = &I::import_arg_extreme, .param = "argmin", .attributes = "axis keepdims select_last_index",
+       .doc = "argmin(x, axis=k, keepdims=...): the first smallest index, as f32 (select_last_index 0)"},
+      {.name = "AveragePool", .handler = &I::import_pool,
+       .attributes = "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides",
+       .doc = "2-D: mean over im2col's windows, the padding left out of the count unless count_include_pad"},
+      {.name = "BatchNormalization", .handler = &I::import_batchnorm, .attributes = "epsilon momentum training_mode spatial",
+       .doc = "inference: (x - mean) * (var + eps) ** -0.5 * scale + B, per channel"},
+      {.name = "Cast", .handler = &I::import_cast, .attributes = "to saturate", .dtypes = "FLOAT BOOL",
+       .doc = "folded on constants; on a computed tensor only to FLOAT (x * 1.0)"},
+      {.name = "CastLike", .handler = &I::import_cast, .attributes = "saturate", .dtypes = "FLOAT BOOL",
+       .doc = "folded on constants; on a computed tensor only to FLOAT (x * 1.0)"},
+      {.name = "Celu", .handler = &I::import_activation, .attributes = "alpha",
+       .doc = "relu(x) + (exp((x - relu(x)) / alpha) - 1.0) * alpha"},
+      {.name = "Clip", .handler = &I::import_clip, .attributes = "min max", .constant_inputs = inputs({1, 2}), .constants_since = 11,
+       .doc = "relu(x - lo) + lo, x - relu(x - hi) (constant bounds)"},
+      {.name = "Concat", .handler = &I::import_concat, .attributes = "axis",
+       .doc = "concat(a, b, axis=k) of computed tensors, two at a time; constants folded"},
+      {.name = "Constant", .handler = &I::import_constant, .attributes = "value value_float value_floats value_int value_ints",
+       .dtypes = "", .doc = "a constant while importing (a parameter where a tensor is used, a number if a scalar)"},
+      {.name = "ConstantOfShape", .handler = &I::import_folded, .attributes = "value", .dtypes = "",
+       .doc = "folded into a constant (its shape known when importing)"},
+      {.name = "Conv", .handler = &I::import_conv, .attributes = "auto_pad dilations group kernel_shape pads strides",
+       .doc = "2-D, any group: im2col(x, ...) and one batched matmul with W, + B"},
+      {.name = "Cos", .handler = &I::import_unary, .param = "cos", .doc = "cos(x)"},
+      {.name = "Cosh", .handler = &I::import_activation, .doc = "(exp(x) + exp(neg(x))) * 0.5"},
+      {.name = "Div", .handler = &I::import_arithmetic, .param = "/", .doc = "a / b (numpy broadcasting)"},
+      {.name = "Dropout", .handler = &I::import_identity, .attributes = "ratio seed", .constant_inputs = inputs({1, 2}),
+       .doc = "inference (training_mode a constant false): x"},
+      {.name = "Elu", .handler = &I::import_activation, .attributes = "alpha", .doc = "relu(x) + (exp(x - relu(x)) - 1.0) * alpha"},
+      {.name = "Equal", .handler = &I::import_compare, .param = "==",
+       .doc = "a == b (the stdlib's eq: 1.0 where true); a scalar constant becomes a one-element parameter"},
+      {.name = "Erf", .handler = &I::import_unary, .param = "erf", .doc = "erf(x)"},
+      {.name = "Exp", .handler = &I::import_unary, .param = "exp", .doc = "exp(x)"},
+      {.name = "Expand", .handler = &I::import_expand, .constant_inputs = inputs({1}),
+       .doc = "x.broadcast_to(...) to a constant shape"},
+      {.name = "Flatten", .handler = &I::import_reshape, .attributes = "axis", .doc = "x.reshape(...): a view"},
+      {.name = "Gather", .handler = &I::import_gather, .attributes = "axis", .constant_inputs = inputs({1}),
+       .doc = "constant indices: x[:, i] for a scalar index, else the stdlib's gather over the axis moved first"},
+      {.name = "Gelu", .handler = &I::import_gelu, .attributes = "approximate",
+       .doc = "gelu(x) (approximate none), or its tanh form"},
+      {.name = "Gemm", .handler = &I::import_gemm, .attributes = "alpha beta transA transB",
+       .doc = "(a.T @ b) * alpha + c * beta, matrices"},
+      {.name = "GlobalAveragePool", .handler = &I::import_global_pool, .param = "mean",
+       .doc = "mean over every axis after the channels, kept as 1"},
+      {.name = "GlobalMaxPool", .handler = &I::import_global_pool, .param = "max",
+       .doc = "max over every axis after the channels, kept as 1"},
+      {.name = "Greater", .handler = &I::import_compare, .param = ">", .doc = "a > b (the stdlib's gt: 1.0 where true)"},
+      {.name = "GreaterOrEqual", .handler = &I::import_compare, .param = ">=", .doc = "a >= b (the stdlib's ge: 1.0 where true)"},
+      {.name = "HardSigmoid", .handler = &I::import_activation, .attributes = "alpha beta",
+       .doc = "relu(t - relu(t - 1.0)), t = x * alpha + beta"},
+      {.name = "HardSwish", .handler = &I::import_activation, .doc = "x * relu(t - relu(t - 1.0)), t = x / 6 + 0.5"},
+      {.name = "Identity", .handler = &I::import_identity, .doc = "x"},
+      {.name = "LayerNormalization", .handler = &I::import_layernorm, .attributes = "axis epsilon stash_type",
+       .doc = "means over the axes from axis on; Y, Mean and InvStdDev"},
+      {.name = "LeakyRelu", .handler = &I::import_leaky_relu, .attributes = "alpha", .doc = "leaky_relu(x, negative_slope=alpha)"},
+      {.name = "Less", .handler = &I::import_compare, .param = "<", .doc = "a < b (the stdlib's lt: 1.0 where true)"},
+      {.name = "LessOrEqual", .handler = &I::import_compare, .param = "<=", .doc = "a <= b (the stdlib's le: 1.0 where true)"},
+      {.name = "Log", .handler = &I::import_unary, .param = "log", .doc = "log(x)"},
+      {.name = "LogSoftmax", .handler = &I::import_softmax, .param = "log_softmax", .attributes = "axis",
+       .doc = "log_softmax(x, axis=k); before opset 13 over the flattened trailing dims"},
+      {.name = "MatMul", .handler = &I::import_matmul, .doc = "a @ b (rank >= 2, batch dims broadcast)"},
+      {.name = "Max", .handler = &I::import_variadic, .param = "maximum", .doc = "maximum(a, b), variadic"},
+      {.name = "MaxPool", .handler = &I::import_pool,
+       .attributes = "auto_pad ceil_mode dilations kernel_shape pads storage_order strides",
+       .doc = "2-D: the node max_pool (no dilation), else max over im2col's windows"},
+      {.name = "Mean", .handler = &I::import_variadic, .param = "+", .doc = "(a + b + ...) * (1 / n), variadic"},
+      {.name = "Min", .handler = &I::import_variadic, .param = "minimum", .doc = "minimum(a, b), variadic"},
+      {.name = "Mul", .handler = &I::import_arithmetic, .param = "*", .doc = "a * b (numpy broadcasting)"},
+      {.name = "Neg", .handler = &I::import_unary, .param = "neg", .doc = "neg(x)"},
+      {.name = "NegativeLogLikelihoodLoss", .handler = &I::import_loss, .attributes = "reduction ignore_index",
+       .constant_inputs = inputs({1}), .doc = "-sum(logp * onehot(targets) * weight, axis=1), reduced; constant targets"},
+      {.name = "Not", .handler = &I::import_logic, .dtypes = "BOOL", .doc = "a * -1.0 + 1.0 on computed BOOLs"},
+      {.name = "Or", .handler = &I::import_logic, .dtypes = "BOOL", .doc = "a + b - a * b on computed BOOLs"},
+      {.name = "PRelu", .handler = &I::import_prelu, .doc = "relu(x) - slope * relu(neg(x))"},
+      {.name = "Pow", .handler = &I::import_arithmetic, .param = "**", .doc = "a ** b (numpy broadcasting)"},
+      {.name = "Reciprocal", .handler = &I::import_reciprocal, .doc = "x ** -1.0"},
+      // Before opset 18 (ReduceSum: 13) the axes are an attribute; after it an
+      // input this handler does not read: refused rather than reduced wrongly.
+      {.name = "ReduceL1", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "sum(abs(x), axis=k, ...), one per axis"},
+      {.name = "ReduceL2", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "sqrt(sum(x * x, axis=k, ...))"},
+      {.name = "ReduceLogSum", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "log(sum(x, axis=k, ...))"},
+      {.name = "ReduceLogSumExp", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "log(sum(exp(x), axis=k, ...))"},
+      {.name = "ReduceMax", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "max(x, axis=k, keepdims=...), one per axis"},
+      {.name = "ReduceMean", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "mean(x, axis=k, keepdims=...), one per axis"},
+      {.name = "ReduceMin", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "min(x, axis=k, keepdims=...), one per axis"},
+      {.name = "ReduceSum", .handler = &I::import_reduce, .attributes = kReduce,
+       .constant_inputs = inputs({1}), .constants_since = 13, .doc = "sum(x, axis=k, keepdims=...), one per axis"},
+      {.name = "ReduceSumSquare", .handler = &I::import_reduce, .until = 17, .attributes = kReduce,
+       .doc = "sum(x * x, axis=k, ...)"},
+      {.name = "Relu", .handler = &I::import_unary, .param = "relu", .doc = "relu(x)"},
+      {.name = "Reshape", .handler = &I::import_reshape, .attributes = "allowzero", .constant_inputs = inputs({1}),
+       .doc = "x.reshape(...) to a constant shape: a view"},
+      {.name = "Selu", .handler = &I::import_activation, .attributes = "alpha gamma",
+       .doc = "(relu(x) + (exp(x - relu(x)) - 1.0) * alpha) * gamma"},
+      {.name = "Shape", .handler = &I::import_folded, .attributes = "start end",
+       .doc = "folded into a constant: the input's dims, known when importing (--dim fixes run-time ones)"},
+      {.name = "Sigmoid", .handler = &I::import_unary, .param = "sigmoid", .doc = "sigmoid(x)"},
+      {.name = "Sign", .handler = &I::import_unary, .param = "sign", .doc = "sign(x)"},
+      {.name = "Sin", .handler = &I::import_unary, .param = "sin", .doc = "sin(x)"},
+      {.name = "Sinh", .handler = &I::import_activation, .doc = "(exp(x) - exp(neg(x))) * 0.5"},
+      {.name = "Size", .handler = &I::import_folded, .dtypes = "", .doc = "folded into a constant, of a constant input"},
+      {.name = "Slice", .handler = &I::import_slice, .attributes = "starts ends axes", .constant_inputs = inputs({1, 2, 3, 4}),
+       .constants_since = 10, .doc = "x[a:b:c, ...]: constant starts, ends, axes and positive steps, on axes of known size"},
+      {.name = "Softmax", .handler = &I::import_softmax, .param = "softmax", .attributes = "axis",
+       .doc = "softmax(x, axis=k); before opset 13 over the flattened trailing dims"},
+      {.name = "SoftmaxCrossEntropyLoss", .handler = &I::import_loss, .attributes = "reduction ignore_index",
+       .constant_inputs = inputs({1}), .doc = "NegativeLogLikelihoodLoss of log_softmax(x, axis=1); constant targets"},
+      {.name = "Softplus", .handler = &I::import_unary, .param = "softplus", .doc = "softplus(x)"},
+      {.name = "Softsign", .handler = &I::import_activation, .doc = "x * (abs(x) + 1.0) ** -1.0"},
+      {.name = "Split", .handler = &I::import_split, .attributes = "axis split num_outputs", .constant_inputs = inputs({1}),
+       .constants_since = 13, .doc = "one x.narrow(axis, start, length) view per output, on an axis of known size"},
+      {.name = "Sqrt", .handler = &I::import_unary, .param = "sqrt", .doc = "sqrt(x)"},
+      {.name = "Squeeze", .handler = &I::import_reshape, .attributes = "axes", .constant_inputs = inputs({1}),
+       .constants_since = 13, .doc = "x.reshape(...): a view"},
+      {.name = "Sub", .handler = &I::import_arithmetic, .param = "-", .doc = "a - b (numpy broadcasting)"},
+      {.name = "Sum", .handler = &I::import_variadic, .param = "+", .doc = "a + b + ..., variadic"},
+      {.name = "Tanh", .handler = &I::import_unary, .param = "tanh", .doc = "tanh(x)"},
+      {.name = "Transpose", .handler = &I::import_transpose, .attributes = "perm", .doc = "x.permute(...)"},
+      {.name = "Trilu", .handler = &I::import_trilu, .attributes = "upper", .constant_inputs = inputs({1}),
+       .doc = "x * mask, a constant 0/1 parameter of the last two axes (constant k)"},
+      {.name = "Unsqueeze", .handler = &I::import_reshape, .attributes = "axes", .constant_inputs = inputs({1}),
+       .constants_since = 13, .doc = "x.reshape(...): a view"},
+      // A BOOL condition is a constant (a 0/1 FLOAT parameter); a FLOAT one may be computed.
+      {.name = "Where", .handler = &I::import_where, .constant_inputs = inputs({0}), .dtypes = "FLOAT BOOL",
+       .doc = "select(c, a, b)"},
+      {.name = "Xor", .handler = &I::import_logic, .dtypes = "BOOL", .doc = "a != b on computed BOOLs"},
+  });
+};
+
+namespace {
+
+// The checks ggml makes with static_asserts on its op tables: a row added out
+// of order, twice, without a handler or a doc, or with an empty opset range
+// does not compile.
+constexpr bool sorted_and_unique() {
+  const auto& t = OperatorTable::rows;
+  for (std::size_t k = 1; k < t.size(); ++k)
+    if (!(t[k - 1].name < t[k].name)) return false;
+  return true;
+}
+constexpr bool complete() {
+  for (const auto& r : OperatorTable::rows) {
+    if (r.name.empty() || r.handler == nullptr || r.doc.empty()) return false;
+    if (r.since < kFirstOpset || r.until < r.since || r.constants_since < kFirstOpset) return false;
+  }
+  return true;
+}
+static_assert(sorted_and_unique(), "operator_table.cpp: rows must be sorted by name, each operator once");
+static_assert(complete(), "operator_table.cpp: every row needs a name, a handler, a doc and opsets from kFirstOpset on");
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+}  // namespace
+
+std::span<const OperatorRow> operator_table() { return OperatorTable::rows; }
+
+const OperatorRow* find_operator(std::string_view op_type) {
+  const auto& t = OperatorTable::rows;
+  auto it = std::lower_bound(t.begin(), t.end(), op_type, [](const OperatorRow& r, std::string_view n) { return r.name < n; });
+  return it != t.end() && it->name == op_type ? &*it : nullptr;
+}
+
+std::string opset_range(const OperatorRow& row) {
+  return std::to_string(row.since) + (row.until == kLatestOpset ? "+" : "-" + std::to_string(row.until));
+}
+
+std::vector<std::string> body_functions() {
+  std::vector<std::string> out;
+  for (const auto& r : OperatorTable::rows)
+    if (is_identifier(r.param)) out.emplace_back(r.param);
+  return out;
+}
+
+}  // namespace wfgen::onnx_import::detail
