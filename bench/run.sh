@@ -6,7 +6,8 @@
 #   BENCH_PASSES=5 bench/run.sh  # fewer passes per implementation
 #   WFGEN_EXE=/path/to/wfgen bench/run.sh   # use a prebuilt wfgen
 #   BENCH_COMPILE_ALL=1 bench/run.sh        # compile-time of every stdlib file, not a subset
-#   BENCH_ONLY=relu,gemm bench/run.sh       # some sections only (relu, softmax, layernorm, call, gemm, mlp, cnn, gen);
+#   BENCH_ONLY=relu,gemm bench/run.sh       # some sections only (relu, softmax, layernorm, call, gemm, mlp, cnn, gen,
+#                                           # torch: the PyTorch peer section, when python3-torch is installed);
 #                                           # it still writes latest.md/latest.csv (restore them from git)
 #   BENCH_OPENBLAS_ENV=keep bench/run.sh    # keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE from the environment (below)
 #
@@ -30,10 +31,21 @@ if [ -z "${WFGEN_EXE:-}" ]; then
 fi
 "$WFGEN_EXE" --version >/dev/null
 
+# BENCH_ONLY's section `torch` is this script's (below), not wfgen_bench's;
+# BENCH_ONLY=torch alone builds and runs no wfgen_bench.
+torch_section=1
+run_bench=1
+bench_only="${BENCH_ONLY:-}"
+if [ -n "$bench_only" ]; then
+  [[ ",$bench_only," == *,torch,* ]] || torch_section=0
+  bench_only="$(tr ',' '\n' <<<"$bench_only" | grep -vx torch | paste -sd, || true)"
+  [ -n "$bench_only" ] || run_bench=0
+fi
+
 echo "run.sh: building the benchmarks (-O3 -march=native) in $bench_build"
 cmake -S "$root/bench" -B "$bench_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWFGEN_ROOT="$root" \
-  -DWFGEN_EXECUTABLE="$WFGEN_EXE" -UBENCH_WFGEN_VERSION >/dev/null
-ninja -C "$bench_build" wfgen_bench >/dev/null
+  -DWFGEN_EXECUTABLE="$WFGEN_EXE" -UBENCH_WFGEN_VERSION -DBENCH_PEER_DIR= >/dev/null
+[ "$run_bench" = 0 ] || ninja -C "$bench_build" wfgen_bench >/dev/null
 
 # Some of these machines set OPENBLAS_CORETYPE=Haswell (and
 # OPENBLAS_L2_SIZE) for every process, since older OpenBLAS builds misbehave
@@ -46,14 +58,19 @@ openblas_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 [ "${BENCH_OPENBLAS_ENV:-}" = keep ] && openblas_env=()
 
 mkdir -p "$results"
-only=()
-[ -n "${BENCH_ONLY:-}" ] && only=(--only "$BENCH_ONLY")
-"${openblas_env[@]}" "$bench_build/wfgen_bench" --csv "$results/latest.csv" --md "$results/latest.md" "${only[@]}"
+if [ "$run_bench" = 0 ]; then
+  printf 'workload,impl,threads,median_s,p10_s,p90_s,baseline,ratio_to_baseline,throughput\n' >"$results/latest.csv"
+  printf '# wfgen benchmarks\n\nRun %s by `BENCH_ONLY=%s bench/run.sh`.\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" "$BENCH_ONLY" >"$results/latest.md"
+else
+  only=()
+  [ -n "$bench_only" ] && only=(--only "$bench_only")
+  "${openblas_env[@]}" "$bench_build/wfgen_bench" --csv "$results/latest.csv" --md "$results/latest.md" "${only[@]}"
+fi
 
 # Vectorisation of the generated relu(a*b+c) kernel: count the vector
 # registers in its object file and keep the contiguous inner loop.
 obj="$(find "$bench_build" -name 'relu_fma.cpp.o' | head -n 1)"
-if [ -n "$obj" ] && command -v objdump >/dev/null; then
+if [ "$run_bench" = 1 ] && [ -n "$obj" ] && command -v objdump >/dev/null; then
   asm="$(objdump -d --no-show-raw-insn "$obj")"
   zmm=$(grep -c 'zmm' <<<"$asm" || true)
   ymm=$(grep -c 'ymm' <<<"$asm" || true)
@@ -76,6 +93,29 @@ if [ -n "$obj" ] && command -v objdump >/dev/null; then
       echo '```'
     fi
   } >>"$results/latest.md"
+fi
+
+# The PyTorch peer section (issue 38): torch's eager mode on the same
+# workloads, at the same thread counts, from the same weights and inputs,
+# checked against wfgen's outputs before anything is timed
+# (bench/torch_peer.py; wfgen's side is wfgen_peer, bench/peer.cpp). It
+# needs python3-torch and python3-torchvision for /usr/bin/python3; without
+# them it is skipped with a note in the report.
+if [ "$torch_section" = 1 ]; then
+  if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
+    peer_dir="$bench_build/peer"
+    /usr/bin/python3 "$root/bench/torch_peer.py" export "$peer_dir"
+    for m in resnet18 mobilenetv2; do
+      "$WFGEN_EXE" import "$peer_dir/$m.onnx" -o "$peer_dir/$m.yaml" --params "$peer_dir/${m}_infer_1x3x224x224.wfparams" --name "$m" >/dev/null
+    done
+    cmake -S "$root/bench" -B "$bench_build" -DBENCH_PEER_DIR="$peer_dir" >/dev/null
+    ninja -C "$bench_build" wfgen_peer >/dev/null
+    "${openblas_env[@]}" /usr/bin/python3 "$root/bench/torch_peer.py" run "$peer_dir" "$bench_build/wfgen_peer" \
+      "$results/latest.csv" "$results/latest.md" --passes "${BENCH_PASSES:-11}"
+  else
+    echo "run.sh: python3-torch or python3-torchvision is not importable by /usr/bin/python3: the PyTorch peer section is skipped"
+    printf '\n## PyTorch peer (issue 38)\n\nSkipped: python3-torch and python3-torchvision are not importable by /usr/bin/python3 (apt-get install python3-torch python3-torchvision).\n' >>"$results/latest.md"
+  fi
 fi
 
 echo "run.sh: wrote $results/latest.md and latest.csv in $(( $(date +%s) - start )) s"
