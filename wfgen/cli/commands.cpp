@@ -170,168 +170,205 @@ int gen(const GenOptions& o, Streams io) {
 
 namespace {
 
-int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io) {
-  {
-    const auto start = std::chrono::steady_clock::now();
-    spec::Spec s = spec::load_with_stdlib(specs);
-    passes::validate_paths(s);
-    lower::KernelSelection sel;
-    sel.include_stdlib = o.stdlib;
-    if (!o.nodes.empty()) {
-      sel.all = false;
-      sel.nodes = o.nodes;
-      for (const auto& n : o.nodes) {
-        if (!s.find_node(n)) {
-          std::vector<std::string> names;
-          for (const auto& node : s.nodes) names.push_back(node.name);
-          io.err << "error: --node " << quote(n) << " is not a node of the specs" << did_you_mean(n, names) << "\n";
-          return kBadInput;
-        }
-      }
+// --node: every name a node of the specs (else the error, and false).
+bool check_nodes_given(const GenOptions& o, const spec::Spec& s, Streams io) {
+  for (const auto& n : o.nodes) {
+    if (!s.find_node(n)) {
+      std::vector<std::string> names;
+      for (const auto& node : s.nodes) names.push_back(node.name);
+      io.err << "error: --node " << quote(n) << " is not a node of the specs" << did_you_mean(n, names) << "\n";
+      return false;
     }
-    emit::KernelEmitOptions eo;
-    eo.ns = o.ns;
-    eo.jobs = o.jobs;
-    // Builds: trace, run the passes, and ask for the kernels they call. The
-    // builds are independent (o.jobs threads); their results are taken in
-    // spec order, and up to the first error only, as a sequential run would.
-    std::vector<const spec::Build*> chosen;
-    for (const auto& b : s.builds)
-      if (o.builds.empty() || std::find(o.builds.begin(), o.builds.end(), b.name) != o.builds.end()) chosen.push_back(&b);
-    struct BuildResult {
-      std::string log;  // of the passes (--dump-after, --time-passes)
-      bool passes_done = false, done = false;
-      graph::Graph graph;
-      passes::MemoryPlan plan;
-      std::vector<lower::KernelRequest> needed;
-      std::vector<emit::OutputFile> files;
-      std::vector<Diagnostic> warnings;
-    };
-    std::vector<BuildResult> results(chosen.size());
-    // Fused kernels, shared by the builds (equal bodies generated once); they
-    // are named in spec order once every build has been fused.
-    passes::FusionRegistry fusion(s);
-    std::exception_ptr error;
-    try {
-      parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
-        const spec::Build& b = *chosen[i];
-        BuildResult& r = results[i];
-        r.graph = trace::trace_build(s, b, &r.warnings);
-        passes::PipelineOptions po;
-        po.dump_after = o.dump_after;
-        po.time_passes = o.time_passes;
-        po.fusion = o.no_fuse || !b.fuse ? nullptr : &fusion;
-        po.build_index = static_cast<int>(i);
-        r.plan = passes::run_pipeline(s, b, r.graph, po, &r.log);
-        r.passes_done = true;
-        r.needed = emit::kernels_needed(s, b, r.graph);
-      });
-      fusion.finalize();
-      parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
-        results[i].files = emit::emit_model(s, *chosen[i], results[i].graph, results[i].plan, eo);
-        results[i].done = true;
-      });
-    } catch (...) {
-      error = std::current_exception();  // the first failing build's, after the logs before it
-    }
-    std::vector<emit::OutputFile> model_files;
+  }
+  return true;
+}
+
+// What the chosen builds give gen: their model files, the kernels they call
+// and their warnings.
+struct BuiltModels {
+  std::vector<emit::OutputFile> files;
+  std::vector<lower::KernelRequest> needed;
+  std::vector<Diagnostic> warnings;
+};
+
+// Builds: trace, run the passes, and ask for the kernels they call. The
+// builds are independent (o.jobs threads); their results are taken in
+// spec order, and up to the first error only, as a sequential run would.
+BuiltModels build_models(const GenOptions& o, const spec::Spec& s, passes::FusionRegistry& fusion,
+                         const emit::KernelEmitOptions& eo, Streams io) {
+  std::vector<const spec::Build*> chosen;
+  for (const auto& b : s.builds)
+    if (o.builds.empty() || std::find(o.builds.begin(), o.builds.end(), b.name) != o.builds.end()) chosen.push_back(&b);
+  struct BuildResult {
+    std::string log;  // of the passes (--dump-after, --time-passes)
+    bool passes_done = false, done = false;
+    graph::Graph graph;
+    passes::MemoryPlan plan;
     std::vector<lower::KernelRequest> needed;
-    for (auto& r : results) {
-      if (r.passes_done) io.err << r.log;
-      if (!r.passes_done || !r.done) break;
-      needed.insert(needed.end(), r.needed.begin(), r.needed.end());
-      model_files.insert(model_files.end(), r.files.begin(), r.files.end());
-    }
-    if (error) std::rethrow_exception(error);
-    {
-      std::vector<Diagnostic> warnings = model_warnings(s);
-      for (auto& r : results) warnings.insert(warnings.end(), r.warnings.begin(), r.warnings.end());
-      const std::size_t n = print_warnings(diagnostics_as_given(warnings, specs, o.specs), o.warnings_as_errors, io);
-      if (n && o.warnings_as_errors) {
-        io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
-        return kBadInput;
+    std::vector<emit::OutputFile> files;
+    std::vector<Diagnostic> warnings;
+  };
+  std::vector<BuildResult> results(chosen.size());
+  std::exception_ptr error;
+  try {
+    parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
+      const spec::Build& b = *chosen[i];
+      BuildResult& r = results[i];
+      r.graph = trace::trace_build(s, b, &r.warnings);
+      passes::PipelineOptions po;
+      po.dump_after = o.dump_after;
+      po.time_passes = o.time_passes;
+      po.fusion = o.no_fuse || !b.fuse ? nullptr : &fusion;
+      po.build_index = static_cast<int>(i);
+      r.plan = passes::run_pipeline(s, b, r.graph, po, &r.log);
+      r.passes_done = true;
+      r.needed = emit::kernels_needed(s, b, r.graph);
+    });
+    fusion.finalize();
+    parallel_for(chosen.size(), o.jobs, [&](std::size_t i) {
+      results[i].files = emit::emit_model(s, *chosen[i], results[i].graph, results[i].plan, eo);
+      results[i].done = true;
+    });
+  } catch (...) {
+    error = std::current_exception();  // the first failing build's, after the logs before it
+  }
+  BuiltModels out;
+  for (auto& r : results) {
+    if (r.passes_done) io.err << r.log;
+    if (!r.passes_done || !r.done) break;
+    out.needed.insert(out.needed.end(), r.needed.begin(), r.needed.end());
+    out.files.insert(out.files.end(), r.files.begin(), r.files.end());
+  }
+  if (error) std::rethrow_exception(error);
+  for (auto& r : results) out.warnings.insert(out.warnings.end(), r.warnings.begin(), r.warnings.end());
+  return out;
+}
+
+// The kernels gen writes: by default the user's own impls, every dtype and
+// rank, plus what the builds call; --dtype, --rank and --device narrow those
+// asked for, never those a build calls. The fused kernels come last.
+std::vector<lower::KernelPlan> plan_gen_kernels(const GenOptions& o, const spec::Spec& s, lower::KernelSelection sel,
+                                                const std::vector<lower::KernelRequest>& needed, passes::FusionRegistry& fusion) {
+  if (!o.stdlib && o.nodes.empty()) {
+    sel.exact_only = true;
+    sel.exact = needed;
+    for (const auto& impl : s.impls) {
+      if (impl.from_stdlib) continue;
+      const spec::Node* node = s.find_node(impl.node);
+      for (rt::DType dt : impl.dtypes) {
+        std::vector<int> ranks = impl.ranks;
+        if (ranks.empty())
+          for (int r = 1; r <= 4; ++r)
+            if (lower::argument_ranks(node->where, r)) ranks.push_back(r);
+        for (int r : ranks) sel.exact.push_back({&impl, dt, r});
       }
     }
-    if (!o.stdlib && o.nodes.empty()) {
-      // The user's own impls, every dtype and rank, plus what the builds call.
-      sel.exact_only = true;
-      sel.exact = needed;
-      for (const auto& impl : s.impls) {
-        if (impl.from_stdlib) continue;
-        const spec::Node* node = s.find_node(impl.node);
-        for (rt::DType dt : impl.dtypes) {
-          std::vector<int> ranks = impl.ranks;
-          if (ranks.empty())
-            for (int r = 1; r <= 4; ++r)
-              if (lower::argument_ranks(node->where, r)) ranks.push_back(r);
-          for (int r : ranks) sel.exact.push_back({&impl, dt, r});
-        }
-      }
-    }
-    std::vector<lower::KernelPlan> plans = lower::plan_kernels(s, sel);
-    if (!o.dtypes.empty() || !o.ranks.empty() || !o.devices.empty()) {
-      // The filters narrow the kernels asked for; a build still gets every kernel it calls.
-      std::set<std::tuple<const spec::Impl*, rt::DType, int>> called;
-      for (const auto& r : needed) called.insert({r.impl, r.dtype, r.rank});
-      std::erase_if(plans, [&](const lower::KernelPlan& p) {
-        return !called.count({p.impl, p.dtype, p.rank}) && !selected_by_filters(o, p);
-      });
-    }
-    for (auto& p : fusion.plans()) plans.push_back(std::move(p));
-    std::vector<emit::OutputFile> files = emit::emit_kernels(plans, eo);
-    files.insert(files.end(), model_files.begin(), model_files.end());
-    if (o.list_outputs) {
-      for (const auto& f : files) io.out << (o.output / f.path).string() << "\n";
-      return kOk;
-    }
-    if (o.check) {
-      emit::CheckReport c = emit::check_outputs(o.output, files);
-      if (c.ok()) {
-        if (!o.quiet) io.err << "wfgen: " << files.size() << " files in " << o.output.string() << " are up to date\n";
-        return kOk;
-      }
-      io.out << c.diff;
-      auto list = [&](const std::vector<std::string>& paths, const char* what) {
-        for (const auto& p : paths) io.err << "wfgen: " << (o.output / p).string() << ": " << what << "\n";
-      };
-      list(c.differ, "differs from the generated file");
-      list(c.missing, "missing (would be generated)");
-      list(c.stale, "stale (not generated any more)");
-      io.err << "error: " << (c.differ.size() + c.missing.size() + c.stale.size()) << " of the files in "
-             << o.output.string() << " do not match what wfgen generates now; rerun `wfgen gen` without --check\n";
-      return kFailed;
-    }
-    const bool show_files = !o.quiet && (o.progress || o.verbose);
-    std::size_t count = 0;
-    auto progress = [&](const std::string& path) {
-      ++count;
-      if (!show_files) return;
-      if (o.progress) io.err << "\r[" << count << "] wrote " << path << "\x1b[K" << std::flush;
-      else io.err << "wrote " << (o.output / path).string() << "\n";
-    };
-    emit::WriteReport r = emit::write_outputs(o.output, files, progress);
-    if (show_files && o.progress && count) io.err << "\n";
-    if (show_files) {
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      char rate[64];
-      std::snprintf(rate, sizeof rate, "%.2fs, %.0f kernels/s", secs, secs > 0 ? static_cast<double>(plans.size()) / secs : 0.0);
-      io.err << "wfgen: " << plans.size() << " kernels in " << files.size() << " files (" << r.written.size() << " written, "
-             << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << " ("
-             << rate << ")\n";
-    }
-    if (!o.depfile.empty()) {
-      // The spec files and the C++ kernel files they name, absolute: the
-      // depfile is read by the build system, never committed.
-      std::vector<std::filesystem::path> deps;
-      for (const auto& p : specs) deps.push_back(std::filesystem::absolute(p));
-      for (const auto& impl : s.impls)
-        if (!impl.from_stdlib && !impl.cpp_file.empty()) deps.push_back(std::filesystem::absolute(impl.cpp_file));
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      emit::write_depfile(o.depfile, std::filesystem::absolute(emit::manifest_path(o.output)), deps);
-    }
+  }
+  std::vector<lower::KernelPlan> plans = lower::plan_kernels(s, sel);
+  if (!o.dtypes.empty() || !o.ranks.empty() || !o.devices.empty()) {
+    std::set<std::tuple<const spec::Impl*, rt::DType, int>> called;
+    for (const auto& r : needed) called.insert({r.impl, r.dtype, r.rank});
+    std::erase_if(plans, [&](const lower::KernelPlan& p) {
+      return !called.count({p.impl, p.dtype, p.rank}) && !selected_by_filters(o, p);
+    });
+  }
+  for (auto& p : fusion.plans()) plans.push_back(std::move(p));
+  return plans;
+}
+
+// --check: the output folder against the files, a diff and a list of what differs.
+int check_generated(const GenOptions& o, const std::vector<emit::OutputFile>& files, Streams io) {
+  emit::CheckReport c = emit::check_outputs(o.output, files);
+  if (c.ok()) {
+    if (!o.quiet) io.err << "wfgen: " << files.size() << " files in " << o.output.string() << " are up to date\n";
     return kOk;
   }
+  io.out << c.diff;
+  auto list = [&](const std::vector<std::string>& paths, const char* what) {
+    for (const auto& p : paths) io.err << "wfgen: " << (o.output / p).string() << ": " << what << "\n";
+  };
+  list(c.differ, "differs from the generated file");
+  list(c.missing, "missing (would be generated)");
+  list(c.stale, "stale (not generated any more)");
+  io.err << "error: " << (c.differ.size() + c.missing.size() + c.stale.size()) << " of the files in "
+         << o.output.string() << " do not match what wfgen generates now; rerun `wfgen gen` without --check\n";
+  return kFailed;
+}
+
+// Writes the files, with the progress line or the list of files and the
+// summary when asked (-v, or a terminal).
+void write_generated(const GenOptions& o, const std::vector<emit::OutputFile>& files, std::size_t kernels,
+                     std::chrono::steady_clock::time_point start, Streams io) {
+  const bool show_files = !o.quiet && (o.progress || o.verbose);
+  std::size_t count = 0;
+  auto progress = [&](const std::string& path) {
+    ++count;
+    if (!show_files) return;
+    if (o.progress) io.err << "\r[" << count << "] wrote " << path << "\x1b[K" << std::flush;
+    else io.err << "wrote " << (o.output / path).string() << "\n";
+  };
+  emit::WriteReport r = emit::write_outputs(o.output, files, progress);
+  if (show_files && o.progress && count) io.err << "\n";
+  if (show_files) {
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.2fs, %.0f kernels/s", secs, secs > 0 ? static_cast<double>(kernels) / secs : 0.0);
+    io.err << "wfgen: " << kernels << " kernels in " << files.size() << " files (" << r.written.size() << " written, "
+           << r.unchanged.size() << " unchanged, " << r.removed.size() << " removed) in " << o.output.string() << " ("
+           << rate << ")\n";
+  }
+}
+
+// The spec files and the C++ kernel files they name, absolute: the depfile
+// is read by the build system, never committed.
+void write_gen_depfile(const GenOptions& o, const spec::Spec& s, const std::vector<std::filesystem::path>& specs) {
+  std::vector<std::filesystem::path> deps;
+  for (const auto& p : specs) deps.push_back(std::filesystem::absolute(p));
+  for (const auto& impl : s.impls)
+    if (!impl.from_stdlib && !impl.cpp_file.empty()) deps.push_back(std::filesystem::absolute(impl.cpp_file));
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  emit::write_depfile(o.depfile, std::filesystem::absolute(emit::manifest_path(o.output)), deps);
+}
+
+int gen_loaded(const GenOptions& o, const std::vector<std::filesystem::path>& specs, Streams io) {
+  const auto start = std::chrono::steady_clock::now();
+  spec::Spec s = spec::load_with_stdlib(specs);
+  passes::validate_paths(s);
+  lower::KernelSelection sel;
+  sel.include_stdlib = o.stdlib;
+  if (!o.nodes.empty()) {
+    sel.all = false;
+    sel.nodes = o.nodes;
+    if (!check_nodes_given(o, s, io)) return kBadInput;
+  }
+  emit::KernelEmitOptions eo;
+  eo.ns = o.ns;
+  eo.jobs = o.jobs;
+  // Fused kernels, shared by the builds (equal bodies generated once); they
+  // are named in spec order once every build has been fused.
+  passes::FusionRegistry fusion(s);
+  BuiltModels built = build_models(o, s, fusion, eo, io);
+  {
+    std::vector<Diagnostic> warnings = model_warnings(s);
+    warnings.insert(warnings.end(), built.warnings.begin(), built.warnings.end());
+    const std::size_t n = print_warnings(diagnostics_as_given(warnings, specs, o.specs), o.warnings_as_errors, io);
+    if (n && o.warnings_as_errors) {
+      io.err << n << " error" << (n == 1 ? "" : "s") << " generated.\n";
+      return kBadInput;
+    }
+  }
+  std::vector<lower::KernelPlan> plans = plan_gen_kernels(o, s, sel, built.needed, fusion);
+  std::vector<emit::OutputFile> files = emit::emit_kernels(plans, eo);
+  files.insert(files.end(), built.files.begin(), built.files.end());
+  if (o.list_outputs) {
+    for (const auto& f : files) io.out << (o.output / f.path).string() << "\n";
+    return kOk;
+  }
+  if (o.check) return check_generated(o, files, io);
+  write_generated(o, files, plans.size(), start, io);
+  if (!o.depfile.empty()) write_gen_depfile(o, s, specs);
+  return kOk;
 }
 
 }  // namespace

@@ -234,6 +234,81 @@ bool broadcast(const Nd& a, const Nd& b, Nd& out, const std::function<double(dou
   return true;
 }
 
+// A negative axis counted from the end of `rank` axes.
+std::int64_t axis_of(std::int64_t a, std::int64_t rank) { return a < 0 ? a + rank : a; }
+
+// Concat of constants along its axis, into `out` (a copy of x[0]); false
+// when it cannot be folded (`why` says why).
+bool fold_concat(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                 std::string& why) {
+  const auto rank = static_cast<std::int64_t>(x[0].dims.size());
+  const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
+  if (axis < 0 || axis >= rank) return why = "Concat axis out of range", false;
+  out.dims[static_cast<std::size_t>(axis)] = 0;
+  std::int64_t outer = 1;
+  for (std::int64_t k = 0; k < axis; ++k) outer *= x[0].dims[static_cast<std::size_t>(k)];
+  out.v.clear();
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (!in[k] || x[k].dims.size() != x[0].dims.size()) return why = "Concat of constants of different ranks", false;
+    for (std::int64_t a = 0; a < rank; ++a)
+      if (a != axis && x[k].dims[static_cast<std::size_t>(a)] != x[0].dims[static_cast<std::size_t>(a)])
+        return why = "Concat of constants whose sizes differ on axis " + std::to_string(a), false;
+    out.dims[static_cast<std::size_t>(axis)] += x[k].dims[static_cast<std::size_t>(axis)];
+  }
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (const auto& t : x) {
+      const std::size_t chunk = t.v.size() / static_cast<std::size_t>(std::max<std::int64_t>(outer, 1));
+      out.v.insert(out.v.end(), t.v.begin() + static_cast<std::ptrdiff_t>(o * chunk), t.v.begin() + static_cast<std::ptrdiff_t>((o + 1) * chunk));
+    }
+  return true;
+}
+
+// Gather of a constant with constant indices, into `out` (a copy of x[0]).
+bool fold_gather(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                 std::string& why) {
+  const auto rank = static_cast<std::int64_t>(x[0].dims.size());
+  if (in.size() < 2 || !in[1]) return false;
+  const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
+  if (axis < 0 || axis >= rank) return why = "Gather axis out of range", false;
+  const std::int64_t n = x[0].dims[static_cast<std::size_t>(axis)];
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t k = 0; k < axis; ++k) outer *= x[0].dims[static_cast<std::size_t>(k)];
+  for (std::int64_t k = axis + 1; k < rank; ++k) inner *= x[0].dims[static_cast<std::size_t>(k)];
+  out.dims.clear();
+  out.dims.insert(out.dims.end(), x[0].dims.begin(), x[0].dims.begin() + axis);
+  out.dims.insert(out.dims.end(), x[1].dims.begin(), x[1].dims.end());
+  out.dims.insert(out.dims.end(), x[0].dims.begin() + axis + 1, x[0].dims.end());
+  out.v.clear();
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (double id : x[1].v) {
+      std::int64_t i = static_cast<std::int64_t>(id);
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) return why = "a Gather index out of range", false;
+      const auto from = x[0].v.begin() + static_cast<std::ptrdiff_t>((o * n + i) * inner);
+      out.v.insert(out.v.end(), from, from + static_cast<std::ptrdiff_t>(inner));
+    }
+  return true;
+}
+
+// ConstantOfShape of a constant shape: its value (default a FLOAT 0) repeated.
+bool fold_constant_of_shape(const onnx::NodeProto& node, const std::vector<Nd>& x, Nd& out, std::string& why) {
+  double value = 0;
+  int type = onnx::TensorProto::FLOAT;
+  for (const auto& a : node.attribute()) {
+    if (a.name() != "value") continue;
+    Nd v;
+    if (!to_nd(a.t(), v) || v.v.size() != 1) return why = "ConstantOfShape's value is not one number", false;
+    value = v.v[0];
+    type = v.type;
+  }
+  out.dims = ints(x[0]);
+  const std::int64_t total = folded_count(out.dims);
+  if (total < 0) return why = "ConstantOfShape with a negative dim or more than 2^24 elements", false;
+  out.v.assign(static_cast<std::size_t>(total), value);
+  out.type = type;
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in,
@@ -249,7 +324,6 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
   if (in.empty() || !in[0]) return nullptr;
   Nd out = x[0];
   auto rank = static_cast<std::int64_t>(x[0].dims.size());
-  auto axis_of = [&](std::int64_t a, std::int64_t r) { return a < 0 ? a + r : a; };
   if (op == "Identity") {
   } else if (op == "Neg" || op == "Abs") {
     for (double& e : out.v) e = op == "Neg" ? -e : std::fabs(e);
@@ -301,45 +375,9 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
     }
     out.dims = shape;
   } else if (op == "Concat") {
-    const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
-    if (axis < 0 || axis >= rank) return why = "Concat axis out of range", nullptr;
-    out.dims[static_cast<std::size_t>(axis)] = 0;
-    std::int64_t outer = 1;
-    for (std::int64_t k = 0; k < axis; ++k) outer *= x[0].dims[static_cast<std::size_t>(k)];
-    out.v.clear();
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      if (!in[k] || x[k].dims.size() != x[0].dims.size()) return why = "Concat of constants of different ranks", nullptr;
-      for (std::int64_t a = 0; a < rank; ++a)
-        if (a != axis && x[k].dims[static_cast<std::size_t>(a)] != x[0].dims[static_cast<std::size_t>(a)])
-          return why = "Concat of constants whose sizes differ on axis " + std::to_string(a), nullptr;
-      out.dims[static_cast<std::size_t>(axis)] += x[k].dims[static_cast<std::size_t>(axis)];
-    }
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (const auto& t : x) {
-        const std::size_t chunk = t.v.size() / static_cast<std::size_t>(std::max<std::int64_t>(outer, 1));
-        out.v.insert(out.v.end(), t.v.begin() + static_cast<std::ptrdiff_t>(o * chunk), t.v.begin() + static_cast<std::ptrdiff_t>((o + 1) * chunk));
-      }
+    if (!fold_concat(node, in, x, out, why)) return nullptr;
   } else if (op == "Gather") {
-    if (in.size() < 2 || !in[1]) return nullptr;
-    const std::int64_t axis = axis_of(attr_int(node, "axis", 0), rank);
-    if (axis < 0 || axis >= rank) return why = "Gather axis out of range", nullptr;
-    const std::int64_t n = x[0].dims[static_cast<std::size_t>(axis)];
-    std::int64_t outer = 1, inner = 1;
-    for (std::int64_t k = 0; k < axis; ++k) outer *= x[0].dims[static_cast<std::size_t>(k)];
-    for (std::int64_t k = axis + 1; k < rank; ++k) inner *= x[0].dims[static_cast<std::size_t>(k)];
-    out.dims.clear();
-    out.dims.insert(out.dims.end(), x[0].dims.begin(), x[0].dims.begin() + axis);
-    out.dims.insert(out.dims.end(), x[1].dims.begin(), x[1].dims.end());
-    out.dims.insert(out.dims.end(), x[0].dims.begin() + axis + 1, x[0].dims.end());
-    out.v.clear();
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (double id : x[1].v) {
-        std::int64_t i = static_cast<std::int64_t>(id);
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) return why = "a Gather index out of range", nullptr;
-        const auto from = x[0].v.begin() + static_cast<std::ptrdiff_t>((o * n + i) * inner);
-        out.v.insert(out.v.end(), from, from + static_cast<std::ptrdiff_t>(inner));
-      }
+    if (!fold_gather(node, in, x, out, why)) return nullptr;
   } else if (op == "Shape") {
     // Shape of a constant (a computed value's is the importer's).
     std::int64_t start = axis_of(attr_int(node, "start", 0), rank), end = attr_int(node, "end", rank);
@@ -353,20 +391,7 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
     out.v = {static_cast<double>(x[0].v.size())};
     out.dims.clear();
   } else if (op == "ConstantOfShape") {
-    double value = 0;
-    int type = onnx::TensorProto::FLOAT;
-    for (const auto& a : node.attribute()) {
-      if (a.name() != "value") continue;
-      Nd v;
-      if (!to_nd(a.t(), v) || v.v.size() != 1) return why = "ConstantOfShape's value is not one number", nullptr;
-      value = v.v[0];
-      type = v.type;
-    }
-    out.dims = ints(x[0]);
-    const std::int64_t total = folded_count(out.dims);
-    if (total < 0) return why = "ConstantOfShape with a negative dim or more than 2^24 elements", nullptr;
-    out.v.assign(static_cast<std::size_t>(total), value);
-    out.type = type;
+    if (!fold_constant_of_shape(node, x, out, why)) return nullptr;
   } else {
     return nullptr;
   }

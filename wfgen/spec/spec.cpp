@@ -214,52 +214,78 @@ Diagnostic located(SourceLoc loc, std::string message) {
 }
 
 // Checks that involve several entries: unique names, references that exist.
-void check_spec(const Spec& spec, const std::map<std::string, std::string>& texts, std::vector<Diagnostic>& errors) {
-  auto add = [&](SourceLoc loc, std::string message, int length = 1) {
+// One method a kind of entry, run in the order of the spec's sections so the
+// errors come out in that order.
+class SpecChecker {
+ public:
+  SpecChecker(const Spec& spec, const std::map<std::string, std::string>& texts, std::vector<Diagnostic>& errors)
+      : spec_(spec), texts_(texts), errors_(errors) {
+    for (const auto& n : spec.nodes) node_names_.push_back(n.name);
+    for (const auto& m : spec.models) model_names_.push_back(m.name);
+  }
+
+  void run() {
+    check_nodes();
+    check_models();
+    for (const auto& b : spec_.builds) check_build_args(b);
+    check_impls();
+    // Autodiff keys of builds.
+    for (const auto& b : spec_.builds) {
+      check_autodiff_keys(b);
+      if (b.optimizer) check_optimizer(b, *b.optimizer);
+    }
+  }
+
+ private:
+  void add(SourceLoc loc, std::string message, int length = 1) {
     Diagnostic d = located(std::move(loc), std::move(message));
     d.length = length;
-    auto it = texts.find(d.loc.file);
-    if (it != texts.end()) d.source_line = line_of(it->second, d.loc.line);
-    errors.push_back(std::move(d));
-  };
-  std::map<std::string, const Node*> by_name;
-  for (const auto& n : spec.nodes) {
-    auto [it, inserted] = by_name.emplace(lower_name(n.name), &n);
-    if (inserted) continue;
-    if (it->second->name != n.name) {
-      add(n.loc, "node '" + n.name + "' and node '" + it->second->name + "' (" + it->second->loc.str() +
-                     ") differ only in case, and generated names are lowercase; rename one");
-    } else {
-      add(n.loc, "node '" + n.name + "' is defined twice (first at " + it->second->loc.str() + ")");
+    auto it = texts_.find(d.loc.file);
+    if (it != texts_.end()) d.source_line = line_of(it->second, d.loc.line);
+    errors_.push_back(std::move(d));
+  }
+
+  // Unique names (generated names are lowercase), and what they extend.
+  void check_nodes() {
+    std::map<std::string, const Node*> by_name;
+    for (const auto& n : spec_.nodes) {
+      auto [it, inserted] = by_name.emplace(lower_name(n.name), &n);
+      if (inserted) continue;
+      if (it->second->name != n.name) {
+        add(n.loc, "node '" + n.name + "' and node '" + it->second->name + "' (" + it->second->loc.str() +
+                       ") differ only in case, and generated names are lowercase; rename one");
+      } else {
+        add(n.loc, "node '" + n.name + "' is defined twice (first at " + it->second->loc.str() + ")");
+      }
+    }
+    for (const auto& n : spec_.nodes) {
+      for (std::size_t k = 0; k < n.extends.size(); ++k) {
+        const std::string& e = n.extends[k];
+        SourceLoc at = k < n.extends_locs.size() ? n.extends_locs[k] : n.loc;
+        int len = static_cast<int>(e.size());
+        if (!spec_.find_node(e)) add(at, "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, node_names_), len);
+        if (e == n.name) add(at, "node '" + n.name + "' extends itself", len);
+      }
     }
   }
-  std::vector<std::string> names;
-  for (const auto& n : spec.nodes) names.push_back(n.name);
-  for (const auto& n : spec.nodes) {
-    for (std::size_t k = 0; k < n.extends.size(); ++k) {
-      const std::string& e = n.extends[k];
-      SourceLoc at = k < n.extends_locs.size() ? n.extends_locs[k] : n.loc;
-      int len = static_cast<int>(e.size());
-      if (!spec.find_node(e)) add(at, "node '" + n.name + "' extends '" + e + "', which is not a node" + did_you_mean(e, names), len);
-      if (e == n.name) add(at, "node '" + n.name + "' extends itself", len);
+
+  void check_models() {
+    std::map<std::string, const Model*> models;
+    for (const auto& m : spec_.models) {
+      auto [it, inserted] = models.emplace(m.name, &m);
+      if (!inserted) add(m.loc, "model '" + m.name + "' is defined twice (first at " + it->second->loc.str() + ")");
+      if (spec_.find_node(m.name)) add(m.loc, "model '" + m.name + "' has the name of a node; calls would be ambiguous");
     }
   }
-  std::map<std::string, const Model*> models;
-  for (const auto& m : spec.models) {
-    auto [it, inserted] = models.emplace(m.name, &m);
-    if (!inserted) add(m.loc, "model '" + m.name + "' is defined twice (first at " + it->second->loc.str() + ")");
-    if (spec.find_node(m.name)) add(m.loc, "model '" + m.name + "' has the name of a node; calls would be ambiguous");
-  }
-  std::vector<std::string> model_names;
-  for (const auto& m : spec.models) model_names.push_back(m.name);
-  std::map<std::string, const Build*> builds;
-  for (const auto& b : spec.builds) {
-    auto [it, inserted] = builds.emplace(lower_name(b.name), &b);
+
+  // A build's name, its model, and the model's arguments it sets.
+  void check_build_args(const Build& b) {
+    auto [it, inserted] = builds_.emplace(lower_name(b.name), &b);
     if (!inserted) add(b.loc, "build '" + b.name + "' is defined twice (first at " + it->second->loc.str() + ")");
-    const Model* m = spec.find_model(b.model);
+    const Model* m = spec_.find_model(b.model);
     if (!m) {
-      add(b.model_loc, "build '" + b.name + "' uses unknown model '" + b.model + "'" + did_you_mean(b.model, model_names));
-      continue;
+      add(b.model_loc, "build '" + b.name + "' uses unknown model '" + b.model + "'" + did_you_mean(b.model, model_names_));
+      return;
     }
     if (!m->where) {
       add(b.model_loc, "build '" + b.name + "': model '" + m->name +
@@ -291,68 +317,75 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
       }
     }
   }
-  std::map<std::pair<std::string, std::string>, const Impl*> impls;
-  for (const auto& i : spec.impls) {
-    const Node* node = spec.find_node(i.node);
-    if (!node) {
-      add(i.loc, "implementation of unknown node '" + i.node + "'" + did_you_mean(i.node, names), static_cast<int>(i.node.size()));
-      continue;
-    }
-    auto [it, inserted] = impls.emplace(std::make_pair(i.node, i.device), &i);
-    if (!inserted) {
-      add(i.loc, "node '" + i.node + "' has two implementations for the device '" + i.device + "' (the first at " +
-                     it->second->loc.str() + ")");
-    }
-    if (i.kind == BodyKind::Elementwise && node->where.outputs.size() != 1) {
-      add(i.loc, "an elementwise kernel computes one output, but node '" + i.node + "' has " +
-                     std::to_string(node->where.outputs.size()) + " (" + node->where.str() + ")");
-    }
-    for (const auto& [input, text] : i.backward) {
-      std::vector<std::string> inputs;
-      for (const auto& a : node->where.inputs)
-        if (a.name) inputs.push_back(*a.name);
-      if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) {
-        add(text.loc, "the backward of the " + i.device + " implementation of '" + i.node + "' gives a gradient for '" +
-                          quote(input) + "', which is not an input of the node" + did_you_mean(input, inputs) + " (inputs: " +
-                          join(inputs) + ")");
+
+  // Each implementation: of a known node, one a device, its backward's inputs.
+  void check_impls() {
+    std::map<std::pair<std::string, std::string>, const Impl*> impls;
+    for (const auto& i : spec_.impls) {
+      const Node* node = spec_.find_node(i.node);
+      if (!node) {
+        add(i.loc, "implementation of unknown node '" + i.node + "'" + did_you_mean(i.node, node_names_), static_cast<int>(i.node.size()));
+        continue;
+      }
+      auto [it, inserted] = impls.emplace(std::make_pair(i.node, i.device), &i);
+      if (!inserted) {
+        add(i.loc, "node '" + i.node + "' has two implementations for the device '" + i.device + "' (the first at " +
+                       it->second->loc.str() + ")");
+      }
+      if (i.kind == BodyKind::Elementwise && node->where.outputs.size() != 1) {
+        add(i.loc, "an elementwise kernel computes one output, but node '" + i.node + "' has " +
+                       std::to_string(node->where.outputs.size()) + " (" + node->where.str() + ")");
+      }
+      for (const auto& [input, text] : i.backward) {
+        std::vector<std::string> inputs;
+        for (const auto& a : node->where.inputs)
+          if (a.name) inputs.push_back(*a.name);
+        if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) {
+          add(text.loc, "the backward of the " + i.device + " implementation of '" + i.node + "' gives a gradient for '" +
+                            quote(input) + "', which is not an input of the node" + did_you_mean(input, inputs) + " (inputs: " +
+                            join(inputs) + ")");
+        }
       }
     }
   }
-  // Autodiff keys of builds.
-  for (const auto& b : spec.builds) {
-    const Model* m = spec.find_model(b.model);
+
+  // backward, grad_inputs and input_dtypes of a build against its model's inputs.
+  void check_autodiff_keys(const Build& b) {
+    const Model* m = spec_.find_model(b.model);
     if (!b.backward && (!b.grad_inputs.empty() || b.optimizer)) {
       add(b.loc, "build '" + b.name + "' sets " + (b.optimizer ? "an optimizer" : "grad_inputs") +
                      ", which needs 'backward: true' (there is no pullback without it)");
     }
-    if (m) {
-      for (const auto& [name, dt] : b.input_dtypes) {
-        const SourceLoc& at = b.input_dtype_locs.at(name);
-        if (std::find(m->inputs.begin(), m->inputs.end(), name) == m->inputs.end()) {
-          add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
-                      did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
-              static_cast<int>(name.size()));
-        } else if (std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
-          add(at, "build '" + b.name + "' asks for the gradient of '" + quote(name) + "', an input of integer dtype " +
-                      rt::dtype_name(dt) + " (indices have no gradient); remove it from grad_inputs",
-              static_cast<int>(name.size()));
-        }
-      }
-      for (std::size_t k = 0; k < b.grad_inputs.size(); ++k) {
-        if (std::find(m->inputs.begin(), m->inputs.end(), b.grad_inputs[k]) == m->inputs.end()) {
-          add(b.grad_input_locs[k], "build '" + b.name + "' asks for the gradient of '" + quote(b.grad_inputs[k]) +
-                                        "', which is not an input of model '" + m->name + "'" +
-                                        did_you_mean(b.grad_inputs[k], m->inputs) + " (inputs: " + join(m->inputs) + ")",
-              static_cast<int>(b.grad_inputs[k].size()));
-        }
+    if (!m) return;
+    for (const auto& [name, dt] : b.input_dtypes) {
+      const SourceLoc& at = b.input_dtype_locs.at(name);
+      if (std::find(m->inputs.begin(), m->inputs.end(), name) == m->inputs.end()) {
+        add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
+                    did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
+            static_cast<int>(name.size()));
+      } else if (std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
+        add(at, "build '" + b.name + "' asks for the gradient of '" + quote(name) + "', an input of integer dtype " +
+                    rt::dtype_name(dt) + " (indices have no gradient); remove it from grad_inputs",
+            static_cast<int>(name.size()));
       }
     }
-    if (!b.optimizer) continue;
-    const Optimizer& o = *b.optimizer;
-    const Node* node = spec.find_node(o.node);
+    for (std::size_t k = 0; k < b.grad_inputs.size(); ++k) {
+      if (std::find(m->inputs.begin(), m->inputs.end(), b.grad_inputs[k]) == m->inputs.end()) {
+        add(b.grad_input_locs[k], "build '" + b.name + "' asks for the gradient of '" + quote(b.grad_inputs[k]) +
+                                      "', which is not an input of model '" + m->name + "'" +
+                                      did_you_mean(b.grad_inputs[k], m->inputs) + " (inputs: " + join(m->inputs) + ")",
+            static_cast<int>(b.grad_inputs[k].size()));
+      }
+    }
+  }
+
+  // The optimizer is a node; the hyper-parameters set are its float and bool
+  // arguments (not `step`), and those without a default are set.
+  void check_optimizer(const Build& b, const Optimizer& o) {
+    const Node* node = spec_.find_node(o.node);
     if (!node) {
       add(o.loc, "the optimizer '" + o.node + "' of build '" + b.name + "' is not a node (the standard library has sgd, adam, adamw)");
-      continue;
+      return;
     }
     std::vector<std::string> settable;
     for (const auto& a : node->args)
@@ -384,6 +417,16 @@ void check_spec(const Spec& spec, const std::map<std::string, std::string>& text
       }
     }
   }
+
+  const Spec& spec_;
+  const std::map<std::string, std::string>& texts_;
+  std::vector<Diagnostic>& errors_;
+  std::vector<std::string> node_names_, model_names_;
+  std::map<std::string, const Build*> builds_;  // by lowercase name
+};
+
+void check_spec(const Spec& spec, const std::map<std::string, std::string>& texts, std::vector<Diagnostic>& errors) {
+  SpecChecker(spec, texts, errors).run();
 }
 
 // The offset of the first byte of `text` that is not part of well-formed
