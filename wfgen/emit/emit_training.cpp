@@ -1,6 +1,6 @@
-// The training API of a generated model class (model_parts.hpp): its
-// declarations and members in the header, and what fills the holes of
-// templates/model_training.cpp.in and templates/model_step.cpp.in.
+// The training API of a generated model class (model_parts.hpp): what fills
+// the holes of templates/model_training.hpp.in (the declarations and members
+// in the header), templates/model_training.cpp.in and templates/model_step.cpp.in.
 #include "wfgen/emit/model_parts.hpp"
 
 #include <algorithm>
@@ -11,40 +11,14 @@
 
 namespace wfgen::emit::detail {
 
+// The training API in the class (templates/model_training.hpp.in, section
+// api), with the optimizer's step() when the build has one.
 std::string training_declarations(const spec::Build& build) {
-  std::string out =
-      "\n"
-      "  // --- Training (backward: true) ---\n"
-      "  // The pullback from a scalar loss (the model's one output of one element):\n"
-      "  // adds the gradient of every parameter (and grad input) into its buffer.\n"
-      "  // Each forward()/run() allows one backward().\n"
-      "  void backward();\n"
-      "  // The same, starting from the given gradient of each output.\n"
-      "  void backward(const std::vector<wfgen::rt::Tensor>& output_grads);\n"
-      "  // Gradient buffers by parameter path (\"W1\", \"linear_0.W\") or input name (views of the model's storage).\n"
-      "  wfgen::rt::Tensor grad(std::string_view name) const;\n"
-      "  std::vector<std::pair<std::string, wfgen::rt::Tensor>> gradients() const;\n"
-      "  // Sets every gradient buffer to zero (cl-waffe2's reset-grad!).\n"
-      "  void zero_grad();\n";
-  if (build.optimizer) {
-    out +=
-        "  // One " + build.optimizer->node + " step on every trainable parameter with its gradient (call-optimizer!).\n"
-        "  void step();\n"
-        "  void set_learning_rate(double lr);\n"
-        "  double learning_rate() const;\n"
-        "  // Steps taken so far (Adam's bias correction uses it).\n"
-        "  std::int64_t step_count() const;\n";
-  }
-  out +=
-      "  // The same with error codes (docs/errors.md): backward() without a forward\n"
-      "  // pass, output gradients of the wrong count, dtype or shape and unknown\n"
-      "  // gradient names are a Status, checked before anything runs.\n"
-      "  wfgen::rt::Status try_backward();\n"
-      "  wfgen::rt::Status try_backward(const std::vector<wfgen::rt::Tensor>& output_grads);\n"
-      "  wfgen::rt::Status try_grad(std::string_view name, wfgen::rt::Tensor& out) const;\n"
-      "  wfgen::rt::Status try_zero_grad();\n";
-  if (build.optimizer) out += "  wfgen::rt::Status try_step();\n";
-  return out;
+  const std::string_view file = template_text("model_training.hpp.in");
+  if (!build.optimizer) return fill_template(template_section(file, "api"), {{"step_api", ""}, {"try_step_api", ""}});
+  return fill_template(template_section(file, "api"),
+                       {{"step_api", fill_template(template_section(file, "step_api"), {{"optimizer", build.optimizer->node}})},
+                        {"try_step_api", std::string(template_section(file, "try_step_api"))}});
 }
 
 // The inputs the caller passes as integers (a build's input_dtypes), in
@@ -64,23 +38,16 @@ std::string index_members(const Graph& g) {
          "  wfgen::rt::Status load_indices_();\n";
 }
 
+// The private members of training (section members), with the optimizer's
+// state, learning rate and step count when the build has one.
 std::string training_members(const spec::Build& build) {
-  std::string out =
-      "  wfgen::rt::Status backward_(const std::vector<wfgen::rt::Tensor>* output_grads, bool check_all);\n"
-      "  wfgen::rt::Status grad_(std::string_view name, wfgen::rt::Tensor& out) const;\n"
-      "  std::vector<wfgen::rt::Tensor> grads_;\n"
-      "  std::vector<wfgen::rt::Tensor> seeds_;\n"
-      "  bool forward_done_ = false;\n";
-  if (build.optimizer) {
-    double lr = 0.001;
-    const spec::Optimizer& o = *build.optimizer;
-    for (const auto& [k, v] : o.values)
-      if (k == "lr" && std::holds_alternative<double>(v)) lr = std::get<double>(v);
-    out += "  std::vector<wfgen::rt::Tensor> state_;\n"
-           "  double lr_ = " + fp(lr) + ";\n"
-           "  std::int64_t step_count_ = 0;\n";
-  }
-  return out;
+  const std::string_view file = template_text("model_training.hpp.in");
+  if (!build.optimizer) return fill_template(template_section(file, "members"), {{"step_members", ""}});
+  double lr = 0.001;
+  for (const auto& [k, v] : build.optimizer->values)
+    if (k == "lr" && std::holds_alternative<double>(v)) lr = std::get<double>(v);
+  return fill_template(template_section(file, "members"),
+                       {{"step_members", fill_template(template_section(file, "step_members"), {{"lr", fp(lr)}})}});
 }
 
 namespace {

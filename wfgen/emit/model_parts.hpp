@@ -29,6 +29,10 @@ using graph::Value;
 using graph::ViewKind;
 
 std::string_view template_text(std::string_view name);
+// The section `name` of a template of several: the text between a line
+// "{{#name}}" and the next "{{/name}}" (which may follow a hole on its line,
+// so a section can end without a newline).
+std::string_view template_section(std::string_view text, std::string_view name);
 extern const char* kBanner;
 std::string num(std::int64_t v);
 
