@@ -2,8 +2,8 @@
 # Installs what wfgen needs from Debian 12's packages, only what is missing.
 # Safe to run again; needs root (or sudo) only when something is missing.
 #   bash scripts/setup.sh          everything the test suite needs (scripts/test.sh)
-#   bash scripts/setup.sh --light  without the cross toolchains, emscripten and
-#                                  Chromium (scripts/demo.sh: the main job needs none)
+#   bash scripts/setup.sh --light  without the cross toolchains, emscripten,
+#                                  Chromium and PyTorch (scripts/demo.sh: the main job needs none)
 set -euo pipefail
 light=0
 if [ "${1:-}" = --light ]; then light=1; fi
@@ -20,6 +20,9 @@ packages=(
 # its DevTools protocol. About 300 MB to download, 1 min to install.
 cross_packages=(g++-aarch64-linux-gnu qemu-user emscripten nodejs chromium python3-websocket)
 if [ "$light" = 0 ]; then packages+=("${cross_packages[@]}"); fi
+# Real PyTorch exports (tests/onnx/export_models.py, ctest onnx.exports):
+# torch writes the models and their expected outputs. Not for the main job.
+if [ "$light" = 0 ]; then packages+=(python3-torch python3-torchvision); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -122,9 +122,19 @@ def _():
     return model(opset=0)
 
 
-@case("opset_5", "{file} uses opset 5; wfgen imports opsets 7 and newer")
+# Older opsets are upgraded with ONNX's version converter (wfgen/onnx/upgrade.cpp),
+# after ONNX's checker: what either refuses is an error naming both opsets.
+@case("opset_5", "{file} uses opset 5, which wfgen imports by upgrading it to opset 13 with ONNX's version"
+      " converter, but checking it failed: No Op registered for Det with domain_version of 5")
 def _():
-    return model(opset=5)
+    return model(nodes=[helper.make_node("Det", ["X"], ["Y"], name="det")], opset=5)
+
+
+@case("opset_5_hostile_name", "{file} uses opset 5, which wfgen imports by upgrading it to opset 13 with ONNX's"
+      " version converter, but checking it failed: No Op registered for Det\\nreturn X * 0.0\\x1b[31m with"
+      " domain_version of 5")
+def _():
+    return model(nodes=[helper.make_node("Det\nreturn X * 0.0\x1b[31m", ["X"], ["Y"], name="n\n# x")], opset=5)
 
 
 # --- names -------------------------------------------------------------------

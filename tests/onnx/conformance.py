@@ -9,6 +9,13 @@ every data set, and compared with the expected outputs with ONNX's tolerance
 Many tests share one generated folder and one executable, so the whole suite
 takes minutes.
 
+Several folders of tests (--data, given again for each section of the
+page; a section may list several folders, comma-separated) run together:
+the markdown page gets one table per section. A folder with a file
+`tolerance` ("atol rtol", as tests/onnx/export_models.py writes) is
+compared with that tolerance instead of --atol and --rtol, and its section
+lists each test's operators (whole models, not single nodes).
+
 Every test ends as one of:
   pass         every output of every data set within tolerance
   fail         generated and run, but an output differs (a wfgen bug to fix)
@@ -19,8 +26,12 @@ Every test ends as one of:
 Usage:
   tests/onnx/conformance.py --wfgen build/wfgen/wfgen --build build [--sample N | --tests a,b]
                             [--markdown docs/onnx-conformance.md] [--work DIR] [--expect-pass N]
-                            [--data /usr/share/libonnx-testdata/data/pytorch-converted]
-                            [--reuse docs/onnx-conformance.md]
+                            [--data DIR[,DIR...]]... [--atol 1e-7 --rtol 1e-3] [--reuse docs/onnx-conformance.md]
+
+The page docs/onnx-conformance.md (ONNX's node tests, then the PyTorch tests):
+  tests/onnx/conformance.py --wfgen build/wfgen/wfgen --build build --jobs 2 --markdown docs/onnx-conformance.md \
+      --data /usr/share/libonnx-testdata/data/node \
+      --data /usr/share/libonnx-testdata/data/pytorch-operator,/usr/share/libonnx-testdata/data/pytorch-converted
 
 --reuse PAGE imports every test again but takes the result of a test that
 imports from PAGE (a page this script wrote) instead of generating,
@@ -41,6 +52,8 @@ import sys
 import tempfile
 
 DATA = "/usr/share/libonnx-testdata/data/node"
+WHERE = {}  # test name -> the folder of tests it is in
+TOLERANCE = {}  # folder -> (atol, rtol): its file `tolerance` ("atol rtol"), else --atol and --rtol
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DRIVER_HEAD = r'''// Written by tests/onnx/conformance.py: runs imported ONNX node tests.
@@ -137,9 +150,10 @@ bool expected_values(const onnx::TensorProto& t, std::vector<double>& out, bool&
   }
 }
 
-// ONNX's np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7); BOOL
+// ONNX's np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7) (or
+// the folder's tolerance); BOOL
 // and integer outputs exactly.
-bool close(const Tensor& got, const onnx::TensorProto& want, std::string& why) {
+bool close(const Tensor& got, const onnx::TensorProto& want, double atol, double rtol, std::string& why) {
   wfgen::rt::Shape shape(want.dims().begin(), want.dims().end());
   if (got.shape() != shape) {
     why = "shape " + shape_text(got.shape()) + ", expected " + shape_text(shape);
@@ -162,7 +176,7 @@ bool close(const Tensor& got, const onnx::TensorProto& want, std::string& why) {
       continue;
     } else if (std::isinf(a) || std::isinf(b)) {
       if (a == b) continue;
-    } else if (std::fabs(a - b) <= 1e-7 + 1e-3 * std::fabs(b)) {
+    } else if (std::fabs(a - b) <= atol + rtol * std::fabs(b)) {
       continue;
     }
     why = "element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(b);
@@ -196,11 +210,13 @@ using Runner = wfgen::rt::Status (*)(const std::vector<Tensor>& in, const std::v
                                      std::vector<Tensor>& out);
 struct Case {
   const char* name;
+  const char* dir;  // the folder of tests it is in
+  double atol, rtol;
   Runner run;
 };
 
 void run_case(const Case& c) {
-  fs::path dir = fs::path(DATA_DIR) / c.name;
+  fs::path dir = fs::path(c.dir) / c.name;
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
@@ -243,7 +259,7 @@ void run_case(const Case& c) {
         std::printf("error %s: %s does not parse\n", c.name, wants[k].c_str());
         return;
       }
-      if (!close(outputs[k], t, why)) {
+      if (!close(outputs[k], t, c.atol, c.rtol, why)) {
         std::printf("fail %s: %s, output %zu: %s\n", c.name, set.filename().c_str(), k, why.c_str());
         return;
       }
@@ -285,12 +301,12 @@ def first_line(text):
 
 def import_test(wfgen, work, name):
     """Imports one test; returns (spec path or None, message, number of inputs, has params)."""
-    model = os.path.join(DATA, name, "model.onnx")
+    model = os.path.join(WHERE[name], name, "model.onnx")
     spec = os.path.join(work, "specs", name + ".yaml")
     params = os.path.join(work, "specs", name + ".wfparams")
     # Inputs the model needs as constants (shapes, axes, Clip's bounds) or
     # that are not FLOAT are frozen to the first data set's values.
-    sample = os.path.join(DATA, name, "test_data_set_0")
+    sample = os.path.join(WHERE[name], name, "test_data_set_0")
     r = run([wfgen, "-q", "import", model, "-o", spec, "--params", params, "--name", name, "--freeze-inputs", sample])
     if r.returncode != 0:
         msg = first_line(r.stderr)
@@ -309,7 +325,7 @@ def import_test(wfgen, work, name):
 
 
 def operators(wfgen, name):
-    r = run([wfgen, "import", os.path.join(DATA, name, "model.onnx"), "--list-operators"])
+    r = run([wfgen, "import", os.path.join(WHERE[name], name, "model.onnx"), "--list-operators"])
     return r.stdout.split() if r.returncode == 0 else []
 
 
@@ -333,7 +349,6 @@ def operator_table(wfgen):
 
 
 def main():
-    global DATA
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wfgen", required=True)
     ap.add_argument("--build", required=True, help="wfgen's build folder (for the runtime library)")
@@ -345,15 +360,36 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--expect-pass", type=int, default=-1, help="exit 1 unless at least this many pass")
     ap.add_argument("--reuse", default="", help="take the results of tests that import from this page (see above)")
-    ap.add_argument("--data", default=DATA, help="the folder of tests (default: the node tests; also "
-                    "/usr/share/libonnx-testdata/data/pytorch-converted, pytorch-operator, simple)")
+    ap.add_argument("--data", action="append", default=[],
+                    help="a section of tests: folders of tests, comma-separated (default: the node tests; also "
+                    "/usr/share/libonnx-testdata/data/pytorch-converted, pytorch-operator, simple); again for another section")
+    ap.add_argument("--atol", type=float, default=1e-7, help="|got - want| <= atol + rtol |want| (ONNX's: 1e-7)")
+    ap.add_argument("--rtol", type=float, default=1e-3, help="(ONNX's: 1e-3)")
     args = ap.parse_args()
-    DATA = os.path.abspath(args.data)
 
     wfgen = os.path.abspath(args.wfgen)
-    names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(DATA, "test_*")))
+    sections = []  # (folders, test names)
+    for spec in args.data or [DATA]:
+        roots = [os.path.abspath(d) for d in spec.split(",") if d]
+        found = []
+        for root in roots:
+            TOLERANCE[root] = (args.atol, args.rtol)
+            if os.path.exists(os.path.join(root, "tolerance")):
+                with open(os.path.join(root, "tolerance")) as f:
+                    TOLERANCE[root] = tuple(float(v) for v in f.read().split()[:2])
+            for p in sorted(glob.glob(os.path.join(root, "test_*"))):
+                n = os.path.basename(p)
+                if n in WHERE:
+                    sys.exit("conformance: test %s is in both %s and %s" % (n, WHERE[n], root))
+                WHERE[n] = root
+                found.append(n)
+        sections.append((roots, found))
+    names = sorted(WHERE)
     if args.tests:
         names = [n for n in args.tests.split(",") if n]
+        for n in names:
+            if n not in WHERE:
+                sys.exit("conformance: no test %s in %s" % (n, ", ".join(r for roots, _ in sections for r in roots)))
     elif args.sample:
         step = max(1, len(names) // args.sample)
         names = names[::step][: args.sample]
@@ -401,7 +437,7 @@ def main():
     cxx = os.environ.get("CXX", "c++")
     launcher = [shutil.which("ccache")] if shutil.which("ccache") else []
     flags = ["-std=c++20", "-O0", "-w", "-DONNX_NAMESPACE=onnx", "-DONNX_ML=1",
-             "-I" + os.path.join(ROOT, "runtime", "include"), "-DDATA_DIR=\"" + DATA + "\""]
+             "-I" + os.path.join(ROOT, "runtime", "include")]
     # The headers every generated file starts with, precompiled once: they
     # are half of a kernel file's compile time (the build's wfgen libraries
     # do the same, cmake/wfgenAddLibrary.cmake). ccache caches the compiles
@@ -447,7 +483,8 @@ def main():
                 "%s"
                 "  onnx_conf::%s m;\n%s  return m.try_forward(out%s);\n}\n"
                 % (name, n_in, n_in, check, name, load, (", " + ins) if ins else ""))
-        table = "const Case kCases[] = {\n" + "".join('    {"%s", run_%s},\n' % (n, n) for n, *_ in batch) + "};\n"
+        table = "const Case kCases[] = {\n" + "".join(
+            '    {"%s", "%s", %r, %r, run_%s},\n' % ((n, WHERE[n]) + TOLERANCE[WHERE[n]] + (n,)) for n, *_ in batch) + "};\n"
         with open(driver, "w") as f:
             f.write(DRIVER_HEAD)
             for name, *_ in batch:
@@ -497,7 +534,7 @@ def main():
             print("  %s %s: %s" % (status, name, msg))
 
     if args.markdown:
-        write_markdown(args.markdown, wfgen, result, counts, total)
+        write_markdown(args.markdown, wfgen, result, sections, args)
     if counts["fail"]:
         print("conformance: FAILED: %d wrong answers" % counts["fail"], file=sys.stderr)
         return 1
@@ -512,15 +549,25 @@ def results_of_page(path):
     out = {}
     with open(path) as f:
         text = f.read()
-    every = text.split("\n## Every test\n", 1)
-    for line in (every[1] if len(every) == 2 else "").splitlines():
-        m = re.match(r"\| (test_\w+) \| (pass|fail|error|unsupported) \| (.*) \|$", line)
+    # The "Every test" tables of the node sections (one row a test, three columns).
+    for line in text.splitlines():
+        m = re.match(r"\| (test_\w+) \| (pass|fail|error|unsupported) \| ((?:[^|]|\\\|)*) \|$", line)
         if m:
             out[m.group(1)] = (m.group(2), m.group(3).replace("\\|", "|"))
     return out
 
 
-def write_markdown(path, wfgen, result, counts, total):
+def section_title(roots):
+    """`node` is ONNX's backend node tests; other folders by their names."""
+    names = [os.path.basename(r) for r in roots]
+    if names == ["node"]:
+        return "ONNX's backend node tests"
+    if any(os.path.exists(os.path.join(r, "tolerance")) for r in roots):
+        return "Models exported from PyTorch (tests/onnx/export_models.py)"
+    return "The tests of " + " and ".join("`%s`" % n for n in names)
+
+
+def write_markdown(path, wfgen, result, sections, args):
     ops_of = {name: operators(wfgen, name) for name in result}
     known = set(op for ops in ops_of.values() for op in ops)
     table = operator_table(wfgen)
@@ -532,34 +579,58 @@ def write_markdown(path, wfgen, result, counts, total):
             if compact.startswith(op.lower()) and len(op) > len(best):
                 best = op
         return best or (ops_of[name][0] if ops_of[name] else "?")
-    per_op = {}
-    for name, (status, msg) in result.items():
-        per_op.setdefault(main_op(name), []).append((name, status, msg))
     with open(path, "w") as f:
         f.write("# ONNX conformance\n\n")
-        f.write("ONNX's backend node tests (Debian's `libonnx-testdata`, %s) through `wfgen import`, "
-                "`wfgen gen`, the C++ compiler and a run on every data set, compared with ONNX's tolerance "
-                "(rtol 1e-3, atol 1e-7). Written by `tests/onnx/conformance.py` (README: the full run).\n\n" % DATA)
-        f.write("**%d tests: %d pass, %d fail, %d error, %d unsupported.**\n\n"
-                % (total, counts["pass"], counts["fail"], counts["error"], counts["unsupported"]))
+        f.write("Backend tests of Debian's `libonnx-testdata` through `wfgen import`, `wfgen gen`, the C++ compiler and "
+                "a run on every data set, compared with ONNX's tolerance (|got - want| <= %g + %g |want|). Written by "
+                "`tests/onnx/conformance.py` (its docstring gives the command; docs/onnx.md).\n\n" % (args.atol, args.rtol))
         f.write("*fail* is a wrong answer (a bug to fix first); *error*: imported but not generated, compiled or run; "
                 "*unsupported*: `wfgen import` refused the model, with the reason below.\n\n")
-        f.write("Every operator of the tests and every operator wfgen imports (its table, "
-                "`wfgen import --supported-operators`): *opsets* are those wfgen imports it in "
-                "(\"-\": not imported), *becomes* what it is in the body.\n\n")
-        f.write("| operator | opsets | tests | pass | fail | error | unsupported | becomes |\n"
-                "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
-        for op in sorted(set(per_op) | set(table)):
-            rows = per_op.get(op, [])
-            c = {s: sum(1 for _, st, _ in rows if st == s) for s in ("pass", "fail", "error", "unsupported")}
-            row = table.get(op, {})
-            f.write("| %s | %s | %d | %d | %d | %d | %d | %s |\n"
-                    % (op, row.get("opsets", "-"), len(rows), c["pass"], c["fail"], c["error"], c["unsupported"],
-                       row.get("doc", "").replace("|", "\\|")))
-        f.write("\n## Every test\n\n| test | result | reason |\n| --- | --- | --- |\n")
-        for name in sorted(result):
-            status, msg = result[name]
-            f.write("| %s | %s | %s |\n" % (name, status, msg.replace("|", "\\|")))
+        first = True
+        for roots, names in sections:
+            names = [n for n in names if n in result]
+            if not names:
+                continue
+            c = {k: sum(1 for n in names if result[n][0] == k) for k in ("pass", "fail", "error", "unsupported")}
+            f.write("## %s\n\n" % section_title(roots))
+            f.write("%s.\n\n" % ", ".join("`%s`" % r for r in roots))
+            f.write("**%d tests: %d pass, %d fail, %d error, %d unsupported.**\n\n"
+                    % (len(names), c["pass"], c["fail"], c["error"], c["unsupported"]))
+            if any(os.path.exists(os.path.join(r, "tolerance")) for r in roots):
+                # Whole models: each with its operators and tolerance.
+                atol, rtol = TOLERANCE[roots[0]]
+                f.write("Compared with |got - want| <= %g + %g |want|.\n\n" % (atol, rtol))
+                f.write("| model | result | operators | reason |\n| --- | --- | --- | --- |\n")
+                for name in sorted(names):
+                    status, msg = result[name]
+                    f.write("| %s | %s | %s | %s |\n" % (name, status, ", ".join(sorted(ops_of[name])), msg.replace("|", "\\|")))
+                f.write("\n")
+                continue
+            per_op = {}
+            for name in names:
+                status, msg = result[name]
+                per_op.setdefault(main_op(name), []).append((name, status, msg))
+            # The first section lists every operator wfgen imports as well.
+            ops = sorted(set(per_op) | set(table)) if first else sorted(per_op)
+            if first:
+                f.write("Every operator of the tests and every operator wfgen imports (its table, "
+                        "`wfgen import --supported-operators`): *opsets* are those wfgen imports it in "
+                        "(\"-\": not imported), *becomes* what it is in the body.\n\n")
+            first = False
+            f.write("| operator | opsets | tests | pass | fail | error | unsupported | becomes |\n"
+                    "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+            for op in ops:
+                rows = per_op.get(op, [])
+                k = {st: sum(1 for _, s_, _ in rows if s_ == st) for st in ("pass", "fail", "error", "unsupported")}
+                row = table.get(op, {})
+                f.write("| %s | %s | %d | %d | %d | %d | %d | %s |\n"
+                        % (op, row.get("opsets", "-"), len(rows), k["pass"], k["fail"], k["error"], k["unsupported"],
+                           row.get("doc", "").replace("|", "\\|")))
+            f.write("\n### Every test of %s\n\n| test | result | reason |\n| --- | --- | --- |\n" % section_title(roots))
+            for name in sorted(names):
+                status, msg = result[name]
+                f.write("| %s | %s | %s |\n" % (name, status, msg.replace("|", "\\|")))
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -399,3 +399,52 @@ TEST_CASE("the operator table: --supported-operators prints every row the dispat
                                          "wfgen imports ReduceMean in opsets 7-17 only"));
   CHECK(!fs::exists(r.output));
 }
+
+// PyTorch's first exporters wrote opset 6 (libonnx-testdata's pytorch-converted
+// and pytorch-operator tests): ONNX's version converter upgrades such a
+// model to opset 13 before the import (wfgen/onnx/upgrade.cpp).
+TEST_CASE("a model of opset 6 is upgraded to opset 13 by ONNX's version converter, and the spec says so", "[onnx]") {
+  fs::path dir = scratch("upgrade");
+  const std::string converted = "/usr/share/libonnx-testdata/data/pytorch-converted/";
+  wfgen::cli::ImportOptions o;
+  o.model = converted + "test_Conv1d_pad2/model.onnx";  // opset 6, a Conv with 1-D windows
+  o.output = dir / "conv.yaml";
+  std::ostringstream out, err;
+  REQUIRE(wfgen::cli::import_onnx(o, {out, err, false}) == 0);
+  std::string spec = read(dir / "conv.yaml");
+  CHECK(spec.find(", opset 13, produced by pytorch") != std::string::npos);
+  CHECK(spec.find("# The file is opset 6: ONNX's version converter (libonnx) upgraded it to opset 13 before the import.") !=
+        std::string::npos);
+  // Conv1d: the input viewed as an image of height 1.
+  CHECK(spec.find("im2col(v_0.reshape(2, 4, 1, 10), k_h=1, k_w=5") != std::string::npos);
+
+  // An operator of the upgraded model that wfgen does not map: the error
+  // names both opsets.
+  onnx::ModelProto m;
+  m.set_ir_version(3);
+  m.add_opset_import()->set_version(6);
+  auto* g = m.mutable_graph();
+  g->set_name("lp");
+  for (auto* v : {g->add_input(), g->add_output()}) {
+    v->set_name(v == &g->input(0) ? "x" : "y");
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (std::int64_t d : {2, 3}) t->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("LpNormalization");
+  n->set_name("norm");
+  n->add_input("x");
+  n->add_output("y");
+  {
+    std::ofstream f(dir / "lp.onnx", std::ios::binary);
+    m.SerializeToOstream(&f);
+  }
+  o.model = dir / "lp.onnx";
+  o.output = dir / "lp.yaml";
+  std::ostringstream out2, err2;
+  CHECK(wfgen::cli::import_onnx(o, {out2, err2, false}) == 2);
+  CHECK_THAT(err2.str(), Catch::Contains("lp.onnx: error: cannot import operator LpNormalization (node 'norm') of opset 13 "
+                                         "(upgraded from opset 6)"));
+  CHECK_FALSE(fs::exists(dir / "lp.yaml"));
+}

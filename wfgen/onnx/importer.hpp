@@ -153,9 +153,11 @@ class Importer {
   // Cast and CastLike: folded when the input is a constant; on a computed
   // tensor only to FLOAT, the type every computed value has here.
   void import_cast(const onnx::NodeProto& node, const OperatorRow& row);
-  // The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
-  std::vector<std::int64_t> image_size(const onnx::NodeProto& node, const Value& x);
-  WindowAttrs window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel);
+  // The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col
+  // needs known; a 1-D input [N C L] is {1, L}, `image` its [N C 1 L] view.
+  std::vector<std::int64_t> image_size(const onnx::NodeProto& node, const Value& x, std::string& image);
+  // The node's window attributes; `one_d`: a 1-D node's, lifted to height 1.
+  WindowAttrs window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel, bool one_d = false);
   std::vector<WindowAxis> plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a);
   // im2col of `x` (of c channels) for plan `p`, viewed as [N c*kh*kw grid_h
   // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
@@ -174,6 +176,8 @@ class Importer {
   void import_pool(const onnx::NodeProto& node, const OperatorRow& row);
   void need_one_output(const onnx::NodeProto& node) const;
   void import_batchnorm(const onnx::NodeProto& node, const OperatorRow& row);
+  // Input k of a normalization, a vector of channels, as [C 1 ...].
+  std::string per_channel(const onnx::NodeProto& node, int k, std::int64_t rank);
   // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
   // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
   void import_layernorm(const onnx::NodeProto& node, const OperatorRow& row);
@@ -188,6 +192,7 @@ class Importer {
   TensorChecker checker_;  // the sizes and external data of every tensor read
   onnx::ModelProto model_;
   int opset_ = 0;
+  int upgraded_from_ = 0;  // the file's opset when it was older than kFirstOpset and converted (upgrade.hpp)
   std::map<std::string, const onnx::TensorProto*> initializers_;
   std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
   std::vector<int> frozen_positions_;

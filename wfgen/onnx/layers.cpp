@@ -15,20 +15,36 @@
 
 namespace wfgen::onnx_import::detail {
 
-// The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col needs known.
-std::vector<std::int64_t> Importer::image_size(const onnx::NodeProto& node, const Value& x) {
+// The spatial sizes (axes 2, 3) of a Conv's or pool's input, which im2col
+// needs known. A 1-D input [N C L] (Conv1d, MaxPool1d) is an image of
+// height 1: {1, L}, and `image` is then the statement's view of it as
+// [N C 1 L] (else x itself).
+std::vector<std::int64_t> Importer::image_size(const onnx::NodeProto& node, const Value& x, std::string& image) {
   if (x.literal) unsupported(node, "its input is a constant");
   const std::int64_t rank = rank_of(node, x);
-  if (rank != 4) {
+  if (rank != 4 && rank != 3) {
     unsupported(node, "an input of rank " + std::to_string(rank) + " (" + std::to_string(std::max<std::int64_t>(0, rank - 2)) +
-                          " spatial axes); wfgen maps 2-D windows over N C H W");
+                          " spatial axes); wfgen maps 1-D and 2-D windows over N C L and N C H W");
   }
   const Dims& d = *x.dims;
-  if (!d[1] || !d[2] || !d[3]) unsupported(node, "an input whose channels, height or width are not known when importing");
+  if (!d[1] || !d[2] || (rank == 4 && !d[3])) {
+    unsupported(node, "an input whose channels, height or width are not known when importing");
+  }
+  if (rank == 3) {
+    image = x.body + ".reshape(" + reshape_args(node, {d[0], d[1], 1, d[2]}) + ")";
+    return {1, *d[2]};
+  }
+  image = x.body;
   return {*d[2], *d[3]};
 }
 
-WindowAttrs Importer::window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel) {
+// The output dims [N C out...] of a window node, 1-D when its input is.
+static Dims window_out(const Value& x, std::int64_t c, const std::vector<WindowAxis>& p) {
+  if (x.dims->size() == 3) return {(*x.dims)[0], c, p[1].out};
+  return {(*x.dims)[0], c, p[0].out, p[1].out};
+}
+
+WindowAttrs Importer::window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel, bool one_d) {
   WindowAttrs a;
   if (auto k = attr_ints(node, "kernel_shape")) {
     if (!kernel.empty() && *k != kernel) unsupported(node, "kernel_shape differs from the weights' shape");
@@ -41,7 +57,7 @@ WindowAttrs Importer::window_attrs(const onnx::NodeProto& node, std::vector<std:
   a.pads = attr_ints(node, "pads").value_or(std::vector<std::int64_t>{});
   if (const auto* p = attr(node, "auto_pad")) a.auto_pad = p->s();
   a.ceil_mode = attr_int(node, "ceil_mode", 0) != 0;
-  return a;
+  return one_d ? lift_to_2d(a) : a;
 }
 
 std::vector<WindowAxis> Importer::plan(const onnx::NodeProto& node, const std::vector<std::int64_t>& in, const WindowAttrs& a) {
@@ -79,11 +95,14 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
   only_attributes(node, row.attributes);
   need_one_output(node);
   Value x = operand(node, 0), w = operand(node, 1);
-  const std::vector<std::int64_t> in = image_size(node, x);
-  if (w.literal || !w.dims || w.dims->size() != 4 || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[3]) {
-    unsupported(node, "weights that are not a known [M C/group kh kw] tensor");
+  std::string image;
+  const std::vector<std::int64_t> in = image_size(node, x, image);
+  const bool one_d = x.dims->size() == 3;
+  const std::size_t w_rank = one_d ? 3 : 4;
+  if (w.literal || !w.dims || w.dims->size() != w_rank || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[w_rank - 1]) {
+    unsupported(node, one_d ? "weights that are not a known [M C/group k] tensor" : "weights that are not a known [M C/group kh kw] tensor");
   }
-  const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = *(*w.dims)[2], kw = *(*w.dims)[3];
+  const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = one_d ? 1 : *(*w.dims)[2], kw = *(*w.dims)[w_rank - 1];
   const std::int64_t groups = attr_int(node, "group", 1);
   if (groups < 1 || c % groups != 0 || m % groups != 0) {
     unsupported(node, "group = " + std::to_string(groups) + " with " + std::to_string(c) + " input and " + std::to_string(m) +
@@ -93,8 +112,9 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
     unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels per group, the input has " +
                           std::to_string(c) + " channels in " + std::to_string(groups) + " group(s)");
   }
-  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {kh, kw}));
-  const std::string col = windows(node, x.body, c, p, "col");
+  const std::vector<WindowAxis> p =
+      plan(node, in, window_attrs(node, one_d ? std::vector<std::int64_t>{kw} : std::vector<std::int64_t>{kh, kw}, one_d));
+  const std::string col = windows(node, image, c, p, "col");
   const std::int64_t patch = c / groups * kh * kw, pixels = p[0].out * p[1].out;
   std::string expr;
   if (groups == 1) {
@@ -113,7 +133,7 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
     Value b = operand(node, 2);
     expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";
   }
-  Dims out = {(*x.dims)[0], m, p[0].out, p[1].out};
+  Dims out = window_out(x, m, p);
   define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
 }
 
@@ -127,8 +147,9 @@ void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) 
   if (is_max && attr_int(node, "storage_order", 0) != 0) unsupported(node, "storage_order = 1");
   need_one_output(node);
   Value x = operand(node, 0);
-  const std::vector<std::int64_t> in = image_size(node, x);
-  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}));
+  std::string image;
+  const std::vector<std::int64_t> in = image_size(node, x, image);
+  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}, x.dims->size() == 3));
   const bool padded = p[0].pad || p[1].pad;
   const std::int64_t c = *(*x.dims)[1], k = p[0].kernel * p[1].kernel, pixels = p[0].out * p[1].out;
   auto as_windows = [&](const std::string& col) {
@@ -137,20 +158,20 @@ void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) 
   if (is_max && p[0].dilation == 1 && p[1].dilation == 1) {
     // The node max_pool: one pass over the input, the padding never the max,
     // and a backward that routes each window's gradient to one element.
-    std::string v = "max_pool(" + x.body + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
+    std::string v = "max_pool(" + image + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
                     ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
                     std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ")";
     if (const std::string slice = window_slice(p); !slice.empty()) v += slice;
-    Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
-    define(node, 0, v, out);
+    Dims out = window_out(x, c, p);
+    define(node, 0, out.size() == 3 ? "(" + v + ").reshape(" + reshape_args(node, out) + ")" : v, out);
     return;
   }
-  std::string col = windows(node, x.body, c, p, "windows");
+  std::string col = windows(node, image, c, p, "windows");
   std::string inside;  // 1 where a window reads the input, 0 in the padding
   const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
   if (padded && (is_max || !count_pad || p[0].overhang || p[1].overhang)) {
     if (count_pad) unsupported(node, "count_include_pad = 1 with ceil_mode windows past the padding");
-    inside = windows(node, x.body + " * 0.0 + 1.0", c, p, "inside");
+    inside = windows(node, image + " * 0.0 + 1.0", c, p, "inside");
   }
   std::string expr;
   if (is_max) {
@@ -162,7 +183,7 @@ void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) 
   } else {
     expr = "mean(" + as_windows(col) + ", axis=2)";
   }
-  Dims out = {(*x.dims)[0], c, p[0].out, p[1].out};
+  Dims out = window_out(x, c, p);
   define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
 }
 
@@ -178,17 +199,21 @@ void Importer::import_batchnorm(const onnx::NodeProto& node, const OperatorRow& 
   Value x = operand(node, 0);
   std::int64_t rank = rank_of(node, x);
   if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank));
-  auto channel = [&](int k) {
-    Value v = operand(node, k);
-    if (v.literal || rank_of(node, v) != 1) unsupported(node, "input " + std::to_string(k) + " is not a vector of channels");
-    std::string shape = reshape_args(node, Dims{(*v.dims)[0]});
-    for (std::int64_t a = 2; a < rank; ++a) shape += ", 1";
-    return v.body + ".reshape(" + shape + ")";
-  };
+  auto channel = [&](int k) { return per_channel(node, k, rank); };
   float eps = attr_float(node, "epsilon", 1e-5f);
   std::string expr = "(" + x.body + " - " + channel(3) + ") * (" + channel(4) + " + " + format_float(eps) + ") ** -0.5 * " +
                      channel(1) + " + " + channel(2);
   define(node, 0, expr, x.dims);
+}
+
+// Input k of a normalization, a vector of channels, as [C 1 ...] for an
+// input of `rank` (broadcast over the axes after the channels).
+std::string Importer::per_channel(const onnx::NodeProto& node, int k, std::int64_t rank) {
+  Value v = operand(node, k);
+  if (v.literal || rank_of(node, v) != 1) unsupported(node, "input " + std::to_string(k) + " is not a vector of channels");
+  std::string shape = reshape_args(node, Dims{(*v.dims)[0]});
+  for (std::int64_t a = 2; a < rank; ++a) shape += ", 1";
+  return v.body + ".reshape(" + shape + ")";
 }
 
 // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from

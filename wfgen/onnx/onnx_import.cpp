@@ -16,6 +16,7 @@
 #include "wfgen/onnx/onnx_import.hpp"
 #include "wfgen/onnx/tensors.hpp"
 #include "wfgen/onnx/untrusted.hpp"
+#include "wfgen/onnx/upgrade.hpp"
 #include "wfgen/support/diagnostics.hpp"
 
 namespace wfgen::onnx_import {
@@ -91,7 +92,14 @@ Imported Importer::run(const std::string* bytes) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
   }
   if (opset_ == 0) fail(path_ + " imports no opset of the default domain (ai.onnx)");
-  if (opset_ < 7) fail(path_ + " uses opset " + std::to_string(opset_) + "; wfgen imports opsets 7 and newer");
+  if (opset_ < kFirstOpset) {
+    // Checked and escaped above; the converter's new nodes and values get
+    // plain ASCII names. The converted model's tensors are checked again.
+    upgraded_from_ = opset_;
+    upgrade_opset(model_, path_, opset_);
+    opset_ = kUpgradeOpset;
+    TensorChecker(path_, options_.max_data_bytes).check_model(model_);
+  }
   const auto& g = model_.graph();
   for (const auto& init : g.initializer()) initializers_[init.name()] = &init;
   std::string name = options_.name;
@@ -128,7 +136,9 @@ void Importer::unsupported(const onnx::NodeProto& node, const std::string& what)
 std::string Importer::describe(const onnx::NodeProto& node) const {
   std::string s = "operator " + node.op_type();
   if (!node.name().empty()) s += " (node '" + node.name() + "')";
-  return s + " of opset " + std::to_string(opset_);
+  s += " of opset " + std::to_string(opset_);
+  if (upgraded_from_) s += " (upgraded from opset " + std::to_string(upgraded_from_) + ")";
+  return s;
 }
 
 // A body name for an ONNX name: letters, digits and '_', unique.
@@ -168,6 +178,13 @@ void Importer::freeze(const onnx::ValueInfoProto& vi, int position) {
   if (!fs::is_regular_file(file, ec) || !read_tensor_file(file.string(), options_.max_data_bytes, *t)) {
     fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + escape_name(file.string()) +
          " is not a readable ONNX TensorProto");
+  }
+  // The values must be of the type the graph declares: ONNX's own test data
+  // holds BFLOAT16 inputs as UINT16, whose numbers are the bit patterns.
+  const int declared = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+  if (declared != 0 && t->data_type() != declared) {
+    fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + escape_name(file.string()) + " holds " +
+         onnx::TensorProto::DataType_Name(t->data_type()) + " values, the graph declares " + onnx::TensorProto::DataType_Name(declared));
   }
   t->set_name(vi.name());
   checker_.check(*t, "frozen input '" + vi.name() + "'", false);
@@ -247,6 +264,22 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
   const bool whole = type == onnx::TensorProto::BOOL || type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
   if (!whole) check_float(vi, "output");
   auto it = values_.find(vi.name());
+  if (it == values_.end() && constant(vi.name())) {
+    // An output known when importing (a folded Gather of a frozen input, an
+    // initializer): a parameter, FLOAT like every value of the body.
+    onnx::NodeProto output;
+    output.set_op_type("output");
+    output.add_input(vi.name());
+    if (constant(vi.name())->data_type() != onnx::TensorProto::FLOAT) {
+      std::string why;
+      std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(vi.name()), onnx::TensorProto::FLOAT, why);
+      if (!t) fail("output '" + vi.name() + "' is a constant that cannot be FLOAT: " + why);
+      keep_constant(vi.name() + "_as_float", std::move(t));
+      output.set_input(0, vi.name() + "_as_float");
+    }
+    values_[vi.name()] = operand(output, 0);
+    it = values_.find(vi.name());
+  }
   if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
   if (type == onnx::TensorProto::BOOL) {
     renamed_.push_back("output '" + vi.name() + "' is BOOL in ONNX: the model returns it as f32, 1.0 for true and 0.0 for false");
@@ -257,7 +290,8 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
   std::vector<std::string> symbols;
   dims_of(vi, &symbols);
   std::string body = it->second.body;
-  if (it->second.literal || is_input(body)) {
+  const bool param = std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == body; });
+  if (it->second.literal || is_input(body) || param) {
     // A graph output must be a fresh value of the body.
     std::string copy = identifier(vi.name() + "_out", "output");
     line(copy + " = " + body + (it->second.literal ? "" : " * 1.0"), "output " + vi.name());
@@ -306,8 +340,9 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   if (static_cast<std::int64_t>(data.size()) != element_count(*t)) {
     unsupported(node, "its initializer '" + name + "' holds " + std::to_string(data.size()) + " values for its shape");
   }
-  if (t->dims_size() == 0 && data.size() == 1) {
-    if (!std::isfinite(data[0])) unsupported(node, "the constant '" + name + "' is not finite");
+  // A finite scalar is a number in the body; an infinite or NaN one
+  // (masked_fill's -inf) has no literal and stays a parameter of rank 0.
+  if (t->dims_size() == 0 && data.size() == 1 && std::isfinite(data[0])) {
     Value v{format_float(data[0]), true, Dims{}};
     values_[name] = v;
     return v;
@@ -451,6 +486,10 @@ Imported Importer::finish(const std::string& name) {
     y << ", produced by " << by;
   }
   y << ").\n";
+  if (upgraded_from_) {
+    y << "# The file is opset " << upgraded_from_ << ": ONNX's version converter (libonnx) upgraded it to opset " << opset_
+      << " before the import.\n";
+  }
   for (const auto& r : renamed_) y << "# " << r << "\n";
   y << "models:\n  - name: " << name << "\n";
   if (!params_.empty()) {

@@ -33,8 +33,8 @@ struct OperatorRow;
 // the row for its parameter and attribute list.
 using Handler = void (Importer::*)(const onnx::NodeProto& node, const OperatorRow& row);
 
-// The first opset of the default domain wfgen imports at all: older models
-// are refused as a whole (Importer::run).
+// The first opset of the default domain the handlers import: older models
+// are upgraded to opset 13 by ONNX's version converter first (upgrade.hpp).
 constexpr int kFirstOpset = 7;
 // `until` of an operator whose handler follows ONNX's changes up to now.
 constexpr int kLatestOpset = INT_MAX;

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <set>
+#include <string>
 
 namespace wfgen::onnx_import {
 
@@ -234,6 +237,88 @@ bool broadcast(const Nd& a, const Nd& b, Nd& out, const std::function<double(dou
   return true;
 }
 
+bool floating(int type) {
+  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE || type == onnx::TensorProto::FLOAT16 ||
+         type == onnx::TensorProto::BFLOAT16;
+}
+
+// The element-wise operators folded on constants, in double (a FLOAT result
+// is the double's nearest float, within an ulp of f32 arithmetic): ONNX's
+// semantics, one implementation each. BOOLs are 0 and 1.
+const std::map<std::string, std::function<double(double)>>& unary_folds() {
+  static const std::map<std::string, std::function<double(double)>> f = {
+      {"Sqrt", [](double a) { return std::sqrt(a); }},
+      {"Reciprocal", [](double a) { return 1.0 / a; }},
+      {"Exp", [](double a) { return std::exp(a); }},
+      {"Log", [](double a) { return std::log(a); }},
+      {"Floor", [](double a) { return std::floor(a); }},
+      {"Ceil", [](double a) { return std::ceil(a); }},
+      {"Round", [](double a) { return std::nearbyint(a); }},  // half to even (the default rounding mode)
+      {"Relu", [](double a) { return a > 0 ? a : 0.0; }},
+      {"Sigmoid", [](double a) { return 1.0 / (1.0 + std::exp(-a)); }},
+      {"Tanh", [](double a) { return std::tanh(a); }},
+      {"Sin", [](double a) { return std::sin(a); }},
+      {"Cos", [](double a) { return std::cos(a); }},
+      {"Sign", [](double a) { return a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0; }},
+      {"Not", [](double a) { return a != 0 ? 0.0 : 1.0; }}};
+  return f;
+}
+
+const std::map<std::string, std::function<double(double, double)>>& binary_folds() {
+  static const std::map<std::string, std::function<double(double, double)>> f = {
+      {"Pow", [](double a, double b) { return std::pow(a, b); }},
+      {"Max", [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }},
+      {"Min", [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }},
+      {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }},
+      {"Less", [](double a, double b) { return a < b ? 1.0 : 0.0; }},
+      {"Greater", [](double a, double b) { return a > b ? 1.0 : 0.0; }},
+      {"LessOrEqual", [](double a, double b) { return a <= b ? 1.0 : 0.0; }},
+      {"GreaterOrEqual", [](double a, double b) { return a >= b ? 1.0 : 0.0; }},
+      {"And", [](double a, double b) { return a != 0 && b != 0 ? 1.0 : 0.0; }},
+      {"Or", [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; }},
+      {"Xor", [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; }}};
+  return f;
+}
+
+// The element-wise operators above and Range on constants, into `out` (a
+// copy of x[0]); false when not folded (`why` set when folding failed).
+bool fold_elementwise(const std::string& op, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                      std::string& why) {
+  if (const auto u = unary_folds().find(op); u != unary_folds().end()) {
+    const bool to_bool = op == "Not";
+    if (!floating(x[0].type) && !to_bool && op != "Relu" && op != "Sign") return false;  // Sqrt of an integer, ...
+    for (double& e : out.v) e = u->second(e);
+    if (to_bool) out.type = onnx::TensorProto::BOOL;
+    return true;
+  }
+  if (const auto f = binary_folds().find(op); f != binary_folds().end()) {
+    // Variadic Max and Min fold two at a time, like the body's maximum().
+    if (in.size() < 2 || !in[1] || (op != "Max" && op != "Min" && in.size() > 2)) return false;
+    auto fn = f->second;
+    if (op == "Pow" && !floating(x[0].type)) fn = [](double a, double b) { return std::trunc(std::pow(a, b)); };
+    for (std::size_t k = 1; k < x.size(); ++k) {
+      if (!in[k]) return false;
+      Nd acc = out;
+      if (!broadcast(acc, x[k], out, fn)) {
+        why = "the constant operands of " + op + " do not broadcast, or broadcast to more than 2^24 elements";
+        return false;
+      }
+    }
+    static const std::set<std::string> to_bool = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
+    out.type = to_bool.count(op) ? onnx::TensorProto::BOOL : x[0].type;
+    return true;
+  }
+  if (op != "Range" || in.size() < 3 || !in[1] || !in[2] || x[0].v.size() != 1 || x[1].v.size() != 1 || x[2].v.size() != 1) return false;
+  const double start = x[0].v[0], limit = x[1].v[0], delta = x[2].v[0];
+  if (delta == 0) return why = "Range with a delta of 0", false;
+  const double n = std::max(0.0, std::ceil((limit - start) / delta));
+  if (!(n <= static_cast<double>(kMaxFolded))) return why = "Range of more than 2^24 elements", false;
+  out.v.clear();
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) out.v.push_back(start + static_cast<double>(k) * delta);
+  out.dims = {static_cast<std::int64_t>(out.v.size())};
+  return true;
+}
+
 // A negative axis counted from the end of `rank` axes.
 std::int64_t axis_of(std::int64_t a, std::int64_t rank) { return a < 0 ? a + rank : a; }
 
@@ -341,6 +426,8 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
       return nullptr;
     }
     out.type = x[0].type;
+  } else if (unary_folds().count(op) || binary_folds().count(op) || op == "Range") {
+    if (!fold_elementwise(op, in, x, out, why)) return nullptr;
   } else if (op == "Unsqueeze" || op == "Squeeze") {
     std::vector<std::int64_t> axes = opset >= 13 ? (in.size() > 1 && in[1] ? ints(x[1]) : std::vector<std::int64_t>{}) : attr_ints(node, "axes");
     if (op == "Unsqueeze") {

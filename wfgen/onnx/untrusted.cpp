@@ -64,8 +64,11 @@ class NameEscaper {
     for (auto& s : *n.mutable_output()) name(s, "a node's output name");
     for (auto& a : *n.mutable_attribute()) {
       name(*a.mutable_name(), "an attribute's name");
-      name(*a.mutable_ref_attr_name(), "an attribute's name");
-      name(*a.mutable_s(), "an attribute's string");
+      // Only the fields present: mutable_s() would set `s` on an attribute
+      // of another type, which ONNX's checker (upgrade.cpp) refuses as a
+      // second value.
+      if (a.has_ref_attr_name()) name(*a.mutable_ref_attr_name(), "an attribute's name");
+      if (a.has_s()) name(*a.mutable_s(), "an attribute's string");
       for (auto& s : *a.mutable_strings()) name(s, "an attribute's string");
       if (a.has_t()) name(*a.mutable_t()->mutable_name(), "a tensor's name");
       for (auto& t : *a.mutable_tensors()) name(*t.mutable_name(), "a tensor's name");

@@ -4,6 +4,17 @@
 
 namespace wfgen::onnx_import {
 
+WindowAttrs lift_to_2d(WindowAttrs a) {
+  auto prepend = [](std::vector<std::int64_t>& v, std::int64_t x) {
+    if (!v.empty()) v.insert(v.begin(), x);
+  };
+  prepend(a.kernel, 1);
+  prepend(a.strides, 1);
+  prepend(a.dilations, 1);
+  if (a.pads.size() == 2) a.pads = {0, a.pads[0], 0, a.pads[1]};
+  return a;
+}
+
 std::optional<std::vector<WindowAxis>> plan_windows(const std::vector<std::int64_t>& in, const WindowAttrs& a, std::string& why) {
   const std::size_t n = in.size();
   auto pick = [&](const std::vector<std::int64_t>& v, std::size_t k, std::int64_t dflt) { return v.empty() ? dflt : v[k]; };

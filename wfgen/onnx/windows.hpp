@@ -32,6 +32,11 @@ struct WindowAxis {
   std::int64_t overhang = 0;  // window positions past the input and its end padding (ceil_mode)
 };
 
+// A 1-D node's attributes as a 2-D node's of height 1 (kernel, stride and
+// dilation 1, no padding on the added axis): Conv1d and the 1-D pools run as
+// 2-D windows over [N C 1 L].
+WindowAttrs lift_to_2d(WindowAttrs a);
+
 // The plan for inputs of spatial sizes `in`; nullopt with the reason in `why`.
 std::optional<std::vector<WindowAxis>> plan_windows(const std::vector<std::int64_t>& in, const WindowAttrs& a, std::string& why);
 
