@@ -45,6 +45,11 @@ function(_wfgen_precompile_kernel_headers target)
   else()
     target_precompile_headers(${target} PRIVATE ${WFGEN_KERNEL_HEADERS})
   endif()
+  _wfgen_ccache_pch(${target})
+endfunction()
+
+# Lets ccache cache the compiles of <target>, which uses a precompiled header.
+function(_wfgen_ccache_pch target)
   get_target_property(launcher ${target} CXX_COMPILER_LAUNCHER)
   if(launcher MATCHES "ccache" AND NOT launcher MATCHES "CCACHE_SLOPPINESS")
     set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER
