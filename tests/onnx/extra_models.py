@@ -5,7 +5,10 @@ Writes <out>/<test>/model.onnx and test_data_set_0/{input,output}_*.pb, like
 ONNX's backend node tests: grouped and depthwise convolutions (the node suite
 has none; its pytorch-converted ones are opset 6), Concat of computed tensors
 Trilu of FLOAT tensors (the suite's Trilu tests are all INT64), and And, Or,
-Xor, Not on computed BOOLs (the suite's take BOOL inputs) with a BOOL output. The expected outputs come from naive loops written here, not from an
+Xor, Not on computed BOOLs (the suite's take BOOL inputs) with a BOOL output,
+Pad (constant with a value and negative pads, edge, reflect) and Tile of
+computed tensors (the suite's edge and reflect tests pad INT32 tensors).
+The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
 Usage: tests/onnx/extra_models.py OUT_DIR
@@ -122,6 +125,47 @@ def logic_test(out, name, rng, shape_x, shape_y):
           [("zero", np.array(0.0, dtype=np.float32)), ("half", np.array(0.5, dtype=np.float32))])
 
 
+def pad_test(out, name, rng, shape, pads, mode, value=0.0):
+    """Pad of a computed tensor (Relu's output), each output element mapped to
+    its input element by hand: constant (with negative pads cropping), edge
+    (clamped) or reflect (mirrored about the ends)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    r = len(shape)
+    begin, end = pads[:r], pads[r:]
+    y_shape = tuple(shape[k] + begin[k] + end[k] for k in range(r))
+    y = np.zeros(y_shape, dtype=np.float32)
+    for o in np.ndindex(*y_shape):
+        index, inside = [], True
+        for k in range(r):
+            i, n = o[k] - begin[k], shape[k]
+            if mode == "edge":
+                i = min(max(i, 0), n - 1)
+            elif mode == "reflect":
+                while i < 0 or i >= n:
+                    i = -i if i < 0 else 2 * (n - 1) - i
+            inside = inside and 0 <= i < n
+            index.append(i)
+        y[o] = max(x[tuple(index)], 0.0) if inside else value
+    inits = [("pads", np.array(pads, dtype=np.int64))]
+    ins = ["r", "pads"]
+    if mode == "constant":
+        inits.append(("value", np.array(value, dtype=np.float32)))
+        ins.append("value")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Pad", ins, ["y"], mode=mode)]
+    write(out, name, nodes, [("x", x)], [("y", y)], inits)
+
+
+def tile_test(out, name, rng, shape, repeats):
+    """Tile of a computed tensor: output element o is input element o mod n, axis by axis."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    y_shape = tuple(n * k for n, k in zip(shape, repeats))
+    y = np.zeros(y_shape, dtype=np.float32)
+    for o in np.ndindex(*y_shape):
+        y[o] = -x[tuple(i % n for i, n in zip(o, shape))]
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Tile", ["n", "repeats"], ["y"])]
+    write(out, name, nodes, [("x", x)], [("y", y)], [("repeats", np.array(repeats, dtype=np.int64))])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -140,6 +184,10 @@ def main():
     trilu_test(out, "test_trilu_float_lower_wide", rng, (2, 2, 3, 7), False, 2)
     logic_test(out, "test_logic_computed_bools", rng, (3, 4), (3, 4))
     logic_test(out, "test_logic_computed_bools_broadcast", rng, (2, 3, 4), (4,))
+    pad_test(out, "test_pad_constant_value_and_crop", rng, (2, 3, 4, 5), [0, 1, -1, 2, 1, 0, 2, -2], "constant", 0.75)
+    pad_test(out, "test_pad_edge", rng, (1, 2, 3, 4), [0, 0, 2, 1, 0, 0, 1, 3], "edge")
+    pad_test(out, "test_pad_reflect", rng, (2, 2, 4, 5), [0, 0, 3, 1, 0, 0, 2, 4], "reflect")
+    tile_test(out, "test_tile_computed", rng, (2, 3, 2), [2, 1, 3])
 
 
 if __name__ == "__main__":

@@ -184,6 +184,14 @@ class Importer {
   void import_reshape(const onnx::NodeProto& node, const OperatorRow& row);
   void import_reduce(const onnx::NodeProto& node, const OperatorRow& row);
   void import_clip(const onnx::NodeProto& node, const OperatorRow& row);
+  // Pad (constant, reflect, edge) and Tile as narrow, broadcast_to and
+  // concat, axis by axis (padding.cpp).
+  std::vector<std::int64_t> pad_amounts(const onnx::NodeProto& node, std::int64_t rank);
+  float pad_value(const onnx::NodeProto& node);
+  void import_pad(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_tile(const onnx::NodeProto& node, const OperatorRow& row);
+  // InstanceNormalization: per sample and channel, over the spatial axes.
+  void import_instancenorm(const onnx::NodeProto& node, const OperatorRow& row);
   // --- the spec ---------------------------------------------------------------------
 
   Imported finish(const std::string& name);

@@ -216,6 +216,29 @@ std::string Importer::per_channel(const onnx::NodeProto& node, int k, std::int64
   return v.body + ".reshape(" + shape + ")";
 }
 
+// InstanceNormalization: Y = (X - mean) / sqrt(var + epsilon) * scale + B,
+// the mean and variance of each sample and channel over the spatial axes
+// (2 on), scale and B per channel.
+void Importer::import_instancenorm(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (N C and at least one spatial axis)");
+  auto mean_over = [&](std::string e) {
+    for (std::int64_t a = rank - 1; a >= 2; --a) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
+    return e;
+  };
+  const std::string base = identifier(node.output(0) + "_in", "in");
+  for (const char* part : {"_d", "_inv"}) used_.insert(base + part);
+  line(base + "_d = " + x.body + " - " + mean_over(x.body), "InstanceNormalization: x - mean");
+  line(base + "_inv = (" + mean_over(base + "_d * " + base + "_d") + " + " + format_float(attr_float(node, "epsilon", 1e-5f)) +
+           ") ** -0.5",
+       "1 / sqrt(var + epsilon)");
+  define(node, 0, base + "_d * " + base + "_inv * " + per_channel(node, 1, rank) + " + " + per_channel(node, 2, rank), x.dims);
+}
+
 // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
 // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
 void Importer::import_layernorm(const onnx::NodeProto& node, const OperatorRow& row) {

@@ -176,7 +176,14 @@ void Importer::import_where(const onnx::NodeProto& node, const OperatorRow& row)
   need_one_output(node);
   Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
   if (a.literal && b.literal) unsupported(node, "both branches are constants");
-  define(node, 0, "select(" + c.body + ", " + a.body + ", " + b.body + ")", broadcast(c.dims, broadcast(a.dims, b.dims)));
+  const std::optional<Dims> out = broadcast(c.dims, broadcast(a.dims, b.dims));
+  // select takes operands of one shape: a smaller one (masked_fill's mask
+  // of [1 1 T T], its -inf of rank 0) is broadcast to the result's first.
+  auto full = [&](const Value& v) {
+    if (v.literal || !out || !v.dims || *v.dims == *out) return v.body;
+    return v.body + ".broadcast_to(" + reshape_args(node, *out) + ")";
+  };
+  define(node, 0, "select(" + full(c) + ", " + full(a) + ", " + full(b) + ")", out);
 }
 
 void Importer::import_expand(const onnx::NodeProto& node, const OperatorRow& row) {
