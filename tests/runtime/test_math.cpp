@@ -1,3 +1,4 @@
+// rt::math::erf (gelu's, vectorisable) against std::erf in double;
 // rt::math::exp (the accurate exp every generated kernel calls) and
 // rt::math::fast::exp (the one a build opts into with `math: fast`) against
 // the correctly rounded result (std::exp in double, rounded once to float),
@@ -259,4 +260,29 @@ TEST_CASE("math::fast::exp is within 6 ulp from -87 to 88.3, clamped outside as 
   CHECK(fast::exp(1.5) == wfgen::rt::math::exp(1.5));
   CHECK(fast::sigmoid(0.5f) == 1.0f / (1.0f + fast::exp(-0.5f)));
   CHECK(fast::max(1.0f, 2.0f) == 2.0f);
+}
+
+TEST_CASE("math::erf is within 2 ulp of the correctly rounded erf, +-inf and NaN as std::erf", "[math][erf]") {
+  auto ref = [](float x) { return static_cast<float>(std::erf(static_cast<double>(x))); };
+  std::int64_t worst = 0;
+  float where = 0;
+  auto check = [&](float x) {
+    const std::int64_t u = ulps(wfgen::rt::math::erf(x), ref(x));
+    if (u > worst) worst = u, where = x;
+  };
+  // Both ranges and the switch between them at 0.927734375, where erf
+  // leaves 1 (from 3.92 on it is 1.0f), and the small and subnormal inputs
+  // (erf(x) ~ 1.128 x, normal and subnormal); each sign (ulps compares
+  // floats of one sign).
+  for (float x = 0; x <= 5.0f; x += 0x1p-12f) check(x), check(-x);
+  for (float x = 0x1p-126f; x < 1e-3f; x *= 1.37f) check(x), check(-x);
+  for (float x : {0x1p-149f, 0x1p-140f, 0x1.8p-130f}) check(x), check(-x);
+  for (float x = 0.92f; x < 0.94f; x = std::nextafter(x, 1.0f)) check(x);
+  INFO("worst at x = " << where << ": " << worst << " ulp");
+  CHECK(worst <= 2);
+  CHECK(wfgen::rt::math::erf(0.0f) == 0.0f);
+  CHECK(wfgen::rt::math::erf(std::numeric_limits<float>::infinity()) == 1.0f);
+  CHECK(wfgen::rt::math::erf(-std::numeric_limits<float>::infinity()) == -1.0f);
+  CHECK(wfgen::rt::math::erf(1e30f) == 1.0f);
+  CHECK(std::isnan(wfgen::rt::math::erf(std::numeric_limits<float>::quiet_NaN())));
 }

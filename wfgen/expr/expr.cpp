@@ -66,7 +66,7 @@ const FnInfo kFunctions[] = {
     {"tan", 1, Rule::Float, 20, "std::tan($0)", "", REAL(std::tan(x)), nullptr},
     {"tanh", 1, Rule::Float, 20, "std::tanh($0)", "", REAL(std::tanh(x)), nullptr},
     {"sigmoid", 1, Rule::Float, 24, "@sigmoid($0)", "", REAL(M::sigmoid(x)), nullptr},
-    {"erf", 1, Rule::Float, 20, "std::erf($0)", "", REAL(std::erf(x)), nullptr},
+    {"erf", 1, Rule::Float, 20, "@erf($0)", "", REAL(M::erf(x)), nullptr},
     {"pow", 2, Rule::Float, 40, "std::pow($0, $1)", "", REAL(std::pow(x, y)), nullptr},
     {"fmod", 2, Rule::Float, 8, "std::fmod($0, $1)", "", REAL(std::fmod(x, y)), nullptr},
     {"min", 2, Rule::Numeric, 1, "@min($0, $1)", "@min($0, $1)", REAL(M::min(x, y)), INT(M::min(x, y))},

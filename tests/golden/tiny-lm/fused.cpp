@@ -1774,9 +1774,9 @@ void fused_add_gelu_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<
         const float* wf_p_in1 = in1.data + wf_off[1];
         float* wf_p_out = out.data + wf_off[2];
         if ((wf_p_in0 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in0, wf_n)) && (wf_p_in1 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in1, wf_n))) {
-          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float(0.5f * (wf_p_in0[wf_i] + wf_p_in1[wf_i]) * (1.0f + std::erf((wf_p_in0[wf_i] + wf_p_in1[wf_i]) * 0.70710677f))); });
+          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float(0.5f * (wf_p_in0[wf_i] + wf_p_in1[wf_i]) * (1.0f + wfgen::rt::math::erf((wf_p_in0[wf_i] + wf_p_in1[wf_i]) * 0.70710677f))); });
         } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_i] + wf_p_in1[wf_i]) * (1.0f + std::erf((wf_p_in0[wf_i] + wf_p_in1[wf_i]) * 0.70710677f));
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_i] + wf_p_in1[wf_i]) * (1.0f + wfgen::rt::math::erf((wf_p_in0[wf_i] + wf_p_in1[wf_i]) * 0.70710677f));
         }
       });
     });
@@ -1784,16 +1784,16 @@ void fused_add_gelu_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<
   }
   auto wf_row = [&](const float* wf_p_in0, const float* wf_p_in1, float* wf_p_out, const std::int64_t* wf_step, std::int64_t wf_n) {
     if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_i] + wf_p_in1[wf_i]) * (1.0f + std::erf((wf_p_in0[wf_i] + wf_p_in1[wf_i]) * 0.70710677f));
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_i] + wf_p_in1[wf_i]) * (1.0f + wfgen::rt::math::erf((wf_p_in0[wf_i] + wf_p_in1[wf_i]) * 0.70710677f));
     } else if (wf_step[2] == 1) {
       const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
       if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0]) * (1.0f + std::erf((wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0]) * 0.70710677f));
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0]) * (1.0f + wfgen::rt::math::erf((wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0]) * 0.70710677f));
       } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1]) * (1.0f + std::erf((wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1]) * 0.70710677f));
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = 0.5f * (wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1]) * (1.0f + wfgen::rt::math::erf((wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1]) * 0.70710677f));
       }
     } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[2]] = 0.5f * (wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]]) * (1.0f + std::erf((wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]]) * 0.70710677f));
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[2]] = 0.5f * (wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]]) * (1.0f + wfgen::rt::math::erf((wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]]) * 0.70710677f));
     }
   };
   if (wf_nest.tiled()) {

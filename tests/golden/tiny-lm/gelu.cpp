@@ -27,9 +27,9 @@ void gelu_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OU
         const float* wf_p_X = X.data + wf_off[0];
         float* wf_p_OUT = OUT.data + wf_off[1];
         if ((wf_p_X == wf_p_OUT || wfgen::rt::disjoint(wf_p_OUT, wf_n, wf_p_X, wf_n))) {
-          wfgen::rt::stream_store(wf_p_OUT, wf_n, [&](std::int64_t wf_i) { return float(0.5f * wf_p_X[wf_i] * (1.0f + std::erf(wf_p_X[wf_i] * 0.70710677f))); });
+          wfgen::rt::stream_store(wf_p_OUT, wf_n, [&](std::int64_t wf_i) { return float(0.5f * wf_p_X[wf_i] * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i] * 0.70710677f))); });
         } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_i] * (1.0f + std::erf(wf_p_X[wf_i] * 0.70710677f));
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_i] * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i] * 0.70710677f));
         }
       });
     });
@@ -37,16 +37,16 @@ void gelu_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OU
   }
   auto wf_row = [&](const float* wf_p_X, float* wf_p_OUT, const std::int64_t* wf_step, std::int64_t wf_n) {
     if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_i] * (1.0f + std::erf(wf_p_X[wf_i] * 0.70710677f));
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_i] * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i] * 0.70710677f));
     } else if (wf_step[1] == 1) {
       const std::int64_t wf_s0 = wf_step[0];
       if ((wf_s0 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_s0 != 0 ? wf_i : 0] * (1.0f + std::erf(wf_p_X[wf_s0 != 0 ? wf_i : 0] * 0.70710677f));
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_s0 != 0 ? wf_i : 0] * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_s0 != 0 ? wf_i : 0] * 0.70710677f));
       } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_i * wf_s0] * (1.0f + std::erf(wf_p_X[wf_i * wf_s0] * 0.70710677f));
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = 0.5f * wf_p_X[wf_i * wf_s0] * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i * wf_s0] * 0.70710677f));
       }
     } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i * wf_step[1]] = 0.5f * wf_p_X[wf_i * wf_step[0]] * (1.0f + std::erf(wf_p_X[wf_i * wf_step[0]] * 0.70710677f));
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i * wf_step[1]] = 0.5f * wf_p_X[wf_i * wf_step[0]] * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i * wf_step[0]] * 0.70710677f));
     }
   };
   if (wf_nest.tiled()) {

@@ -28,9 +28,9 @@ void gelu_grad_f32_r3(wfgen::rt::View<const float, 3> DOUT, wfgen::rt::View<cons
         const float* wf_p_X = X.data + wf_off[1];
         float* wf_p_OUT = OUT.data + wf_off[2];
         if ((wf_p_DOUT == wf_p_OUT || wfgen::rt::disjoint(wf_p_OUT, wf_n, wf_p_DOUT, wf_n)) && (wf_p_X == wf_p_OUT || wfgen::rt::disjoint(wf_p_OUT, wf_n, wf_p_X, wf_n))) {
-          wfgen::rt::stream_store(wf_p_OUT, wf_n, [&](std::int64_t wf_i) { return float(wf_p_DOUT[wf_i] * (0.5f * (1.0f + std::erf(wf_p_X[wf_i] * 0.70710677f)) + wf_p_X[wf_i] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i] * wf_p_X[wf_i]) * 0.3989423f)); });
+          wfgen::rt::stream_store(wf_p_OUT, wf_n, [&](std::int64_t wf_i) { return float(wf_p_DOUT[wf_i] * (0.5f * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i] * 0.70710677f)) + wf_p_X[wf_i] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i] * wf_p_X[wf_i]) * 0.3989423f)); });
         } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_i] * (0.5f * (1.0f + std::erf(wf_p_X[wf_i] * 0.70710677f)) + wf_p_X[wf_i] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i] * wf_p_X[wf_i]) * 0.3989423f);
+          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_i] * (0.5f * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i] * 0.70710677f)) + wf_p_X[wf_i] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i] * wf_p_X[wf_i]) * 0.3989423f);
         }
       });
     });
@@ -38,16 +38,16 @@ void gelu_grad_f32_r3(wfgen::rt::View<const float, 3> DOUT, wfgen::rt::View<cons
   }
   auto wf_row = [&](const float* wf_p_DOUT, const float* wf_p_X, float* wf_p_OUT, const std::int64_t* wf_step, std::int64_t wf_n) {
     if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_i] * (0.5f * (1.0f + std::erf(wf_p_X[wf_i] * 0.70710677f)) + wf_p_X[wf_i] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i] * wf_p_X[wf_i]) * 0.3989423f);
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_i] * (0.5f * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i] * 0.70710677f)) + wf_p_X[wf_i] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i] * wf_p_X[wf_i]) * 0.3989423f);
     } else if (wf_step[2] == 1) {
       const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
       if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_s0 != 0 ? wf_i : 0] * (0.5f * (1.0f + std::erf(wf_p_X[wf_s1 != 0 ? wf_i : 0] * 0.70710677f)) + wf_p_X[wf_s1 != 0 ? wf_i : 0] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_s1 != 0 ? wf_i : 0] * wf_p_X[wf_s1 != 0 ? wf_i : 0]) * 0.3989423f);
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_s0 != 0 ? wf_i : 0] * (0.5f * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_s1 != 0 ? wf_i : 0] * 0.70710677f)) + wf_p_X[wf_s1 != 0 ? wf_i : 0] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_s1 != 0 ? wf_i : 0] * wf_p_X[wf_s1 != 0 ? wf_i : 0]) * 0.3989423f);
       } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_i * wf_s0] * (0.5f * (1.0f + std::erf(wf_p_X[wf_i * wf_s1] * 0.70710677f)) + wf_p_X[wf_i * wf_s1] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i * wf_s1] * wf_p_X[wf_i * wf_s1]) * 0.3989423f);
+        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i] = wf_p_DOUT[wf_i * wf_s0] * (0.5f * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i * wf_s1] * 0.70710677f)) + wf_p_X[wf_i * wf_s1] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i * wf_s1] * wf_p_X[wf_i * wf_s1]) * 0.3989423f);
       }
     } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i * wf_step[2]] = wf_p_DOUT[wf_i * wf_step[0]] * (0.5f * (1.0f + std::erf(wf_p_X[wf_i * wf_step[1]] * 0.70710677f)) + wf_p_X[wf_i * wf_step[1]] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i * wf_step[1]] * wf_p_X[wf_i * wf_step[1]]) * 0.3989423f);
+      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_OUT[wf_i * wf_step[2]] = wf_p_DOUT[wf_i * wf_step[0]] * (0.5f * (1.0f + wfgen::rt::math::erf(wf_p_X[wf_i * wf_step[1]] * 0.70710677f)) + wf_p_X[wf_i * wf_step[1]] * wfgen::rt::math::exp(-0.5f * wf_p_X[wf_i * wf_step[1]] * wf_p_X[wf_i * wf_step[1]]) * 0.3989423f);
     }
   };
   if (wf_nest.tiled()) {
