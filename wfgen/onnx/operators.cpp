@@ -34,7 +34,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
   const OperatorRow* row = find_operator(node.op_type());
   if (!row) {
     std::string names;
-    for (const auto& r : operator_table()) names += (names.empty() ? "" : ", ") + std::string(r.name);
+    for (const auto& name : supported_operators()) names += (names.empty() ? "" : ", ") + name;
     unsupported(node, "the operator is not supported (supported: " + names + ")");
   }
   if (opset_ < row->since || opset_ > row->until) {
