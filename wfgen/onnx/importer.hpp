@@ -39,6 +39,8 @@ struct Value {
 
 // The shortest text that reads back as the same float (0.35f prints as 0.35).
 std::string format_float(float v);
+// "[2, ?, 8]": dims as errors print them, ? for a run-time dim.
+std::string dims_text(const Dims& d);
 
 class Importer {
  public:
@@ -192,6 +194,24 @@ class Importer {
   void import_tile(const onnx::NodeProto& node, const OperatorRow& row);
   // InstanceNormalization: per sample and channel, over the spatial axes.
   void import_instancenorm(const onnx::NodeProto& node, const OperatorRow& row);
+  // RNN, GRU and LSTM from the stdlib's nodes over an unrolled loop (recurrent.cpp).
+  struct RecurrentPlan {
+    std::string name, x, w, r, b, h0, c0, p, mask;  // body names ("" when absent); name: the prefix of the loop's names
+    std::int64_t directions = 1, steps = 0, hidden = 0, layout = 0;
+    bool first_reverse = false, linear_before_reset = false, want_y = false;
+    std::string one_step;  // reshape_args of [1 B H]
+    bool reverse(std::int64_t d) const { return d == 1 || first_reverse; }
+  };
+  struct RecurrentRun {
+    std::string y, h, c;  // one direction's Y [T B H] ("" when no node reads Y), last h and c
+  };
+  void import_recurrent(const onnx::NodeProto& node, const OperatorRow& row);
+  void recurrent_attributes(const onnx::NodeProto& node, std::int64_t directions) const;
+  bool consumed(const std::string& name) const;
+  RecurrentRun recurrent_direction(const onnx::NodeProto& node, const RecurrentPlan& p, std::int64_t d);
+  std::string recurrent_mask(const onnx::NodeProto& node, std::int64_t steps, const std::optional<std::int64_t>& batch);
+  void recurrent_outputs(const onnx::NodeProto& node, const RecurrentPlan& p, const std::vector<RecurrentRun>& runs,
+                         const std::optional<std::int64_t>& batch);
   // --- the spec ---------------------------------------------------------------------
 
   Imported finish(const std::string& name);

@@ -61,17 +61,17 @@ std::string dims_problem(const Dims& d) {
   return "";
 }
 
-std::string dims_text(const Dims& d) {
-  std::string s = "[";
-  for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + (d[k] ? std::to_string(*d[k]) : std::string("?"));
-  return s + "]";
-}
-
 // The longest body name the importer makes from an ONNX name (the full name
 // is kept, escaped, in the statement's comment).
 constexpr std::size_t kMaxIdentifier = 96;
 
 }  // namespace
+
+std::string dims_text(const Dims& d) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + (d[k] ? std::to_string(*d[k]) : std::string("?"));
+  return s + "]";
+}
 
 // The shortest text that reads back as the same float: ONNX's attributes and
 // tensors are f32, so 0.35f prints as 0.35, not 0.3499999940395355.

@@ -1,6 +1,6 @@
 // The table of ONNX operators wfgen imports (operator_table.hpp says who
 // reads it). A row: the operator, its handler (a member of Importer, in
-// operators.cpp or layers.cpp) and the handler's parameter, the opsets it
+// operators.cpp, layers.cpp or recurrent.cpp) and the handler's parameter, the opsets it
 // imports, the attributes it reads, its inputs needed as constants, the
 // element types of its computed inputs, and one line on what it becomes.
 #include "wfgen/onnx/operator_table.hpp"
@@ -59,6 +59,8 @@ struct OperatorTable {
       {.name = "Expand", .handler = &I::import_expand, .constant_inputs = inputs({1}),
        .doc = "x.broadcast_to(...) to a constant shape"},
       {.name = "Flatten", .handler = &I::import_reshape, .attributes = "axis", .doc = "x.reshape(...): a view"},
+      {.name = "GRU", .handler = &I::import_recurrent, .attributes = "activation_alpha activation_beta activations clip direction hidden_size layout linear_before_reset",
+       .constant_inputs = inputs({4}), .doc = "a loop over the steps (unrolled): sigmoid, tanh and matmuls of the stdlib, any direction, linear_before_reset 0 or 1"},
       {.name = "Gather", .handler = &I::import_gather, .attributes = "axis", .constant_inputs = inputs({1}),
        .doc = "constant indices: x[:, i] for a scalar index, else the stdlib's gather over the axis moved first"},
       {.name = "Gelu", .handler = &I::import_gelu, .attributes = "approximate",
@@ -77,6 +79,8 @@ struct OperatorTable {
       {.name = "Identity", .handler = &I::import_identity, .doc = "x"},
       {.name = "InstanceNormalization", .handler = &I::import_instancenorm, .attributes = "epsilon",
        .doc = "(x - mean) * (var + eps) ** -0.5 * scale + B, mean and var per sample and channel over the spatial axes"},
+      {.name = "LSTM", .handler = &I::import_recurrent, .attributes = "activation_alpha activation_beta activations clip direction hidden_size layout input_forget",
+       .constant_inputs = inputs({4}), .doc = "a loop over the steps (unrolled): sigmoid, tanh and matmuls of the stdlib, any direction, peepholes"},
       {.name = "LayerNormalization", .handler = &I::import_layernorm, .attributes = "axis epsilon stash_type",
        .doc = "means over the axes from axis on; Y, Mean and InvStdDev"},
       {.name = "LeakyRelu", .handler = &I::import_leaky_relu, .attributes = "alpha", .doc = "leaky_relu(x, negative_slope=alpha)"},
@@ -103,6 +107,8 @@ struct OperatorTable {
        .constants_since = 11,
        .doc = "constant, reflect, edge: concat of the input with broadcast or mirrored narrow slices, axis by axis"},
       {.name = "Pow", .handler = &I::import_arithmetic, .param = "**", .doc = "a ** b (numpy broadcasting)"},
+      {.name = "RNN", .handler = &I::import_recurrent, .attributes = "activation_alpha activation_beta activations clip direction hidden_size layout", .constant_inputs = inputs({4}),
+       .doc = "a loop over the steps (unrolled): tanh(x @ W.T + h @ R.T + b), any direction"},
       {.name = "Reciprocal", .handler = &I::import_reciprocal, .doc = "x ** -1.0"},
       // Before opset 18 (ReduceSum: 13) the axes are an attribute; after it an
       // input this handler does not read: refused rather than reduced wrongly.
