@@ -3,7 +3,8 @@
 //
 // grad_check.yaml: every differentiable standard node at ranks 1..4 (with
 // broadcasting), matmul (blas and cpu, batched, transposed, sliced), views,
-// the standard models and a transformer block, all in f64. For every element
+// the standard models and a transformer block, all in f64; and the
+// recurrent layers of an imported ONNX graph (onnx_recurrent_check.yaml). For every element
 // x of every grad input and parameter, the central difference
 //   (L(x + h) - L(x - h)) / 2h,  h = 1e-6
 // must match the gradient within 1e-6 + 1e-5 |g| (f64: the difference's
@@ -31,6 +32,7 @@
 #include "joins.hpp"
 #include "linalg.hpp"
 #include "linalg_cpu.hpp"
+#include "onnx_recurrent_grad.hpp"
 #include "ops_r1.hpp"
 #include "ops_r2.hpp"
 #include "ops_r3.hpp"
@@ -163,6 +165,10 @@ TEST_CASE("a transformer block: attention heads, layernorm, gelu, residuals") { 
 TEST_CASE("convolutions and max pooling: im2col, col2im, padding, stride") { check_gradients<gc::conv_pool>("conv_pool"); }
 TEST_CASE("embeddings: gather's backward adds repeated rows (scatter_add)") { check_gradients<gc::embedding>("embedding"); }
 TEST_CASE("a causal transformer block: masked scores in every head") { check_gradients<gc::causal_attention>("causal_attention"); }
+
+TEST_CASE("an imported ONNX LSTM, GRU and RNN: backpropagation through the unrolled steps") {
+  check_gradients<gc::onnx_recurrent_grad>("onnx_recurrent_grad");
+}
 
 TEST_CASE("gradients accumulate until zero_grad, and backward needs a forward") {
   gc::tiny_mlp m;

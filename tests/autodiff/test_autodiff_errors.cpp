@@ -160,7 +160,8 @@ TEST_CASE("build keys of autodiff are checked") {
 TEST_CASE("the generated files are the ones tests/autodiff/CMakeLists.txt lists") {
   std::set<std::string> present;
   for (const char* f : {WFGEN_AD_FILES}) present.insert(f);
-  CHECK(wfgen::test::listed_outputs({fs::path(WFGEN_TEST_DATA) / "grad_check.yaml", fs::path(WFGEN_TEST_DATA) / "training.yaml"},
+  CHECK(wfgen::test::listed_outputs({fs::path(WFGEN_TEST_DATA) / "grad_check.yaml", fs::path(WFGEN_TEST_DATA) / "training.yaml",
+                                     fs::path(WFGEN_AD_ONNX), fs::path(WFGEN_TEST_DATA) / "onnx_recurrent_check.yaml"},
                                     WFGEN_AD_GEN, "gc") == present);
 }
 

@@ -11,10 +11,12 @@ f32 operations, the node tests' 1e-7 is for one operation.
 
 The models are what people export: torchvision CNNs (weights=None, small
 inputs), a post-LN nn.TransformerEncoder, a GPT-style decoder block whose
-causal mask is written with view/transpose/masked_fill, LSTM and GRU
-taggers and a bidirectional LSTM. --small exports only the cheap ones
-ctest runs (onnx.exports: the small CNN, the transformer encoder and the
-GPT block); the whole set is
+causal mask is written with view/transpose/masked_fill, LSTM, GRU and RNN
+taggers (batch_first, 2 layers, bidirectional), and LSTM and GRU layers given
+their initial states that return their last states too. --small exports only
+the cheap ones ctest runs (onnx.exports: the small CNN, the transformer
+encoder, the GPT block and the bidirectional LSTM given its states); the
+whole set is
 
   /usr/bin/python3 tests/onnx/export_models.py OUT --run --wfgen build/wfgen/wfgen --build build \\
       [--markdown docs/onnx-conformance-exports.md]
@@ -168,6 +170,36 @@ def _():
 def _():
     torch.manual_seed(0)
     return Tagger(torch.nn.LSTM, bidirectional=True), (torch.randn(2, 7, 8),)
+
+
+@model("rnn_tagger")
+def _():
+    torch.manual_seed(0)
+    return Tagger(torch.nn.RNN, bidirectional=True, layers=2), (torch.randn(2, 7, 8),)
+
+
+class Stateful(torch.nn.Module):
+    """A recurrent layer (sequence first) given its initial state, returning its output and last state."""
+
+    def __init__(self, cell, **kw):
+        super().__init__()
+        self.rnn = cell(6, 5, **kw)
+
+    def forward(self, x, *state):
+        y, last = self.rnn(x, state[0] if len(state) == 1 else state)
+        return (y,) + (last if isinstance(last, tuple) else (last,))
+
+
+@model("lstm_state", small=True)
+def _():
+    torch.manual_seed(0)
+    return Stateful(torch.nn.LSTM, bidirectional=True), (torch.randn(4, 3, 6), torch.randn(2, 3, 5), torch.randn(2, 3, 5))
+
+
+@model("gru_state")
+def _():
+    torch.manual_seed(0)
+    return Stateful(torch.nn.GRU, num_layers=2), (torch.randn(4, 3, 6), torch.randn(2, 3, 5))
 
 
 def export(name, build, out, opset=13):

@@ -7,7 +7,9 @@ has none; its pytorch-converted ones are opset 6), Concat of computed tensors
 Trilu of FLOAT tensors (the suite's Trilu tests are all INT64), and And, Or,
 Xor, Not on computed BOOLs (the suite's take BOOL inputs) with a BOOL output,
 Pad (constant with a value and negative pads, edge, reflect) and Tile of
-computed tensors (the suite's edge and reflect tests pad INT32 tensors).
+computed tensors (the suite's edge and reflect tests pad INT32 tensors),
+GRU and RNN with sequence_lens shorter than the sequence (the suite's are
+all as long as it).
 The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
@@ -166,6 +168,54 @@ def tile_test(out, name, rng, shape, repeats):
     write(out, name, nodes, [("x", x)], [("y", y)], [("repeats", np.array(repeats, dtype=np.int64))])
 
 
+def recurrent_reference(op, x, w, r, b, lens, direction, lbr):
+    """Y [T D B H] and Y_h [D B H] of RNN or GRU by ONNX's equations, one sequence at a time:
+    a reverse direction walks t = len-1 .. 0; Y is 0 past a sequence's length."""
+    directions = 2 if direction == "bidirectional" else 1
+    sig = lambda v: 1.0 / (1.0 + np.exp(-v))
+    t_len, batch, _ = x.shape
+    hid = r.shape[2]
+    y = np.zeros((t_len, directions, batch, hid))
+    y_h = np.zeros((directions, batch, hid))
+    for d in range(directions):
+        wb, rb = b[d, :b.shape[1] // 2], b[d, b.shape[1] // 2:]
+        for n in range(batch):
+            h = np.zeros(hid)
+            backward = d == 1 or direction == "reverse"
+            steps = range(lens[n] - 1, -1, -1) if backward else range(lens[n])
+            for t in steps:
+                xt = x[t, n].astype(np.float64)
+                if op == "RNN":
+                    h = np.tanh(w[d] @ xt + r[d] @ h + wb + rb)
+                else:
+                    gx, gh = w[d] @ xt + wb, r[d] @ h + rb
+                    z = sig(gx[:hid] + gh[:hid])
+                    rr = sig(gx[hid:2 * hid] + gh[hid:2 * hid])
+                    if lbr:
+                        nn = np.tanh(gx[2 * hid:] + rr * gh[2 * hid:])
+                    else:
+                        nn = np.tanh(gx[2 * hid:] + r[d, 2 * hid:] @ (rr * h) + rb[2 * hid:])
+                    h = (1 - z) * nn + z * h
+                y[t, d, n] = h
+            y_h[d, n] = h
+    return y.astype(np.float32), y_h.astype(np.float32)
+
+
+def recurrent_test(out, name, rng, op, t_len, batch, feat, hid, lens, direction, lbr=0):
+    """RNN or GRU with constant sequence_lens shorter than T (the node suite's are all T)."""
+    directions = 2 if direction == "bidirectional" else 1
+    gates = 3 if op == "GRU" else 1
+    x = rng.uniform(-1, 1, (t_len, batch, feat)).astype(np.float32)
+    w = rng.uniform(-0.7, 0.7, (directions, gates * hid, feat)).astype(np.float32)
+    r = rng.uniform(-0.7, 0.7, (directions, gates * hid, hid)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, (directions, 2 * gates * hid)).astype(np.float32)
+    y, y_h = recurrent_reference(op, x, w, r, b, lens, direction, lbr)
+    extra = {"linear_before_reset": lbr} if op == "GRU" else {}
+    node = helper.make_node(op, ["x", "w", "r", "b", "lens"], ["y", "y_h"], hidden_size=hid, direction=direction, **extra)
+    write(out, name, [node], [("x", x)], [("y", y), ("y_h", y_h)],
+          [("w", w), ("r", r), ("b", b), ("lens", np.array(lens, dtype=np.int32))])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -188,6 +238,8 @@ def main():
     pad_test(out, "test_pad_edge", rng, (1, 2, 3, 4), [0, 0, 2, 1, 0, 0, 1, 3], "edge")
     pad_test(out, "test_pad_reflect", rng, (2, 2, 4, 5), [0, 0, 3, 1, 0, 0, 2, 4], "reflect")
     tile_test(out, "test_tile_computed", rng, (2, 3, 2), [2, 1, 3])
+    recurrent_test(out, "test_gru_sequence_lens_bidirectional", rng, "GRU", 4, 3, 2, 3, [4, 2, 3], "bidirectional")
+    recurrent_test(out, "test_rnn_sequence_lens_reverse", rng, "RNN", 5, 2, 3, 4, [3, 5], "reverse")
 
 
 if __name__ == "__main__":

@@ -448,3 +448,61 @@ TEST_CASE("a model of opset 6 is upgraded to opset 13 by ONNX's version converte
                                          "(upgraded from opset 6)"));
   CHECK_FALSE(fs::exists(dir / "lp.yaml"));
 }
+
+TEST_CASE("recurrent layers: a loop of stdlib nodes over the steps, and the activations and clip refused by name", "[onnx]") {
+  fs::path dir = scratch("recurrent");
+  Run r = import("test_gru_seq_length", dir / "g.yaml");
+  REQUIRE(r.code == 0);
+  const std::string gru = read(dir / "g.yaml");
+  CHECK_THAT(gru, Catch::Contains("gru_xw = X @ W[0].T + B[0, 0:15]"));
+  CHECK_THAT(gru, Catch::Contains("for gru_s in range(2):"));
+  CHECK_THAT(gru, Catch::Contains("gru_h = gru_n + gru_zr[:, 0:5] * (gru_h - gru_n)"));
+  CHECK_THAT(gru, Catch::Contains("linear_before_reset = 0"));
+  CHECK_THAT(gru, !Catch::Contains("concat("));  // no node reads Y: not collected
+  // sequence_lens must be known when importing: frozen from the sample, equal to T here (no mask).
+  r = import("test_lstm_with_peepholes", dir / "l.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("input 'sequence_lens' has element type INT32"));
+  r = import("test_lstm_with_peepholes", dir / "l.yaml", {}, kData + "test_lstm_with_peepholes/test_data_set_0");
+  REQUIRE(r.code == 0);
+  const std::string lstm = read(dir / "l.yaml");
+  CHECK_THAT(lstm, Catch::Contains("lstm_c = initial_c[0]"));
+  CHECK_THAT(lstm, Catch::Contains("lstm_h = sigmoid(lstm_g[:, 3:6] + lstm_c * P[0, 3:6]) * tanh(lstm_c)"));
+  CHECK_THAT(lstm, !Catch::Contains("mask"));
+
+  // Another activation, clip: refused naming the attribute, the node, the opset and the file.
+  auto refused = [&](const std::string& name, auto&& change) {
+    onnx::ModelProto m;
+    {
+      std::ifstream in(kData + "test_simple_rnn_defaults/model.onnx", std::ios::binary);
+      REQUIRE(m.ParseFromIstream(&in));
+    }
+    change(*m.mutable_graph()->mutable_node(0));
+    {
+      std::ofstream out(dir / (name + ".onnx"), std::ios::binary);
+      REQUIRE(m.SerializeToOstream(&out));
+    }
+    wfgen::cli::ImportOptions o;
+    o.model = dir / (name + ".onnx");
+    o.output = dir / (name + ".yaml");
+    std::ostringstream out, err;
+    CHECK(wfgen::cli::import_onnx(o, {out, err, false}) == 2);
+    CHECK_FALSE(fs::exists(o.output));
+    return err.str();
+  };
+  std::string err = refused("relu", [](onnx::NodeProto& n) {
+    n.set_name("cell");
+    auto* a = n.add_attribute();
+    a->set_name("activations");
+    a->set_type(onnx::AttributeProto::STRINGS);
+    a->add_strings("Relu");
+  });
+  CHECK_THAT(err, Catch::Contains("relu.onnx: error: cannot import operator RNN (node 'cell') of opset 14: its attribute 'activations' = [Relu]"));
+  err = refused("clip", [](onnx::NodeProto& n) {
+    auto* a = n.add_attribute();
+    a->set_name("clip");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(1.0f);
+  });
+  CHECK_THAT(err, Catch::Contains("cannot import operator RNN of opset 14: its attribute 'clip'"));
+}

@@ -662,6 +662,15 @@ void Importer::import_reshape(const onnx::NodeProto& node, const OperatorRow& ro
         d.push_back(shape[k] == -1 ? std::nullopt : std::optional<std::int64_t>(shape[k]));
       }
     }
+    // The -1 is what the other dims leave of the input's size, when all are
+    // known: a later Shape of the result (a stacked RNN's) reads it.
+    if (auto minus = std::find(shape.begin(), shape.end(), -1); minus != shape.end()) {
+      const auto at = static_cast<std::size_t>(minus - shape.begin());
+      Dims rest = d;
+      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(at));
+      const auto total = product(in, 0, in.size()), others = product(rest, 0, rest.size());
+      if (total && others && *others > 0 && *total % *others == 0) d[at] = *total / *others;
+    }
   } else if (op == "Flatten") {
     only_attributes(node, row.attributes);
     // Flatten's axis is in [-rank, rank]: a negative one counts from rank.
