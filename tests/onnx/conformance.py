@@ -96,12 +96,34 @@ std::vector<float> floats(const onnx::TensorProto& t) {
   return out;
 }
 
+std::vector<double> doubles(const onnx::TensorProto& t) {
+  std::vector<double> out;
+  if (t.double_data_size() > 0) {
+    out.assign(t.double_data().begin(), t.double_data().end());
+  } else {
+    out.resize(t.raw_data().size() / 8);
+    std::memcpy(out.data(), t.raw_data().data(), out.size() * 8);
+  }
+  return out;
+}
+
+// FLOAT inputs as f32, DOUBLE ones (a model wfgen builds as f64) as f64.
 bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
+  wfgen::rt::Shape shape(t.dims().begin(), t.dims().end());
+  if (t.data_type() == onnx::TensorProto::DOUBLE) {
+    out = Tensor::empty(wfgen::rt::DType::f64, shape);
+    std::vector<double> v = doubles(t);
+    if (static_cast<std::int64_t>(v.size()) != out.numel()) {
+      why = "an input holds the wrong number of values";
+      return false;
+    }
+    std::memcpy(out.data<double>(), v.data(), v.size() * 8);
+    return true;
+  }
   if (t.data_type() != onnx::TensorProto::FLOAT) {
-    why = "an input is not FLOAT";
+    why = "an input is not FLOAT or DOUBLE";
     return false;
   }
-  wfgen::rt::Shape shape(t.dims().begin(), t.dims().end());
   out = Tensor::empty(wfgen::rt::DType::f32, shape);
   std::vector<float> v = floats(t);
   if (static_cast<std::int64_t>(v.size()) != out.numel()) {
@@ -112,15 +134,18 @@ bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
   return true;
 }
 
-// The values of an expected output as doubles: FLOAT, or the BOOL and
+// The values of an expected output as doubles: FLOAT or DOUBLE, or the BOOL and
 // integer outputs a wfgen model returns as f32 whole numbers (compared exactly).
 bool expected_values(const onnx::TensorProto& t, std::vector<double>& out, bool& exact, std::string& why) {
   out.clear();
-  exact = t.data_type() != onnx::TensorProto::FLOAT;
+  exact = t.data_type() != onnx::TensorProto::FLOAT && t.data_type() != onnx::TensorProto::DOUBLE;
   const std::string& raw = t.raw_data();
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT:
       for (float v : floats(t)) out.push_back(v);
+      return true;
+    case onnx::TensorProto::DOUBLE:
+      out = doubles(t);
       return true;
     case onnx::TensorProto::BOOL:
       if (!raw.empty()) for (char c : raw) out.push_back(c != 0 ? 1.0 : 0.0);
@@ -167,9 +192,9 @@ bool close(const Tensor& got, const onnx::TensorProto& want, double atol, double
     return false;
   }
   Tensor c = got.contiguous();
-  const float* g = c.data<float>();
+  const bool f64 = c.dtype() == wfgen::rt::DType::f64;
   for (std::size_t i = 0; i < w.size(); ++i) {
-    double a = g[i], b = w[i];
+    double a = f64 ? c.data<double>()[i] : c.data<float>()[i], b = w[i];
     if (exact) {
       if (a == b) continue;
     } else if (std::isnan(a) && std::isnan(b)) {

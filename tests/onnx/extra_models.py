@@ -9,7 +9,8 @@ Xor, Not on computed BOOLs (the suite's take BOOL inputs) with a BOOL output,
 Pad (constant with a value and negative pads, edge, reflect) and Tile of
 computed tensors (the suite's edge and reflect tests pad INT32 tensors),
 GRU and RNN with sequence_lens shorter than the sequence (the suite's are
-all as long as it).
+all as long as it), ShuffleNet's rank-5 channel shuffle, 3-D Conv, MaxPool
+and AveragePool with asymmetric pads, and a model of DOUBLE tensors.
 The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
@@ -19,7 +20,7 @@ import os
 import sys
 
 import numpy as np
-from onnx import helper, mapping, numpy_helper, save
+from onnx import TensorProto, helper, mapping, numpy_helper, save
 
 
 def conv_reference(x, w, b, group, stride, pad, dilation):
@@ -216,6 +217,86 @@ def recurrent_test(out, name, rng, op, t_len, batch, feat, hid, lens, direction,
           [("w", w), ("r", r), ("b", b), ("lens", np.array(lens, dtype=np.int32))])
 
 
+def channel_shuffle_test(out, name, rng, n, c, h, w, groups):
+    """ShuffleNet's channel shuffle: Reshape to rank 5, Transpose, Reshape back."""
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    y = np.zeros_like(x)
+    for i in range(n):
+        for j in range(c):
+            y[i, j] = x[i, (j % groups) * (c // groups) + j // groups]
+    nodes = [helper.make_node("Reshape", ["x", "s5"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "s4"], ["y"])]
+    inits = [("s5", np.array([n, groups, c // groups, h, w], dtype=np.int64)), ("s4", np.array([n, c, h, w], dtype=np.int64))]
+    write(out, name, nodes, [("x", x)], [("y", y)], inits)
+
+
+def window_positions(size, k, stride, dilation, begin, end):
+    """The input positions of each output window along one axis (None in the padding)."""
+    span = dilation * (k - 1) + 1
+    count = (size + begin + end - span) // stride + 1
+    return [[p if 0 <= p < size else None for p in (o * stride - begin + a * dilation for a in range(k))]
+            for o in range(count)]
+
+
+def windows_3d(shape, kernel, strides, pads, dilations):
+    """For each output (od, oh, ow): the list of (kd, kh, kw, d, h, w) it reads, padding left out."""
+    axes = [window_positions(shape[k], kernel[k], strides[k], dilations[k], pads[k], pads[k + 3]) for k in range(3)]
+    out = {}
+    for o in np.ndindex(*(len(a) for a in axes)):
+        out[o] = [(a, b, e, axes[0][o[0]][a], axes[1][o[1]][b], axes[2][o[2]][e])
+                  for a in range(kernel[0]) for b in range(kernel[1]) for e in range(kernel[2])
+                  if None not in (axes[0][o[0]][a], axes[1][o[1]][b], axes[2][o[2]][e])]
+    return [len(a) for a in axes], out
+
+
+def conv3d_test(out, name, rng, x_shape, m, group, kernel, strides, pads, dilations):
+    """Conv over N C D H W by the definition (grouped, asymmetric pads, dilated)."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    n, c = x_shape[:2]
+    w = rng.standard_normal((m, c // group) + tuple(kernel)).astype(np.float32)
+    b = rng.standard_normal((m,)).astype(np.float32)
+    sizes, win = windows_3d(x_shape[2:], kernel, strides, pads, dilations)
+    y = np.zeros((n, m) + tuple(sizes), dtype=np.float64)
+    cg, mg = c // group, m // group
+    for i in range(n):
+        for o in range(m):
+            g = o // mg
+            for pos, reads in win.items():
+                acc = float(b[o])
+                for ci in range(cg):
+                    for a, bb, e, d, h, ww in reads:
+                        acc += float(x[i, g * cg + ci, d, h, ww]) * float(w[o, ci, a, bb, e])
+                y[(i, o) + pos] = acc
+    node = helper.make_node("Conv", ["x", "W", "B"], ["y"], group=group, kernel_shape=kernel, strides=strides, pads=pads,
+                            dilations=dilations)
+    write(out, name, [node], [("x", x)], [("y", y.astype(np.float32))], [("W", w), ("B", b)])
+
+
+def pool3d_test(out, name, rng, x_shape, op, kernel, strides, pads):
+    """MaxPool or AveragePool (count_include_pad 0) over N C D H W, padding never counted."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    sizes, win = windows_3d(x_shape[2:], kernel, strides, pads, [1, 1, 1])
+    y = np.zeros(tuple(x_shape[:2]) + tuple(sizes), dtype=np.float32)
+    for i in range(x_shape[0]):
+        for ch in range(x_shape[1]):
+            for pos, reads in win.items():
+                v = [float(x[i, ch, d, h, w]) for _, _, _, d, h, w in reads]
+                y[(i, ch) + pos] = max(v) if op == "MaxPool" else sum(v) / len(v)
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=kernel, strides=strides, pads=pads)
+    write(out, name, [node], [("x", x)], [("y", y)], [])
+
+
+def double_test(out, name, rng):
+    """A model whose tensors are all DOUBLE: x * w + 0.1 (a Constant), built as f64."""
+    x = rng.standard_normal((2, 3)).astype(np.float64)
+    w = rng.standard_normal((3,)).astype(np.float64)
+    tenth = helper.make_tensor("tenth", TensorProto.DOUBLE, [], [0.1])
+    nodes = [helper.make_node("Constant", [], ["c"], value=tenth), helper.make_node("Mul", ["x", "w"], ["p"]),
+             helper.make_node("Add", ["p", "c"], ["y"])]
+    write(out, name, nodes, [("x", x)], [("y", x * w + 0.1)], [("w", w)])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -240,6 +321,12 @@ def main():
     tile_test(out, "test_tile_computed", rng, (2, 3, 2), [2, 1, 3])
     recurrent_test(out, "test_gru_sequence_lens_bidirectional", rng, "GRU", 4, 3, 2, 3, [4, 2, 3], "bidirectional")
     recurrent_test(out, "test_rnn_sequence_lens_reverse", rng, "RNN", 5, 2, 3, 4, [3, 5], "reverse")
+    channel_shuffle_test(out, "test_channel_shuffle_rank_5", rng, 2, 6, 3, 4, 2)
+    conv3d_test(out, "test_conv3d_groups_pads_dilation", rng, (1, 4, 5, 6, 5), m=4, group=2, kernel=[2, 3, 2],
+                strides=[2, 1, 2], pads=[1, 0, 1, 1, 2, 1], dilations=[1, 2, 1])
+    pool3d_test(out, "test_maxpool3d_pads", rng, (2, 2, 4, 5, 5), "MaxPool", [2, 2, 3], [2, 1, 2], [1, 0, 1, 1, 1, 1])
+    pool3d_test(out, "test_averagepool3d_pads", rng, (1, 3, 5, 4, 6), "AveragePool", [3, 2, 2], [1, 2, 2], [1, 1, 0, 1, 1, 0])
+    double_test(out, "test_double_tensors", rng)
 
 
 if __name__ == "__main__":

@@ -256,11 +256,7 @@ std::vector<lower::KernelPlan> plan_gen_kernels(const GenOptions& o, const spec:
       if (impl.from_stdlib) continue;
       const spec::Node* node = s.find_node(impl.node);
       for (rt::DType dt : impl.dtypes) {
-        std::vector<int> ranks = impl.ranks;
-        if (ranks.empty())
-          for (int r = 1; r <= 4; ++r)
-            if (lower::argument_ranks(node->where, r)) ranks.push_back(r);
-        for (int r : ranks) sel.exact.push_back({&impl, dt, r});
+        for (int r : lower::default_ranks(impl, *node)) sel.exact.push_back({&impl, dt, r});
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "wfgen/emit/code_writer.hpp"
+#include "wfgen/lower/kernel_plan.hpp"
 #include "wfgen/support/embedded.hpp"
 #include "wfgen/support/names.hpp"
 
@@ -120,7 +121,8 @@ const spec::Impl* optimizer_impl(const spec::Spec& spec, const spec::Build& buil
     for (const spec::Impl* impl : spec.impls_of(o.node)) {
       if (impl->device != device) continue;
       bool dtype_ok = std::find(impl->dtypes.begin(), impl->dtypes.end(), build.dtype) != impl->dtypes.end();
-      bool rank_ok = impl->ranks.empty() || std::find(impl->ranks.begin(), impl->ranks.end(), rank) != impl->ranks.end();
+      const spec::Node* node = spec.find_node(o.node);
+      bool rank_ok = impl->ranks.empty() || (node && lower::has_rank(*impl, *node, rank));
       if (dtype_ok && rank_ok) return impl;
     }
   }

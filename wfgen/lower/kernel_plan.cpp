@@ -55,7 +55,9 @@ class Planner {
       for (const auto& impl : spec_.impls) {
         const spec::Node* node = spec_.find_node(impl.node);
         for (rt::DType dt : impl.dtypes) {
-          for (int rank : ranks_of(impl, *node)) {
+          std::vector<int> ranks = default_ranks(impl, *node);
+          ranks.insert(ranks.end(), impl.demand_ranks.begin(), impl.demand_ranks.end());
+          for (int rank : ranks) {
             for (bool accumulate : {false, true}) {
               auto it = wanted.find({&impl, dt, rank, false, accumulate});
               if (it == wanted.end()) continue;
@@ -74,7 +76,7 @@ class Planner {
       const spec::Node* node = spec_.find_node(impl.node);
       WFGEN_ASSERT(node, "impl of an unknown node survived loading");
       for (rt::DType dt : impl.dtypes) {
-        for (int rank : ranks_of(impl, *node)) {
+        for (int rank : default_ranks(impl, *node)) {
           std::optional<KernelPlan> p = plan(*node, impl, dt, rank);
           if (p) out.push_back(std::move(*p));
         }
@@ -92,15 +94,6 @@ class Planner {
   bool selected(const spec::Impl& impl, const KernelSelection& sel) const {
     if (!sel.all) return std::find(sel.nodes.begin(), sel.nodes.end(), impl.node) != sel.nodes.end();
     return sel.include_stdlib || !impl.from_stdlib;
-  }
-
-  std::vector<int> ranks_of(const spec::Impl& impl, const spec::Node& node) {
-    if (!impl.ranks.empty()) return impl.ranks;
-    // Default: every rank from 1 to 4 the DSL allows.
-    std::vector<int> out;
-    for (int r = 0; r <= 4; ++r)
-      if (r > 0 && argument_ranks(node.where, r)) out.push_back(r);
-    return out;
   }
 
   void error(Diagnostic d) {
@@ -279,7 +272,7 @@ class Planner {
       cppkernel::Expectation ex;
       ex.function = impl.cpp_function.value;
       ex.dtypes = impl.dtypes;
-      ex.ranks = ranks_of(impl, *p.node);
+      ex.ranks = default_ranks(impl, *p.node);
       ex.spec_loc = impl.cpp_function.loc;
       for (const auto& t : p.tensors) {
         ex.params.emplace_back(t.name, t.written ? cppkernel::ParamKind::TensorOut : cppkernel::ParamKind::TensorIn,
@@ -460,6 +453,21 @@ std::string kernel_name(const std::string& node, const std::string& device, rt::
   std::string out = lower_name(node) + (accumulate ? "_acc" : "");
   if (device != "cpu") out += "_" + device;
   return out + "_" + rt::dtype_name(dtype) + "_r" + std::to_string(rank);
+}
+
+std::vector<int> default_ranks(const spec::Impl& impl, const spec::Node& node) {
+  if (!impl.ranks.empty()) return impl.ranks;
+  std::vector<int> out;
+  for (int r = 1; r <= 4; ++r)
+    if (argument_ranks(node.where, r)) out.push_back(r);
+  return out;
+}
+
+bool has_rank(const spec::Impl& impl, const spec::Node& node, int rank) {
+  const std::vector<int> ranks = default_ranks(impl, node);
+  if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) return true;
+  return std::find(impl.demand_ranks.begin(), impl.demand_ranks.end(), rank) != impl.demand_ranks.end() &&
+         argument_ranks(node.where, rank).has_value();
 }
 
 std::optional<std::vector<int>> argument_ranks(const subscript::Declaration& decl, int rank) {

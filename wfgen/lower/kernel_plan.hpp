@@ -131,6 +131,14 @@ std::vector<std::string> tensor_names(const spec::Node& node);
 // The generated name of a kernel: "add_f32_r3"; the device appears unless it is cpu.
 std::string kernel_name(const std::string& node, const std::string& device, rt::DType dtype, int rank, bool accumulate = false);
 
+// The ranks `impl` is generated for without a build asking for them: its
+// `ranks`, or every rank 1 to 4 the node's `where` allows.
+std::vector<int> default_ranks(const spec::Impl& impl, const spec::Node& node);
+
+// Whether a build may call `impl` at `rank`: one of its default ranks, or one
+// of its `demand_ranks` the node's `where` allows (generated for that build only).
+bool has_rank(const spec::Impl& impl, const spec::Node& node, int rank);
+
 // The rank of each argument of `decl` when its first output has rank `rank`,
 // or nullopt when the DSL does not allow that rank.
 std::optional<std::vector<int>> argument_ranks(const subscript::Declaration& decl, int rank);

@@ -165,6 +165,10 @@ class Importer {
   // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
   std::string windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
                       const std::string& tag);
+  // The 3-D windows of `x` [N c D H W] for plan `p` (d, h, w), as
+  // [N c*kd*kh*kw od*oh*ow]: two im2cols (windows3d.cpp).
+  std::string volume_windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
+                             const std::string& tag);
   // `[:, :, a:b, c:d]`: ONNX's windows out of a window builtin's grid, "" when they are the grid.
   static std::string window_slice(const std::vector<WindowAxis>& p);
   // Conv (2-D, any group) as im2col + one batched matmul, as the stdlib's conv2d.
@@ -222,6 +226,11 @@ class Importer {
   int opset_ = 0;
   int upgraded_from_ = 0;  // the file's opset when it was older than kFirstOpset and converted (upgrade.hpp)
   std::map<std::string, const onnx::TensorProto*> initializers_;
+  // A DOUBLE model (precision.hpp): read as FLOAT, built as f64, its
+  // initializers' and Constants' exact values by name.
+  bool f64_ = false;
+  std::map<std::string, std::vector<double>> doubles_;
+  const char* body_dtype() const { return f64_ ? "f64" : "f32"; }
   std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
   std::vector<int> frozen_positions_;
   std::map<std::string, Value> values_;

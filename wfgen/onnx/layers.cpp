@@ -22,13 +22,16 @@ namespace wfgen::onnx_import::detail {
 std::vector<std::int64_t> Importer::image_size(const onnx::NodeProto& node, const Value& x, std::string& image) {
   if (x.literal) unsupported(node, "its input is a constant");
   const std::int64_t rank = rank_of(node, x);
-  if (rank != 4 && rank != 3) {
+  if (rank < 3 || rank > 5) {
     unsupported(node, "an input of rank " + std::to_string(rank) + " (" + std::to_string(std::max<std::int64_t>(0, rank - 2)) +
-                          " spatial axes); wfgen maps 1-D and 2-D windows over N C L and N C H W");
+                          " spatial axes); wfgen maps 1-D, 2-D and 3-D windows over N C L, N C H W and N C D H W");
   }
   const Dims& d = *x.dims;
-  if (!d[1] || !d[2] || (rank == 4 && !d[3])) {
-    unsupported(node, "an input whose channels, height or width are not known when importing");
+  for (std::int64_t k = 1; k < rank; ++k)
+    if (!d[k]) unsupported(node, "an input whose channels or spatial sizes are not known when importing");
+  if (rank == 5) {
+    image = x.body;
+    return {*d[2], *d[3], *d[4]};
   }
   if (rank == 3) {
     image = x.body + ".reshape(" + reshape_args(node, {d[0], d[1], 1, d[2]}) + ")";
@@ -41,7 +44,20 @@ std::vector<std::int64_t> Importer::image_size(const onnx::NodeProto& node, cons
 // The output dims [N C out...] of a window node, 1-D when its input is.
 static Dims window_out(const Value& x, std::int64_t c, const std::vector<WindowAxis>& p) {
   if (x.dims->size() == 3) return {(*x.dims)[0], c, p[1].out};
+  if (p.size() == 3) return {(*x.dims)[0], c, p[0].out, p[1].out, p[2].out};
   return {(*x.dims)[0], c, p[0].out, p[1].out};
+}
+
+// The elements of one window (kd*kh*kw) and the windows of one channel (od*oh*ow).
+static std::int64_t window_size(const std::vector<WindowAxis>& p) {
+  std::int64_t n = 1;
+  for (const auto& a : p) n *= a.kernel;
+  return n;
+}
+static std::int64_t window_count(const std::vector<WindowAxis>& p) {
+  std::int64_t n = 1;
+  for (const auto& a : p) n *= a.out;
+  return n;
 }
 
 WindowAttrs Importer::window_attrs(const onnx::NodeProto& node, std::vector<std::int64_t> kernel, bool one_d) {
@@ -71,6 +87,7 @@ std::vector<WindowAxis> Importer::plan(const onnx::NodeProto& node, const std::v
 // grid_w] and sliced to ONNX's windows [N c*kh*kw out_h out_w].
 std::string Importer::windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
                     const std::string& tag) {
+  if (p.size() == 3) return volume_windows(node, x, c, p, tag);
   std::string col = identifier(node.output(0) + "_" + tag, tag);
   line(col + " = im2col(" + x + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
            ", stride_h=" + std::to_string(p[0].stride) + ", stride_w=" + std::to_string(p[1].stride) + ", pad_h=" +
@@ -98,11 +115,16 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
   std::string image;
   const std::vector<std::int64_t> in = image_size(node, x, image);
   const bool one_d = x.dims->size() == 3;
-  const std::size_t w_rank = one_d ? 3 : 4;
-  if (w.literal || !w.dims || w.dims->size() != w_rank || !(*w.dims)[0] || !(*w.dims)[2] || !(*w.dims)[w_rank - 1]) {
-    unsupported(node, one_d ? "weights that are not a known [M C/group k] tensor" : "weights that are not a known [M C/group kh kw] tensor");
+  const std::size_t w_rank = x.dims->size();
+  bool known = !w.literal && w.dims && w.dims->size() == w_rank;
+  for (std::size_t k = 0; known && k < w_rank; ++k) known = k == 1 || (*w.dims)[k].has_value();
+  if (!known) {
+    static const char* const shapes[] = {"[M C/group k]", "[M C/group kh kw]", "[M C/group kd kh kw]"};
+    unsupported(node, std::string("weights that are not a known ") + shapes[w_rank - 3] + " tensor");
   }
-  const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1], kh = one_d ? 1 : *(*w.dims)[2], kw = *(*w.dims)[w_rank - 1];
+  const std::int64_t m = *(*w.dims)[0], c = *(*x.dims)[1];
+  std::vector<std::int64_t> kernel;  // the weights' spatial sizes
+  for (std::size_t k = 2; k < w_rank; ++k) kernel.push_back(*(*w.dims)[k]);
   const std::int64_t groups = attr_int(node, "group", 1);
   if (groups < 1 || c % groups != 0 || m % groups != 0) {
     unsupported(node, "group = " + std::to_string(groups) + " with " + std::to_string(c) + " input and " + std::to_string(m) +
@@ -112,10 +134,9 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
     unsupported(node, "weights for " + std::to_string((*w.dims)[1].value_or(-1)) + " channels per group, the input has " +
                           std::to_string(c) + " channels in " + std::to_string(groups) + " group(s)");
   }
-  const std::vector<WindowAxis> p =
-      plan(node, in, window_attrs(node, one_d ? std::vector<std::int64_t>{kw} : std::vector<std::int64_t>{kh, kw}, one_d));
+  const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, kernel, one_d));
   const std::string col = windows(node, image, c, p, "col");
-  const std::int64_t patch = c / groups * kh * kw, pixels = p[0].out * p[1].out;
+  const std::int64_t patch = c / groups * window_size(p), pixels = window_count(p);
   std::string expr;
   if (groups == 1) {
     expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
@@ -150,12 +171,13 @@ void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) 
   std::string image;
   const std::vector<std::int64_t> in = image_size(node, x, image);
   const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, {}, x.dims->size() == 3));
-  const bool padded = p[0].pad || p[1].pad;
-  const std::int64_t c = *(*x.dims)[1], k = p[0].kernel * p[1].kernel, pixels = p[0].out * p[1].out;
+  const bool padded = std::any_of(p.begin(), p.end(), [](const WindowAxis& a) { return a.pad != 0; });
+  const bool overhang = std::any_of(p.begin(), p.end(), [](const WindowAxis& a) { return a.overhang != 0; });
+  const std::int64_t c = *(*x.dims)[1], k = window_size(p), pixels = window_count(p);
   auto as_windows = [&](const std::string& col) {
     return col + ".reshape(-1, " + std::to_string(c) + ", " + std::to_string(k) + ", " + std::to_string(pixels) + ")";
   };
-  if (is_max && p[0].dilation == 1 && p[1].dilation == 1) {
+  if (is_max && p.size() == 2 && p[0].dilation == 1 && p[1].dilation == 1) {
     // The node max_pool: one pass over the input, the padding never the max,
     // and a backward that routes each window's gradient to one element.
     std::string v = "max_pool(" + image + ", k_h=" + std::to_string(p[0].kernel) + ", k_w=" + std::to_string(p[1].kernel) +
@@ -169,7 +191,7 @@ void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) 
   std::string col = windows(node, image, c, p, "windows");
   std::string inside;  // 1 where a window reads the input, 0 in the padding
   const bool count_pad = !is_max && attr_int(node, "count_include_pad", 0) != 0;
-  if (padded && (is_max || !count_pad || p[0].overhang || p[1].overhang)) {
+  if (padded && (is_max || !count_pad || overhang)) {
     if (count_pad) unsupported(node, "count_include_pad = 1 with ceil_mode windows past the padding");
     inside = windows(node, image + " * 0.0 + 1.0", c, p, "inside");
   }
@@ -279,7 +301,7 @@ void Importer::import_loss(const onnx::NodeProto& node, const OperatorRow& row) 
   if (x.literal) unsupported(node, "its input is a constant");
   const std::int64_t rank = rank_of(node, x);
   if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank) + " (expected N C d...)");
-  if (rank > 4) unsupported(node, "an input of rank " + std::to_string(rank) + " (wfgen's standard kernels go up to rank 4)");
+  if (rank > rt::kMaxRank) unsupported(node, "an input of rank " + std::to_string(rank) + " (wfgen's kernels go up to rank " + std::to_string(rt::kMaxRank) + ")");
   for (const auto& d : *x.dims)
     if (!d) unsupported(node, "an input with a dim known only at run time; pass --dim to fix it");
   if (node.input_size() < 2 || values_.count(node.input(1)) || !constant(node.input(1))) {

@@ -14,6 +14,7 @@
 #include "wfgen/body/body.hpp"
 #include "wfgen/onnx/importer.hpp"
 #include "wfgen/onnx/onnx_import.hpp"
+#include "wfgen/onnx/precision.hpp"
 #include "wfgen/onnx/tensors.hpp"
 #include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/onnx/upgrade.hpp"
@@ -100,6 +101,7 @@ Imported Importer::run(const std::string* bytes) {
     opset_ = kUpgradeOpset;
     TensorChecker(path_, options_.max_data_bytes).check_model(model_);
   }
+  f64_ = double_as_float(model_, doubles_);
   const auto& g = model_.graph();
   for (const auto& init : g.initializer()) initializers_[init.name()] = &init;
   std::string name = options_.name;
@@ -182,12 +184,15 @@ void Importer::freeze(const onnx::ValueInfoProto& vi, int position) {
   // The values must be of the type the graph declares: ONNX's own test data
   // holds BFLOAT16 inputs as UINT16, whose numbers are the bit patterns.
   const int declared = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
-  if (declared != 0 && t->data_type() != declared) {
+  // A DOUBLE model is read as FLOAT (precision.hpp): its inputs' values are DOUBLE.
+  const bool narrowed = f64_ && declared == onnx::TensorProto::FLOAT && t->data_type() == onnx::TensorProto::DOUBLE;
+  if (!narrowed && declared != 0 && t->data_type() != declared) {
     fail("cannot freeze input '" + vi.name() + "' (input " + std::to_string(position) + "): " + escape_name(file.string()) + " holds " +
          onnx::TensorProto::DataType_Name(t->data_type()) + " values, the graph declares " + onnx::TensorProto::DataType_Name(declared));
   }
   t->set_name(vi.name());
   checker_.check(*t, "frozen input '" + vi.name() + "'", false);
+  if (narrowed) to_float(*t, vi.name(), doubles_);
   initializers_[vi.name()] = t.get();
   frozen_.push_back(std::move(t));
   frozen_positions_.push_back(position);
@@ -240,7 +245,7 @@ void Importer::check_float(const onnx::ValueInfoProto& vi, const char* what) con
   int t = vi.type().tensor_type().elem_type();
   if (t != onnx::TensorProto::FLOAT) {
     fail(std::string(what) + " '" + vi.name() + "' has element type " + onnx::TensorProto::DataType_Name(t) +
-         "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs");
+         "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs, or DOUBLE (f64) ones when every floating tensor of the model is DOUBLE");
   }
 }
 
@@ -282,10 +287,11 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
   }
   if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
   if (type == onnx::TensorProto::BOOL) {
-    renamed_.push_back("output '" + vi.name() + "' is BOOL in ONNX: the model returns it as f32, 1.0 for true and 0.0 for false");
+    renamed_.push_back("output '" + vi.name() + "' is BOOL in ONNX: the model returns it as " + body_dtype() +
+                       ", 1.0 for true and 0.0 for false");
   } else if (whole) {
-    renamed_.push_back("output '" + vi.name() + "' is " + onnx::TensorProto::DataType_Name(type) +
-                       " in ONNX: the model returns it as f32 holding the whole numbers (exact up to 2^24)");
+    renamed_.push_back("output '" + vi.name() + "' is " + onnx::TensorProto::DataType_Name(type) + " in ONNX: the model returns it as " +
+                       body_dtype() + " holding the whole numbers (exact up to " + (f64_ ? "2^53" : "2^24") + ")");
   }
   std::vector<std::string> symbols;
   dims_of(vi, &symbols);
@@ -343,7 +349,8 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   // A finite scalar is a number in the body; an infinite or NaN one
   // (masked_fill's -inf) has no literal and stays a parameter of rank 0.
   if (t->dims_size() == 0 && data.size() == 1 && std::isfinite(data[0])) {
-    Value v{format_float(data[0]), true, Dims{}};
+    auto exact = doubles_.find(name);
+    Value v{exact != doubles_.end() ? format_double(exact->second[0]) : format_float(data[0]), true, Dims{}};
     values_[name] = v;
     return v;
   }
@@ -412,9 +419,10 @@ void Importer::line(const std::string& statement, const std::string& comment) {
 
 // Defines the node's k-th output as `expr` with `dims`.
 void Importer::define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims) {
-  // The standard library's kernels go up to rank 4: a larger result would
-  // import, then fail in `wfgen gen` far from its cause.
-  if (dims && dims->size() > 4) unsupported(node, "a result of rank " + std::to_string(dims->size()) + " (wfgen's standard kernels go up to rank 4)");
+  // Kernels and the runtime go up to rank 8 (ranks 5 to 8 generated on
+  // demand): a larger result would import, then fail in `wfgen gen` far from its cause.
+  if (dims && dims->size() > static_cast<std::size_t>(rt::kMaxRank))
+    unsupported(node, "a result of rank " + std::to_string(dims->size()) + " (wfgen's kernels go up to rank " + std::to_string(rt::kMaxRank) + ")");
   if (std::string why = dims ? dims_problem(*dims) : ""; !why.empty()) unsupported(node, "a result of dims " + dims_text(*dims) + ": " + why);
   const std::string& onnx_name = node.output(k);
   std::string body = identifier(onnx_name, "value");
@@ -490,6 +498,7 @@ Imported Importer::finish(const std::string& name) {
     y << "# The file is opset " << upgraded_from_ << ": ONNX's version converter (libonnx) upgraded it to opset " << opset_
       << " before the import.\n";
   }
+  if (f64_) y << "# The model's tensors are DOUBLE: the build computes in f64.\n";
   for (const auto& r : renamed_) y << "# " << r << "\n";
   y << "models:\n  - name: " << name << "\n";
   if (!params_.empty()) {
@@ -502,9 +511,15 @@ Imported Importer::finish(const std::string& name) {
       y << "\n";
       out.param_names.push_back(body);
       rt::Shape shape(t->dims().begin(), t->dims().end());
-      rt::Tensor tensor = rt::Tensor::empty(rt::DType::f32, shape);
       std::vector<float> data = floats_of(*t);
-      std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
+      rt::Tensor tensor = rt::Tensor::empty(f64_ ? rt::DType::f64 : rt::DType::f32, shape);
+      if (!f64_) {
+        std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
+      } else if (auto exact = doubles_.find(t->name()); exact != doubles_.end()) {
+        std::copy(exact->second.begin(), exact->second.end(), tensor.data<double>());
+      } else {
+        std::copy(data.begin(), data.end(), tensor.data<double>());  // made while importing, from FLOAT values
+      }
       out.params.push_back(std::move(tensor));
     }
   }
@@ -519,7 +534,7 @@ Imported Importer::finish(const std::string& name) {
   for (std::string l; std::getline(lines, l);) y << "      " << l << "\n";
   y << "      return ";
   for (std::size_t k = 0; k < returned_.size(); ++k) y << (k ? ", " : "") << returned_[k];
-  y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: f32, devices: [cpu]";
+  y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: " << body_dtype() << ", devices: [cpu]";
   y << "}\n";
   if (!params_.empty() && !options_.params_file.empty()) {
     y << "# The initializers are in " << escape_name(options_.params_file) << ": load them with load_parameters() of the\n"

@@ -26,6 +26,7 @@ std::optional<std::vector<WindowAxis>> plan_windows(const std::vector<std::int64
   std::vector<WindowAxis> plan(n);
   for (std::size_t k = 0; k < n; ++k) {
     WindowAxis& w = plan[k];
+    w.in = in[k];
     w.kernel = a.kernel[k];
     w.stride = pick(a.strides, k, 1);
     w.dilation = pick(a.dilations, k, 1);

@@ -23,6 +23,7 @@ struct WindowAttrs {
 
 // One spatial axis of a plan.
 struct WindowAxis {
+  std::int64_t in = 0;        // the input's size
   std::int64_t kernel = 1, stride = 1, dilation = 1;
   std::int64_t pad = 0;       // im2col's padding, at both ends
   std::int64_t begin = 0;     // ONNX's padding before the first element

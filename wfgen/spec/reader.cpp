@@ -579,18 +579,20 @@ class Reader {
       }
       impl.dtypes.push_back(dt);
     }
-    if (const auto& r = n["ranks"]) {
+    auto read_ranks = [&](const YAML::Node& r, std::vector<int>& ranks) {
       if (r.IsSequence()) {
-        for (const auto& x : r) impl.ranks.push_back(x.as<int>());
+        for (const auto& x : r) ranks.push_back(x.as<int>());
       } else {
         std::string range = r.Scalar();
         int lo = range[0] - '0', hi = range[3] - '0';
         if (lo > hi) error(r, "empty rank range '" + range + "' in " + owner + ": expected low..high");
-        for (int k = lo; k <= hi; ++k) impl.ranks.push_back(k);
+        for (int k = lo; k <= hi; ++k) ranks.push_back(k);
       }
-      std::sort(impl.ranks.begin(), impl.ranks.end());
-      impl.ranks.erase(std::unique(impl.ranks.begin(), impl.ranks.end()), impl.ranks.end());
-    }
+      std::sort(ranks.begin(), ranks.end());
+      ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    };
+    if (const auto& r = n["ranks"]) read_ranks(r, impl.ranks);
+    if (const auto& r = n["demand_ranks"]) read_ranks(r, impl.demand_ranks);
     if (n["reject"]) impl.reject = text_of(src_, n["reject"]);
     if (n["node"] && n["backward"]) {
       for (const auto& kv : n["backward"]) impl.backward.emplace_back(kv.first.Scalar(), text_of(src_, kv.second));

@@ -86,6 +86,11 @@ struct Impl {
   SourceLoc loc;       // of the entry
   std::vector<rt::DType> dtypes;
   std::vector<int> ranks;  // sorted, unique; empty: the ranks the DSL allows, 1..4
+  // Ranks generated only for a build that calls the node at that rank
+  // (sorted, unique): a model's rank-6 reshape gets its rank-6 kernels
+  // without every build, and `wfgen gen --stdlib`, writing ranks 5 to 8 of
+  // every node.
+  std::vector<int> demand_ranks;
   std::optional<Text> reject;
   BodyKind kind = BodyKind::Elementwise;
   Text elementwise;              // Elementwise

@@ -301,12 +301,7 @@ const spec::Impl* Tracer::choose_impl(const spec::Node& node, int rank, const st
       if (impl->device != device) continue;
       if (impl->kind == spec::BodyKind::View) continue;
       bool dtype_ok = std::find(impl->dtypes.begin(), impl->dtypes.end(), build_.dtype) != impl->dtypes.end();
-      std::vector<int> ranks = impl->ranks;
-      if (ranks.empty()) {
-        for (int k = 1; k <= 4; ++k)
-          if (lower::argument_ranks(node.where, k)) ranks.push_back(k);
-      }
-      bool rank_ok = std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+      bool rank_ok = lower::has_rank(*impl, node, rank);
       if (dtype_ok && rank_ok && rejects(*impl, node, args, e)) {
         tried += (tried.empty() ? "" : "; ") + device + " rejects these arguments";
         continue;
