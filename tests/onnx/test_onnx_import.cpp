@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <onnx/onnx_pb.h>
 
@@ -355,6 +356,53 @@ TEST_CASE("Gelu (opset 20): the exact form is the stdlib's gelu, the tanh form a
     if (std::string(approximate) == "none") CHECK_THAT(spec, Catch::Contains("y = gelu(x)  # Gelu"));
     else CHECK_THAT(spec, Catch::Contains("y = x * (tanh((x + x * x * x * 0.044715) * 0.7978845608028654) + 1.0) * 0.5  # Gelu"));
   }
+}
+
+// test_relu's model with its input and output given `rank` dims of 1 and
+// element types `in` and `out`, imported: (exit code, stderr, spec).
+static std::tuple<int, std::string, std::string> relu_variant(const fs::path& dir, const std::string& name, int rank, int in, int out) {
+  onnx::ModelProto m;
+  {
+    std::ifstream f(kData + "test_relu/model.onnx", std::ios::binary);
+    REQUIRE(m.ParseFromIstream(&f));
+  }
+  for (auto* vi : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)}) {
+    auto* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(vi == m.mutable_graph()->mutable_input(0) ? in : out);
+    t->mutable_shape()->clear_dim();
+    for (int k = 0; k < rank; ++k) t->mutable_shape()->add_dim()->set_dim_value(k == rank - 1 ? 3 : 1);
+  }
+  const fs::path model = dir / (name + ".onnx");
+  {
+    std::ofstream f(model, std::ios::binary);
+    REQUIRE(m.SerializeToOstream(&f));
+  }
+  wfgen::cli::ImportOptions o;
+  o.model = model;
+  o.output = dir / (name + ".yaml");
+  std::ostringstream sout, serr;
+  const int code = wfgen::cli::import_onnx(o, {sout, serr, false});
+  return {code, serr.str(), code == 0 ? read(o.output) : ""};
+}
+
+TEST_CASE("ranks up to 8 import and rank 9 is refused: a DOUBLE model is built as f64 and a mixed one refused", "[onnx]") {
+  fs::path dir = scratch("ranks");
+  const int f32 = onnx::TensorProto::FLOAT, f64 = onnx::TensorProto::DOUBLE;
+  auto [code, err, spec] = relu_variant(dir, "r8", 8, f32, f32);
+  CHECK(code == 0);
+  CHECK_THAT(spec, Catch::Contains("where: \"x[1 1 1 1 1 1 1 3] -> y[1 1 1 1 1 1 1 3]\""));
+  std::tie(code, err, spec) = relu_variant(dir, "r9", 9, f32, f32);
+  CHECK(code == 2);
+  CHECK_THAT(err, Catch::Contains("cannot import operator Relu of opset"));
+  CHECK_THAT(err, Catch::Contains("a result of rank 9 (wfgen's kernels go up to rank 8)"));
+  std::tie(code, err, spec) = relu_variant(dir, "f64", 2, f64, f64);
+  CHECK(code == 0);
+  CHECK_THAT(spec, Catch::Contains("# The model's tensors are DOUBLE: the build computes in f64."));
+  CHECK_THAT(spec, Catch::Contains("dtype: f64, devices: [cpu]"));
+  std::tie(code, err, spec) = relu_variant(dir, "mixed", 2, f64, f32);
+  CHECK(code == 2);
+  CHECK_THAT(err, Catch::Contains("input 'x' has element type DOUBLE; wfgen's ONNX import supports FLOAT (f32) inputs and outputs, or "
+                                  "DOUBLE (f64) ones when every floating tensor of the model is DOUBLE"));
 }
 
 TEST_CASE("the operator table: --supported-operators prints every row the dispatch knows, and its opset range is enforced", "[onnx]") {
