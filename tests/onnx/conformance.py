@@ -134,6 +134,34 @@ bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
   return true;
 }
 
+// The narrow integer types: raw bytes, else int32_data (ONNX's layout).
+template <class T>
+bool narrow(const onnx::TensorProto& t, std::vector<double>& out) {
+  const std::string& raw = t.raw_data();
+  if (raw.empty()) {
+    for (auto v : t.int32_data()) out.push_back(static_cast<double>(static_cast<T>(v)));
+    return true;
+  }
+  std::vector<T> v(raw.size() / sizeof(T));
+  std::memcpy(v.data(), raw.data(), v.size() * sizeof(T));
+  for (T x : v) out.push_back(static_cast<double>(x));
+  return true;
+}
+
+// UINT32 and UINT64: raw bytes, else uint64_data.
+template <class T>
+bool wide_unsigned(const onnx::TensorProto& t, std::vector<double>& out) {
+  const std::string& raw = t.raw_data();
+  if (raw.empty()) {
+    for (auto v : t.uint64_data()) out.push_back(static_cast<double>(static_cast<T>(v)));
+    return true;
+  }
+  std::vector<T> v(raw.size() / sizeof(T));
+  std::memcpy(v.data(), raw.data(), v.size() * sizeof(T));
+  for (T x : v) out.push_back(static_cast<double>(x));
+  return true;
+}
+
 // The values of an expected output as doubles: FLOAT or DOUBLE, or the BOOL and
 // integer outputs a wfgen model returns as f32 whole numbers (compared exactly).
 bool expected_values(const onnx::TensorProto& t, std::vector<double>& out, bool& exact, std::string& why) {
@@ -169,6 +197,12 @@ bool expected_values(const onnx::TensorProto& t, std::vector<double>& out, bool&
         for (auto x : t.int64_data()) out.push_back(static_cast<double>(x));
       }
       return true;
+    case onnx::TensorProto::INT16: return narrow<std::int16_t>(t, out);
+    case onnx::TensorProto::INT8: return narrow<std::int8_t>(t, out);
+    case onnx::TensorProto::UINT16: return narrow<std::uint16_t>(t, out);
+    case onnx::TensorProto::UINT8: return narrow<std::uint8_t>(t, out);
+    case onnx::TensorProto::UINT32: return wide_unsigned<std::uint32_t>(t, out);
+    case onnx::TensorProto::UINT64: return wide_unsigned<std::uint64_t>(t, out);
     default:
       why = "an expected output of type " + onnx::TensorProto::DataType_Name(t.data_type());
       return false;

@@ -266,7 +266,10 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
   // numbers the FLOAT the body computes in holds exactly (up to 2^24): the
   // model returns them as f32, and the spec says so.
   const int type = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
-  const bool whole = type == onnx::TensorProto::BOOL || type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
+  static const std::set<int> kWhole = {onnx::TensorProto::BOOL,   onnx::TensorProto::INT64,  onnx::TensorProto::INT32,
+                                       onnx::TensorProto::INT16,  onnx::TensorProto::INT8,   onnx::TensorProto::UINT64,
+                                       onnx::TensorProto::UINT32, onnx::TensorProto::UINT16, onnx::TensorProto::UINT8};
+  const bool whole = kWhole.count(type) != 0;
   if (!whole) check_float(vi, "output");
   auto it = values_.find(vi.name());
   if (it == values_.end() && constant(vi.name())) {
@@ -279,6 +282,18 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
       std::string why;
       std::unique_ptr<onnx::TensorProto> t = cast_constant(*constant(vi.name()), onnx::TensorProto::FLOAT, why);
       if (!t) fail("output '" + vi.name() + "' is a constant that cannot be FLOAT: " + why);
+      // The model returns integers as f32: one it cannot hold exactly would
+      // be a wrong answer, so it is refused.
+      std::vector<double> exact;
+      const int ctype = constant(vi.name())->data_type();
+      if (ctype != onnx::TensorProto::DOUBLE && ctype != onnx::TensorProto::FLOAT16 && ctype != onnx::TensorProto::BFLOAT16)
+        numbers_of(*constant(vi.name()), exact);
+      for (double v : exact) {
+        if (std::isfinite(v) && static_cast<double>(static_cast<float>(v)) != v) {
+          fail("output '" + vi.name() + "' is a " + onnx::TensorProto::DataType_Name(constant(vi.name())->data_type()) +
+               " constant holding " + std::to_string(v) + ", which the f32 the model returns does not hold exactly");
+        }
+      }
       keep_constant(vi.name() + "_as_float", std::move(t));
       output.set_input(0, vi.name() + "_as_float");
     }

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace wfgen::onnx_import {
 
@@ -111,6 +112,23 @@ std::unique_ptr<onnx::TensorProto> constant_of(const onnx::NodeProto& node, std:
   return t;
 }
 
+namespace {
+
+// The values of a narrow integer type, and of the unsigned 64-bit types up
+// to 2^53 (doubles hold every integer up to there).
+std::pair<double, double> integer_range(int type) {
+  switch (type) {
+    case onnx::TensorProto::INT8: return {-128.0, 127.0};
+    case onnx::TensorProto::INT16: return {-32768.0, 32767.0};
+    case onnx::TensorProto::UINT8: return {0.0, 255.0};
+    case onnx::TensorProto::UINT16: return {0.0, 65535.0};
+    case onnx::TensorProto::UINT32: return {0.0, 4294967295.0};
+    default: return {0.0, 9007199254740992.0};
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<onnx::TensorProto> cast_constant(const onnx::TensorProto& t, int to, std::string& why) {
   std::vector<double> v;
   if (!numbers_of(t, v)) {
@@ -140,6 +158,24 @@ std::unique_ptr<onnx::TensorProto> cast_constant(const onnx::TensorProto& t, int
         out->add_int32_data(static_cast<std::int32_t>(whole));
         break;
       case onnx::TensorProto::BOOL: out->add_int32_data(x != 0 ? 1 : 0); break;
+      case onnx::TensorProto::INT8:
+      case onnx::TensorProto::INT16:
+      case onnx::TensorProto::UINT8:
+      case onnx::TensorProto::UINT16:
+      case onnx::TensorProto::UINT32:
+      case onnx::TensorProto::UINT64: {
+        // The narrow types hold what is in their range; wrapping is left
+        // out (a value outside is refused), and so are 64-bit values beyond
+        // 2^53, which the double the folds compute in does not hold exactly.
+        const auto [lo, hi] = integer_range(to);
+        if (!(whole >= lo && whole <= hi)) {
+          why = "a Cast of " + std::to_string(x) + " to " + onnx::TensorProto::DataType_Name(to) + " (outside its range)";
+          return nullptr;
+        }
+        if (to == onnx::TensorProto::UINT32 || to == onnx::TensorProto::UINT64) out->add_uint64_data(static_cast<std::uint64_t>(whole));
+        else out->add_int32_data(static_cast<std::int32_t>(whole));
+        break;
+      }
       default:
         why = "a Cast to " + onnx::TensorProto::DataType_Name(to);
         return nullptr;
@@ -375,6 +411,190 @@ bool fold_gather(const onnx::NodeProto& node, const std::vector<const onnx::Tens
   return true;
 }
 
+// numpy broadcasting of several constants through `f`, which gets one
+// element of each operand (Where's three).
+bool broadcast_n(const std::vector<const Nd*>& ops, Nd& out, const std::function<double(const double*)>& f) {
+  std::size_t r = 0;
+  for (const Nd* n : ops) r = std::max(r, n->dims.size());
+  auto dim = [&](const Nd& n, std::size_t k) { return k + n.dims.size() < r ? 1 : n.dims[k + n.dims.size() - r]; };
+  out.dims.assign(r, 1);
+  for (std::size_t k = 0; k < r; ++k) {
+    for (const Nd* n : ops) {
+      const std::int64_t d = dim(*n, k);
+      if (d != 1 && out.dims[k] != 1 && d != out.dims[k]) return false;
+      if (d != 1) out.dims[k] = d;
+    }
+  }
+  const auto so = strides_of(out.dims);
+  const std::int64_t total = folded_count(out.dims);
+  if (total < 0) return false;
+  out.v.assign(static_cast<std::size_t>(total), 0.0);
+  std::vector<double> args(ops.size());
+  for (std::int64_t i = 0; i < total; ++i) {
+    for (std::size_t o = 0; o < ops.size(); ++o) {
+      std::int64_t at = 0, stride = 1;
+      for (std::size_t k = r; k-- > 0;) {
+        const std::int64_t d = dim(*ops[o], k);
+        if (d != 1) at += ((i / so[k]) % out.dims[k]) * stride;
+        stride *= d;
+      }
+      args[o] = ops[o]->v[static_cast<std::size_t>(at)];
+    }
+    out.v[static_cast<std::size_t>(i)] = f(args.data());
+  }
+  return true;
+}
+
+std::string attr_string(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return a.s();
+  return "";
+}
+
+// The bits of an unsigned type (BitShift's), 0 for the others.
+int unsigned_bits(int type) {
+  switch (type) {
+    case onnx::TensorProto::UINT8: return 8;
+    case onnx::TensorProto::UINT16: return 16;
+    case onnx::TensorProto::UINT32: return 32;
+    case onnx::TensorProto::UINT64: return 64;
+    default: return 0;
+  }
+}
+
+// Mod (fmod 0: the remainder takes the divisor's sign, as Python's %, and
+// integers only; fmod 1: C's fmod, the dividend's sign), BitShift (unsigned,
+// a left shift wrapping at the type's width) and Where on constants.
+bool fold_select_and_integer(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x,
+                             Nd& out, std::string& why) {
+  const std::string& op = node.op_type();
+  if (in.size() < (op == "Where" ? 3u : 2u) || !in[1] || (op == "Where" && !in[2])) return false;
+  if (op == "Where") {
+    if (!broadcast_n({&x[0], &x[1], &x[2]}, out, [](const double* a) { return a[0] != 0 ? a[1] : a[2]; }))
+      return why = "the constant operands of Where do not broadcast, or broadcast to more than 2^24 elements", false;
+    out.type = x[1].type;
+    return true;
+  }
+  std::function<double(double, double)> f;
+  if (op == "Mod" && attr_int(node, "fmod", 0) != 0) {
+    f = [](double a, double b) { return std::fmod(a, b); };
+  } else if (op == "Mod") {
+    if (floating(x[0].type)) return why = "Mod of floating-point numbers with fmod = 0 (ONNX requires fmod = 1)", false;
+    f = [](double a, double b) {
+      if (b == 0) return std::nan("");  // undefined: refused by the cast to the integer type
+      const double m = std::fmod(a, b);
+      return m != 0 && (m < 0) != (b < 0) ? m + b : m;
+    };
+  } else {
+    const int bits = unsigned_bits(x[0].type);
+    const std::string direction = attr_string(node, "direction");
+    if (bits == 0 || (direction != "LEFT" && direction != "RIGHT"))
+      return why = "BitShift of " + onnx::TensorProto::DataType_Name(x[0].type) + " with direction '" + direction + "'", false;
+    const bool left = direction == "LEFT";
+    f = [left, bits](double a, double b) {
+      if (b >= bits) return 0.0;
+      return left ? std::fmod(std::ldexp(a, static_cast<int>(b)), std::ldexp(1.0, bits)) : std::floor(std::ldexp(a, -static_cast<int>(b)));
+    };
+  }
+  if (!broadcast(x[0], x[1], out, f))
+    return why = "the constant operands of " + op + " do not broadcast, or broadcast to more than 2^24 elements", false;
+  out.type = x[0].type;
+  return true;
+}
+
+// CumSum of a constant along its (constant) axis, exclusive and reverse as asked.
+bool fold_cumsum(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                 std::string& why) {
+  if (in.size() < 2 || !in[1] || x[1].v.size() != 1) return false;
+  const auto rank = static_cast<std::int64_t>(x[0].dims.size());
+  const std::int64_t axis = axis_of(ints_of(*in[1]).at(0), rank);
+  if (axis < 0 || axis >= rank) return why = "CumSum axis out of range", false;
+  const bool exclusive = attr_int(node, "exclusive", 0) != 0, reverse = attr_int(node, "reverse", 0) != 0;
+  const std::int64_t n = x[0].dims[static_cast<std::size_t>(axis)], stride = strides_of(x[0].dims)[static_cast<std::size_t>(axis)];
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(x[0].v.size()); ++i) {
+    if ((i / stride) % n != 0) continue;  // not the first element of its line
+    double sum = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto at = static_cast<std::size_t>(i + (reverse ? n - 1 - k : k) * stride);
+      const double v = x[0].v[at];
+      if (!exclusive) sum += v;
+      out.v[at] = sum;
+      if (exclusive) sum += v;
+    }
+  }
+  return true;
+}
+
+// Trilu of a constant: the elements of its last two axes on and above (upper)
+// or on and below the k-th diagonal kept, the others 0.
+bool fold_trilu(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                std::string& why) {
+  if (x[0].dims.size() < 2) return why = "Trilu of a constant of rank below 2", false;
+  const std::int64_t k = in.size() > 1 && in[1] ? ints_of(*in[1]).at(0) : 0;
+  const bool upper = attr_int(node, "upper", 1) != 0;
+  const std::int64_t cols = x[0].dims.back(), rows = x[0].dims[x[0].dims.size() - 2];
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(out.v.size()); ++i) {
+    const std::int64_t col = i % cols, row = (i / cols) % rows;
+    if (upper ? col - row < k : col - row > k) out.v[static_cast<std::size_t>(i)] = 0;
+  }
+  return true;
+}
+
+// One axis of a Slice: its first index, step and count; false when the step is 0.
+bool slice_axis(std::int64_t d, std::int64_t start, std::int64_t end, std::int64_t step, std::int64_t& first, std::int64_t& count) {
+  if (step == 0) return false;
+  if (start < 0) start += d;
+  if (end < 0) end += d;
+  if (step > 0) {
+    start = std::clamp<std::int64_t>(start, 0, d);
+    end = std::clamp<std::int64_t>(end, 0, d);
+    count = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    start = std::clamp<std::int64_t>(start, -1, d - 1);
+    end = std::clamp<std::int64_t>(end, -1, d - 1);
+    count = start > end ? (start - end - step - 1) / -step : 0;
+  }
+  first = start;
+  return true;
+}
+
+// Slice of a constant (starts, ends, axes and steps: attributes before opset
+// 10, constant inputs after), negative steps included.
+bool fold_slice(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                int opset, std::string& why) {
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  if (opset < 10) {
+    starts = attr_ints(node, "starts"), ends = attr_ints(node, "ends"), axes = attr_ints(node, "axes");
+  } else {
+    if (in.size() < 3 || !in[1] || !in[2]) return false;
+    starts = ints_of(*in[1]), ends = ints_of(*in[2]);
+    if (in.size() > 3 && in[3]) axes = ints_of(*in[3]);
+    if (in.size() > 4 && in[4]) steps = ints_of(*in[4]);
+  }
+  const auto rank = static_cast<std::int64_t>(x[0].dims.size());
+  for (std::size_t k = 0; axes.empty() && k < starts.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return why = "Slice's starts, ends, axes and steps differ in length", false;
+  std::vector<std::int64_t> first(x[0].dims.size(), 0), step(x[0].dims.size(), 1), count = x[0].dims;
+  for (std::size_t j = 0; j < starts.size(); ++j) {
+    const std::int64_t a = axis_of(axes[j], rank);
+    if (a < 0 || a >= rank) return why = "Slice axis out of range", false;
+    const auto ua = static_cast<std::size_t>(a);
+    step[ua] = steps[j];
+    if (!slice_axis(x[0].dims[ua], starts[j], ends[j], steps[j], first[ua], count[ua])) return why = "Slice with a step of 0", false;
+  }
+  const auto src = strides_of(x[0].dims), dst = strides_of(count);
+  out.dims = count;
+  out.v.assign(static_cast<std::size_t>(folded_count(count)), 0.0);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(out.v.size()); ++i) {
+    std::int64_t at = 0;
+    for (std::size_t k = 0; k < count.size(); ++k) at += (first[k] + ((i / dst[k]) % count[k]) * step[k]) * src[k];
+    out.v[static_cast<std::size_t>(i)] = x[0].v[static_cast<std::size_t>(at)];
+  }
+  return true;
+}
+
 // ConstantOfShape of a constant shape: its value (default a FLOAT 0) repeated.
 bool fold_constant_of_shape(const onnx::NodeProto& node, const std::vector<Nd>& x, Nd& out, std::string& why) {
   double value = 0;
@@ -461,6 +681,14 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
       return why = "a Reshape of a constant of " + std::to_string(x[0].v.size()) + " elements to a shape that does not hold them", nullptr;
     }
     out.dims = shape;
+  } else if (op == "Mod" || op == "BitShift" || op == "Where") {
+    if (!fold_select_and_integer(node, in, x, out, why)) return nullptr;
+  } else if (op == "CumSum") {
+    if (!fold_cumsum(node, in, x, out, why)) return nullptr;
+  } else if (op == "Trilu") {
+    if (!fold_trilu(node, in, x, out, why)) return nullptr;
+  } else if (op == "Slice") {
+    if (!fold_slice(node, in, x, out, opset, why)) return nullptr;
   } else if (op == "Concat") {
     if (!fold_concat(node, in, x, out, why)) return nullptr;
   } else if (op == "Gather") {
