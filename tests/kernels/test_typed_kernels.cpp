@@ -525,3 +525,53 @@ TEST_CASE("the streaming-store threshold is validated", "[kernels][streaming]") 
   CHECK(wfgen::rt::streams_output<float>(64) == true);
   CHECK(wfgen::rt::streams_output<std::uint8_t>(256) == true);
 }
+
+// A batch that shares B (a linear layer's weight broadcast over [batch
+// context d]) runs as one GEMM of every row when A's and C's batch dims
+// continue their rows (gemm_folded_rows); anything else keeps the loop over
+// the batch. Both paths against the loop here, on 1 and 2 threads (the
+// accumulating variant passes the same flag to the same call).
+TEST_CASE("rank-4 matmul kernels with B shared by the batch: one GEMM over the batch's rows, or the loop", "[kernels][gemm]") {
+  using A2 = std::array<std::int64_t, 2>;
+  SECTION("when the batch folds into the rows") {
+    CHECK(wfgen::rt::gemm_folded_rows(A2{2, 3}, A2{60, 20}, A2{0, 0}, A2{84, 28}, 4, 5, 7) == 24);  // contiguous A, C
+    CHECK(wfgen::rt::gemm_folded_rows(A2{1, 3}, A2{0, 20}, A2{9, 0}, A2{0, 28}, 4, 5, 7) == 12);     // extent-1 dims ignored
+    CHECK(wfgen::rt::gemm_folded_rows(A2{2, 3}, A2{60, 20}, A2{0, 8}, A2{84, 28}, 4, 5, 7) == 0);   // B not shared
+    CHECK(wfgen::rt::gemm_folded_rows(A2{2, 3}, A2{64, 20}, A2{0, 0}, A2{84, 28}, 4, 5, 7) == 0);   // a gap between A's matrices
+    CHECK(wfgen::rt::gemm_folded_rows(A2{2, 3}, A2{60, 20}, A2{0, 0}, A2{84, 0}, 4, 5, 7) == 0);    // C written by several products
+    CHECK(wfgen::rt::gemm_folded_rows(A2{2, 3}, A2{60, 1}, A2{0, 0}, A2{84, 28}, 4, 1, 7) == 0);    // A transposed
+    CHECK(wfgen::rt::gemm_folded_rows(A2{1, 1}, A2{0, 0}, A2{0, 0}, A2{0, 0}, 4, 5, 7) == 0);       // a batch of one
+  }
+  const int saved = wfgen::rt::num_threads();
+  for (int threads : {1, 2}) {
+    wfgen::rt::set_num_threads(threads);
+    // (2 3 M K) by a (K N) weight, A contiguous (folds) or every matrix of A
+    // transposed (does not); small integers, exact.
+    for (const auto& [M, N, K] : {std::array<std::int64_t, 3>{5, 7, 4}, {64, 96, 80}}) {
+      for (const bool ta : {false, true}) {
+        INFO(threads << " threads, " << M << " x " << N << " x " << K << (ta ? ", A transposed" : ""));
+        const auto a_data = small_ints(static_cast<std::size_t>(6 * M * K), 7, 11);
+        Tensor a = ta ? Tensor::from_data<double>({2, 3, K, M}, a_data).transpose(2, 3) : Tensor::from_data<double>({2, 3, M, K}, a_data);
+        Tensor b = Tensor::from_data<double>({K, N}, small_ints(static_cast<std::size_t>(K * N), 5, 13)).broadcast_to({2, 3, K, N});
+        Tensor c = Tensor::zeros(DType::f64, {2, 3, M, N});
+        auto check = [&](auto kernel) {
+          c.copy_from(Tensor::from_data<double>({2, 3, M, N}, small_ints(static_cast<std::size_t>(6 * M * N), 3, 17)));
+          kernel(a.cview<double, 4>(), b.cview<double, 4>(), c.view<double, 4>());
+          std::int64_t bad = 0;
+          for (std::int64_t p = 0; p < 2; ++p)
+            for (std::int64_t q = 0; q < 3; ++q)
+              for (std::int64_t i = 0; i < M; ++i)
+                for (std::int64_t j = 0; j < N; ++j) {
+                  double want = 0;
+                  for (std::int64_t k = 0; k < K; ++k) want += a.at<double>({p, q, i, k}) * b.at<double>({p, q, k, j});
+                  bad += c.at<double>({p, q, i, j}) != want;
+                }
+          return bad;
+        };
+        CHECK(check(wfgen_kernels::matmul_blas_f64_r4) == 0);  // C starts as other values: every element written
+        CHECK(check(wfgen_kernels::matmul_f64_r4) == 0);
+      }
+    }
+  }
+  wfgen::rt::set_num_threads(saved);
+}

@@ -410,6 +410,21 @@ void emit_gemm(CodeWriter& w, const KernelPlan& p) {
             (p.impl->device == "blas" ? ", through cblas" : ", std-only blocked GEMM") + (r > 2 ? ", for each matrix of the batch dims" : ""));
   w.line("const std::int64_t wf_m = " + c.cpp + ".shape[" + num(r - 2) + "], wf_n = " + c.cpp + ".shape[" + num(r - 1) +
          "], wf_k = " + a.cpp + ".shape[" + num(r - 1) + "];");
+  if (r > 2) {
+    // A B whose B the batch shares (a linear layer's weight): one GEMM of
+    // every row of the batch when A's and C's batch dims continue their rows.
+    const std::string head = "wfgen::rt::head<2>(";
+    w.open("if (const std::int64_t wf_rows = wfgen::rt::gemm_folded_rows(" + head + c.cpp + ".shape), " + head + a.cpp +
+           ".strides), " + head + b.cpp + ".strides), " + head + c.cpp + ".strides), wf_m, " + a.cpp + ".strides[" +
+           num(r - 2) + "], " + c.cpp + ".strides[" + num(r - 2) + "]); wf_rows > 0)");
+    auto whole = [&](const TensorParam& t) {
+      return t.cpp + ".data, " + t.cpp + ".strides[" + num(r - 2) + "], " + t.cpp + ".strides[" + num(r - 1) + "]";
+    };
+    w.line(fn + "<" + elem(p.dtype) + ">(wf_rows, wf_n, wf_k, " + whole(a) + ", " + whole(b) + ", " + whole(c) +
+           (p.accumulate ? ", /*accumulate=*/true" : "") + ");");
+    w.line("return;");
+    w.close();
+  }
   w.line("const wfgen::rt::LoopNest<" + num(r - 2) + ", 3> wf_batch(wfgen::rt::head<2>(" + c.cpp + ".shape), " +
          strides_list(p, "wfgen::rt::head<2>(", ")") + ", 2);");
   // A batch of products small enough not to split themselves is shared out

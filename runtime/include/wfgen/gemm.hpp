@@ -77,6 +77,30 @@ std::int64_t gemm_batch_grain(const std::array<std::int64_t, B>& c_shape, const 
   return one < static_cast<double>(kGemmParallelWork) || count >= 2 * threads ? 1 : 0;
 }
 
+// The rows of one product that does the work of a whole batch, or 0. When
+// B is shared by the batch (every batch stride of B 0, as a linear layer's
+// weight broadcast over [batch context d]) and the batch dims of A and C
+// continue their row dim (each batch stride is the extent times the stride
+// of the dim inside it), the batch's products are the row blocks of one
+// (count * M) x K by K x N product: one GEMM instead of `count` small ones
+// (OpenBLAS packs B once, and the split over threads gets count * M rows).
+// A and C keep their row and column strides, so no layout changes.
+template <std::size_t B>
+std::int64_t gemm_folded_rows(const std::array<std::int64_t, B>& c_shape, const std::array<std::int64_t, B>& a_strides,
+                              const std::array<std::int64_t, B>& b_strides, const std::array<std::int64_t, B>& c_strides,
+                              std::int64_t M, std::int64_t rsa, std::int64_t rsc) {
+  if (M <= 0) return 0;
+  std::int64_t rows = M, a_next = M * rsa, c_next = M * rsc;
+  for (std::size_t d = B; d-- > 0;) {
+    if (c_shape[d] == 1) continue;
+    if (c_shape[d] <= 0 || b_strides[d] != 0 || a_strides[d] != a_next || c_strides[d] != c_next) return 0;
+    rows *= c_shape[d];
+    a_next *= c_shape[d];
+    c_next *= c_shape[d];
+  }
+  return rows > M ? rows : 0;
+}
+
 namespace detail {
 
 // The target's vector registers (GCC/Clang vector extensions compile to

@@ -19,6 +19,10 @@ namespace imported {
 void matmul_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<float, 3> C) {
   // C = A B, std-only blocked GEMM, for each matrix of the batch dims
   const std::int64_t wf_m = C.shape[1], wf_n = C.shape[2], wf_k = A.shape[2];
+  if (const std::int64_t wf_rows = wfgen::rt::gemm_folded_rows(wfgen::rt::head<2>(C.shape), wfgen::rt::head<2>(A.strides), wfgen::rt::head<2>(B.strides), wfgen::rt::head<2>(C.strides), wf_m, A.strides[1], C.strides[1]); wf_rows > 0) {
+    wfgen::rt::gemm<float>(wf_rows, wf_n, wf_k, A.data, A.strides[1], A.strides[2], B.data, B.strides[1], B.strides[2], C.data, C.strides[1], C.strides[2]);
+    return;
+  }
   const wfgen::rt::LoopNest<1, 3> wf_batch(wfgen::rt::head<2>(C.shape), {wfgen::rt::head<2>(A.strides), wfgen::rt::head<2>(B.strides), wfgen::rt::head<2>(C.strides)}, 2);
   wf_batch.run(wfgen::rt::gemm_batch_grain(wfgen::rt::head<2>(C.shape), wfgen::rt::head<2>(C.strides), wf_m, wf_n, wf_k), [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count) {
     for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r) {
