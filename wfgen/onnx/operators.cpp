@@ -662,13 +662,17 @@ void Importer::import_reshape(const onnx::NodeProto& node, const OperatorRow& ro
         d.push_back(shape[k] == -1 ? std::nullopt : std::optional<std::int64_t>(shape[k]));
       }
     }
-    // The -1 is what the other dims leave of the input's size, when all are
-    // known: a later Shape of the result (a stacked RNN's) reads it.
+    // The -1 is what the other dims leave of the input's size, when those
+    // are known but for axes copied by a 0 (a run-time batch cancels): a
+    // later Shape of the result (a stacked RNN's) reads it.
     if (auto minus = std::find(shape.begin(), shape.end(), -1); minus != shape.end()) {
       const auto at = static_cast<std::size_t>(minus - shape.begin());
-      Dims rest = d;
-      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(at));
-      const auto total = product(in, 0, in.size()), others = product(rest, 0, rest.size());
+      auto copied = [&](std::size_t k) { return k < shape.size() && shape[k] == 0 && !allowzero; };
+      std::optional<std::int64_t> total = 1, others = 1;
+      for (std::size_t k = 0; k < in.size(); ++k)
+        if (!copied(k)) total = total && in[k] ? std::optional<std::int64_t>(*total * *in[k]) : std::nullopt;
+      for (std::size_t k = 0; k < d.size(); ++k)
+        if (k != at && !copied(k)) others = others && d[k] ? std::optional<std::int64_t>(*others * *d[k]) : std::nullopt;
       if (total && others && *others > 0 && *total % *others == 0) d[at] = *total / *others;
     }
   } else if (op == "Flatten") {

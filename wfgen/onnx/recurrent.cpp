@@ -165,10 +165,16 @@ void Importer::import_recurrent(const onnx::NodeProto& node, const OperatorRow& 
   const auto steps = xd[p.layout ? 1 : 0], batch = xd[p.layout ? 0 : 1], features = xd[2];
   if (!steps) unsupported(node, "a sequence length known only at run time (the steps are unrolled when tracing; pass --dim to fix it)");
   p.steps = *steps;
+  // An input's dims must be `want`'s where those are known (a run-time batch
+  // may stay one in the initial states).
   auto known = [&](const Value& v, const char* name, Dims want) {
-    if (v.literal || !v.dims || v.dims->size() != want.size()) unsupported(node, std::string("its input ") + name + " is not of rank " + str(static_cast<std::int64_t>(want.size())));
+    if (v.literal || !v.dims || v.dims->size() != want.size()) {
+      unsupported(node, std::string("its input ") + name + " is not of rank " + str(static_cast<std::int64_t>(want.size())));
+    }
     for (std::size_t k = 0; k < want.size(); ++k)
-      if (!(*v.dims)[k] || (want[k] && *(*v.dims)[k] != *want[k])) unsupported(node, std::string("its input ") + name + " of dims " + dims_text(*v.dims) + ", expected " + dims_text(want));
+      if (want[k] && (*v.dims)[k] != want[k]) {
+        unsupported(node, std::string("its input ") + name + " of dims " + dims_text(*v.dims) + ", expected " + dims_text(want));
+      }
   };
   if (!r.dims || r.dims->size() != 3 || !(*r.dims)[2]) unsupported(node, "its input R is not a known [directions gates*hidden hidden] tensor");
   p.hidden = *(*r.dims)[2];
