@@ -14,8 +14,13 @@ configure() {
   if [ -n "${WFGEN_TEST_CXX:-}" ]; then launcher+=("-DCMAKE_CXX_COMPILER=$WFGEN_TEST_CXX"); fi
   rm -rf "$build"
   mkdir -p "$(dirname "$build")"
+  # Release (the examples' default) at -O1 rather than -O3: the tests check
+  # what the projects build and compute, bench/ how fast; -O3 took ~40% of
+  # the suite's CPU in these builds (the tiny LM's lm_train.cpp alone 80 s).
+  # WFGEN_TEST_EXAMPLE_FLAGS="-O3 -DNDEBUG" ctest -L 'cmake|cross' builds them as shipped.
   cmake -S "$src" -B "$build" -G "${GENERATOR:-Ninja}" -DCMAKE_PREFIX_PATH="$WFGEN_PREFIX" \
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${launcher[@]}" "$@" >"$build.configure.log" 2>&1 ||
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_BUILD_TYPE=Release \
+    "-DCMAKE_CXX_FLAGS_RELEASE=${WFGEN_TEST_EXAMPLE_FLAGS:--O1 -DNDEBUG}" "${launcher[@]}" "$@" >"$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; echo "FAIL: configuring $src"; exit 1; }
 }
 
