@@ -4,7 +4,6 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -74,15 +73,6 @@ std::string dims_text(const Dims& d) {
   return s + "]";
 }
 
-// The shortest text that reads back as the same float: ONNX's attributes and
-// tensors are f32, so 0.35f prints as 0.35, not 0.3499999940395355.
-std::string format_float(float v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, end);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
 
 Imported Importer::run(const std::string* bytes) {
   if (bytes) parse_model(*bytes, path_, options_.max_data_bytes, model_);

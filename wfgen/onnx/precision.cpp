@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "wfgen/onnx/importer.hpp"  // format_float
 #include "wfgen/onnx/tensors.hpp"
 
 namespace wfgen::onnx_import {
@@ -82,12 +83,24 @@ void to_float(TensorProto& t, const std::string& name, std::map<std::string, std
   doubles[name] = std::move(v);
 }
 
-std::string format_double(double v) {
+namespace {
+
+// The shortest text that reads back as the same value of its type, with a
+// ".0" where it would read as an integer.
+template <typename Real>
+std::string shortest_text(Real v) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   std::string s(buf, end);
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;
 }
+
+}  // namespace
+
+std::string format_double(double v) { return shortest_text(v); }
+
+// ONNX's attributes and tensors are f32: 0.35f prints as 0.35, not 0.3499999940395355.
+std::string detail::format_float(float v) { return shortest_text(v); }
 
 }  // namespace wfgen::onnx_import
