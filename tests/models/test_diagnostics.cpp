@@ -118,6 +118,9 @@ TEST_CASE("no warning on the examples, the test models and the standard library"
       if (e.path().extension() != ".yaml" || p.find("/bad/") != std::string::npos || p.find("/warnings/") != std::string::npos ||
           p.find("/spec/check/") != std::string::npos || p.find("/fuzz/") != std::string::npos)
         continue;
+      // It builds on a spec `wfgen import` writes at build time (tests/autodiff/CMakeLists.txt), which
+      // is not in the source tree; tests/autodiff generates and compiles the two together.
+      if (e.path().filename() == "onnx_recurrent_check.yaml") continue;
       specs.push_back(e.path());
     }
   }

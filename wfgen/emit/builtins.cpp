@@ -717,14 +717,18 @@ void emit_softmax_cross_entropy(CodeWriter& w, const KernelPlan& p) {
   // Contiguous rows: the max and the exps through rt::math's row helpers,
   // which vectorise (scalar std::exp in double was 6 % of a language
   // model's training step); the sum of the exps in the element type, the
-  // log and the target terms in double as below.
+  // log and the target terms in double as below. The exps are only summed:
+  // a chunk at a time in a buffer on the stack (a kernel allocates nothing,
+  // so forward_into does not: tests/models/test_into.cpp).
   w.open("if (wf_sz == 1 && wf_st == 1)");
-  w.line("std::vector<" + ty + "> wf_e(static_cast<std::size_t>(wf_c));");
+  w.line(ty + " wf_e[256];");
   w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
   w.line("const " + ty + "* wf_z = " + z.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
   w.line("const " + ty + "* wf_t = " + t.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
   w.line("const " + ty + " wf_max = wfgen::rt::math::max_row(wf_z, wf_c);");
-  w.line("const double wf_sum = static_cast<double>(wfgen::rt::math::exp_minus_max(wf_e.data(), wf_z, wf_max, wf_c));");
+  w.line("double wf_sum = 0;");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_c; wf_j += 256)");
+  w.line("  wf_sum += static_cast<double>(wfgen::rt::math::exp_minus_max(wf_e, wf_z + wf_j, wf_max, std::min<std::int64_t>(256, wf_c - wf_j)));");
   w.line("double wf_tsum = 0, wf_tz = 0;");
   w.open("for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i)");
   w.line("const double wf_ti = static_cast<double>(wf_t[wf_i]);");

@@ -23,12 +23,14 @@ void softmax_cross_entropy_f32_r2(wfgen::rt::View<const float, 2> LOGITS, wfgen:
   const wfgen::rt::LoopNest<1, 3> wf_nest(wfgen::rt::head<1>(LOGITS.shape), {wfgen::rt::head<1>(LOGITS.strides), wfgen::rt::head<1>(TARGET.strides), wfgen::rt::head<1>(OUT.strides)}, 2);
   wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
     if (wf_sz == 1 && wf_st == 1) {
-      std::vector<float> wf_e(static_cast<std::size_t>(wf_c));
+      float wf_e[256];
       for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) {
         const float* wf_z = LOGITS.data + wf_off[0] + wf_r * wf_step[0];
         const float* wf_t = TARGET.data + wf_off[1] + wf_r * wf_step[1];
         const float wf_max = wfgen::rt::math::max_row(wf_z, wf_c);
-        const double wf_sum = static_cast<double>(wfgen::rt::math::exp_minus_max(wf_e.data(), wf_z, wf_max, wf_c));
+        double wf_sum = 0;
+        for (std::int64_t wf_j = 0; wf_j < wf_c; wf_j += 256)
+          wf_sum += static_cast<double>(wfgen::rt::math::exp_minus_max(wf_e, wf_z + wf_j, wf_max, std::min<std::int64_t>(256, wf_c - wf_j)));
         double wf_tsum = 0, wf_tz = 0;
         for (std::int64_t wf_i = 0; wf_i < wf_c; ++wf_i) {
           const double wf_ti = static_cast<double>(wf_t[wf_i]);
