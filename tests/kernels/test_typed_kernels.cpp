@@ -547,7 +547,10 @@ TEST_CASE("rank-4 matmul kernels with B shared by the batch: one GEMM over the b
     wfgen::rt::set_num_threads(threads);
     // (2 3 M K) by a (K N) weight, A contiguous (folds) or every matrix of A
     // transposed (does not); small integers, exact.
-    for (const auto& [M, N, K] : {std::array<std::int64_t, 3>{5, 7, 4}, {64, 96, 80}}) {
+    for (const auto& mnk : {std::array<std::int64_t, 3>{5, 7, 4}, {64, 96, 80}}) {
+      // Plain variables, not a structured binding: the lambdas below use
+      // them, which Clang 14 refuses for bindings (C++20's P1091).
+      const std::int64_t M = mnk[0], N = mnk[1], K = mnk[2];
       for (const bool ta : {false, true}) {
         INFO(threads << " threads, " << M << " x " << N << " x " << K << (ta ? ", A transposed" : ""));
         const auto a_data = small_ints(static_cast<std::size_t>(6 * M * K), 7, 11);
