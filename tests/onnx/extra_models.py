@@ -10,7 +10,10 @@ Pad (constant with a value and negative pads, edge, reflect) and Tile of
 computed tensors (the suite's edge and reflect tests pad INT32 tensors),
 GRU and RNN with sequence_lens shorter than the sequence (the suite's are
 all as long as it), ShuffleNet's rank-5 channel shuffle, 3-D Conv, MaxPool
-and AveragePool with asymmetric pads, and a model of DOUBLE tensors.
+and AveragePool with asymmetric pads, a model of DOUBLE tensors, grouped
+ConvTranspose with bias, asymmetric pads and output_padding (the suite's
+have one group and no bias), and Resize of batches of several channels
+(the suite's resize one image of one channel).
 The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
@@ -297,6 +300,59 @@ def double_test(out, name, rng):
     write(out, name, nodes, [("x", x)], [("y", x * w + 0.1)], [("w", w)])
 
 
+def conv_transpose_test(out, name, rng, x_shape, m_group, group, kernel, strides, pads, output_padding, bias=True):
+    """Y[n, g*mg + j, oy, ox] += X[n, ci, y, x] W[ci, j, a, e] where oy = y*s + a - pad_head: each input pixel
+    spreads its filters over the output (the definition, one scatter at a time)."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    n, c = x_shape[:2]
+    spatial = x_shape[2:]
+    w = rng.standard_normal((c, m_group) + tuple(kernel)).astype(np.float32)
+    b = rng.standard_normal((m_group * group,)).astype(np.float32) if bias else None
+    dims = len(spatial)
+    size = [(spatial[i] - 1) * strides[i] + kernel[i] + output_padding[i] - pads[i] - pads[dims + i] for i in range(dims)]
+    y = np.zeros((n, m_group * group) + tuple(size), dtype=np.float64)
+    cg = c // group
+    for i in range(n):
+        for ci in range(c):
+            g = ci // cg
+            for pos in np.ndindex(*spatial):
+                for k in np.ndindex(*kernel):
+                    o = [pos[a] * strides[a] + k[a] - pads[a] for a in range(dims)]
+                    if all(0 <= o[a] < size[a] for a in range(dims)):
+                        for j in range(m_group):
+                            y[(i, g * m_group + j) + tuple(o)] += float(x[(i, ci) + pos]) * float(w[(ci, j) + k])
+    if bias:
+        y += b.reshape((-1,) + (1,) * dims)
+    node = helper.make_node("ConvTranspose", ["x", "W"] + (["B"] if bias else []), ["y"], name="deconv", group=group,
+                            kernel_shape=list(kernel), strides=list(strides), pads=list(pads), output_padding=list(output_padding))
+    write(out, name, [node], [("x", x)], [("y", y.astype(np.float32))], [("W", w)] + ([("B", b)] if bias else []))
+
+
+def resize_test(out, name, rng, x_shape, scales, mode):
+    """Resize of N C H W as torch's nn.Upsample exports it: bilinear with half-pixel centres (the source
+    clamped at 0, its neighbour at the edge), or nearest as floor(dst / scale)."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    n, c, h, wd = x_shape
+    oh, ow = int(h * scales[2]), int(wd * scales[3])
+    y = np.zeros((n, c, oh, ow), dtype=np.float64)
+    for r in range(oh):
+        for q in range(ow):
+            if mode == "nearest":
+                y[:, :, r, q] = x[:, :, int(np.floor(r / scales[2])), int(np.floor(q / scales[3]))]
+                continue
+            sy, sx = max((r + 0.5) / scales[2] - 0.5, 0.0), max((q + 0.5) / scales[3] - 0.5, 0.0)
+            y0, x0 = int(np.floor(sy)), int(np.floor(sx))
+            y1, x1 = min(y0 + 1, h - 1), min(x0 + 1, wd - 1)
+            ly, lx = sy - y0, sx - x0
+            y[:, :, r, q] = ((1 - ly) * (1 - lx) * x[:, :, y0, x0] + (1 - ly) * lx * x[:, :, y0, x1] +
+                             ly * (1 - lx) * x[:, :, y1, x0] + ly * lx * x[:, :, y1, x1])
+    attrs = dict(mode=mode, coordinate_transformation_mode="asymmetric" if mode == "nearest" else "pytorch_half_pixel")
+    if mode == "nearest":
+        attrs["nearest_mode"] = "floor"
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="resize", **attrs)
+    write(out, name, [node], [("x", x)], [("y", y.astype(np.float32))], [("scales", np.array(scales, dtype=np.float32))])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -327,6 +383,11 @@ def main():
     pool3d_test(out, "test_maxpool3d_pads", rng, (2, 2, 4, 5, 5), "MaxPool", [2, 2, 3], [2, 1, 2], [1, 0, 1, 1, 1, 1])
     pool3d_test(out, "test_averagepool3d_pads", rng, (1, 3, 5, 4, 6), "AveragePool", [3, 2, 2], [1, 2, 2], [1, 1, 0, 1, 1, 0])
     double_test(out, "test_double_tensors", rng)
+    conv_transpose_test(out, "test_convtranspose_groups_bias_pads", rng, (2, 4, 3, 4), 3, 2, [3, 2], [2, 3],
+                        [1, 0, 2, 1], [1, 2])
+    conv_transpose_test(out, "test_convtranspose_1d_bias", rng, (1, 3, 5), 2, 1, [4], [2], [1, 2], [0])
+    resize_test(out, "test_resize_bilinear_pytorch_batch", rng, (2, 3, 3, 4), [1.0, 1.0, 2.0, 2.5], "linear")
+    resize_test(out, "test_resize_nearest_floor_batch", rng, (2, 2, 3, 4), [1.0, 1.0, 2.0, 1.5], "nearest")
 
 
 if __name__ == "__main__":

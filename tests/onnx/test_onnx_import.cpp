@@ -555,3 +555,27 @@ TEST_CASE("recurrent layers: a loop of stdlib nodes over the steps, and the acti
   });
   CHECK_THAT(err, Catch::Contains("cannot import operator RNN of opset 14: its attribute 'clip'"));
 }
+
+TEST_CASE("ConvTranspose is a matmul and col2im, Resize a matmul per axis, and what they cannot be is refused by name", "[onnx]") {
+  fs::path dir = scratch("spatial");
+  Run r = import("test_convtranspose_pads", dir / "ct.yaml");
+  REQUIRE(r.code == 0);
+  const std::string ct = read(dir / "ct.yaml");
+  CHECK_THAT(ct, Catch::Contains(".T @ X.reshape(1, 1, 1, 9)).reshape(1, 2, 3, 3, 3, 3)"));
+  CHECK_THAT(ct, Catch::Contains("k_h=3, k_w=3, stride_h=3, stride_w=2, dilation_h=1, dilation_w=1)[:, :, 1:8, 2:5]"));
+  // The scales known (frozen from the data set): one matrix per resized axis, the last axis first.
+  const std::string test = "test_resize_upsample_scales_linear";
+  r = import(test, dir / "rs.yaml", {}, kData + test + "/test_data_set_0");
+  REQUIRE(r.code == 0);
+  const std::string rs = read(dir / "rs.yaml");
+  CHECK_THAT(rs, Catch::Contains("# Resize: axis 3 from 2 to 4"));
+  CHECK_THAT(rs, Catch::Contains("# Resize: axis 2 from 2 to 4"));
+  CHECK(rs.find("axis 1 from") == std::string::npos);
+  // Scales computed at run time would make the output's shape depend on values.
+  r = import(test, dir / "a.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator Resize of opset 13: scales computed at run time"));
+  r = import("test_convtranspose_3d", dir / "b.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator ConvTranspose of opset 11: an input of rank 5"));
+}

@@ -196,6 +196,10 @@ class Importer {
   float pad_value(const onnx::NodeProto& node);
   void import_pad(const onnx::NodeProto& node, const OperatorRow& row);
   void import_tile(const onnx::NodeProto& node, const OperatorRow& row);
+  // ConvTranspose as a batched matmul and col2im; Resize and Upsample as a
+  // constant interpolation matrix per resized axis (spatial.cpp).
+  void import_conv_transpose(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_resize(const onnx::NodeProto& node, const OperatorRow& row);
   // InstanceNormalization: per sample and channel, over the spatial axes.
   void import_instancenorm(const onnx::NodeProto& node, const OperatorRow& row);
   // RNN, GRU and LSTM from the stdlib's nodes over an unrolled loop (recurrent.cpp).
