@@ -13,7 +13,12 @@ all as long as it), ShuffleNet's rank-5 channel shuffle, 3-D Conv, MaxPool
 and AveragePool with asymmetric pads, a model of DOUBLE tensors, grouped
 ConvTranspose with bias, asymmetric pads and output_padding (the suite's
 have one group and no bias), and Resize of batches of several channels
-(the suite's resize one image of one channel).
+(the suite's resize one image of one channel), and the indexing operators
+on FLOAT data with constant indices where the suite has only small or
+INT32 cases: ScatterElements with duplicates under add, mul and max,
+ScatterND of slices, GatherND with batch_dims, GatherElements on a middle
+axis, TopK smallest on a middle axis, and Einsum of attention's equations
+(checked against numpy.einsum).
 The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
@@ -53,11 +58,15 @@ def conv_reference(x, w, b, group, stride, pad, dilation):
 
 def write(out, name, nodes, inputs, outputs, initializers):
     """The model (opset 13) and its one data set: `inputs` are fed, `outputs` expected."""
+    write_opset(out, name, nodes, inputs, outputs, initializers, 13)
+
+
+def write_opset(out, name, nodes, inputs, outputs, initializers, opset):
     def info(k, v):
         return helper.make_tensor_value_info(k, mapping.NP_TYPE_TO_TENSOR_TYPE[v.dtype], list(v.shape))
     graph = helper.make_graph(nodes, name, [info(k, v) for k, v in inputs], [info(k, v) for k, v in outputs],
                               [numpy_helper.from_array(v, k) for k, v in initializers])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 7
     d = os.path.join(out, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
@@ -353,6 +362,57 @@ def resize_test(out, name, rng, x_shape, scales, mode):
     write(out, name, [node], [("x", x)], [("y", y.astype(np.float32))], [("scales", np.array(scales, dtype=np.float32))])
 
 
+def indexing_tests(out, rng):
+    f = np.float32
+    x = rng.standard_normal((3, 4, 5)).astype(f)
+    # ScatterElements along axis 1, duplicate targets, each reduction by a loop.
+    idx = rng.integers(-4, 4, size=(3, 3, 5)).astype(np.int64)
+    upd = rng.standard_normal((3, 3, 5)).astype(f)
+    for reduction in ("add", "mul", "max"):
+        y = x.astype(np.float64).copy()
+        for i, j, k in np.ndindex(*idx.shape):
+            t = (i, idx[i, j, k] % 4, k)
+            y[t] = {"add": y[t] + upd[i, j, k], "mul": y[t] * upd[i, j, k], "max": max(y[t], upd[i, j, k])}[reduction]
+        node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], name="scatter", axis=1, reduction=reduction)
+        write_opset(out, "test_scatter_elements_axis1_duplicates_" + reduction, [node], [("x", x), ("u", upd)],
+                    [("y", y.astype(f))], [("i", idx)], 18)
+    # ScatterND of rows [.., 5] (the last write of a row wins: no duplicates here).
+    rows = np.array([[2, 1], [0, 3], [1, 0]], dtype=np.int64)
+    u2 = rng.standard_normal((3, 5)).astype(f)
+    y = x.copy()
+    for p, (a, b) in enumerate(rows):
+        y[a, b, :] = u2[p]
+    write(out, "test_scatternd_rows", [helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="scatternd")],
+          [("x", x), ("u", u2)], [("y", y)], [("i", rows)])
+    # GatherND with batch_dims 1: y[b, p, :] = x[b, i[b, p, 0], :].
+    gi = rng.integers(0, 4, size=(3, 2, 1)).astype(np.int64)
+    y = np.stack([np.stack([x[b, gi[b, p, 0], :] for p in range(2)]) for b in range(3)])
+    write(out, "test_gathernd_batch_dims_1_float", [helper.make_node("GatherND", ["x", "i"], ["y"], name="gathernd", batch_dims=1)],
+          [("x", x)], [("y", y)], [("i", gi)])
+    # GatherElements on axis 1.
+    ei = rng.integers(0, 4, size=(3, 6, 5)).astype(np.int64)
+    y = np.take_along_axis(x, ei, axis=1)
+    write(out, "test_gather_elements_axis1_float", [helper.make_node("GatherElements", ["x", "i"], ["y"], name="ge", axis=1)],
+          [("x", x)], [("y", y)], [("i", ei)])
+    # TopK: the 3 smallest along axis 1, ascending, first index on ties.
+    order = np.argsort(x, axis=1, kind="stable")[:, :3, :]
+    vals = np.take_along_axis(x, order, axis=1)
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk", axis=1, largest=0)
+    write(out, "test_topk_smallest_axis1", [node], [("x", x)], [("v", vals), ("i", order.astype(np.int64))],
+          [("k", np.array([3], dtype=np.int64))])
+    # Einsum: attention's scores and mix, and an outer product.
+    q = rng.standard_normal((2, 3, 4, 5)).astype(f)
+    k = rng.standard_normal((2, 3, 6, 5)).astype(f)
+    vv = rng.standard_normal((2, 6, 3, 5)).astype(f)
+    for name, eq, a, b in (("test_einsum_attention_scores", "bhqd,bhkd->bhqk", q, k),
+                           ("test_einsum_attention_mix_transposed", "bhqk,bkhd->bqhd",
+                            np.einsum("bhqd,bhkd->bhqk", q, k).astype(f), vv),
+                           ("test_einsum_outer_sum", "ij,k->kj", x[0], q[0, 0, 0])):
+        y = np.einsum(eq, a.astype(np.float64), b.astype(np.float64)).astype(f)
+        write(out, name, [helper.make_node("Einsum", ["a", "b"], ["y"], name="einsum", equation=eq)],
+              [("a", a), ("b", b)], [("y", y)], [])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -388,6 +448,7 @@ def main():
     conv_transpose_test(out, "test_convtranspose_1d_bias", rng, (1, 3, 5), 2, 1, [4], [2], [1, 2], [0])
     resize_test(out, "test_resize_bilinear_pytorch_batch", rng, (2, 3, 3, 4), [1.0, 1.0, 2.0, 2.5], "linear")
     resize_test(out, "test_resize_nearest_floor_batch", rng, (2, 2, 3, 4), [1.0, 1.0, 2.0, 1.5], "nearest")
+    indexing_tests(out, rng)
 
 
 if __name__ == "__main__":

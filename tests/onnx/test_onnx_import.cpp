@@ -579,3 +579,19 @@ TEST_CASE("ConvTranspose is a matmul and col2im, Resize a matmul per axis, and w
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("cannot import operator ConvTranspose of opset 11: an input of rank 5"));
 }
+
+TEST_CASE("the indexing operators gather at positions computed from constant indices, and Einsum is a matmul", "[onnx]") {
+  fs::path dir = scratch("indexing");
+  const std::string test = "test_gather_elements_0";
+  Run r = import(test, dir / "ge.yaml", {}, kData + test + "/test_data_set_0");
+  REQUIRE(r.code == 0);
+  // data [2 2], indices [[0 0] [1 0]] on axis 1: positions 0 0 3 2 of data flattened.
+  CHECK_THAT(read(dir / "ge.yaml"), Catch::Contains("gather(data.reshape(4, 1), y_from).reshape(2, 2)"));
+  r = import(test, dir / "a.yaml");
+  CHECK(r.code == 2);
+  // Not frozen, the indices are an INT64 input: refused by name (computed values are FLOAT).
+  CHECK_THAT(r.err, Catch::Contains("error: input 'indices' has element type INT64"));
+  r = import("test_einsum_batch_matmul", dir / "em.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "em.yaml"), Catch::Contains("(x.reshape(5, 2, 3) @ y.reshape(5, 3, 4)).reshape(5, 2, 4)"));
+}

@@ -200,6 +200,21 @@ class Importer {
   // constant interpolation matrix per resized axis (spatial.cpp).
   void import_conv_transpose(const onnx::NodeProto& node, const OperatorRow& row);
   void import_resize(const onnx::NodeProto& node, const OperatorRow& row);
+  // The indexing operators with constant indices, and Einsum (indexing.cpp).
+  // A value's dims, all known when importing (else refused: `what` names it).
+  std::vector<std::int64_t> known_dims(const onnx::NodeProto& node, const Value& x, const char* what);
+  // Integer (or BOOL) constant input k: indices, a condition, a k; `dims` gets its shape.
+  std::vector<std::int64_t> index_constant(const onnx::NodeProto& node, int k, const char* what,
+                                           std::vector<std::int64_t>* dims = nullptr);
+  // gather of `source` flattened (n elements) at the constant positions `from`, as `out`.
+  std::string pick(const onnx::NodeProto& node, const std::string& source, std::int64_t n, const std::vector<std::int64_t>& from,
+                   const std::vector<std::int64_t>& out, const std::string& tag);
+  void import_gather_indexed(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_scatter(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_topk(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_einsum(const onnx::NodeProto& node, const OperatorRow& row);
+  std::string diagonal(const onnx::NodeProto& node, const std::string& x, std::string& term, const std::vector<std::int64_t>& dims,
+                       const std::string& tag);
   // InstanceNormalization: per sample and channel, over the spatial axes.
   void import_instancenorm(const onnx::NodeProto& node, const OperatorRow& row);
   // RNN, GRU and LSTM from the stdlib's nodes over an unrolled loop (recurrent.cpp).
