@@ -431,6 +431,10 @@ TEST_CASE("expr: interpreter against hand-computed values", "[expr][eval]") {
   CHECK(eval("fmod(7.5, 2)", DType::f64, v) == 1.5);
   CHECK(eval("tanh(0) + sin(0) + erf(0) + expm1(0) + log1p(0)", DType::f64, v) == 0);
   CHECK(eval("cos(0) + tan(0)", DType::f64, v) == 1);
+  CHECK(eval("asin(0.5) + acos(0.5) + atan(1)", DType::f64, v) == Approx(std::asin(0.5) + std::acos(0.5) + std::atan(1.0)));
+  CHECK(eval("sinh(0.5) + cosh(0.5)", DType::f64, v) == Approx(std::exp(0.5)));  // sinh + cosh = e^x
+  CHECK(eval("asinh(0.5) + acosh(1.5) + atanh(0.5)", DType::f64, v) ==
+        Approx(std::log(0.5 + std::sqrt(1.25)) + std::log(1.5 + std::sqrt(1.25)) + 0.5 * std::log(3.0)));
   CHECK(eval("pi", DType::f64, v) == Approx(3.141592653589793));
   CHECK(eval("e", DType::f64, v) == Approx(2.718281828459045));
   CHECK(std::isinf(eval("inf", DType::f64, v)));

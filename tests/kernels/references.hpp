@@ -84,6 +84,9 @@ enum class Dom {
   Small,     // [-4, 4] for i32/i64 (GEMM accumulates in the element type); u8 any; floats [-3, 3]
   Huge,      // [-1000, 1000]: logits whose exp overflows unless the row's max is subtracted first
   Ties,      // four values for floats, [-2, 2] (u8: [0, 2]) and some extremes for integers: most pool windows tie
+  Unit,      // (-0.98, 0.98): asin, acos, atanh (defined on [-1, 1]); tan away from its poles
+  AboveOne,  // [1.02, 10]: acosh (defined from 1)
+  NonFinite, // NaN, +-inf and a few ordinary values: isnan, isinf
 };
 
 inline double gen_float(Dom d, Rng& rng) {
@@ -95,6 +98,13 @@ inline double gen_float(Dom d, Rng& rng) {
     case Dom::Exp: return rng.uniform(-10.0, 10.0);
     case Dom::Wide: return rng.uniform(-25.0, 25.0);
     case Dom::Huge: return rng.uniform(-1000.0, 1000.0);
+    case Dom::Unit: return rng.uniform(-0.98, 0.98);
+    case Dom::AboveOne: return rng.uniform(1.02, 10.0);
+    case Dom::NonFinite: {
+      static constexpr double kVals[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                                         -std::numeric_limits<double>::infinity(), 0.0, 1.5, -2.0};
+      return pick(kVals, rng);
+    }
     case Dom::Ties: {
       static constexpr double kVals[] = {-1.5, -0.25, 0.5, 2.0};
       return pick(kVals, rng);
@@ -338,6 +348,57 @@ inline const std::vector<NodeRef>& node_refs() {
       {"softplus", Kind::Unary, {D::Wide},
        [](const double* x, double) { return std::log1p(std::exp(x[0])); },
        nullptr},
+      // The inverse trigonometric and hyperbolic functions from their
+      // logarithmic definitions, not through the std:: functions the kernels call.
+      {"tan", Kind::Unary, {D::Unit}, [](const double* x, double) { return std::sin(x[0]) / std::cos(x[0]); }, nullptr},
+      {"asin", Kind::Unary, {D::Unit},
+       [](const double* x, double) { return std::atan2(x[0], std::sqrt(1.0 - x[0] * x[0])); }, nullptr},
+      {"acos", Kind::Unary, {D::Unit},
+       [](const double* x, double) { return std::atan2(std::sqrt(1.0 - x[0] * x[0]), x[0]); }, nullptr},
+      {"atan", Kind::Unary, {D::Wide}, [](const double* x, double) { return std::atan2(x[0], 1.0); }, nullptr},
+      {"sinh", Kind::Unary, {D::Exp}, [](const double* x, double) { return (std::exp(x[0]) - std::exp(-x[0])) / 2; },
+       nullptr},
+      {"cosh", Kind::Unary, {D::Exp}, [](const double* x, double) { return (std::exp(x[0]) + std::exp(-x[0])) / 2; },
+       nullptr},
+      // ln(x + sqrt(x^2 + 1)) cancels for negative x: written for |x|, odd.
+      {"asinh", Kind::Unary, {D::Wide},
+       [](const double* x, double) {
+         const double a = std::fabs(x[0]);
+         return std::copysign(std::log(a + std::sqrt(a * a + 1.0)), x[0]);
+       },
+       nullptr},
+      {"acosh", Kind::Unary, {D::AboveOne},
+       [](const double* x, double) { return std::log(x[0] + std::sqrt(x[0] * x[0] - 1.0)); }, nullptr},
+      {"atanh", Kind::Unary, {D::Unit},
+       [](const double* x, double) { return 0.5 * std::log((1.0 + x[0]) / (1.0 - x[0])); }, nullptr},
+      // x tanh(ln(1 + e^x)) from the definition (|x| <= 25: e^x fits a double).
+      {"mish", Kind::Unary, {D::Wide},
+       [](const double* x, double) { return x[0] * std::tanh(std::log1p(std::exp(x[0]))); }, nullptr},
+      // Rounding from the definitions: the whole numbers around x and their distances.
+      {"floor", Kind::Unary, {D::Discrete},
+       [](const double* x, double) {
+         const double t = std::trunc(x[0]);
+         return t > x[0] ? t - 1 : t;
+       },
+       nullptr},
+      {"ceil", Kind::Unary, {D::Discrete},
+       [](const double* x, double) {
+         const double t = std::trunc(x[0]);
+         return t < x[0] ? t + 1 : t;
+       },
+       nullptr},
+      // Discrete's k/4 holds every half of [-2, 2]: -1.5 -> -2, -0.5 -> -0, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2.
+      {"round_even", Kind::Unary, {D::Discrete},
+       [](const double* x, double) {
+         const double lo = std::trunc(x[0]) - (std::trunc(x[0]) > x[0] ? 1 : 0), d = x[0] - lo;
+         if (d < 0.5) return lo;
+         if (d > 0.5) return lo + 1;
+         return std::fmod(lo, 2.0) == 0 ? lo : lo + 1;
+       },
+       nullptr},
+      {"isnan", Kind::Unary, {D::NonFinite}, [](const double* x, double) { return x[0] != x[0] ? 1.0 : 0.0; }, nullptr},
+      {"isinf", Kind::Unary, {D::NonFinite},
+       [](const double* x, double) { return x[0] == x[0] && (x[0] - x[0]) != 0 ? 1.0 : 0.0; }, nullptr},
       {"square", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0] * x[0]; },
        [](const std::int64_t* x, double, DType t) { return wrap(t, u(x[0]) * u(x[0])); }},
       {"copy", Kind::Unary, {D::Any}, [](const double* x, double) { return x[0]; },
@@ -356,6 +417,19 @@ inline const std::vector<NodeRef>& node_refs() {
       // d/dx x Phi(x) = Phi(x) + x phi(x). It crosses 0 near x = -0.75, where
       // the two terms cancel; the kernel also forms Phi as (1 + erf) / 2, which
       // cancels for negative x. Its error scales with those terms, not with the result.
+      // d/dx x tanh(sp(x)) = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = ln(1 + e^x).
+      {"mish_grad", Kind::Binary, {D::Any, D::Wide},
+       [](const double* x, double) {
+         const double t = std::tanh(std::log1p(std::exp(x[1])));
+         return x[0] * (t + x[1] / (1.0 + std::exp(-x[1])) * (1.0 - t * t));
+       },
+       nullptr, {}, Red::None,
+       // the two terms cancel near x = -1.2: the error scales with them
+       [](const double* x, double) {
+         const double t = std::tanh(std::log1p(std::exp(x[1])));
+         return std::fabs(x[0]) * (std::fabs(t) + std::fabs(x[1]) / (1.0 + std::exp(-x[1])) * (1.0 - t * t));
+       },
+       Opt::None, {"DOUT", "X", "OUT"}},
       {"gelu_grad", Kind::Binary, {D::Any, D::Any},
        [](const double* x, double) {
          const double Phi = 0.5 * std::erfc(-x[1] / std::sqrt(2.0));

@@ -185,7 +185,7 @@ TEST_CASE("what wfgen cannot import is an error naming the operator, the opset a
   r = import("test_det_2d", dir / "b.yaml");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("test_det_2d/model.onnx: error: cannot import operator Det of opset"));
-  CHECK_THAT(r.err, Catch::Contains("the operator is not supported (supported: Abs, Add,"));
+  CHECK_THAT(r.err, Catch::Contains("the operator is not supported (supported: Abs, Acos, Acosh, Add,"));
   // An attribute value: Dropout in training mode (its inputs frozen from the sample data set).
   r = import("test_training_dropout", dir / "c.yaml", {}, kData + "test_training_dropout/test_data_set_0");
   CHECK(r.code == 2);
@@ -403,6 +403,38 @@ TEST_CASE("ranks up to 8 import and rank 9 is refused: a DOUBLE model is built a
   CHECK(code == 2);
   CHECK_THAT(err, Catch::Contains("input 'x' has element type DOUBLE; wfgen's ONNX import supports FLOAT (f32) inputs and outputs, or "
                                   "DOUBLE (f64) ones when every floating tensor of the model is DOUBLE"));
+}
+
+TEST_CASE("Mish (opset 18) is the stdlib's mish node; an older opset is refused with the row's range", "[onnx]") {
+  fs::path dir = scratch("mish");
+  for (int opset : {18, 17}) {
+    onnx::ModelProto m;
+    {
+      std::ifstream in(kData + "test_relu/model.onnx", std::ios::binary);
+      REQUIRE(m.ParseFromIstream(&in));
+    }
+    m.mutable_graph()->mutable_node(0)->set_op_type("Mish");
+    for (auto& o : *m.mutable_opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(opset);
+    const fs::path model = dir / ("mish" + std::to_string(opset) + ".onnx");
+    {
+      std::ofstream out(model, std::ios::binary);
+      REQUIRE(m.SerializeToOstream(&out));
+    }
+    wfgen::cli::ImportOptions o;
+    o.model = model;
+    o.output = dir / ("mish" + std::to_string(opset) + ".yaml");
+    std::ostringstream out, err;
+    const int code = wfgen::cli::import_onnx(o, {out, err, false});
+    INFO(opset << ": " << err.str());
+    if (opset == 17) {
+      CHECK(code == 2);
+      CHECK_THAT(err.str(), Catch::Contains("cannot import operator Mish of opset 17: wfgen imports Mish in opsets 18+ only"));
+      continue;
+    }
+    REQUIRE(code == 0);
+    CHECK_THAT(read(o.output), Catch::Contains("y = mish(x)  # Mish"));
+  }
 }
 
 TEST_CASE("the operator table: --supported-operators prints every row the dispatch knows, and its opset range is enforced", "[onnx]") {

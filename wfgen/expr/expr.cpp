@@ -81,8 +81,16 @@ const FnInfo kFunctions[] = {
     {"isnan", 1, Rule::Predicate, 1, "std::isnan($0)", "", REAL(std::isnan(x)), nullptr},
     {"isinf", 1, Rule::Predicate, 1, "std::isinf($0)", "", REAL(std::isinf(x)), nullptr},
     {"isfinite", 1, Rule::Predicate, 1, "std::isfinite($0)", "", REAL(std::isfinite(x)), nullptr},
+    {"asin", 1, Rule::Float, 20, "std::asin($0)", "", REAL(std::asin(x)), nullptr},
+    {"acos", 1, Rule::Float, 20, "std::acos($0)", "", REAL(std::acos(x)), nullptr},
+    {"atan", 1, Rule::Float, 20, "std::atan($0)", "", REAL(std::atan(x)), nullptr},
+    {"sinh", 1, Rule::Float, 20, "std::sinh($0)", "", REAL(std::sinh(x)), nullptr},
+    {"cosh", 1, Rule::Float, 20, "std::cosh($0)", "", REAL(std::cosh(x)), nullptr},
+    {"asinh", 1, Rule::Float, 20, "std::asinh($0)", "", REAL(std::asinh(x)), nullptr},
+    {"acosh", 1, Rule::Float, 20, "std::acosh($0)", "", REAL(std::acosh(x)), nullptr},
+    {"atanh", 1, Rule::Float, 20, "std::atanh($0)", "", REAL(std::atanh(x)), nullptr},
 };
-static_assert(std::size(kFunctions) == kFnCount && kFnCount == static_cast<int>(Fn::Isfinite) + 1);
+static_assert(std::size(kFunctions) == kFnCount && kFnCount == static_cast<int>(Fn::Atanh) + 1);
 
 #undef REAL
 #undef INT

@@ -121,8 +121,9 @@ inline constexpr int kOpCount = 22;
 enum class Fn : std::uint8_t {
   Abs, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Erf,
   Pow, Fmod, Min, Max, Select, Floor, Ceil, Round, Sign, Clamp, Isnan, Isinf, Isfinite,
+  Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
 };
-inline constexpr int kFnCount = 26;
+inline constexpr int kFnCount = 34;
 
 // "+", "&&", "?:", "-" (Neg), "call"...
 const char* op_spelling(Op op);

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -96,12 +97,24 @@ void Importer::import_logic(const onnx::NodeProto& node, const OperatorRow& row)
   define(node, 0, expr, broadcast(x.dims, y.dims));
 }
 
+// A constant 0, 1, ..., n-1 laid along `axis` of a rank-`rank` parameter
+// (size 1 on the other axes), n the axis's size in `x`.
+Value Importer::positions(const onnx::NodeProto& node, const Value& x, std::int64_t axis, const std::string& suffix) {
+  const auto n = (*x.dims)[static_cast<std::size_t>(axis)];
+  if (!n) unsupported(node, "an axis of size unknown when importing");
+  std::vector<std::int64_t> dims(x.dims->size(), 1);
+  dims[static_cast<std::size_t>(axis)] = *n;
+  std::vector<float> iota(static_cast<std::size_t>(*n));
+  for (std::size_t k = 0; k < iota.size(); ++k) iota[k] = static_cast<float>(k);
+  return float_parameter(node, node.output(0) + suffix, dims, iota);
+}
+
 // The index of the first largest (smallest) element along the axis, as f32
-// (the stdlib's argmax); select_last_index = 1 is not mapped.
+// (the stdlib's argmax). select_last_index = 1: the largest position where
+// x equals its extreme, max((x == max(x)) * positions) (NaN-free inputs).
 void Importer::import_arg_extreme(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
-  if (attr_int(node, "select_last_index", 0) != 0) unsupported(node, "select_last_index = 1 (wfgen's argmax picks the first)");
   Value x = operand(node, 0);
   if (x.literal) unsupported(node, "its operand is a constant");
   const std::int64_t rank = rank_of(node, x);
@@ -111,14 +124,36 @@ void Importer::import_arg_extreme(const onnx::NodeProto& node, const OperatorRow
   if (keep) out[static_cast<std::size_t>(axis)] = 1;
   else out.erase(out.begin() + axis);
   if (out.empty()) unsupported(node, "a result of rank 0");
-  define(node, 0, std::string(row.param) + "(" + x.body + ", axis=" + std::to_string(axis) + ", keepdims=" + (keep ? "true" : "false") + ")",
-         out);
+  const std::string args = ", axis=" + std::to_string(axis) + ", keepdims=";
+  if (attr_int(node, "select_last_index", 0) != 0) {
+    const std::string extreme = row.param == "argmax" ? "max" : "min";
+    const Value pos = positions(node, x, axis, "_positions");
+    define(node, 0, "max((" + x.body + " == " + extreme + "(" + x.body + args + "true)) * " + pos.body + args + (keep ? "true" : "false") + ")",
+           out);
+    return;
+  }
+  define(node, 0, std::string(row.param) + "(" + x.body + args + (keep ? "true" : "false") + ")", out);
+}
+
+// Hardmax (opset 13: along one axis) as argmax's index compared with a
+// constant 0, 1, ..., n-1 laid along the axis: 1.0 at the first largest
+// element only, as ONNX's Hardmax (argmax picks the first).
+void Importer::import_hardmax(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its operand is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  const std::int64_t axis = axis_in(node, attr_int(node, "axis", -1), rank);
+  const Value pos = positions(node, x, axis, "_positions");
+  define(node, 0, "argmax(" + x.body + ", axis=" + std::to_string(axis) + ", keepdims=true) == " + pos.body, x.dims);
 }
 
 // Identity, and Dropout at inference (its training_mode a constant false).
 void Importer::import_identity(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
-  need_one_output(node);
+  const bool mask = node.op_type() == "Dropout" && node.output_size() == 2 && !node.output(1).empty();
+  if (!mask) need_one_output(node);
   if (node.op_type() == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
     const onnx::TensorProto* t = constant(node.input(2));
     if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
@@ -127,7 +162,11 @@ void Importer::import_identity(const onnx::NodeProto& node, const OperatorRow& r
     }
   }
   Value x = operand(node, 0);
+  if (mask && x.literal) unsupported(node, "a constant input with its mask output");
   define(node, 0, x.literal ? x.body : x.body + " * 1.0", x.dims);
+  // At inference every element is kept: the BOOL mask is all true (1.0),
+  // written from x so that it has x's shape (isnan is 0 or 1, never NaN).
+  if (mask) define(node, 1, "isnan(" + x.body + ") * 0.0 + 1.0", x.dims);
 }
 
 void Importer::import_reciprocal(const onnx::NodeProto& node, const OperatorRow& row) {
@@ -360,9 +399,29 @@ std::string Importer::activation(const onnx::NodeProto& node) {
     std::string v = x();
     return v + " * (abs(" + v + ") + 1.0) ** -1.0";
   }
-  if (op == "Sinh" || op == "Cosh") {
+  if (op == "Shrink") {
+    // x - bias above lambd, x + bias below -lambd, else 0: the two relus
+    // give x -+ lambd there, and the steps (sign of a relu: 0 or 1) add
+    // +-(lambd - bias).
     std::string v = x();
-    return "(exp(" + v + ")" + (op == "Sinh" ? " - " : " + ") + "exp(neg(" + v + "))) * 0.5";
+    const float lambd = attr_float(node, "lambd", 0.5f), bias = attr_float(node, "bias", 0.0f);
+    if (lambd < 0.0f) unsupported(node, "lambd = " + format_float(lambd) + " (negative)");
+    const std::string l = format_float(lambd), d = format_float(lambd - bias);
+    const std::string up = "relu(" + v + " - " + l + ")", down = "relu(neg(" + v + ") - " + l + ")";
+    return up + " - " + down + " + (sign(" + up + ") - sign(" + down + ")) * " + d;
+  }
+  if (op == "ThresholdedRelu") {
+    // relu(sign(x - alpha)) is 1 where x > alpha, else 0: x - alpha is 0
+    // only where x == alpha (IEEE subtraction with subnormals).
+    std::string v = x();
+    return v + " * relu(sign(" + v + " - " + format_float(attr_float(node, "alpha", 1.0f)) + "))";
+  }
+  if (op == "IsInf") {
+    std::string v = x();
+    const bool neg = attr_int(node, "detect_negative", 1) != 0, pos = attr_int(node, "detect_positive", 1) != 0;
+    if (!neg && !pos) unsupported(node, "detect_negative = 0 and detect_positive = 0 (every output false)");
+    if (neg && pos) return "isinf(" + v + ")";
+    return "isinf(" + v + ") * relu(sign(" + (pos ? v : "neg(" + v + ")") + "))";
   }
   return "";
 }
@@ -734,6 +793,10 @@ void Importer::import_reduce(const onnx::NodeProto& node, const OperatorRow& row
   std::set<std::int64_t, std::greater<>> sorted;
   for (auto a : axes) sorted.insert(axis_in(node, a, rank));
   const std::string& op = node.op_type();
+  if (op == "ReduceProd") {
+    define(node, 0, product_over(node, x, sorted, keep), reduced_dims(*x.dims, sorted, keep));
+    return;
+  }
   std::string fn = op == "ReduceMean" ? "mean" : op == "ReduceMax" ? "max" : op == "ReduceMin" ? "min" : "sum";
   // ReduceL1 sums |x|, L2 and SumSquare x * x, LogSumExp e^x; L2, LogSum
   // and LogSumExp take a function of the sum afterwards.
@@ -751,6 +814,74 @@ void Importer::import_reduce(const onnx::NodeProto& node, const OperatorRow& row
   if (op == "ReduceL2") expr = "sqrt(" + expr + ")";
   if (op == "ReduceLogSum" || op == "ReduceLogSumExp") expr = "log(" + expr + ")";
   define(node, 0, expr, d);
+}
+
+Dims Importer::reduced_dims(Dims d, const std::set<std::int64_t, std::greater<>>& axes, bool keep) {
+  for (auto a : axes) {
+    if (keep) d[static_cast<std::size_t>(a)] = 1;
+    else d.erase(d.begin() + a);
+  }
+  return d;
+}
+
+// ReduceProd without a product reduction in the stdlib: the product of the
+// axis's one-wide slices, x.narrow(a, 0, 1) * x.narrow(a, 1, 1) * ...,
+// multiplied in index order as a loop would. Each reduced axis multiplies
+// the text by its size, so the reduced elements per output are capped.
+std::string Importer::product_over(const onnx::NodeProto& node, const Value& x, const std::set<std::int64_t, std::greater<>>& axes,
+                                   bool keep) {
+  constexpr std::int64_t kMaxFactors = 64;
+  std::int64_t factors = 1;
+  std::string expr = x.body;
+  for (auto a : axes) {
+    const auto n = (*x.dims)[static_cast<std::size_t>(a)];
+    if (!n || *n < 1) unsupported(node, "a reduced axis of size unknown when importing, or empty");
+    factors *= *n;
+    if (factors > kMaxFactors)
+      unsupported(node, "a product of more than " + std::to_string(kMaxFactors) + " elements per output (wfgen writes ReduceProd as products of slices)");
+    std::string p;
+    for (std::int64_t k = 0; k < *n; ++k)
+      p += (k ? " * " : "") + std::string("(") + expr + ").narrow(" + std::to_string(a) + ", " + std::to_string(k) + ", 1)";
+    expr = *n == 1 ? "(" + expr + ") * 1.0" : p;
+  }
+  if (keep) return expr;
+  return "(" + expr + ").reshape(" + reshape_args(node, reduced_dims(*x.dims, axes, false)) + ")";
+}
+
+// DepthToSpace (modes DCR and CRD) and SpaceToDepth on [N C H W] as a view:
+// the reshape to rank 6 that splits the blocks off, a permute, and the
+// reshape back (ONNX defines both operators this way).
+void Importer::import_depth_space(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  if (rank_of(node, x) != 4) unsupported(node, "an input of rank " + std::to_string(rank_of(node, x)) + " (N C H W)");
+  const std::int64_t b = attr_int(node, "blocksize", 0);
+  if (b < 1) unsupported(node, "blocksize = " + std::to_string(b));
+  std::array<std::int64_t, 4> d{};
+  for (std::size_t k = 0; k < 4; ++k) {
+    if (!(*x.dims)[k]) unsupported(node, "a dim known only at run time (axis " + std::to_string(k) + ")");
+    d[k] = *(*x.dims)[k];
+  }
+  const auto [n, c, h, w] = d;
+  Dims split, out;
+  std::string perm;
+  if (node.op_type() == "SpaceToDepth") {
+    if (h % b || w % b) unsupported(node, "H and W not multiples of blocksize " + std::to_string(b));
+    split = {n, c, h / b, b, w / b, b};
+    perm = "0, 3, 5, 1, 2, 4";
+    out = {n, c * b * b, h / b, w / b};
+  } else {
+    if (c % (b * b)) unsupported(node, "C not a multiple of blocksize^2 = " + std::to_string(b * b));
+    const std::string mode = attr(node, "mode") ? attr(node, "mode")->s() : "DCR";
+    if (mode != "DCR" && mode != "CRD") unsupported(node, "mode = '" + mode + "'");
+    split = mode == "DCR" ? Dims{n, b, b, c / (b * b), h, w} : Dims{n, c / (b * b), b, b, h, w};
+    perm = mode == "DCR" ? "0, 3, 4, 1, 5, 2" : "0, 1, 4, 2, 5, 3";
+    out = {n, c / (b * b), h * b, w * b};
+  }
+  define(node, 0, "(" + x.body + ".reshape(" + reshape_args(node, split) + ").permute(" + perm + ") * 1.0).reshape(" + reshape_args(node, out) + ")",
+         out);
 }
 
 void Importer::import_clip(const onnx::NodeProto& node, const OperatorRow& row) {
