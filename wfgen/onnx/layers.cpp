@@ -373,4 +373,59 @@ void Importer::import_loss(const onnx::NodeProto& node, const OperatorRow& row) 
   define(node, 0, expr, Dims{});
 }
 
+// MeanVarianceNormalization as ONNX's function defines it: (x - E[x]) /
+// (sqrt(E[x^2] - E[x]^2) + 1e-9), the means over `axes` (default 0, 2, 3).
+void Importer::import_mvn(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  std::set<std::int64_t, std::greater<>> axes;
+  for (auto a : attr_ints(node, "axes").value_or(std::vector<std::int64_t>{0, 2, 3})) axes.insert(axis_in(node, a, rank));
+  auto mean_over = [&](std::string e) {
+    for (auto a : axes) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
+    return e;
+  };
+  const std::string base = identifier(node.output(0) + "_mvn", "mvn");
+  used_.insert(base + "_mean");
+  line(base + "_mean = " + mean_over(x.body), "MeanVarianceNormalization: E[x]");
+  define(node, 0,
+         "(" + x.body + " - " + base + "_mean) * (sqrt(" + mean_over(x.body + " * " + x.body) + " - " + base + "_mean * " + base +
+             "_mean) + " + format_float(1e-9f) + ") ** -1.0",
+         x.dims);
+}
+
+// LRN: x / (bias + alpha / size * s) ** beta, s the sum of x^2 over the
+// channels c - (size - 1) / 2 .. c + size / 2 (clipped): with the channels
+// moved last, one matmul with a constant 0/1 band matrix [C C].
+void Importer::import_lrn(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 3) unsupported(node, "an input of rank " + std::to_string(rank) + " (N C and at least one spatial axis)");
+  const auto c = (*x.dims)[1];
+  if (!c) unsupported(node, "a channel count known only at run time");
+  const std::int64_t size = attr_int(node, "size", 0);
+  if (size < 1) unsupported(node, "size = " + std::to_string(size));
+  const float alpha = attr_float(node, "alpha", 1e-4f), beta = attr_float(node, "beta", 0.75f), bias = attr_float(node, "bias", 1.0f);
+  std::vector<float> band(static_cast<std::size_t>(*c * *c), 0.0f);
+  for (std::int64_t out = 0; out < *c; ++out)
+    for (std::int64_t in = std::max<std::int64_t>(0, out - (size - 1) / 2); in <= std::min(*c - 1, out + size / 2); ++in)
+      band[static_cast<std::size_t>(in * *c + out)] = 1.0f;
+  const Value w = float_parameter(node, node.output(0) + "_band", {*c, *c}, band);
+  std::string last = "0", back = "0, " + std::to_string(rank - 1);
+  for (std::int64_t a = 2; a < rank; ++a) {
+    last += ", " + std::to_string(a);
+    back += ", " + std::to_string(a - 1);
+  }
+  const std::string sum = "(((" + x.body + " * " + x.body + ").permute(" + last + ", 1) * 1.0) @ " + w.body + ").permute(" + back + ")";
+  define(node, 0,
+         x.body + " * (" + sum + " * " + format_float(alpha / static_cast<float>(size)) + " + " + format_float(bias) + ") ** " +
+             format_float(-beta),
+         x.dims);
+}
+
 }  // namespace wfgen::onnx_import::detail

@@ -892,11 +892,29 @@ void Importer::import_clip(const onnx::NodeProto& node, const OperatorRow& row) 
     if (attr(node, "min")) lo = attr_float(node, "min", 0.0f);
     if (attr(node, "max")) hi = attr_float(node, "max", 0.0f);
   } else {
+    Value bound[3];
+    bool computed = false;
     for (int k : {1, 2}) {
       if (k >= node.input_size() || node.input(k).empty()) continue;
-      Value v = operand(node, k);
-      if (!v.literal) unsupported(node, "a bound that is not a constant scalar");
-      (k == 1 ? lo : hi) = std::stof(v.body);
+      bound[k] = operand(node, k);
+      if (bound[k].literal) (k == 1 ? lo : hi) = std::stof(bound[k].body);
+      else computed = true;
+    }
+    if (computed) {
+      // A bound computed at run time (a graph input): min(max(x, lo), hi)
+      // with the stdlib's maximum and minimum, broadcasting; as ONNX, hi
+      // wins where lo > hi.
+      std::string expr = x.body;
+      for (int k : {1, 2}) {
+        if (bound[k].body.empty()) continue;
+        const Value b = bound[k].literal ? float_parameter(node, node.output(0) + (k == 1 ? "_min" : "_max"), {1}, {std::stof(bound[k].body)})
+                                         : bound[k];
+        if (b.dims && std::any_of(b.dims->begin(), b.dims->end(), [](const auto& d) { return d != 1; }))
+          unsupported(node, "a bound that is not a scalar");
+        expr = std::string(k == 1 ? "maximum(" : "minimum(") + expr + ", " + b.body + ")";
+      }
+      define(node, 0, expr, x.dims);
+      return;
     }
   }
   // max(x, lo) = lo + relu(x - lo); min(x, hi) = x - relu(x - hi).
