@@ -110,6 +110,7 @@ class Importer {
   void import_depth_space(const onnx::NodeProto& node, const OperatorRow& row);
   void import_mvn(const onnx::NodeProto& node, const OperatorRow& row);
   void import_lrn(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_batchnorm_training(const onnx::NodeProto& node);
   // A FLOAT parameter 0, 1, ..., n-1 along `axis` (size 1 elsewhere), n that axis's size in x.
   Value positions(const onnx::NodeProto& node, const Value& x, std::int64_t axis, const std::string& suffix);
   static Dims reduced_dims(Dims d, const std::set<std::int64_t, std::greater<>>& axes, bool keep);

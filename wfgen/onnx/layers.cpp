@@ -213,8 +213,11 @@ void Importer::import_pool(const onnx::NodeProto& node, const OperatorRow& row) 
 // channel (axis 1) and broadcast over the other axes.
 void Importer::import_batchnorm(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
-  if (attr_int(node, "training_mode", 0) != 0) unsupported(node, "training_mode = 1 (wfgen imports inference graphs)");
   if (opset_ < 9 && attr_int(node, "spatial", 1) != 1) unsupported(node, "spatial = 0");
+  if (attr_int(node, "training_mode", 0) != 0) {
+    import_batchnorm_training(node);
+    return;
+  }
   int outputs = 0;
   for (const auto& o : node.output()) outputs += !o.empty();
   if (outputs > 1) unsupported(node, "the running mean and variance outputs (training)");
@@ -226,6 +229,39 @@ void Importer::import_batchnorm(const onnx::NodeProto& node, const OperatorRow& 
   std::string expr = "(" + x.body + " - " + channel(3) + ") * (" + channel(4) + " + " + format_float(eps) + ") ** -0.5 * " +
                      channel(1) + " + " + channel(2);
   define(node, 0, expr, x.dims);
+}
+
+// BatchNormalization with training_mode = 1 (opset 14+), as ONNX's
+// reference: Y normalised with the batch's mean and (population) variance
+// over every axis but the channels; running_mean and running_var the inputs'
+// mean and var * momentum + the batch's * (1 - momentum).
+void Importer::import_batchnorm_training(const onnx::NodeProto& node) {
+  Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its input is a constant");
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 2) unsupported(node, "an input of rank " + std::to_string(rank));
+  const auto c = (*x.dims)[1];
+  auto mean_over = [&](std::string e) {
+    for (std::int64_t a = rank - 1; a >= 0; --a)
+      if (a != 1) e = "mean(" + e + ", axis=" + std::to_string(a) + ", keepdims=true)";
+    return e;
+  };
+  const std::string base = identifier(node.output(0) + "_bn", "bn");
+  for (const char* part : {"_d", "_var"}) used_.insert(base + part);
+  line(base + "_d = " + x.body + " - " + mean_over(x.body), "BatchNormalization (training): x - the batch's mean");
+  line(base + "_var = " + mean_over(base + "_d * " + base + "_d"), "the batch's variance per channel");
+  const float eps = attr_float(node, "epsilon", 1e-5f), momentum = attr_float(node, "momentum", 0.9f);
+  define(node, 0, base + "_d * (" + base + "_var + " + format_float(eps) + ") ** -0.5 * " + per_channel(node, 1, rank) + " + " +
+                      per_channel(node, 2, rank),
+         x.dims);
+  const std::string vec = ".reshape(" + reshape_args(node, Dims{c}) + ")";
+  for (int k : {1, 2}) {
+    if (k >= node.output_size() || node.output(k).empty()) continue;
+    Value running = operand(node, k + 2);
+    if (running.literal || rank_of(node, running) != 1) unsupported(node, "input " + std::to_string(k + 2) + " is not a vector of channels");
+    const std::string batch = k == 1 ? mean_over(x.body) : base + "_var";
+    define(node, k, running.body + " * " + format_float(momentum) + " + " + batch + vec + " * " + format_float(1.0f - momentum), Dims{c});
+  }
 }
 
 // Input k of a normalization, a vector of channels, as [C 1 ...] for an

@@ -35,7 +35,7 @@ struct OperatorTable {
        .attributes = "auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides",
        .doc = "1-D, 2-D and 3-D: mean over im2col's windows, the padding left out of the count unless count_include_pad"},
       {.name = "BatchNormalization", .handler = &I::import_batchnorm, .attributes = "epsilon momentum training_mode spatial",
-       .doc = "inference: (x - mean) * (var + eps) ** -0.5 * scale + B, per channel"},
+       .doc = "inference: (x - mean) * (var + eps) ** -0.5 * scale + B, per channel; training_mode: the batch's mean and var, and the running ones"},
       {.name = "Cast", .handler = &I::import_cast, .attributes = "to saturate", .dtypes = "FLOAT BOOL",
        .doc = "folded on constants; on a computed tensor only to FLOAT (x * 1.0)"},
       {.name = "CastLike", .handler = &I::import_cast, .attributes = "saturate", .dtypes = "FLOAT BOOL",
