@@ -74,6 +74,8 @@ struct OperatorTable {
       {.name = "Exp", .handler = &I::import_unary, .param = "exp", .doc = "exp(x)"},
       {.name = "Expand", .handler = &I::import_expand, .constant_inputs = inputs({1}),
        .doc = "x.broadcast_to(...) to a constant shape"},
+      {.name = "EyeLike", .handler = &I::import_folded, .attributes = "dtype k", .constant_inputs = inputs({0}), .dtypes = "",
+       .doc = "folded into a constant: ones where column - row == k (its input's shape known when importing)"},
       {.name = "Flatten", .handler = &I::import_reshape, .attributes = "axis", .doc = "x.reshape(...): a view"},
       {.name = "Floor", .handler = &I::import_unary, .param = "floor", .doc = "floor(x)"},
       {.name = "GRU", .handler = &I::import_recurrent, .attributes = "activation_alpha activation_beta activations clip direction hidden_size layout linear_before_reset",

@@ -156,9 +156,12 @@ void Importer::import_identity(const onnx::NodeProto& node, const OperatorRow& r
   if (!mask) need_one_output(node);
   if (node.op_type() == "Dropout" && node.input_size() > 2 && !node.input(2).empty()) {
     const onnx::TensorProto* t = constant(node.input(2));
-    if (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
-                ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0))) {
-      unsupported(node, "training_mode must be a constant false (wfgen imports inference graphs)");
+    // Training with a constant ratio of 0 keeps every element: no random draw.
+    const onnx::TensorProto* ratio = node.input(1).empty() ? nullptr : constant(node.input(1));
+    const bool keeps_all = ratio && element_count(*ratio) == 1 && floats_of(*ratio) == std::vector<float>{0.0f};
+    if (!keeps_all && (!t || !(t->int32_data_size() + t->int64_data_size() + static_cast<int>(t->raw_data().size()) == 0 ||
+                               ints_of(*t) == std::vector<std::int64_t>{0} || (t->raw_data().size() == 1 && t->raw_data()[0] == 0)))) {
+      unsupported(node, "training_mode must be a constant false, or the ratio a constant 0 (wfgen draws no random numbers)");
     }
   }
   Value x = operand(node, 0);

@@ -707,6 +707,13 @@ std::unique_ptr<onnx::TensorProto> fold_constants(const onnx::NodeProto& node, c
     out.dims.clear();
   } else if (op == "ConstantOfShape") {
     if (!fold_constant_of_shape(node, x, out, why)) return nullptr;
+  } else if (op == "EyeLike") {
+    // Ones where column - row == k, of the input's 2-D shape; dtype or the input's type.
+    if (rank != 2) return why = "EyeLike of an input of rank " + std::to_string(rank) + " (2 only)", nullptr;
+    const std::int64_t k = attr_int(node, "k", 0), cols = x[0].dims[1];
+    for (std::size_t e = 0; e < out.v.size(); ++e)
+      out.v[e] = static_cast<std::int64_t>(e) % cols - static_cast<std::int64_t>(e) / cols == k ? 1.0 : 0.0;
+    out.type = static_cast<int>(attr_int(node, "dtype", x[0].type));
   } else {
     return nullptr;
   }
