@@ -446,6 +446,8 @@ def main():
     conv_transpose_test(out, "test_convtranspose_groups_bias_pads", rng, (2, 4, 3, 4), 3, 2, [3, 2], [2, 3],
                         [1, 0, 2, 1], [1, 2])
     conv_transpose_test(out, "test_convtranspose_1d_bias", rng, (1, 3, 5), 2, 1, [4], [2], [1, 2], [0])
+    conv_transpose_test(out, "test_convtranspose_3d_groups_bias_pads", rng, (2, 4, 2, 3, 3), 2, 2, [2, 3, 2], [2, 1, 2],
+                        [1, 0, 0, 0, 1, 1], [1, 0, 1])
     resize_test(out, "test_resize_bilinear_pytorch_batch", rng, (2, 3, 3, 4), [1.0, 1.0, 2.0, 2.5], "linear")
     resize_test(out, "test_resize_nearest_floor_batch", rng, (2, 2, 3, 4), [1.0, 1.0, 2.0, 1.5], "nearest")
     indexing_tests(out, rng)

@@ -42,6 +42,13 @@ std::string format_float(float v);
 // "[2, ?, 8]": dims as errors print them, ? for a run-time dim.
 std::string dims_text(const Dims& d);
 
+// One spatial axis of a ConvTranspose (spatial.cpp): the canvas col2im
+// writes, of size `canvas`, from which the output is [head, head + out).
+struct TransposedAxis {
+  std::int64_t kernel = 1, stride = 1, dilation = 1, in = 1;
+  std::int64_t head = 0, out = 0, canvas = 0;
+};
+
 class Importer {
  public:
   Importer(std::string path, Options options)
@@ -208,6 +215,8 @@ class Importer {
   // ConvTranspose as a batched matmul and col2im; Resize and Upsample as a
   // constant interpolation matrix per resized axis (spatial.cpp).
   void import_conv_transpose(const onnx::NodeProto& node, const OperatorRow& row);
+  std::vector<TransposedAxis> transposed_axes(const onnx::NodeProto& node, const std::vector<std::int64_t>& in,
+                                              const std::vector<std::int64_t>& kernel);
   void import_resize(const onnx::NodeProto& node, const OperatorRow& row);
   // The indexing operators with constant indices, and Einsum (indexing.cpp).
   // A value's dims, all known when importing (else refused: `what` names it).

@@ -57,7 +57,7 @@ struct OperatorTable {
        .doc = "1-D ([N C L] as [N C 1 L]), 2-D and 3-D (two im2cols), any group: im2col(x, ...) and one batched matmul with W, + B"},
       {.name = "ConvTranspose", .handler = &I::import_conv_transpose,
        .attributes = "auto_pad dilations group kernel_shape output_padding output_shape pads strides",
-       .doc = "1-D and 2-D, any group: W.T @ x (one batched matmul) summed into the image by col2im, sliced to pads / output_shape, + B"},
+       .doc = "1-D, 2-D and 3-D, any group: W.T @ x (one batched matmul) summed into the image by col2im (3-D: two), sliced to pads / output_shape, + B"},
       {.name = "Cos", .handler = &I::import_unary, .param = "cos", .doc = "cos(x)"},
       {.name = "Cosh", .handler = &I::import_unary, .param = "cosh", .doc = "cosh(x)"},
       {.name = "DepthToSpace", .handler = &I::import_depth_space, .attributes = "blocksize mode",

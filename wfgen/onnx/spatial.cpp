@@ -16,13 +16,6 @@ namespace wfgen::onnx_import::detail {
 
 namespace {
 
-// One spatial axis of a ConvTranspose: the canvas col2im writes (its size
-// `canvas`, from which the output is the slice [head, head + out)).
-struct TransposedAxis {
-  std::int64_t kernel = 1, stride = 1, dilation = 1, in = 1;
-  std::int64_t head = 0, out = 0, canvas = 0;
-};
-
 
 // How Resize maps one axis (ONNX's reference, onnx/backend/test/case/node/resize.py,
 // which wrote the expected outputs: coordinates in double).
@@ -111,41 +104,18 @@ ResizeMatrix resize_matrix(const ResizeMode& r, std::int64_t in, std::int64_t ou
 
 }  // namespace
 
-// ConvTranspose, 1-D ([N C L] as [N C 1 L]) and 2-D, any group: the columns
-// W^T @ X ([N Cout*kh*kw H*W], one matmul batched over the groups) summed
-// into the image by col2im, then sliced to the pads and output_shape.
-void Importer::import_conv_transpose(const onnx::NodeProto& node, const OperatorRow& row) {
-  only_attributes(node, row.attributes);
-  need_one_output(node);
-  Value x = operand(node, 0), w = operand(node, 1);
-  const std::int64_t rank = rank_of(node, x);
-  if (rank != 3 && rank != 4) {
-    unsupported(node, "an input of rank " + std::to_string(rank) + "; wfgen maps 1-D and 2-D ConvTranspose (N C L, N C H W)");
-  }
-  const Dims& xd = *x.dims;
-  for (std::int64_t k = 1; k < rank; ++k)
-    if (!xd[static_cast<std::size_t>(k)]) unsupported(node, "an input whose channels or spatial sizes are not known when importing");
-  if (!xd[0]) unsupported(node, "a batch size known only at run time (col2im needs the image's shape); pass --dim to fix it");
-  bool known = !w.literal && w.dims && static_cast<std::int64_t>(w.dims->size()) == rank;
-  for (std::size_t k = 0; known && k < w.dims->size(); ++k) known = (*w.dims)[k].has_value();
-  if (!known) unsupported(node, rank == 3 ? "weights that are not a known [C M/group k] tensor" : "weights that are not a known [C M/group kh kw] tensor");
-  const bool one_d = rank == 3;
-  const std::int64_t n = *xd[0], c = *xd[1], groups = attr_int(node, "group", 1);
-  const std::int64_t m_group = *(*w.dims)[1];
-  if (groups < 1 || c % groups != 0 || *(*w.dims)[0] != c) {
-    unsupported(node, "group = " + std::to_string(groups) + " with " + std::to_string(c) + " input channels and weights for " +
-                          std::to_string(*(*w.dims)[0]));
-  }
-  const std::int64_t m = m_group * groups;
-  // The spatial axes (h, w); a 1-D node is an image of height 1.
-  const std::size_t spatial = static_cast<std::size_t>(rank - 2);
+// The spatial axes of a ConvTranspose from its attributes: where each
+// output lies on the canvas col2im writes. As ONNX defines output_shape and
+// SAME_*: the total padding that gives the output size, the odd one at the
+// tail for SAME_UPPER, else at the head.
+std::vector<TransposedAxis> Importer::transposed_axes(const onnx::NodeProto& node, const std::vector<std::int64_t>& in,
+                                                      const std::vector<std::int64_t>& kernel) {
+  const std::size_t spatial = in.size();
   auto per_axis = [&](const char* name, std::int64_t dflt) {
     std::vector<std::int64_t> v = attr_ints(node, name).value_or(std::vector<std::int64_t>(spatial, dflt));
     if (v.size() != spatial) unsupported(node, std::string(name) + " of " + std::to_string(v.size()) + " values for " + std::to_string(spatial) + " spatial axes");
     return v;
   };
-  std::vector<std::int64_t> kernel;
-  for (std::size_t k = 2; k < w.dims->size(); ++k) kernel.push_back(*(*w.dims)[k]);
   if (auto ks = attr_ints(node, "kernel_shape"); ks && *ks != kernel) unsupported(node, "kernel_shape differs from the weights' shape");
   const std::vector<std::int64_t> strides = per_axis("strides", 1), dilations = per_axis("dilations", 1);
   const std::vector<std::int64_t> output_padding = per_axis("output_padding", 0);
@@ -155,18 +125,14 @@ void Importer::import_conv_transpose(const onnx::NodeProto& node, const Operator
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") unsupported(node, "auto_pad = " + auto_pad);
   const std::optional<std::vector<std::int64_t>> output_shape = attr_ints(node, "output_shape");
   if (output_shape && output_shape->size() != spatial) unsupported(node, "output_shape of " + std::to_string(output_shape->size()) + " values");
-
   std::vector<TransposedAxis> axes;
-  if (one_d) axes.push_back({.out = 1, .canvas = 1});  // the height of 1
   for (std::size_t a = 0; a < spatial; ++a) {
-    TransposedAxis t{.kernel = kernel[a], .stride = strides[a], .dilation = dilations[a], .in = *xd[2 + a]};
+    TransposedAxis t{.kernel = kernel[a], .stride = strides[a], .dilation = dilations[a], .in = in[a]};
     if (t.stride < 1 || t.dilation < 1 || output_padding[a] < 0 || output_padding[a] >= std::max(t.stride, t.dilation)) {
       unsupported(node, "strides, dilations or output_padding out of range on spatial axis " + std::to_string(a));
     }
     const std::int64_t full = (t.in - 1) * t.stride + t.dilation * (t.kernel - 1) + 1;
     if (output_shape || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      // As ONNX defines it: the total padding that gives the output size,
-      // the odd one at the tail for SAME_UPPER, else at the head.
       t.out = output_shape ? (*output_shape)[a] : t.in * t.stride;
       const std::int64_t total = std::max<std::int64_t>(0, full + output_padding[a] - t.out);
       t.head = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
@@ -184,28 +150,102 @@ void Importer::import_conv_transpose(const onnx::NodeProto& node, const Operator
     }
     axes.push_back(t);
   }
-  const TransposedAxis& h = axes[0];
-  const TransposedAxis& wa = axes[1];
-  const std::int64_t patch = m_group * h.kernel * wa.kernel, pixels = h.in * wa.in;
+  return axes;
+}
+
+// ConvTranspose, 1-D ([N C L] as [N C 1 L]), 2-D and 3-D, any group: the
+// columns W^T @ X ([N Cout*k... D*H*W], one matmul batched over the groups)
+// summed into the image by col2im (3-D: over h and w for each depth offset
+// and input depth, then over the depth), then sliced to the pads and
+// output_shape.
+void Importer::import_conv_transpose(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  Value x = operand(node, 0), w = operand(node, 1);
+  const std::int64_t rank = rank_of(node, x);
+  if (rank < 3 || rank > 5) {
+    unsupported(node, "an input of rank " + std::to_string(rank) + "; wfgen maps 1-D, 2-D and 3-D ConvTranspose (N C L, N C H W, N C D H W)");
+  }
+  const Dims& xd = *x.dims;
+  for (std::int64_t k = 1; k < rank; ++k)
+    if (!xd[static_cast<std::size_t>(k)]) unsupported(node, "an input whose channels or spatial sizes are not known when importing");
+  if (!xd[0]) unsupported(node, "a batch size known only at run time (col2im needs the image's shape); pass --dim to fix it");
+  bool known = !w.literal && w.dims && static_cast<std::int64_t>(w.dims->size()) == rank;
+  for (std::size_t k = 0; known && k < w.dims->size(); ++k) known = (*w.dims)[k].has_value();
+  if (!known) unsupported(node, "weights that are not a known [C M/group k...] tensor of the input's rank");
+  const std::int64_t n = *xd[0], c = *xd[1], groups = attr_int(node, "group", 1);
+  const std::int64_t m_group = *(*w.dims)[1];
+  if (groups < 1 || c % groups != 0 || *(*w.dims)[0] != c) {
+    unsupported(node, "group = " + std::to_string(groups) + " with " + std::to_string(c) + " input channels and weights for " +
+                          std::to_string(*(*w.dims)[0]));
+  }
+  const std::int64_t m = m_group * groups;
+  std::vector<std::int64_t> in, kernel;
+  for (std::int64_t k = 2; k < rank; ++k) {
+    in.push_back(*xd[static_cast<std::size_t>(k)]);
+    kernel.push_back(*(*w.dims)[static_cast<std::size_t>(k)]);
+  }
+  std::vector<TransposedAxis> axes = transposed_axes(node, in, kernel);
+  const bool one_d = rank == 3, three_d = rank == 5;
+  if (one_d) axes.insert(axes.begin(), TransposedAxis{.out = 1, .canvas = 1});  // the height of 1
+  std::int64_t patch = m_group, pixels = 1;
+  for (const auto& a : axes) {
+    patch *= a.kernel;
+    pixels *= a.in;
+  }
   auto s = [](std::int64_t v) { return std::to_string(v); };
-  const std::string image = one_d ? x.body + ".reshape(" + s(n) + ", " + s(c) + ", 1, " + s(wa.in) + ")" : x.body;
+  auto list = [&](auto field) {
+    std::string out;
+    for (const auto& a : axes) out += ", " + s(a.*field);
+    return out;
+  };
   // Group g's columns come from its c/group channels and its Cout/group
   // filters: rows g*patch .. (g+1)*patch, which is the channel-major order
   // col2im reads (output channel g*Cout/group + j).
   const std::string cols = identifier(node.output(0) + "_cols", "cols");
-  line(cols + " = (" + w.body + ".reshape(" + s(groups) + ", " + s(c / groups) + ", " + s(patch) + ").T @ " + image + ".reshape(" + s(n) +
-           ", " + s(groups) + ", " + s(c / groups) + ", " + s(pixels) + ")).reshape(" + s(n) + ", " + s(m) + ", " + s(h.kernel) + ", " +
-           s(wa.kernel) + ", " + s(h.in) + ", " + s(wa.in) + ")",
+  line(cols + " = (" + w.body + ".reshape(" + s(groups) + ", " + s(c / groups) + ", " + s(patch) + ").T @ " + x.body + ".reshape(" + s(n) +
+           ", " + s(groups) + ", " + s(c / groups) + ", " + s(pixels) + ")).reshape(" + s(n) + ", " + s(m) + list(&TransposedAxis::kernel) +
+           list(&TransposedAxis::in) + ")",
        "ConvTranspose" + (node.name().empty() ? "" : " '" + node.name() + "'") + ": each input pixel times the filters");
   const Value like = float_parameter(node, node.output(0) + "_canvas", {1, 1, 1, 1}, {0.0f});
-  std::string expr = "col2im(" + cols + ", " + like.body + ".broadcast_to(" + s(n) + ", " + s(m) + ", " + s(h.canvas) + ", " + s(wa.canvas) +
-                     "), k_h=" + s(h.kernel) + ", k_w=" + s(wa.kernel) + ", stride_h=" + s(h.stride) + ", stride_w=" + s(wa.stride) +
-                     ", dilation_h=" + s(h.dilation) + ", dilation_w=" + s(wa.dilation) + ")";
-  if (h.head != 0 || wa.head != 0 || h.out != h.canvas || wa.out != wa.canvas) {
-    expr += "[:, :, " + s(h.head) + ":" + s(h.head + h.out) + ", " + s(wa.head) + ":" + s(wa.head + wa.out) + "]";
+  auto col2im = [&](const std::string& col, std::int64_t channels, const TransposedAxis& h, const TransposedAxis& wa, std::int64_t width) {
+    return "col2im(" + col + ", " + like.body + ".broadcast_to(" + s(n) + ", " + s(channels) + ", " + s(h.canvas) + ", " + s(width) +
+           "), k_h=" + s(h.kernel) + ", k_w=" + s(wa.kernel) + ", stride_h=" + s(h.stride) + ", stride_w=" + s(wa.stride) +
+           ", dilation_h=" + s(h.dilation) + ", dilation_w=" + s(wa.dilation) + ")";
+  };
+  const TransposedAxis& h = axes[axes.size() - 2];
+  const TransposedAxis& wa = axes.back();
+  std::string expr;
+  if (!three_d) {
+    expr = col2im(cols, m, h, wa, wa.canvas);
+  } else {
+    // [N M kd kh kw D H W] -> [N M*kd*D kh kw H W]: the planes, then the depth as
+    // an image [N M Dc Hc*Wc] of windows kd x 1.
+    const TransposedAxis& d = axes[0];
+    const std::string planes = identifier(node.output(0) + "_planes", "planes");
+    line(planes + " = " +
+             col2im(cols + ".permute(0, 1, 2, 5, 3, 4, 6, 7).reshape(" + s(n) + ", " + s(m * d.kernel * d.in) + ", " + s(h.kernel) + ", " +
+                        s(wa.kernel) + ", " + s(h.in) + ", " + s(wa.in) + ")",
+                    m * d.kernel * d.in, h, wa, wa.canvas),
+         "each depth offset and input depth summed over h and w");
+    const std::int64_t area = h.canvas * wa.canvas;
+    expr = "(" + col2im(planes + ".reshape(" + s(n) + ", " + s(m) + ", " + s(d.kernel) + ", 1, " + s(d.in) + ", " + s(area) + ")", m, d,
+                        TransposedAxis{}, area) +
+           ").reshape(" + s(n) + ", " + s(m) + ", " + s(d.canvas) + ", " + s(h.canvas) + ", " + s(wa.canvas) + ")";
   }
-  if (node.input_size() > 2 && !node.input(2).empty()) expr = expr + " + " + operand(node, 2).body + ".reshape(" + s(m) + ", 1, 1)";
-  Dims out = one_d ? Dims{n, m, wa.out} : Dims{n, m, h.out, wa.out};
+  bool whole = true;
+  std::string slice = "[:, :";
+  for (std::size_t a = one_d ? 1 : 0; a < axes.size(); ++a) {
+    whole = whole && axes[a].head == 0 && axes[a].out == axes[a].canvas;
+    slice += ", " + s(axes[a].head) + ":" + s(axes[a].head + axes[a].out);
+  }
+  if (one_d) slice = "[:, :, :" + slice.substr(5);
+  if (!whole) expr += slice + "]";
+  std::string ones;
+  for (std::size_t a = 0; a < axes.size(); ++a) ones += ", 1";
+  if (node.input_size() > 2 && !node.input(2).empty()) expr = expr + " + " + operand(node, 2).body + ".reshape(" + s(m) + ones + ")";
+  Dims out{n, m};
+  for (std::size_t a = one_d ? 1 : 0; a < axes.size(); ++a) out.push_back(axes[a].out);
   if (one_d) expr = "(" + expr + ").reshape(" + reshape_args(node, out) + ")";
   define(node, 0, expr, out);
 }
