@@ -4,7 +4,8 @@
 //   operators.cpp    mapping each ONNX operator to body statements, folding
 //                    the ones whose inputs are constants: the dispatch on
 //                    operator_table.cpp's rows and their handlers (layers.cpp
-//                    has those of the layers).
+//                    has those of the layers, rearrange.cpp DepthToSpace,
+//                    SpaceToDepth and ReduceProd).
 // Internal to wfgen/onnx: the public interface is onnx_import.hpp.
 #pragma once
 

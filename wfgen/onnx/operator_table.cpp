@@ -64,7 +64,7 @@ struct OperatorTable {
        .doc = "(x.reshape(N, b, b, C', H, W).permute(0, 3, 4, 1, 5, 2) * 1.0).reshape(N, C', H b, W b) (DCR; CRD splits C' first)"},
       {.name = "Div", .handler = &I::import_arithmetic, .param = "/", .doc = "a / b (numpy broadcasting)"},
       {.name = "Dropout", .handler = &I::import_identity, .attributes = "ratio seed", .constant_inputs = inputs({1, 2}),
-       .doc = "inference (training_mode a constant false): x, and its mask all 1.0"},
+       .doc = "inference (training_mode a constant false), or training with a constant ratio 0: x, and its mask all 1.0"},
       {.name = "Einsum", .handler = &I::import_einsum, .since = 12, .attributes = "equation",
        .doc = "one or two operands, no diagonal: sums of the letters one term has, permute/reshape and one batched matmul, permute"},
       {.name = "Elu", .handler = &I::import_activation, .attributes = "alpha", .doc = "relu(x) + (exp(x - relu(x)) - 1.0) * alpha"},
