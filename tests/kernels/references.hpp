@@ -180,6 +180,7 @@ enum class Kind {
   MaxPool,       // X[N C H W] OUT[N C ho wo], with six int arguments (k_h k_w stride_h stride_w pad_h pad_w)
   MaxPoolGrad,   // DOUT[N C ho wo] X[N C H W] OUT[N C H W], the same six
   MaxPoolPick,   // D[N C H W] X[N C H W] OUT[N C ho wo], the same six
+  Cast,          // X[~] OUT[~]: OUT of the node's out_dtype (to_f32, to_i64, to_bool...)
 };
 enum class Red { None, Sum, Mean, Max, Min, ArgMax, ArgMin, InvCount };
 enum class Opt { None, Sgd, Adam, AdamW };
@@ -228,6 +229,7 @@ inline const char* kind_name(Kind k) {
     case Kind::MaxPool: return "max-pool";
     case Kind::MaxPoolGrad: return "max-pool-grad";
     case Kind::MaxPoolPick: return "max-pool-pick";
+    case Kind::Cast: return "cast";
   }
   return "?";
 }
@@ -248,6 +250,7 @@ inline int kind_tensors(Kind k) {
     case Kind::ScatterAdd: return 4;
     case Kind::Col2im: return 3;
     case Kind::CausalMask: return 2;
+    case Kind::Cast: return 2;
     case Kind::ExtremeMask: return 2;
     case Kind::Concat: return 3;
     case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
@@ -476,6 +479,12 @@ inline const std::vector<NodeRef>& node_refs() {
       {"max_pool_grad", Kind::MaxPoolGrad, {D::Any, D::Ties}},
       {"max_pool_pick", Kind::MaxPoolPick, {D::Any, D::Ties}},
       {"concat_last", Kind::Concat, {D::Any, D::Any}},
+      // Wide floats (and, set by the builder, NaN and +-1e30); integers with extremes (wrap-around).
+      {"to_f32", Kind::Cast, {D::Wide}},
+      {"to_f64", Kind::Cast, {D::Wide}},
+      {"to_i32", Kind::Cast, {D::Wide}},
+      {"to_i64", Kind::Cast, {D::Wide}},
+      {"to_bool", Kind::Cast, {D::Cond}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
       // Any targets, not just probabilities: the loss is linear in TARGET, and
@@ -533,6 +542,41 @@ inline Expected ref_elementwise(const NodeRef& r, const std::vector<Dense>& in, 
       const double v = r.f(x, s);
       e.val.f[static_cast<std::size_t>(k)] = v;
       e.tol[static_cast<std::size_t>(k)] = tol.rtol * (r.mag ? r.mag(x, s) : std::fabs(v)) + tol.atol;
+    }
+  }
+  return e;
+}
+
+// The dtype a cast node writes: its name's suffix.
+inline DType cast_target(std::string_view node) {
+  if (node == "to_f32") return DType::f32;
+  if (node == "to_f64") return DType::f64;
+  if (node == "to_i32") return DType::i32;
+  if (node == "to_i64") return DType::i64;
+  return DType::u8;  // to_bool
+}
+
+// X as `to`, value by value, written out naively: bool (u8) is X != 0 (NaN
+// too); float to integer toward zero, saturated, NaN 0; integer to integer
+// modulo 2^bits; to a float the nearest (exact: compared without tolerance).
+inline Expected ref_cast(const Dense& x, DType to) {
+  Expected e{Dense::make(x.shape, is_int(to)), {}};
+  for (std::size_t k = 0; k < static_cast<std::size_t>(numel_of(x.shape)); ++k) {
+    const double f = x.is_int ? static_cast<double>(x.i[k]) : x.f[k];
+    if (to == DType::u8) {
+      e.val.i[k] = x.is_int ? (x.i[k] != 0 ? 1 : 0) : (f != 0.0 || std::isnan(f) ? 1 : 0);
+    } else if (to == DType::i32 || to == DType::i64) {
+      const double lo = to == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+      const std::int64_t lo_i = to == DType::i32 ? INT32_MIN : INT64_MIN, hi_i = to == DType::i32 ? INT32_MAX : INT64_MAX;
+      if (x.is_int) e.val.i[k] = to == DType::i32 ? static_cast<std::int32_t>(x.i[k]) : x.i[k];
+      else if (std::isnan(f)) e.val.i[k] = 0;
+      else if (f <= lo) e.val.i[k] = lo_i;
+      else if (f >= -lo) e.val.i[k] = hi_i;
+      else e.val.i[k] = static_cast<std::int64_t>(std::trunc(f));
+    } else if (to == DType::f32) {
+      e.val.f[k] = x.is_int ? static_cast<double>(static_cast<float>(x.i[k])) : static_cast<double>(static_cast<float>(f));
+    } else {
+      e.val.f[k] = f;
     }
   }
   return e;

@@ -474,6 +474,33 @@ Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng
   return b;
 }
 
+// X[~] -> OUT[~] of another dtype, in every layout. Float inputs get NaN
+// and +-1e30 in their first elements: the saturated and NaN cases of a cast
+// to an integer.
+Built build_cast(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType from = e.dtype, to = cast_target(e.node);
+  const Shape shape = case_shape(c, e.rank, rng);
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true);
+  Tensor x = make_operand(from, shape, lx, rng, filler(r.dom[0], rng));
+  if (!is_int(from) && x.numel() > 0) {
+    const double special[] = {std::numeric_limits<double>::quiet_NaN(), 1e30, -1e30, 2.75, -2.75};
+    std::size_t k = 0;
+    for_each_index(shape, [&](std::span<const std::int64_t> idx) {
+      if (k < std::size(special)) put(x, idx, special[k], 0);
+      ++k;
+    });
+  }
+  cs.add("X", std::move(x), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(to, shape, lo, rng), lo);
+  cs.out = 1;
+  b.reference = [to](const std::vector<Dense>& in) { return ref_cast(in[0], to); };
+  return b;
+}
+
 // A[~ i] B[~ j] -> OUT[~ i+j]: each side empty in turn (8: j = 0, 9: i = 0),
 // in every layout; the leading axes are the same shape for all three.
 Built build_concat(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
@@ -794,6 +821,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
     case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
     case Kind::Concat: return build_concat(e, r, c, rng);
+    case Kind::Cast: return build_cast(e, r, c, rng);
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     case Kind::MaxPool: return build_max_pool(e, r, c, rng);

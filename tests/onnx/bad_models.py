@@ -440,6 +440,25 @@ def _():
     return model(inputs=[seq])
 
 
+# --- integer tensors ---------------------------------------------------------
+
+@case("nonzero_computed", "cannot import operator NonZero (node 'nz') of opset 13: the shape of its output depends on the values"
+      " of an input computed at run time; wfgen's shapes are known when generating code (it imports NonZero only when its"
+      " inputs are constants, folded)")
+def _():
+    nodes = [helper.make_node("NonZero", ["X"], ["Y"], name="nz")]
+    return model(nodes=nodes, outputs=[helper.make_tensor_value_info("Y", TensorProto.INT64, [2, None])])
+
+
+@case("matmul_int32", "cannot import operator MatMul (node 'mm') of opset 13: its input 'A' is INT32; wfgen imports MatMul on"
+      " FLOAT tensors")
+def _():
+    i = TensorProto.INT32
+    nodes = [helper.make_node("MatMul", ["A", "B"], ["Y"], name="mm")]
+    return model(nodes=nodes, inputs=[helper.make_tensor_value_info("A", i, [2, 3]), helper.make_tensor_value_info("B", i, [3, 2])],
+                 outputs=[helper.make_tensor_value_info("Y", i, [2, 2])])
+
+
 def write_all(out):
     if os.path.isdir(out):
         shutil.rmtree(out)

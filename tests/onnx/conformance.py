@@ -107,6 +107,8 @@ std::vector<double> doubles(const onnx::TensorProto& t) {
   return out;
 }
 
+bool expected_values(const onnx::TensorProto& t, std::vector<double>& out, bool& exact, std::string& why);
+
 // FLOAT inputs as f32, DOUBLE ones (a model wfgen builds as f64) as f64.
 bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
   wfgen::rt::Shape shape(t.dims().begin(), t.dims().end());
@@ -120,8 +122,36 @@ bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
     std::memcpy(out.data<double>(), v.data(), v.size() * 8);
     return true;
   }
+  if (t.data_type() == onnx::TensorProto::INT64 || t.data_type() == onnx::TensorProto::INT32 ||
+      t.data_type() == onnx::TensorProto::BOOL) {
+    // A typed input (wfgen import --keep-integer-inputs): i64, i32 or u8.
+    std::vector<double> v;
+    bool exact = false;
+    if (!expected_values(t, v, exact, why)) return false;
+    const wfgen::rt::DType dt = t.data_type() == onnx::TensorProto::INT64   ? wfgen::rt::DType::i64
+                                : t.data_type() == onnx::TensorProto::INT32 ? wfgen::rt::DType::i32
+                                                                            : wfgen::rt::DType::u8;
+    out = Tensor::empty(dt, shape);
+    if (static_cast<std::int64_t>(v.size()) != out.numel()) {
+      why = "an input holds the wrong number of values";
+      return false;
+    }
+    // INT64 values are read back exactly below (doubles hold only 2^53).
+    if (dt == wfgen::rt::DType::i64 && !t.raw_data().empty()) {
+      std::memcpy(out.data<std::int64_t>(), t.raw_data().data(), v.size() * 8);
+    } else if (dt == wfgen::rt::DType::i64 && t.int64_data_size() == static_cast<int>(v.size())) {
+      std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<std::int64_t>());
+    } else {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (dt == wfgen::rt::DType::i32) out.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
+        else if (dt == wfgen::rt::DType::u8) out.data<std::uint8_t>()[i] = v[i] != 0 ? 1 : 0;
+        else out.data<std::int64_t>()[i] = static_cast<std::int64_t>(v[i]);
+      }
+    }
+    return true;
+  }
   if (t.data_type() != onnx::TensorProto::FLOAT) {
-    why = "an input is not FLOAT or DOUBLE";
+    why = "an input is not FLOAT, DOUBLE, INT64, INT32 or BOOL";
     return false;
   }
   out = Tensor::empty(wfgen::rt::DType::f32, shape);
@@ -226,9 +256,18 @@ bool close(const Tensor& got, const onnx::TensorProto& want, double atol, double
     return false;
   }
   Tensor c = got.contiguous();
-  const bool f64 = c.dtype() == wfgen::rt::DType::f64;
+  // Outputs of any dtype: i64, i32 and u8 (BOOL) ones are whole numbers, compared exactly.
+  auto element = [&c](std::size_t i) -> double {
+    switch (c.dtype()) {
+      case wfgen::rt::DType::f64: return c.data<double>()[i];
+      case wfgen::rt::DType::i64: return static_cast<double>(c.data<std::int64_t>()[i]);
+      case wfgen::rt::DType::i32: return c.data<std::int32_t>()[i];
+      case wfgen::rt::DType::u8: return c.data<std::uint8_t>()[i];
+      default: return c.data<float>()[i];
+    }
+  };
   for (std::size_t i = 0; i < w.size(); ++i) {
-    double a = f64 ? c.data<double>()[i] : c.data<float>()[i], b = w[i];
+    double a = element(i), b = w[i];
     if (exact) {
       if (a == b) continue;
     } else if (std::isnan(a) && std::isnan(b)) {
@@ -358,6 +397,9 @@ def first_line(text):
     return ""
 
 
+KEEP_INTEGER_INPUTS = False  # --keep-integer-inputs
+
+
 def import_test(wfgen, work, name):
     """Imports one test; returns (spec path or None, message, number of inputs, has params)."""
     model = os.path.join(WHERE[name], name, "model.onnx")
@@ -366,7 +408,8 @@ def import_test(wfgen, work, name):
     # Inputs the model needs as constants (shapes, axes, Clip's bounds) or
     # that are not FLOAT are frozen to the first data set's values.
     sample = os.path.join(WHERE[name], name, "test_data_set_0")
-    r = run([wfgen, "-q", "import", model, "-o", spec, "--params", params, "--name", name, "--freeze-inputs", sample])
+    cmd = [wfgen, "-q", "import", model, "-o", spec, "--params", params, "--name", name, "--freeze-inputs", sample]
+    r = run(cmd + (["--keep-integer-inputs"] if KEEP_INTEGER_INPUTS else []))
     if r.returncode != 0:
         msg = first_line(r.stderr)
         msg = msg.replace(model + ": error: ", "")
@@ -424,7 +467,12 @@ def main():
                     "/usr/share/libonnx-testdata/data/pytorch-converted, pytorch-operator, simple); again for another section")
     ap.add_argument("--atol", type=float, default=1e-7, help="|got - want| <= atol + rtol |want| (ONNX's: 1e-7)")
     ap.add_argument("--rtol", type=float, default=1e-3, help="(ONNX's: 1e-3)")
+    ap.add_argument("--keep-integer-inputs", action="store_true",
+                    help="INT64, INT32 and BOOL inputs stay inputs of the model (typed_inputs), fed at run time, "
+                    "instead of being frozen to the first data set's values")
     args = ap.parse_args()
+    global KEEP_INTEGER_INPUTS
+    KEEP_INTEGER_INPUTS = args.keep_integer_inputs
 
     wfgen = os.path.abspath(args.wfgen)
     sections = []  # (folders, test names)

@@ -370,7 +370,7 @@ TEST_CASE("wfgen check prints one line per node and exits 0, or diagnostics and 
   CHECK(cli::check({{good, bad}}, {out3, err3, false}) == cli::kBadInput);
   CHECK(out3.str().empty());
   CHECK(err3.str() == bad.string() + ":3:5: error: unknown key 'wher' in node 'Add'; did you mean 'where'? (expected one of: "
-                                     "name, args, where, slots, save_for_backward, backward, out_scalar, extends, indices, doc)\n"
+                                     "name, args, where, slots, save_for_backward, backward, out_scalar, extends, out_dtype, indices, doc)\n"
                                      "        wher: \"A[~] -> A[~]\"\n"
                                      "        ^~~~\n" +
                           bad.string() + ":2:5: error: missing required key 'where' in node 'Add' (the Subscript DSL line, e.g. "

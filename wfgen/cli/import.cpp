@@ -53,6 +53,7 @@ int import_onnx(const ImportOptions& o, Streams io) {
   onnx_import::Options opts;
   opts.name = o.name.empty() ? fs::path(o.output).stem().string() : o.name;
   opts.freeze_dir = o.freeze_dir.string();
+  opts.keep_integer_inputs = o.keep_integer_inputs;
   if (!o.max_data.empty() && !parse_bytes(o.max_data, opts.max_data_bytes)) {
     io.err << "error: --max-data expects a size such as 8GiB, 512MiB or a number of bytes, but got '" << quote(o.max_data) << "'\n";
     return 2;

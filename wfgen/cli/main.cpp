@@ -94,6 +94,9 @@ CLI::App* add_import(CLI::App& app, cli::ImportOptions& o) {
   import->add_option("--freeze-inputs", o.freeze_dir,
                      "A folder of sample inputs (input_<k>.pb, ONNX's test layout): inputs that must be constants (int64 shapes, axes, "
                      "Clip bounds) or are not FLOAT take these values")->check(CLI::ExistingDirectory);
+  import->add_flag("--keep-integer-inputs", o.keep_integer_inputs,
+                   "With --freeze-inputs: INT64, INT32 and BOOL inputs that no node needs as a constant stay inputs of their own "
+                   "dtype (typed_inputs) instead of being frozen");
   import->add_option("--max-data", o.max_data,
                      "The limit of the model's tensor data together (initializers, constants, external data) and of the file's "
                      "size, e.g. 8GiB (default 4GiB): past it, an error before the memory is taken");

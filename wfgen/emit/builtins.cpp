@@ -50,6 +50,41 @@ void emit_gather(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// OUT = X in another dtype. To bool (u8): 1 where X != 0 (NaN too), as
+// ONNX's Cast. Float to integer: toward zero, saturated at the integer's
+// range, NaN to 0 (C++ leaves those undefined, ONNX unspecified). Between
+// integers: modulo 2^bits (C++20); integer or f64 to float: the nearest.
+void emit_cast(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const rt::DType to = o.dtype.value_or(p.dtype);
+  const std::string from_t = elem(p.dtype), to_t = elem(to);
+  const bool float_from = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
+  const bool float_to = to == rt::DType::f32 || to == rt::DType::f64;
+  w.comment(o.name + " = " + x.name + " as " + rt::dtype_name(to));
+  if (to == rt::DType::u8) {
+    w.line("auto wf_cast = [](" + from_t + " wf_v) { return static_cast<" + to_t + ">(wf_v != " + from_t + "(0) ? 1 : 0); };");
+  } else if (float_from && !float_to) {
+    // The bounds as floats: the largest one rounds up to 2^(bits-1), itself out of range.
+    w.line("constexpr " + from_t + " wf_lo = static_cast<" + from_t + ">(std::numeric_limits<" + to_t + ">::min());");
+    w.line("constexpr " + from_t + " wf_hi = static_cast<" + from_t + ">(std::numeric_limits<" + to_t + ">::max());");
+    w.open("auto wf_cast = [&](" + from_t + " wf_v)");
+    w.line("if (!(wf_v == wf_v)) return " + to_t + "(0);");
+    w.line("if (wf_v <= wf_lo) return std::numeric_limits<" + to_t + ">::min();");
+    w.line("if (wf_v >= wf_hi) return std::numeric_limits<" + to_t + ">::max();");
+    w.line("return static_cast<" + to_t + ">(wf_v);");
+    w.close(";");
+  } else {
+    w.line("auto wf_cast = [](" + from_t + " wf_v) { return static_cast<" + to_t + ">(wf_v); };");
+  }
+  w.line("const wfgen::rt::LoopNest<" + num(p.rank) + ", 2> wf_nest(" + x.cpp + ".shape, {" + x.cpp + ".strides, " + o.cpp +
+         ".strides});");
+  w.open("wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  w.line("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) " + o.cpp + ".data[wf_off[1] + wf_i * wf_step[1]] = wf_cast(" + x.cpp +
+         ".data[wf_off[0] + wf_i * wf_step[0]]);");
+  w.close(");");
+}
+
 void emit_one_hot(CodeWriter& w, const KernelPlan& p) {
   const auto& idx = p.tensors[0];
   const auto& o = p.tensors[1];
@@ -843,7 +878,8 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
 
 void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   const std::string& b = p.impl->builtin;
-  if (b == "gather") emit_gather(w, p);
+  if (b == "cast") emit_cast(w, p);
+  else if (b == "gather") emit_gather(w, p);
   else if (b == "scatter_add") emit_scatter_add(w, p);
   else if (b == "one_hot") emit_one_hot(w, p);
   else if (b == "im2col") emit_im2col(w, p);

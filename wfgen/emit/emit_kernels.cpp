@@ -32,7 +32,7 @@ bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; 
 std::string float_type(rt::DType d) { return d == rt::DType::f32 ? "float" : "double"; }
 
 std::string view_type(const KernelPlan& p, const TensorParam& t) {
-  return "wfgen::rt::View<" + std::string(t.written ? "" : "const ") + elem(p.dtype) + ", " + num(t.rank) + ">";
+  return "wfgen::rt::View<" + std::string(t.written ? "" : "const ") + elem(t.dtype.value_or(p.dtype)) + ", " + num(t.rank) + ">";
 }
 
 std::string scalar_type(const KernelPlan& p, ArgType t) {
@@ -537,7 +537,7 @@ void emit_erased(CodeWriter& w, const KernelPlan& p) {
   bool view = p.impl->kind == BodyKind::View;
   for (std::size_t k = 0; k < p.tensors.size(); ++k) {
     const auto& t = p.tensors[k];
-    std::string ty = std::string(t.written || view ? "" : "const ") + elem(p.dtype);
+    std::string ty = std::string(t.written || view ? "" : "const ") + elem(t.dtype.value_or(p.dtype));
     call += std::string(k ? ", " : "") + "wfgen::rt::view_of<" + ty + ", " + num(t.rank) + ">(wf_t[" +
             num(static_cast<std::int64_t>(k)) + "], \"" + p.function + "\", \"" + t.name + "\")";
   }

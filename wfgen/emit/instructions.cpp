@@ -111,7 +111,7 @@ std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const s
   }
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
-    out.insert({v.impl, v.dtype, v.rank, true, v.accumulate});
+    out.insert({v.impl, v.kernel_dtype(), v.rank, true, v.accumulate});
     if (v.init_from >= 0) {
       const spec::Impl* c = copy_impl(spec);
       WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");

@@ -81,7 +81,7 @@ std::string upper(std::string s) {
   return s;
 }
 
-std::string kernel_of(const Value& v) { return lower::kernel_name(v.node->name, v.impl->device, v.dtype, v.rank, v.accumulate); }
+std::string kernel_of(const Value& v) { return lower::kernel_name(v.node->name, v.impl->device, v.kernel_dtype(), v.rank, v.accumulate); }
 
 // Unique, readable names for the tensor table: the body's variable names,
 // numbered when a name is assigned again; TIDn for unnamed values.

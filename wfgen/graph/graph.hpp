@@ -74,6 +74,10 @@ struct Value {
   int init_from = -1;                // the result starts as a copy of this value (in place on a caller's tensor)
   std::vector<spec::ArgValue> args;  // constructor arguments in the node's order
   int rank = 0;                      // kernel rank
+  // The dtype the kernel computes in when not the result's: a cast node's
+  // input dtype (Node::out_dtype), which names and chooses its kernel.
+  std::optional<rt::DType> compute_dtype;
+  rt::DType kernel_dtype() const { return compute_dtype.value_or(dtype); }
   // The result is written into the storage of this value (a gradient buffer,
   // or a view of a buffer being filled) instead of a fresh arena slot.
   int write_to = -1;

@@ -126,6 +126,12 @@ class Planner {
     // it is judged on their defaults; kernels a model asked for were chosen
     // with the call's own arguments (trace), so they are always made.
     if (judge_reject_ && rejected(node, impl, dt, what)) return std::nullopt;
+    if (node.out_dtype && !(impl.kind == BodyKind::Builtin && impl.builtin == "cast")) {
+      error(diag(node.out_dtype_loc, "node '" + node.name + "' has an out_dtype (" + rt::dtype_name(*node.out_dtype) +
+                                         "), which only kernels of the builtin 'cast' write; " + what + " is " +
+                                         spec::body_kind_name(impl.kind)));
+      return std::nullopt;
+    }
     switch (impl.kind) {
       case BodyKind::Elementwise: {
         auto e = compile(impl.elementwise, dt, env_of(node, p, dt), what);
@@ -166,7 +172,7 @@ class Planner {
         }
         break;
       case BodyKind::View:
-        p.tensors.push_back({"A", "A", rank, true, node.where.inputs.empty() ? "" : node.where.inputs[0].str()});
+        p.tensors.push_back({"A", "A", rank, true, node.where.inputs.empty() ? "" : node.where.inputs[0].str(), {}});
         for (const auto& a : node.args) p.scalars.push_back({a.name, cpp_identifier(a.name), a.type});
         break;
       case BodyKind::Builtin:
@@ -209,7 +215,7 @@ class Planner {
         }
       }
       index[name] = p.tensors.size();
-      p.tensors.push_back({name, cpp_identifier(name), rank, written, a.str()});
+      p.tensors.push_back({name, cpp_identifier(name), rank, written, a.str(), {}});
       return true;
     };
     for (std::size_t i = 0; i < d.inputs.size(); ++i)
@@ -334,6 +340,15 @@ class Planner {
       }
       return true;
     };
+    if (impl.builtin == "cast") {
+      if (!want(2, "X[~] OUT[~] -> OUT[~]")) return false;
+      if (!node.out_dtype) {
+        error(diag(impl.loc, what + ": the builtin 'cast' needs a node with an out_dtype (the dtype it casts to)"));
+        return false;
+      }
+      p.tensors[1].dtype = node.out_dtype;
+      return true;
+    }
     if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
     if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
     if (impl.builtin == "scatter_add") return want(4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]");

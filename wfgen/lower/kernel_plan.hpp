@@ -29,6 +29,8 @@ struct TensorParam {
   int rank = 0;
   bool written = false;  // an output (a non-const View)
   std::string dsl;       // "A[~ i j]"
+  // Its dtype when not the kernel's: the output of a cast node (Node::out_dtype).
+  std::optional<rt::DType> dtype;
   std::string local() const { return "wf_p_" + cpp; }  // its row pointer in a kernel
   std::string block() const { return "wf_t_" + cpp; }  // its block copy (rt::TileOperand)
 };

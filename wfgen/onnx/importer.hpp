@@ -36,6 +36,10 @@ struct Value {
   std::string body;  // the body expression naming it (a variable, or a literal for scalar constants)
   bool literal = false;
   std::optional<Dims> dims;  // nullopt: rank unknown
+  // The body dtype of a computed value: "" for the build's float dtype (FLOAT,
+  // or DOUBLE in an f64 model), else "i64", "i32" or "u8" (BOOL): an integer
+  // or bool tensor the model computes on as such (a build's typed_inputs).
+  std::string dtype;
 };
 
 // The shortest text that reads back as the same float (0.35f prints as 0.35).
@@ -93,8 +97,24 @@ class Importer {
   // --- emission --------------------------------------------------------------------
 
   void line(const std::string& statement, const std::string& comment);
-  // Defines the node's k-th output as `expr` with `dims`.
-  void define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims);
+  // Defines the node's k-th output as `expr` with `dims`, of `dtype` (by
+  // default the first computed input's, else the float dtype).
+  void define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims,
+              std::optional<std::string> dtype = std::nullopt);
+  // --- integer and bool values (typed.cpp) --------------------------------------------
+  // The body dtype of an ONNX element type ("" for FLOAT), or nullopt when
+  // the body has none (UINT8, INT16, FLOAT16...).
+  static std::optional<std::string> dtype_of_type(int elem_type);
+  // The ONNX name of a body dtype ("" -> FLOAT or DOUBLE).
+  std::string type_name(const std::string& dtype) const;
+  // `v` as `dtype`: itself when it has it (or is a literal), else a cast node.
+  std::string as_dtype(const Value& v, const std::string& dtype) const;
+  // Refuses a computed input whose dtype the node's row does not take.
+  void check_dtypes(const onnx::NodeProto& node, const OperatorRow& row) const;
+  // Gather with indices computed at run time (integer values).
+  void gather_computed(const onnx::NodeProto& node, const Value& x, std::int64_t axis);
+  // Mod of INT64 and INT32 tensors, from the stdlib's integer division.
+  void import_mod(const onnx::NodeProto& node, const OperatorRow& row);
   std::int64_t rank_of(const onnx::NodeProto& node, const Value& v) const;
   std::int64_t axis_in(const onnx::NodeProto& node, std::int64_t axis, std::int64_t rank, bool plus_one = false) const;
   // numpy broadcasting of two shapes (unknown dims stay unknown).
@@ -277,6 +297,7 @@ class Importer {
   std::set<std::string> used_;
   std::vector<std::pair<std::string, const onnx::TensorProto*>> params_;
   std::vector<std::string> inputs_, outputs_, returned_, renamed_;
+  std::vector<std::pair<std::string, std::string>> typed_inputs_;  // body name, dtype: the build's typed_inputs
   std::string body_;
   int statements_ = 0;  // line()s written
 };

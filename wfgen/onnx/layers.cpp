@@ -372,7 +372,7 @@ void Importer::import_loss(const onnx::NodeProto& node, const OperatorRow& row) 
   if (sce) {
     logp = identifier(node.output(0) + "_log_prob", "log_prob");
     line(logp + " = log_softmax(" + x.body + ", axis=1)", "SoftmaxCrossEntropyLoss: log-probabilities");
-    if (node.output_size() > 1 && !node.output(1).empty()) values_[node.output(1)] = {logp, false, x.dims};
+    if (node.output_size() > 1 && !node.output(1).empty()) values_[node.output(1)] = {logp, false, x.dims, ""};
   } else if (node.output_size() > 1) {
     need_one_output(node);
   }

@@ -102,7 +102,10 @@ Imported Importer::run(const std::string* bytes) {
   for (const auto& vi : g.input()) {
     if (initializers_.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
     const int k = position++;
-    bool not_float = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT;
+    const int type = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+    bool not_float = vi.type().has_tensor_type() && type != onnx::TensorProto::FLOAT;
+    // --keep-integer-inputs: an integer or bool input no node needs as a constant stays an input.
+    if (options_.keep_integer_inputs && dtype_of_type(type)) not_float = false;
     if (!options_.freeze_dir.empty() && (not_float || constant_uses.count(vi.name()))) {
       freeze(vi, k);
       continue;
@@ -235,16 +238,21 @@ void Importer::check_float(const onnx::ValueInfoProto& vi, const char* what) con
   int t = vi.type().tensor_type().elem_type();
   if (t != onnx::TensorProto::FLOAT) {
     fail(std::string(what) + " '" + vi.name() + "' has element type " + onnx::TensorProto::DataType_Name(t) +
-         "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs, or DOUBLE (f64) ones when every floating tensor of the model is DOUBLE");
+         "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs, or DOUBLE (f64) ones when every floating tensor of the model is DOUBLE, "
+         "and INT64, INT32 and BOOL ones (i64, i32, u8)");
   }
 }
 
 void Importer::read_input(const onnx::ValueInfoProto& vi) {
-  check_float(vi, "input");
+  // INT64, INT32 and BOOL inputs are tensors of their own dtype (typed_inputs).
+  const int type = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+  const std::optional<std::string> dtype = dtype_of_type(type);
+  if (!dtype || dtype->empty()) check_float(vi, "input");
   std::vector<std::string> symbols;
   Dims d = dims_of(vi, &symbols);
   std::string body = identifier(vi.name(), "input");
-  values_[vi.name()] = {body, false, d};
+  values_[vi.name()] = {body, false, d, dtype.value_or("")};
+  if (dtype && !dtype->empty()) typed_inputs_.emplace_back(body, *dtype);
   std::string sub;
   for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
   inputs_.push_back(body + "[" + sub + "]");
@@ -291,7 +299,18 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
     it = values_.find(vi.name());
   }
   if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
-  if (type == onnx::TensorProto::BOOL) {
+  // INT64, INT32 and BOOL outputs are returned in their own dtype: a value
+  // the body holds in another (a constant's whole numbers as floats) is cast.
+  const std::optional<std::string> want = dtype_of_type(type);
+  if (want && *want != it->second.dtype && !it->second.literal) {
+    std::string cast = identifier(vi.name() + "_as_" + (want->empty() ? std::string(body_dtype()) : *want), "output");
+    line(cast + " = " + as_dtype(it->second, *want), "output " + vi.name() + " as " + onnx::TensorProto::DataType_Name(type));
+    values_[vi.name()] = {cast, false, it->second.dims, *want};
+    it = values_.find(vi.name());
+  }
+  if (want) {
+    // in its own dtype: nothing to say
+  } else if (type == onnx::TensorProto::BOOL) {
     renamed_.push_back("output '" + vi.name() + "' is BOOL in ONNX: the model returns it as " + body_dtype() +
                        ", 1.0 for true and 0.0 for false");
   } else if (whole) {
@@ -343,9 +362,31 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   if (it != values_.end()) return it->second;
   const onnx::TensorProto* t = constant(name);
   if (!t) unsupported(node, "its input '" + name + "' is computed by no earlier node");
-  if (t->data_type() != onnx::TensorProto::FLOAT) {
+  const std::optional<std::string> dtype = dtype_of_type(t->data_type());
+  if (!dtype) {
     unsupported(node, "its input '" + name + "' is a " + onnx::TensorProto::DataType_Name(t->data_type()) +
-                          " initializer used as a tensor; wfgen's ONNX import supports FLOAT tensors");
+                          " initializer used as a tensor; wfgen's ONNX import supports FLOAT, INT64, INT32 and BOOL tensors");
+  }
+  if (!dtype->empty()) {
+    // An integer or bool constant: a FLOAT parameter (parameters are of the
+    // build's dtype) cast back in the body, so it must hold every value exactly.
+    std::vector<double> exact;
+    numbers_of(*t, exact);
+    for (double x : exact) {
+      if (static_cast<double>(static_cast<float>(x)) != x) {
+        unsupported(node, "its input '" + name + "' is a " + onnx::TensorProto::DataType_Name(t->data_type()) + " constant holding " +
+                              std::to_string(x) + ", which a FLOAT parameter does not hold exactly");
+      }
+    }
+    std::string why;
+    std::unique_ptr<onnx::TensorProto> f = cast_constant(*t, onnx::TensorProto::FLOAT, why);
+    if (!f) unsupported(node, why);
+    const std::string float_name = name + "_as_float";
+    keep_constant(float_name, std::move(f));
+    Value v = operand_named(node, float_name);
+    if (!v.literal) v.body = as_dtype(v, *dtype);
+    v.dtype = v.literal ? "" : *dtype;
+    return v;  // not a value of its own: nodes that fold constants still see `name` as one
   }
   std::vector<float> data = floats_of(*t);
   if (static_cast<std::int64_t>(data.size()) != element_count(*t)) {
@@ -355,7 +396,7 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   // (masked_fill's -inf) has no literal and stays a parameter of rank 0.
   if (t->dims_size() == 0 && data.size() == 1 && std::isfinite(data[0])) {
     auto exact = doubles_.find(name);
-    Value v{exact != doubles_.end() ? format_double(exact->second[0]) : format_float(data[0]), true, Dims{}};
+    Value v{exact != doubles_.end() ? format_double(exact->second[0]) : format_float(data[0]), true, Dims{}, ""};
     values_[name] = v;
     return v;
   }
@@ -363,7 +404,7 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   Dims d;
   for (auto x : t->dims()) d.push_back(x);
   params_.push_back({body, t});
-  values_[name] = {body, false, d};
+  values_[name] = {body, false, d, ""};
   return values_[name];
 }
 
@@ -423,7 +464,16 @@ void Importer::line(const std::string& statement, const std::string& comment) {
 }
 
 // Defines the node's k-th output as `expr` with `dims`.
-void Importer::define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims) {
+void Importer::define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims,
+                      std::optional<std::string> dtype) {
+  if (!dtype) {
+    // The first computed input's (Concat of a constant and a computed INT64 is INT64).
+    for (int i = 0; i < node.input_size() && !dtype; ++i) {
+      auto in = values_.find(node.input(i));
+      if (in != values_.end() && !in->second.literal) dtype = in->second.dtype;
+    }
+    if (!dtype) dtype = "";
+  }
   // Kernels and the runtime go up to rank 8 (ranks 5 to 8 generated on
   // demand): a larger result would import, then fail in `wfgen gen` far from its cause.
   if (dims && dims->size() > static_cast<std::size_t>(rt::kMaxRank))
@@ -435,7 +485,7 @@ void Importer::define(const onnx::NodeProto& node, int k, const std::string& exp
   if (!node.name().empty()) comment += " '" + node.name() + "'";
   if (body != onnx_name) comment += ", ONNX value '" + onnx_name + "'";
   line(body + " = " + expr, comment);
-  values_[onnx_name] = {body, false, std::move(dims)};
+  values_[onnx_name] = {body, false, std::move(dims), *dtype};
 }
 
 std::int64_t Importer::rank_of(const onnx::NodeProto& node, const Value& v) const {
@@ -540,6 +590,11 @@ Imported Importer::finish(const std::string& name) {
   y << "      return ";
   for (std::size_t k = 0; k < returned_.size(); ++k) y << (k ? ", " : "") << returned_[k];
   y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: " << body_dtype() << ", devices: [cpu]";
+  if (!typed_inputs_.empty()) {
+    y << ",\n     typed_inputs: {";
+    for (std::size_t k = 0; k < typed_inputs_.size(); ++k) y << (k ? ", " : "") << typed_inputs_[k].first << ": " << typed_inputs_[k].second;
+    y << "}";
+  }
   y << "}\n";
   if (!params_.empty() && !options_.params_file.empty()) {
     y << "# The initializers are in " << escape_name(options_.params_file) << ": load them with load_parameters() of the\n"

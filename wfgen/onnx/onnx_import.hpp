@@ -31,6 +31,10 @@ struct Options {
   // run time (not FLOAT, or read where a constant is needed: Reshape's shape,
   // axes, Clip's bounds) are frozen to these values. Empty: such inputs are errors.
   std::string freeze_dir;
+  // With freeze_dir: INT64, INT32 and BOOL graph inputs that no node needs as
+  // a constant stay inputs of their own dtype (the build's typed_inputs)
+  // instead of being frozen (`wfgen import --keep-integer-inputs`).
+  bool keep_integer_inputs = false;
   // The limit of all tensors' data together (initializers, constants, external
   // data, frozen inputs) and of the model file's size: past it, an error
   // before the memory is taken (`wfgen import --max-data`).

@@ -32,6 +32,12 @@ void Importer::import_node(const onnx::NodeProto& node) {
   if (node.output_size() < 1) unsupported(node, "it has no output");
   if (fold(node)) return;
   const OperatorRow* row = find_operator(node.op_type());
+  // Reached with an input computed at run time (constant inputs were folded above).
+  static const std::set<std::string> kValueShaped = {"NonZero", "Unique", "Compress", "Range", "StringSplit"};
+  if (!row && kValueShaped.count(node.op_type())) {
+    unsupported(node, "the shape of its output depends on the values of an input computed at run time; wfgen's shapes are "
+                      "known when generating code (it imports " + node.op_type() + " only when its inputs are constants, folded)");
+  }
   if (!row) {
     std::string names;
     for (const auto& name : supported_operators()) names += (names.empty() ? "" : ", ") + name;
@@ -40,6 +46,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
   if (opset_ < row->since || opset_ > row->until) {
     unsupported(node, "wfgen imports " + node.op_type() + " in opsets " + opset_range(*row) + " only");
   }
+  check_dtypes(node, *row);
   (this->*row->handler)(node, *row);
   // Where a handler reads its attributes before refusing others, it said so
   // first; this catches the attributes of a handler that reads none.
@@ -69,15 +76,19 @@ void Importer::import_compare(const onnx::NodeProto& node, const OperatorRow& ro
   if (x.literal && y.literal) unsupported(node, "both operands are constants");
   // The body compares tensors only: a scalar constant becomes a one-element
   // parameter, broadcast like any other.
+  // Operands of an integer type compare in it; the result is a bool (u8).
+  const std::string dtype = x.literal ? y.dtype : x.dtype;
   auto as_tensor = [&](const Value& v, int k) {
-    if (!v.literal) return v;
-    return float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k))));
+    if (!v.literal) return v.body;
+    return as_dtype(float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k)))),
+                    dtype);
   };
-  define(node, 0, as_tensor(x, 0).body + " " + std::string(row.param) + " " + as_tensor(y, 1).body, broadcast(x.dims, y.dims));
+  define(node, 0, "to_bool(" + as_tensor(x, 0) + " " + std::string(row.param) + " " + as_tensor(y, 1) + ")", broadcast(x.dims, y.dims),
+         "u8");
 }
 
-// On computed BOOLs, which are 0.0 / 1.0 here (comparisons): And is a * b,
-// Or a + b - a * b, Xor a != b, Not 1 - a (each broadcasting).
+// On computed BOOLs (u8 0 / 1): And is a * b, Or a + b - a * b, Xor a != b,
+// Not 1 - a (each broadcasting), all in u8.
 void Importer::import_logic(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
@@ -85,15 +96,14 @@ void Importer::import_logic(const onnx::NodeProto& node, const OperatorRow& row)
   Value x = operand(node, 0);
   if (op == "Not") {
     if (x.literal) unsupported(node, "its operand is a constant");
-    define(node, 0, x.body + " * -1.0 + 1.0", x.dims);
+    define(node, 0, "1 - " + as_dtype(x, "u8"), x.dims, "u8");
     return;
   }
   Value y = operand(node, 1);
   if (x.literal || y.literal) unsupported(node, "a constant operand");
-  const std::string expr = op == "And" ? x.body + " * " + y.body
-                           : op == "Or" ? x.body + " + " + y.body + " - " + x.body + " * " + y.body
-                                        : x.body + " != " + y.body;
-  define(node, 0, expr, broadcast(x.dims, y.dims));
+  const std::string a = as_dtype(x, "u8"), b = as_dtype(y, "u8");
+  const std::string expr = op == "And" ? a + " * " + b : op == "Or" ? a + " + " + b + " - " + a + " * " + b : a + " != " + b;
+  define(node, 0, expr, broadcast(x.dims, y.dims), "u8");
 }
 
 // A constant 0, 1, ..., n-1 laid along `axis` of a rank-`rank` parameter
@@ -127,11 +137,12 @@ void Importer::import_arg_extreme(const onnx::NodeProto& node, const OperatorRow
   if (attr_int(node, "select_last_index", 0) != 0) {
     const std::string extreme = row.param == "argmax" ? "max" : "min";
     const Value pos = positions(node, x, axis, "_positions");
-    define(node, 0, "max((" + x.body + " == " + extreme + "(" + x.body + args + "true)) * " + pos.body + args + (keep ? "true" : "false") + ")",
-           out);
+    define(node, 0, "to_i64(max((" + x.body + " == " + extreme + "(" + x.body + args + "true)) * " + pos.body + args + (keep ? "true" : "false") + "))",
+           out, "i64");
     return;
   }
-  define(node, 0, std::string(row.param) + "(" + x.body + args + (keep ? "true" : "false") + ")", out);
+  // The stdlib's argmax gives the index in X's dtype: the result is INT64.
+  define(node, 0, "to_i64(" + std::string(row.param) + "(" + x.body + args + (keep ? "true" : "false") + "))", out, "i64");
 }
 
 // Hardmax (opset 13: along one axis) as argmax's index compared with a
@@ -218,13 +229,16 @@ void Importer::import_where(const onnx::NodeProto& node, const OperatorRow& row)
   Value c = condition(node), a = operand(node, 1), b = operand(node, 2);
   if (a.literal && b.literal) unsupported(node, "both branches are constants");
   const std::optional<Dims> out = broadcast(c.dims, broadcast(a.dims, b.dims));
+  // select computes in the branches' dtype: the condition is cast to it.
+  const std::string dtype = a.literal ? b.dtype : a.dtype;
   // select takes operands of one shape: a smaller one (masked_fill's mask
   // of [1 1 T T], its -inf of rank 0) is broadcast to the result's first.
   auto full = [&](const Value& v) {
-    if (v.literal || !out || !v.dims || *v.dims == *out) return v.body;
-    return v.body + ".broadcast_to(" + reshape_args(node, *out) + ")";
+    const std::string body = as_dtype(v, dtype);
+    if (v.literal || !out || !v.dims || *v.dims == *out) return body;
+    return (body == v.body ? body : "(" + body + ")") + ".broadcast_to(" + reshape_args(node, *out) + ")";
   };
-  define(node, 0, "select(" + full(c) + ", " + full(a) + ", " + full(b) + ")", out);
+  define(node, 0, "select(" + full(c) + ", " + full(a) + ", " + full(b) + ")", out, dtype);
 }
 
 void Importer::import_expand(const onnx::NodeProto& node, const OperatorRow& row) {
@@ -686,15 +700,18 @@ void Importer::import_cast(const onnx::NodeProto& node, const OperatorRow& row) 
     return;
   }
   Value x = operand(node, 0);
-  if (to != onnx::TensorProto::FLOAT) {
+  // DOUBLE is the float dtype of an f64 model (FLOAT after precision.hpp's pass).
+  const std::optional<std::string> dtype = dtype_of_type(to == onnx::TensorProto::DOUBLE && f64_ ? onnx::TensorProto::FLOAT : to);
+  if (!dtype) {
     unsupported(node, "a cast of a computed tensor to " + onnx::TensorProto::DataType_Name(to) +
-                          "; wfgen's ONNX import computes in FLOAT");
+                          "; wfgen's ONNX import computes in FLOAT, INT64, INT32 and BOOL");
   }
   if (x.literal) {
+    if (!dtype->empty()) unsupported(node, "a cast of a constant number to " + onnx::TensorProto::DataType_Name(to));
     values_[node.output(0)] = x;
     return;
   }
-  define(node, 0, x.body + " * 1.0", x.dims);
+  define(node, 0, *dtype == x.dtype ? x.body + " * 1.0" : as_dtype(x, *dtype), x.dims, *dtype);
 }
 
 void Importer::need_one_output(const onnx::NodeProto& node) const {
@@ -882,9 +899,11 @@ void Importer::import_gather(const onnx::NodeProto& node, const OperatorRow& row
   const std::int64_t axis = axis_in(node, attr_int(node, "axis", 0), rank);
   const auto& n = (*x.dims)[static_cast<std::size_t>(axis)];
   if (!n) unsupported(node, "gathering along axis " + std::to_string(axis) + ", whose size is known only at run time");
-  if (node.input_size() < 2 || values_.count(node.input(1)) || !constant(node.input(1))) {
-    unsupported(node, "indices computed at run time (wfgen needs them known when importing)");
+  if (node.input_size() >= 2 && values_.count(node.input(1))) {
+    gather_computed(node, x, axis);
+    return;
   }
+  if (node.input_size() < 2 || !constant(node.input(1))) unsupported(node, "input 1 (indices) is missing");
   const onnx::TensorProto& it = *constant(node.input(1));
   std::vector<std::int64_t> idx = ints_of(it);
   if (idx.empty() && element_count(it) != 0) unsupported(node, "indices of type " + onnx::TensorProto::DataType_Name(it.data_type()));

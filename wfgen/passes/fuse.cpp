@@ -570,9 +570,9 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
   plan.rank = rank;
   for (int k = 0; k < inputs; ++k) {
     const std::string in = "in" + std::to_string(k);
-    plan.tensors.push_back({in, in, rank, false, in + "[~]"});
+    plan.tensors.push_back({in, in, rank, false, in + "[~]", {}});
   }
-  plan.tensors.push_back({"out", "out", rank, true, "out[~]"});
+  plan.tensors.push_back({"out", "out", rank, true, "out[~]", {}});
   plan.body = std::move(elementwise);
   plan.fused = std::move(rows);
   plan.fast_math = fast_math;

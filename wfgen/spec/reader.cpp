@@ -286,6 +286,12 @@ class Reader {
         node.extends_locs.push_back(detail::loc_of(src_, e.Mark()));
       }
     }
+    if (const auto& od = n["out_dtype"]) {
+      node.out_dtype = rt::DType::f32;  // the schema allows the five dtypes
+      for (int k = 0; k < rt::kDTypeCount; ++k)
+        if (od.Scalar() == rt::dtype_name(static_cast<rt::DType>(k))) node.out_dtype = static_cast<rt::DType>(k);
+      node.out_dtype_loc = detail::loc_of(src_, od.Mark());
+    }
     for (const auto& x : n["indices"]) {
       const bool input = std::any_of(node.where.inputs.begin(), node.where.inputs.end(),
                                      [&](const subscript::Argument& a) { return a.name && *a.name == x.Scalar(); });
@@ -523,6 +529,13 @@ class Reader {
         if (kv.second.Scalar() == rt::dtype_name(static_cast<rt::DType>(k))) dt = static_cast<rt::DType>(k);
       b.input_dtypes.emplace_back(kv.first.Scalar(), dt);
       b.input_dtype_locs[kv.first.Scalar()] = detail::loc_of(src_, kv.first.Mark());
+    }
+    for (const auto& kv : n["typed_inputs"]) {
+      rt::DType dt = rt::DType::i64;  // the schema allows the five dtypes
+      for (int k = 0; k < rt::kDTypeCount; ++k)
+        if (kv.second.Scalar() == rt::dtype_name(static_cast<rt::DType>(k))) dt = static_cast<rt::DType>(k);
+      b.typed_inputs.emplace_back(kv.first.Scalar(), dt);
+      b.typed_input_locs[kv.first.Scalar()] = detail::loc_of(src_, kv.first.Mark());
     }
     if (const auto& m = n["math"]) {
       b.math_loc = detail::loc_of(src_, m.Mark());

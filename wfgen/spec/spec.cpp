@@ -103,6 +103,12 @@ std::optional<rt::DType> Build::input_dtype(std::string_view input) const {
   return std::nullopt;
 }
 
+std::optional<rt::DType> Build::typed_input(std::string_view input) const {
+  for (const auto& [name, dt] : typed_inputs)
+    if (name == input) return dt;
+  return std::nullopt;
+}
+
 std::string Spec::line_at(const SourceLoc& loc) const {
   auto it = texts.find(loc.file);
   return it == texts.end() ? std::string() : line_of(it->second, loc.line);
@@ -366,6 +372,23 @@ class SpecChecker {
       } else if (std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
         add(at, "build '" + b.name + "' asks for the gradient of '" + quote(name) + "', an input of integer dtype " +
                     rt::dtype_name(dt) + " (indices have no gradient); remove it from grad_inputs",
+            static_cast<int>(name.size()));
+      }
+    }
+    for (const auto& [name, dt] : b.typed_inputs) {
+      const SourceLoc& at = b.typed_input_locs.at(name);
+      if (std::find(m->inputs.begin(), m->inputs.end(), name) == m->inputs.end()) {
+        add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
+                    did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
+            static_cast<int>(name.size()));
+      } else if (b.input_dtype(name)) {
+        add(at, "build '" + b.name + "' lists '" + quote(name) + "' in both input_dtypes (converted to " + rt::dtype_name(b.dtype) +
+                    ") and typed_inputs (held as " + rt::dtype_name(dt) + "); keep one",
+            static_cast<int>(name.size()));
+      } else if (dt != rt::DType::f32 && dt != rt::DType::f64 &&
+                 std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
+        add(at, "build '" + b.name + "' asks for the gradient of '" + quote(name) + "', an input of integer dtype " +
+                    rt::dtype_name(dt) + " (integer tensors have no gradient); remove it from grad_inputs",
             static_cast<int>(name.size()));
       }
     }

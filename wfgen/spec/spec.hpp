@@ -65,6 +65,10 @@ struct Node {
   std::vector<std::string> indices;
   std::vector<SourceLoc> indices_locs;  // parallel to indices
   bool takes_indices(std::string_view input) const;
+  // The dtype of the output whatever the inputs' (`out_dtype:`): a cast
+  // node. Its kernels are named and chosen by the input's dtype.
+  std::optional<rt::DType> out_dtype;
+  SourceLoc out_dtype_loc;
   std::string doc;
   bool from_stdlib = false;
   bool fused = false;  // made by wfgen's fusion pass from several calls, not from a spec
@@ -189,6 +193,11 @@ struct Build {
   std::vector<std::pair<std::string, rt::DType>> input_dtypes;
   std::map<std::string, SourceLoc> input_dtype_locs;
   std::optional<rt::DType> input_dtype(std::string_view input) const;
+  // Inputs held in a dtype of their own (`typed_inputs:`), not converted:
+  // the model computes on them in that dtype (casts are explicit nodes).
+  std::vector<std::pair<std::string, rt::DType>> typed_inputs;
+  std::map<std::string, SourceLoc> typed_input_locs;
+  std::optional<rt::DType> typed_input(std::string_view input) const;
   std::vector<std::string> grad_inputs;  // inputs that get a gradient too
   std::vector<SourceLoc> grad_input_locs;
   std::optional<Optimizer> optimizer;

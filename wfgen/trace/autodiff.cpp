@@ -135,6 +135,9 @@ class Differentiator {
         case Kind::Grad:
         case Kind::Seed: break;
       }
+      // Integer and bool tensors carry no gradient: a path through them
+      // (argmax's indices, a comparison's mask) is constant to autodiff.
+      if (v.dtype != rt::DType::f32 && v.dtype != rt::DType::f64) r = false;
       requires_[static_cast<std::size_t>(v.id)] = r;
     }
   }

@@ -23,6 +23,7 @@ int Tracer::view(int base, ViewKind kind, Shape shape, const body::Expr& e) {
   v.base = base;
   v.contiguous = false;
   v.holds_indices = val(base).holds_indices;
+  v.dtype = val(base).dtype;
   return add(std::move(v));
 }
 
@@ -243,11 +244,14 @@ TValue Tracer::call_node(const body::Expr& e, const spec::Node& node, std::vecto
   for (const auto& d : r.outputs[0].shape) out_shape.push_back(d);
   int rank = static_cast<int>(out_shape.size());
   // Device: the first in the build's priority order with an implementation.
-  const spec::Impl* impl = choose_impl(node, rank, args, e);
+  const rt::DType dtype = call_dtype(e, node, tensors, allocated, passes_all);
+  const spec::Impl* impl = choose_impl(node, rank, dtype, args, e);
   if (impl && impl->kind == spec::BodyKind::Build && impl->build == build_.name) {
     fail_at(e, "build '" + build_.name + "' calls itself as a node; a build cannot be part of its own model");
   }
   Value v = fresh(Kind::Call, out_shape, at(e.offset), current_source());
+  v.dtype = node.out_dtype.value_or(dtype);
+  if (node.out_dtype) v.compute_dtype = dtype;
   v.node = &node;
   v.impl = impl;
   v.args = args;
@@ -278,9 +282,10 @@ TValue Tracer::call_node(const body::Expr& e, const spec::Node& node, std::vecto
   return TValue::tensor(id);
 }
 
-bool Tracer::rejects(const spec::Impl& impl, const spec::Node& node, const std::vector<spec::ArgValue>& args, const body::Expr& e) {
+bool Tracer::rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype, const std::vector<spec::ArgValue>& args,
+                     const body::Expr& e) {
   try {
-    return lower::rejects(impl, node, build_.dtype, std::vector<std::optional<spec::ArgValue>>(args.begin(), args.end()));
+    return lower::rejects(impl, node, dtype, std::vector<std::optional<spec::ArgValue>>(args.begin(), args.end()));
   } catch (const expr::Error& err) {
     fail(impl.reject->at(err.offset()), std::string("in the reject condition of the ") + impl.device +
                                              " implementation of '" + node.name + "': " + err.what() +
@@ -288,7 +293,30 @@ bool Tracer::rejects(const spec::Impl& impl, const spec::Node& node, const std::
   }
 }
 
-const spec::Impl* Tracer::choose_impl(const spec::Node& node, int rank, const std::vector<spec::ArgValue>& args,
+rt::DType Tracer::call_dtype(const body::Expr& e, const spec::Node& node, const std::vector<int>& tensors,
+                             const std::vector<bool>& allocated, bool passes_all) {
+  // Index inputs of a build's input_dtypes hold the build's dtype (converted
+  // at the call), so they take part like any other input.
+  std::optional<rt::DType> dtype;
+  std::string first;
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < node.where.inputs.size(); ++k) {
+    if (allocated[k] && !passes_all) continue;
+    const Value& in = val(tensors[next++]);
+    const std::string input = node.where.inputs[k].name.value_or("input " + std::to_string(k + 1));
+    if (!dtype) {
+      dtype = in.dtype;
+      first = input;
+    } else if (*dtype != in.dtype) {
+      fail_at(e, "dtype mismatch in a call of node '" + node.name + "': its input '" + first + "' is " + rt::dtype_name(*dtype) +
+                     " but '" + input + "' is " + rt::dtype_name(in.dtype) +
+                     "; a node computes in one dtype: cast one of them (to_f32, to_i64, to_i32, to_bool)");
+    }
+  }
+  return dtype.value_or(build_.dtype);
+}
+
+const spec::Impl* Tracer::choose_impl(const spec::Node& node, int rank, rt::DType dtype, const std::vector<spec::ArgValue>& args,
                               const body::Expr& e) {
   if (symbolic_) {
     // `wfgen check` of a model by itself: no build, so no device order; any implementation will do.
@@ -300,20 +328,20 @@ const spec::Impl* Tracer::choose_impl(const spec::Node& node, int rank, const st
     for (const spec::Impl* impl : spec_.impls_of(node.name)) {
       if (impl->device != device) continue;
       if (impl->kind == spec::BodyKind::View) continue;
-      bool dtype_ok = std::find(impl->dtypes.begin(), impl->dtypes.end(), build_.dtype) != impl->dtypes.end();
+      bool dtype_ok = std::find(impl->dtypes.begin(), impl->dtypes.end(), dtype) != impl->dtypes.end();
       bool rank_ok = lower::has_rank(*impl, node, rank);
-      if (dtype_ok && rank_ok && rejects(*impl, node, args, e)) {
+      if (dtype_ok && rank_ok && rejects(*impl, node, dtype, args, e)) {
         tried += (tried.empty() ? "" : "; ") + device + " rejects these arguments";
         continue;
       }
       if (dtype_ok && rank_ok) return impl;
-      tried += (tried.empty() ? "" : "; ") + device + (dtype_ok ? "" : std::string(" has no ") + rt::dtype_name(build_.dtype)) +
+      tried += (tried.empty() ? "" : "; ") + device + (dtype_ok ? "" : std::string(" has no ") + rt::dtype_name(dtype)) +
                (rank_ok ? "" : " has no rank " + std::to_string(rank));
     }
   }
   std::string devices;
   for (const auto& d : build_.devices) devices += (devices.empty() ? "" : ", ") + d;
-  fail_at(e, "no implementation of node '" + node.name + "' for " + rt::dtype_name(build_.dtype) + " rank " +
+  fail_at(e, "no implementation of node '" + node.name + "' for " + rt::dtype_name(dtype) + " rank " +
                  std::to_string(rank) + " on the devices [" + devices + "]" + (tried.empty() ? "" : " (" + tried + ")"));
 }
 

@@ -62,7 +62,7 @@ int Tracer::zeros(const Shape& shape) {
   if (!n) fail_at(here_, "the standard node 'fill' is not available (was it overridden or removed?)");
   std::vector<spec::ArgValue> args{spec::ArgValue(0.0)};
   int rank = static_cast<int>(shape.size());
-  const spec::Impl* impl = choose_impl(*n, rank, args, here_);
+  const spec::Impl* impl = choose_impl(*n, rank, build_.dtype, args, here_);
   Value v = fresh(Kind::Call, shape, at(0), current_source());
   v.node = n;
   v.impl = impl;
@@ -127,6 +127,7 @@ Graph Tracer::run() {
       v.caller_dtype = *dt;
       v.holds_indices = true;
     }
+    if (std::optional<rt::DType> dt = build_.typed_input(*a.name)) v.dtype = *dt;
     int id = add(std::move(v));
     g_.inputs.push_back(id);
     frame.env[*a.name] = TValue::tensor(id);

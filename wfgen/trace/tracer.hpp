@@ -199,8 +199,12 @@ class Tracer {
                    const std::vector<std::pair<std::string, TValue>>& named, bool copies_indices = false);
 
   // An impl's reject condition with this call's arguments (cl-waffe2's reject-p).
-  bool rejects(const spec::Impl& impl, const spec::Node& node, const std::vector<spec::ArgValue>& args, const body::Expr& e);
-  const spec::Impl* choose_impl(const spec::Node& node, int rank, const std::vector<spec::ArgValue>& args,
+  bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype, const std::vector<spec::ArgValue>& args,
+               const body::Expr& e);
+  // The dtype a call computes in: its inputs' (they must agree), else the build's.
+  rt::DType call_dtype(const body::Expr& e, const spec::Node& node, const std::vector<int>& tensors,
+                       const std::vector<bool>& allocated, bool passes_all);
+  const spec::Impl* choose_impl(const spec::Node& node, int rank, rt::DType dtype, const std::vector<spec::ArgValue>& args,
                                 const body::Expr& e);
   TValue broadcast_binary(const body::Expr& e, const std::string& node, int a, int b);
   TValue matmul(const body::Expr& e, int a, int b);

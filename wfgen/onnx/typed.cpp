@@ -1,0 +1,143 @@
+// Integer and bool values of an import: INT64, INT32 and BOOL tensors computed
+// at run time are tensors of their own dtype in the body (i64, i32, u8), the
+// graph inputs among them a build's typed_inputs. Each handler says what
+// dtype its result has (define()); a change of dtype is an explicit cast
+// node of the stdlib (to_f32, to_i64, to_bool...), and a node is refused
+// where its row does not list the type of a computed input (check_dtypes).
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "wfgen/onnx/importer.hpp"
+#include "wfgen/onnx/tensors.hpp"
+
+namespace wfgen::onnx_import::detail {
+
+std::optional<std::string> Importer::dtype_of_type(int elem_type) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT: return std::string();
+    case onnx::TensorProto::INT64: return std::string("i64");
+    case onnx::TensorProto::INT32: return std::string("i32");
+    case onnx::TensorProto::BOOL: return std::string("u8");
+    default: return std::nullopt;
+  }
+}
+
+std::string Importer::type_name(const std::string& dtype) const {
+  if (dtype == "i64") return "INT64";
+  if (dtype == "i32") return "INT32";
+  if (dtype == "u8") return "BOOL";
+  return f64_ ? "DOUBLE" : "FLOAT";
+}
+
+std::string Importer::as_dtype(const Value& v, const std::string& dtype) const {
+  if (v.literal || v.dtype == dtype) return v.body;
+  if (dtype.empty()) return std::string(f64_ ? "to_f64(" : "to_f32(") + v.body + ")";
+  return std::string(dtype == "u8" ? "to_bool(" : "to_" + dtype + "(") + v.body + ")";
+}
+
+// The types a row takes are ONNX's names in its `dtypes` (FLOAT stands for
+// DOUBLE too in an f64 model). Inputs the row needs as constants are folded,
+// not computed, and are not checked here.
+void Importer::check_dtypes(const onnx::NodeProto& node, const OperatorRow& row) const {
+  if (row.dtypes.empty()) return;
+  for (int k = 0; k < node.input_size(); ++k) {
+    if (node.input(k).empty() || (k < 32 && (row.constant_inputs >> k & 1u) && opset_ >= row.constants_since)) continue;
+    auto it = values_.find(node.input(k));
+    std::string name;
+    if (it != values_.end()) {
+      if (it->second.literal) continue;
+      name = type_name(it->second.dtype);
+    } else if (const onnx::TensorProto* t = constant(node.input(k))) {
+      std::optional<std::string> d = dtype_of_type(t->data_type());
+      if (!d) continue;  // operand() refuses it, naming its type
+      name = type_name(*d);
+    } else {
+      continue;
+    }
+    const std::string list = " " + std::string(row.dtypes) + " ";
+    const std::string want = name == "DOUBLE" ? "FLOAT" : name;
+    if (list.find(" " + want + " ") == std::string::npos) {
+      unsupported(node, "its input '" + node.input(k) + "' is " + name + "; wfgen imports " + node.op_type() + " on " +
+                            std::string(row.dtypes) + " tensors");
+    }
+  }
+}
+
+// Indices computed at run time: the stdlib's gather reads them in the data's
+// dtype (a cast where they differ). A negative index counts from the end: the
+// rows of idx and of idx + n are both gathered and added, one of the two
+// always out of range, which gather makes a row of zeros.
+void Importer::gather_computed(const onnx::NodeProto& node, const Value& x, std::int64_t axis) {
+  const Value idx = operand(node, 1);
+  if (idx.dtype != "i64" && idx.dtype != "i32") {
+    unsupported(node, "indices of type " + type_name(idx.dtype) + " (INT64 or INT32 indices)");
+  }
+  if (!idx.dims) unsupported(node, "indices of unknown rank");
+  if (idx.dims->empty()) unsupported(node, "a scalar index computed at run time");
+  const std::int64_t rank = static_cast<std::int64_t>(x.dims->size());
+  const std::int64_t n = *(*x.dims)[static_cast<std::size_t>(axis)];
+  std::string moved = x.body;
+  Dims rest;
+  for (std::int64_t k = 0; k < rank; ++k)
+    if (k != axis) rest.push_back((*x.dims)[static_cast<std::size_t>(k)]);
+  if (axis != 0) {
+    std::string perm = std::to_string(axis);
+    for (std::int64_t k = 0; k < rank; ++k)
+      if (k != axis) perm += ", " + std::to_string(k);
+    moved = x.body + ".permute(" + perm + ")";
+  }
+  const std::optional<std::int64_t> width = product(rest, 0, rest.size());
+  if (!width) unsupported(node, "data with a dim known only at run time besides the gathered axis");
+  const std::string table = identifier(node.output(0) + "_table", "table");
+  line(table + " = " + moved + ".reshape(" + std::to_string(n) + ", " + std::to_string(*width) + ")", node.op_type() + " table");
+  const std::string ids = identifier(node.output(0) + "_ids", "ids");
+  line(ids + " = " + as_dtype(idx, x.dtype), node.op_type() + " indices");
+  std::string expr = "(gather(" + table + ", " + ids + ") + gather(" + table + ", " + ids + " + " + std::to_string(n) + "))";
+  Dims gathered = *idx.dims;
+  gathered.insert(gathered.end(), rest.begin(), rest.end());
+  expr += ".reshape(" + reshape_args(node, gathered) + ")";
+  if (axis != 0) {
+    const auto q = static_cast<std::int64_t>(idx.dims->size());
+    std::string perm;
+    for (std::int64_t k = 0; k < axis; ++k) perm += (perm.empty() ? "" : ", ") + std::to_string(q + k);
+    for (std::int64_t k = 0; k < q; ++k) perm += ", " + std::to_string(k);
+    for (std::int64_t k = axis; k < rank - 1; ++k) perm += ", " + std::to_string(q + k);
+    expr += ".permute(" + perm + ")";
+  }
+  Dims out(x.dims->begin(), x.dims->begin() + axis);
+  out.insert(out.end(), idx.dims->begin(), idx.dims->end());
+  out.insert(out.end(), x.dims->begin() + axis + 1, x.dims->end());
+  define(node, 0, expr, out, x.dtype);
+}
+
+// Integers: t = a - (a / b) * b is C's remainder (fmod = 1: the sign of a);
+// fmod = 0 is Python's (the sign of b): b is added where t is not 0 and its
+// sign is not b's. Both with the stdlib's i64/i32 div (toward zero), sign,
+// abs and ne. A scalar constant becomes a one-element tensor (no integer
+// div_scalar). Float Mod (fmod = 1 only in ONNX) is not mapped.
+void Importer::import_mod(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  const std::int64_t fmod = attr_int(node, "fmod", 0);
+  Value a = operand(node, 0), b = operand(node, 1);
+  if (a.literal && b.literal) unsupported(node, "both operands are constants");
+  const std::string dtype = a.literal ? b.dtype : a.dtype;
+  if (dtype != "i64" && dtype != "i32") unsupported(node, "operands of type " + type_name(dtype) + " (INT64 and INT32 are mapped)");
+  auto as_tensor = [&](const Value& v, int k) {
+    if (!v.literal) return v.body;
+    return as_dtype(float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k)))),
+                    dtype);
+  };
+  const std::string x = as_tensor(a, 0), y = as_tensor(b, 1);
+  const std::optional<Dims> dims = broadcast(a.dims, b.dims);
+  if (fmod != 0) {
+    define(node, 0, x + " - " + x + " / " + y + " * " + y, dims, dtype);
+    return;
+  }
+  const std::string t = identifier(node.output(0) + "_rem", "rem");
+  line(t + " = " + x + " - " + x + " / " + y + " * " + y, node.op_type() + " remainder toward zero");
+  define(node, 0, t + " + " + y + " * abs(sign(" + t + ")) * (sign(" + t + ") != sign(" + y + "))", dims, dtype);
+}
+
+}  // namespace wfgen::onnx_import::detail
