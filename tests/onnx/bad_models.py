@@ -434,6 +434,16 @@ def _():
     return model(nodes=[helper.make_node("Add", ["X", "nowhere"], ["Y"], name="add")])
 
 
+@case("value_info_contradicts_inference",
+      "cannot import {file}: ONNX's shape inference fails on it: [ShapeInferenceError] (op_type:Relu, node name: r1):"
+      " [ShapeInferenceError] Inferred shape and existing shape differ in dimension 1: (3) vs (4)")
+def _():
+    """The file says H is [2, 4]; Relu of X [2, 3] makes it [2, 3] (before ONNX's inference, the import never read value_info)."""
+    m = model(nodes=[helper.make_node("Relu", ["X"], ["H"], name="r1"), helper.make_node("Relu", ["H"], ["Y"], name="r2")])
+    m.graph.value_info.append(helper.make_tensor_value_info("H", TensorProto.FLOAT, [2, 4]))
+    return m
+
+
 @case("input_not_a_tensor", "input 'X' is not a tensor; wfgen imports tensors only")
 def _():
     seq = helper.make_value_info("X", helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))

@@ -18,17 +18,25 @@ on FLOAT data with constant indices where the suite has only small or
 INT32 cases: ScatterElements with duplicates under add, mul and max,
 ScatterND of slices, GatherND with batch_dims, GatherElements on a middle
 axis, TopK smallest on a middle axis, and Einsum of attention's equations
-(checked against numpy.einsum).
+(checked against numpy.einsum); and the
+shape code exporters write from x.shape (Shape -> Gather -> Div -> Cast ->
+Pow -> Unsqueeze -> Concat -> Reshape, and a 1/sqrt(C) scale) of an input
+whose batch is known only at run time, which wfgen folds when importing
+(--check-folded checks that the spec keeps only the Reshape and the Mul),
+and a constant laid out by Transpose, ReduceSum, Tile, Expand, Flatten and
+ReduceMax, folded likewise.
 The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
 Usage: tests/onnx/extra_models.py OUT_DIR
+       tests/onnx/extra_models.py --check-folded WFGEN OUT_DIR   (after the first)
 """
 import os
+import subprocess
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, mapping, numpy_helper, save
+from onnx import TensorProto, helper, load, mapping, numpy_helper, save
 
 
 def conv_reference(x, w, b, group, stride, pad, dilation):
@@ -411,9 +419,84 @@ def indexing_tests(out, rng):
         y = np.einsum(eq, a.astype(np.float64), b.astype(np.float64)).astype(f)
         write(out, name, [helper.make_node("Einsum", ["a", "b"], ["y"], name="einsum", equation=eq)],
               [("a", a), ("b", b)], [("y", y)], [])
+def shape_code_test(out, name, rng):
+    """y = x.reshape(x.shape[0], C, (H // 2) ** 2 * 4) / sqrt(C), as exporters write it from x.shape."""
+    def const(k, v):
+        return helper.make_node("Constant", [], [k], value=numpy_helper.from_array(np.array(v), k + "_value"))
+    nodes = [const("i1", np.int64(1)), const("i2", np.int64(2)), const("two", np.int64(2)), const("f2", np.float32(2.0)),
+             const("minus_1", np.array([-1], dtype=np.int64)), const("axes", np.array([0], dtype=np.int64)),
+             helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i1"], ["c"]),
+             helper.make_node("Gather", ["s", "i2"], ["h"]),
+             helper.make_node("Div", ["h", "two"], ["half"]),
+             helper.make_node("Cast", ["half"], ["half_f"], to=TensorProto.FLOAT),
+             helper.make_node("Pow", ["half_f", "f2"], ["sq"]),
+             helper.make_node("Cast", ["sq"], ["sq_i"], to=TensorProto.INT64),
+             helper.make_node("Mul", ["sq_i", "two"], ["hw2"]),
+             helper.make_node("Mul", ["hw2", "two"], ["hw"]),
+             helper.make_node("Unsqueeze", ["c", "axes"], ["c1"]),
+             helper.make_node("Unsqueeze", ["hw", "axes"], ["hw1"]),
+             helper.make_node("Concat", ["minus_1", "c1", "hw1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Cast", ["c"], ["c_f"], to=TensorProto.FLOAT),
+             helper.make_node("Sqrt", ["c_f"], ["root"]),
+             helper.make_node("Reciprocal", ["root"], ["scale"]),
+             helper.make_node("Mul", ["r", "scale"], ["y"])]
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    y = (x.astype(np.float64).reshape(2, 3, 16) / np.sqrt(3.0)).astype(np.float32)
+    write(out, name, nodes, [("x", x)], [("y", y)], [])
+    # The batch is a run-time dim: only the model's declared input says so.
+    model_path = os.path.join(out, name, "model.onnx")
+    model = load(model_path)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    save(model, model_path)
+
+
+def constant_layout_test(out, name, rng):
+    """y = x + m, m computed from a constant by Transpose, ReduceSum, Tile, Expand, Flatten and ReduceMax."""
+    w = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[2, 0, 1]),
+             helper.make_node("ReduceSum", ["wt", "axis_1"], ["rs"], keepdims=1),
+             helper.make_node("Tile", ["rs", "repeats"], ["t"]),
+             helper.make_node("Expand", ["t", "shape"], ["e"]),
+             helper.make_node("Flatten", ["e"], ["f"], axis=2),
+             helper.make_node("ReduceMax", ["f"], ["m"], axes=[0], keepdims=0),
+             helper.make_node("Add", ["x", "m"], ["y"])]
+    t = np.tile(w.astype(np.float64).transpose(2, 0, 1).sum(axis=1, keepdims=True), (1, 1, 2))
+    m = (t * np.ones((2, 4, 1, 6))).reshape(8, 6).max(axis=0)
+    x = rng.standard_normal((1, 6)).astype(np.float32)
+    write(out, name, nodes, [("x", x)], [("y", (x + m).astype(np.float32))],
+          [("w", w), ("axis_1", np.array([1], dtype=np.int64)), ("repeats", np.array([1, 1, 2], dtype=np.int64)),
+           ("shape", np.array([2, 4, 1, 6], dtype=np.int64))])
+
+
+def spec_body(wfgen, out, test):
+    """The spec `wfgen import` writes of OUT/test: its text, and its body's statements."""
+    spec = os.path.join(out, test + ".yaml")
+    subprocess.run([wfgen, "import", os.path.join(out, test, "model.onnx"), "-o", spec], check=True)
+    with open(spec) as f:
+        text = f.read()
+    return text, [line.strip() for line in text.split("call: |")[1].split("builds:")[0].strip().splitlines()]
+
+
+def check_folded(wfgen, out):
+    """The constant subgraphs of test_shape_code_folded and test_constant_layout_folded left no statement in the spec."""
+    for test, want, where in (
+            ("test_shape_code_folded", ["r = x.reshape(-1, 3, 16)  # Reshape", "y = r * 0.57735026  # Mul", "return y"],
+             'where: "x[batch 3 4 4] -> y[batch 3 16]"'),
+            ("test_constant_layout_folded", ["y = x + m  # Add", "return y"], 'where: "x[1 6] -> y[1 6]"')):
+        text, body = spec_body(wfgen, out, test)
+        if body != want:
+            sys.exit("%s: the spec's body is\n  %s\nnot\n  %s" % (test, "\n  ".join(body), "\n  ".join(want)))
+        if where not in text:
+            sys.exit("%s: the spec has no line %s:\n%s" % (test, where, text))
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--check-folded":
+        check_folded(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = sys.argv[1]
@@ -451,6 +534,8 @@ def main():
     resize_test(out, "test_resize_bilinear_pytorch_batch", rng, (2, 3, 3, 4), [1.0, 1.0, 2.0, 2.5], "linear")
     resize_test(out, "test_resize_nearest_floor_batch", rng, (2, 2, 3, 4), [1.0, 1.0, 2.0, 1.5], "nearest")
     indexing_tests(out, rng)
+    shape_code_test(out, "test_shape_code_folded", rng)
+    constant_layout_test(out, "test_constant_layout_folded", rng)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 
 #include "wfgen/onnx/onnx_import.hpp"
 #include "wfgen/onnx/operator_table.hpp"
+#include "wfgen/onnx/shape_infer.hpp"
 #include "wfgen/onnx/untrusted.hpp"
 #include "wfgen/onnx/windows.hpp"
 
@@ -124,6 +125,20 @@ class Importer {
   std::string reshape_args(const onnx::NodeProto& node, const Dims& dims) const;
   static std::optional<std::int64_t> product(const Dims& d, std::size_t from, std::size_t to);
   std::string binary(const onnx::NodeProto& node, const Value& a, const Value& b, const std::string& op);
+  // `dims` of the node's output `name` as wfgen traced them, checked against
+  // ONNX's shape inference: a dim one of them does not know is the other's,
+  // and a dim both know differently is an error naming the node.
+  std::optional<Dims> checked_dims(const onnx::NodeProto& node, const std::string& name, std::optional<Dims> dims) const;
+  // The node's output as ONNX's data propagation knows it (an INT64 shape,
+  // dim or index computed from Shape), when every element is known: a
+  // constant, which folding did not give. Null otherwise.
+  std::unique_ptr<onnx::TensorProto> propagated(const onnx::NodeProto& node) const;
+  // A folded constant checked against ONNX's shape inference (dims) and data
+  // propagation (values): a difference is an error naming the node.
+  void check_folded(const onnx::NodeProto& node, const onnx::TensorProto& t) const;
+  // Refuses reading `name` when it is a Shape whose dims are not all known
+  // (kept aside in case only its known elements are read), with the reason.
+  void refuse_deferred(const onnx::NodeProto& node, const std::string& name) const;
   // A node of the graph: folded when its inputs are constants, else its
   // row's handler (operator_table.cpp), or a refusal naming what is supported.
   void import_node(const onnx::NodeProto& node);
@@ -169,6 +184,9 @@ class Importer {
   // functions compute shapes and indices this way, from Shape): its output
   // becomes a constant. False when the node computes at run time.
   bool fold(const onnx::NodeProto& node);
+  // Shape or Size of a computed value: a constant of its dims, or deferred
+  // (deferred_) when one it reads is known only at run time.
+  void fold_dims_of(const onnx::NodeProto& node);
   // Where's condition: a computed tensor (non-zero is true), or a BOOL or
   // numeric constant, made a FLOAT parameter of 0s and 1s.
   Value condition(const onnx::NodeProto& node);
@@ -224,6 +242,9 @@ class Importer {
   // Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the axes from
   // `axis` on; Mean and InvStdDev as ONNX defines them (reduced axes kept as 1).
   void import_layernorm(const onnx::NodeProto& node, const OperatorRow& row);
+  // Reshape's shape: a constant, or a shape computed from Shape (ONNX's data
+  // propagation's) whose one run-time element is the -1 (x.view(x.size(0), -1, 16)).
+  std::vector<std::int64_t> reshape_shape(const onnx::NodeProto& node);
   void import_reshape(const onnx::NodeProto& node, const OperatorRow& row);
   void import_reduce(const onnx::NodeProto& node, const OperatorRow& row);
   void import_clip(const onnx::NodeProto& node, const OperatorRow& row);
@@ -292,6 +313,8 @@ class Importer {
   std::vector<std::unique_ptr<onnx::TensorProto>> frozen_;
   std::vector<int> frozen_positions_;
   std::map<std::string, Value> values_;
+  Inference inferred_;  // ONNX's shape inference and data propagation (shape_infer.hpp)
+  std::map<std::string, std::string> deferred_;  // a Shape with a run-time dim: why it cannot be a constant
   std::map<std::string, std::string> dim_symbols_;
   std::set<std::string> used_dim_symbols_;
   std::set<std::string> used_;

@@ -112,8 +112,16 @@ Imported Importer::run(const std::string* bytes) {
     }
     read_input(vi);
   }
+  std::vector<const onnx::TensorProto*> frozen;
+  for (const auto& t : frozen_) frozen.push_back(t.get());
+  // A node of another domain is refused when reached (import_node), with
+  // the reason: ONNX's inference would fail on it first, less clearly.
+  bool one_domain = true;
+  for (const auto& node : g.node()) one_domain = one_domain && (node.domain().empty() || node.domain() == "ai.onnx");
+  if (one_domain) inferred_ = infer_shapes(model_, options_.dims, frozen, path_);
   for (const auto& node : g.node()) import_node(node);
   for (const auto& vi : g.output()) read_output(vi);
+  if (!inferred_.refused.empty()) fail(inferred_.refused);
   return finish(name);
 }
 
@@ -295,6 +303,10 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
       keep_constant(vi.name() + "_as_float", std::move(t));
       output.set_input(0, vi.name() + "_as_float");
     }
+    // The body has no tensor of rank 0 to return (a literal is a number,
+    // and the kernels start at rank 1).
+    if (constant(output.input(0))->dims_size() == 0)
+      fail("output '" + vi.name() + "' is a constant of rank 0 (known when importing); wfgen's models return tensors of rank 1 or more");
     values_[vi.name()] = operand(output, 0);
     it = values_.find(vi.name());
   }
@@ -361,6 +373,7 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   auto it = values_.find(name);
   if (it != values_.end()) return it->second;
   const onnx::TensorProto* t = constant(name);
+  refuse_deferred(node, name);
   if (!t) unsupported(node, "its input '" + name + "' is computed by no earlier node");
   const std::optional<std::string> dtype = dtype_of_type(t->data_type());
   if (!dtype) {
@@ -412,6 +425,7 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
 std::vector<std::int64_t> Importer::int_constant(const onnx::NodeProto& node, int k, const char* what) {
   if (k >= node.input_size() || node.input(k).empty()) return {};
   const onnx::TensorProto* t = constant(node.input(k));
+  if (!t) refuse_deferred(node, node.input(k));
   if (!t || (t->data_type() != onnx::TensorProto::INT64 && t->data_type() != onnx::TensorProto::INT32)) {
     unsupported(node, std::string(what) + " '" + node.input(k) +
                           "' is not a constant integer initializer; wfgen needs it known when importing");
@@ -485,7 +499,7 @@ void Importer::define(const onnx::NodeProto& node, int k, const std::string& exp
   if (!node.name().empty()) comment += " '" + node.name() + "'";
   if (body != onnx_name) comment += ", ONNX value '" + onnx_name + "'";
   line(body + " = " + expr, comment);
-  values_[onnx_name] = {body, false, std::move(dims), *dtype};
+  values_[onnx_name] = {body, false, checked_dims(node, onnx_name, std::move(dims)), *dtype};
 }
 
 std::int64_t Importer::rank_of(const onnx::NodeProto& node, const Value& v) const {
@@ -648,3 +662,109 @@ std::string supported_operators_tsv() {
 }
 
 }  // namespace wfgen::onnx_import
+
+namespace wfgen::onnx_import::detail {
+
+// --- ONNX's shape inference (shape_infer.hpp) -------------------------------------
+std::optional<Dims> Importer::checked_dims(const onnx::NodeProto& node, const std::string& name, std::optional<Dims> dims) const {
+  auto it = inferred_.values.find(name);
+  if (it == inferred_.values.end() || !it->second.dims) return dims;
+  const Dims& known = *it->second.dims;
+  if (!dims) return known;
+  bool differ = dims->size() != known.size();
+  for (std::size_t k = 0; !differ && k < known.size(); ++k) {
+    auto& mine = (*dims)[k];
+    if (mine && known[k] && *mine != *known[k]) differ = true;
+    if (!mine) mine = known[k];
+  }
+  if (differ) {
+    unsupported(node, "ONNX's shape inference gives its output '" + name + "' dims " + dims_text(known) + ", wfgen's import " +
+                          dims_text(*dims) + " (a malformed model, or a wfgen bug)");
+  }
+  if (std::string why = dims_problem(*dims); !why.empty()) unsupported(node, "a result of dims " + dims_text(*dims) + ": " + why);
+  return dims;
+}
+
+std::unique_ptr<onnx::TensorProto> Importer::propagated(const onnx::NodeProto& node) const {
+  if (node.output_size() != 1) return nullptr;
+  const std::string& name = node.output(0);
+  auto data = inferred_.data.find(name);
+  auto value = inferred_.values.find(name);
+  if (data == inferred_.data.end() || value == inferred_.values.end() || value->second.type != onnx::TensorProto::INT64 ||
+      !value->second.dims || value->second.dims->size() > 1)
+    return nullptr;
+  const Dims& dims = *value->second.dims;
+  if (dims.size() == 1 && (!dims[0] || *dims[0] != static_cast<std::int64_t>(data->second.size()))) return nullptr;
+  if (dims.empty() && data->second.size() != 1) return nullptr;
+  auto t = std::make_unique<onnx::TensorProto>();
+  t->set_data_type(onnx::TensorProto::INT64);
+  for (const auto& d : dims) t->add_dims(*d);
+  for (const auto& v : data->second) {
+    if (!v) return nullptr;
+    t->add_int64_data(*v);
+  }
+  return t;
+}
+
+void Importer::check_folded(const onnx::NodeProto& node, const onnx::TensorProto& t) const {
+  const std::string& name = node.output(0);
+  Dims dims(t.dims().begin(), t.dims().end());
+  checked_dims(node, name, dims);
+  auto data = inferred_.data.find(name);
+  if (data == inferred_.data.end() || t.data_type() != onnx::TensorProto::INT64) return;
+  const std::vector<std::int64_t> mine = ints_of(t);
+  bool differ = mine.size() != data->second.size();
+  for (std::size_t k = 0; !differ && k < mine.size(); ++k) differ = data->second[k] && *data->second[k] != mine[k];
+  if (differ) {
+    unsupported(node, "ONNX's data propagation gives its output '" + name + "' the values " + dims_text(data->second) +
+                          ", wfgen's folding " + dims_text(Dims(mine.begin(), mine.end())) + " (a malformed model, or a wfgen bug)");
+  }
+}
+
+void Importer::fold_dims_of(const onnx::NodeProto& node) {
+  const bool size = node.op_type() == "Size";
+  only_attributes(node, find_operator(node.op_type())->attributes);
+  const Value& v = values_.at(node.input(0));
+  if (!v.dims) unsupported(node, "the rank of its input is unknown");
+  const auto [start, end] = shape_range(node, static_cast<std::int64_t>(v.dims->size()));
+  auto t = std::make_unique<onnx::TensorProto>();
+  t->set_data_type(onnx::TensorProto::INT64);
+  std::int64_t count = 1;
+  for (std::int64_t k = size ? 0 : start; k < (size ? static_cast<std::int64_t>(v.dims->size()) : end); ++k) {
+    const auto& d = (*v.dims)[static_cast<std::size_t>(k)];
+    if (!d) {
+      // Its known elements may be all that is read (x.shape[1] of an x
+      // with a run-time batch): data propagation has them.
+      deferred_[node.output(0)] = "its input has a dim known only at run time (axis " + std::to_string(k) + "); pass --dim to fix it";
+      return;
+    }
+    if (!size) t->add_int64_data(*d);
+    count *= *d;  // dims_problem() keeps every value's element count in range
+  }
+  if (size) t->add_int64_data(count);
+  else t->add_dims(t->int64_data_size());
+  check_folded(node, *t);
+  keep_constant(node.output(0), std::move(t));
+}
+
+std::vector<std::int64_t> Importer::reshape_shape(const onnx::NodeProto& node) {
+  const std::string& name = node.input_size() > 1 ? node.input(1) : "";
+  auto data = inferred_.data.find(name);
+  if (!deferred_.count(name) || data == inferred_.data.end()) return int_constant(node, 1, "shape");
+  std::vector<std::int64_t> shape;
+  int unknown = 0;
+  for (const auto& v : data->second) {
+    unknown += v ? 0 : 1;
+    if (v && *v == -1) ++unknown;  // a -1 of its own: two dims to infer
+    shape.push_back(v ? *v : -1);
+  }
+  if (unknown != 1) refuse_deferred(node, name);
+  return shape;
+}
+
+void Importer::refuse_deferred(const onnx::NodeProto& node, const std::string& name) const {
+  auto it = deferred_.find(name);
+  if (it != deferred_.end()) unsupported(node, "its input '" + name + "' is a Shape that cannot be a constant: " + it->second);
+}
+
+}  // namespace wfgen::onnx_import::detail

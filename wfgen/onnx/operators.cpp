@@ -218,7 +218,10 @@ void Importer::import_folded(const onnx::NodeProto& node, const OperatorRow& row
   need_one_output(node);
   for (int k = 0; k < node.input_size(); ++k) {
     const std::string& in = node.input(k);
-    if (!in.empty() && !values_.count(in) && !constant(in)) unsupported(node, "its input '" + in + "' is computed by no earlier node");
+    if (!in.empty() && !values_.count(in) && !constant(in)) {
+      refuse_deferred(node, in);
+      unsupported(node, "its input '" + in + "' is computed by no earlier node");
+    }
   }
   unsupported(node, "an input computed at run time (wfgen folds " + node.op_type() + " into a constant when importing)");
 }
@@ -447,22 +450,8 @@ std::string Importer::activation(const onnx::NodeProto& node) {
 // becomes a constant. False when the node computes at run time.
 bool Importer::fold(const onnx::NodeProto& node) {
   if (node.output_size() != 1) return false;
-  if (node.op_type() == "Shape" && node.input_size() == 1 && values_.count(node.input(0))) {
-    only_attributes(node, find_operator("Shape")->attributes);
-    const Value& v = values_.at(node.input(0));
-    if (!v.dims) unsupported(node, "the rank of its input is unknown");
-    const auto r = static_cast<std::int64_t>(v.dims->size());
-    auto clamp_axis = [&](std::int64_t a) { return std::clamp<std::int64_t>(a < 0 ? a + r : a, 0, r); };
-    const std::int64_t start = clamp_axis(attr_int(node, "start", 0)), end = clamp_axis(attr_int(node, "end", r));
-    auto t = std::make_unique<onnx::TensorProto>();
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (std::int64_t k = start; k < end; ++k) {
-      const auto& d = (*v.dims)[static_cast<std::size_t>(k)];
-      if (!d) unsupported(node, "its input has a dim known only at run time (axis " + std::to_string(k) + "); pass --dim to fix it");
-      t->add_int64_data(*d);
-    }
-    t->add_dims(t->int64_data_size());
-    keep_constant(node.output(0), std::move(t));
+  if ((node.op_type() == "Shape" || node.op_type() == "Size") && node.input_size() == 1 && values_.count(node.input(0))) {
+    fold_dims_of(node);
     return true;
   }
   std::vector<const onnx::TensorProto*> in;
@@ -472,7 +461,18 @@ bool Importer::fold(const onnx::NodeProto& node) {
       continue;
     }
     const onnx::TensorProto* t = values_.count(name) ? nullptr : constant(name);
-    if (!t) return false;
+    if (!t) {
+      std::unique_ptr<onnx::TensorProto> known = propagated(node);
+      if (!known && deferred_.count(name) && inferred_.data.count(node.output(0))) {
+        // Shape arithmetic on a shape with a run-time dim (x.size(0)):
+        // deferred too, a Reshape's shape where one dim is unknown.
+        deferred_[node.output(0)] = deferred_.at(name);
+        return true;
+      }
+      if (!known) return false;
+      keep_constant(node.output(0), std::move(known));
+      return true;
+    }
     in.push_back(t);
   }
   std::string why;
@@ -481,6 +481,7 @@ bool Importer::fold(const onnx::NodeProto& node) {
     if (!why.empty()) unsupported(node, why);
     return false;
   }
+  check_folded(node, *t);
   keep_constant(node.output(0), std::move(t));
   return true;
 }
@@ -728,7 +729,7 @@ void Importer::import_reshape(const onnx::NodeProto& node, const OperatorRow& ro
   Dims d;
   if (op == "Reshape") {
     only_attributes(node, row.attributes);
-    std::vector<std::int64_t> shape = int_constant(node, 1, "shape");
+    std::vector<std::int64_t> shape = reshape_shape(node);
     bool allowzero = attr_int(node, "allowzero", 0) != 0;
     for (std::size_t k = 0; k < shape.size(); ++k) {
       if (shape[k] == 0 && !allowzero) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace wfgen::onnx_import {
@@ -40,7 +41,13 @@ std::unique_ptr<onnx::TensorProto> cast_constant(const onnx::TensorProto& t, int
 
 namespace wfgen::onnx_import {
 
-// Computes `node` when every input is a constant: the shape and index
+// The axes [first, end) of an input of rank `rank` that Shape returns (its
+// start and end attributes, negative ones from the end, clamped to the rank).
+std::pair<std::int64_t, std::int64_t> shape_range(const onnx::NodeProto& node, std::int64_t rank);
+
+// Computes `node` when every input is a constant (folding.cpp: one table of
+// each folded operator's semantics, which every handler reaches through
+// Importer::fold): the shape and index
 // arithmetic of ONNX's expanded functions (Shape's results fed through
 // Gather, Concat, Unsqueeze, Add, ...). `in` holds the inputs (null for an
 // empty, optional one); `shape_of` gives Shape's input dims when the input

@@ -14,14 +14,12 @@
 
 namespace wfgen::onnx_import {
 
-namespace {
-
 // The first line of an ONNX exception's message. It quotes the file's
 // operator types and names, which escape_names has made printable ASCII
 // (their line breaks are `\n` text): the line breaks left are ONNX's own.
 // Anything else that is not printable becomes '?', so the message is one
 // printable line whatever the converter says.
-std::string first_line(const char* what) {
+std::string onnx_error_line(const char* what) {
   std::string s = what;
   while (!s.empty() && (s.front() == '\n' || s.front() == ' ')) s.erase(s.begin());
   if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
@@ -30,6 +28,8 @@ std::string first_line(const char* what) {
     if (c < 0x20 || c > 0x7e) c = '?';
   return s;
 }
+
+namespace {
 
 // Attributes written before IR 3 (PyTorch's opset-6 exports among them)
 // have no `type`: it is the one value field they set. ONNX's checker and
@@ -110,7 +110,7 @@ void upgrade_opset(onnx::ModelProto& model, const std::string& path, int from) {
     d.loc.file = path;
     d.message = path + " uses opset " + std::to_string(from) + ", which wfgen imports by upgrading it to opset " +
                 std::to_string(kUpgradeOpset) + " with ONNX's version converter, but " + step + " it failed: " +
-                first_line(e.what());
+                onnx_error_line(e.what());
     throw UserError(d);
   }
 }

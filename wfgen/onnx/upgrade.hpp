@@ -13,6 +13,11 @@ namespace wfgen::onnx_import {
 // it from opset 1 and every operator the importer maps exists there.
 inline constexpr int kUpgradeOpset = 13;
 
+// The first line of a libonnx exception's message, printable ASCII only
+// (at most 400 characters): what an error quotes of the checker, the
+// converter and shape inference.
+std::string onnx_error_line(const char* what);
+
 // Converts `model` (its default-domain opset `from` below the
 // operator table's kFirstOpset; names
 // already escaped, tensors already checked) in place to kUpgradeOpset with
