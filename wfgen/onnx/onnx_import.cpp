@@ -118,7 +118,10 @@ Imported Importer::run(const std::string* bytes) {
   // the reason: ONNX's inference would fail on it first, less clearly.
   bool one_domain = true;
   for (const auto& node : g.node()) one_domain = one_domain && (node.domain().empty() || node.domain() == "ai.onnx");
-  if (one_domain) inferred_ = infer_shapes(model_, options_.dims, frozen, path_);
+  // A DOUBLE model read as FLOAT (precision.hpp) keeps attributes that name
+  // DOUBLE (EyeLike's dtype), which ONNX's type checks would refuse: its
+  // shapes are the trace's alone.
+  if (one_domain && !f64_) inferred_ = infer_shapes(model_, options_.dims, frozen, path_);
   for (const auto& node : g.node()) import_node(node);
   for (const auto& vi : g.output()) read_output(vi);
   if (!inferred_.refused.empty()) fail(inferred_.refused);
