@@ -405,7 +405,7 @@ TEST_CASE("ranks up to 8 import and rank 9 is refused: a DOUBLE model is built a
                                   "DOUBLE (f64) ones when every floating tensor of the model is DOUBLE"));
 }
 
-TEST_CASE("Mish (opset 18) is the stdlib's mish node; an older opset is refused with the row's range", "[onnx]") {
+TEST_CASE("Mish (opset 18) is the stdlib's mish node, an older opset refused with the row's range", "[onnx]") {
   fs::path dir = scratch("mish");
   for (int opset : {18, 17}) {
     onnx::ModelProto m;
