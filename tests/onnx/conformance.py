@@ -50,6 +50,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 DATA = "/usr/share/libonnx-testdata/data/node"
 WHERE = {}  # test name -> the folder of tests it is in
@@ -506,10 +507,20 @@ def main():
     if not runtime:
         sys.exit("conformance: no runtime/libwfgen_runtime.a in " + args.build)
 
+    clock = {"import": 0.0, "generate": 0.0, "compile": 0.0, "run": 0.0}  # seconds of each phase
+
+    def timed(phase, f, *a, **kw):
+        t = time.monotonic()
+        try:
+            return f(*a, **kw)
+        finally:
+            clock[phase] += time.monotonic() - t
+
     result = {}  # name -> (status, message)
     imported = []  # (name, spec, positions of the data set's inputs it takes, has_params)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for name, (spec, msg, n_in, has_params) in zip(names, pool.map(lambda n: import_test(wfgen, work, n), names)):
+        imports = timed("import", lambda: list(pool.map(lambda n: import_test(wfgen, work, n), names)))
+        for name, (spec, msg, n_in, has_params) in zip(names, imports):
             if spec is None:
                 result[name] = ("unsupported", msg)
             else:
@@ -526,20 +537,35 @@ def main():
         print("conformance: %d results taken from %s, %d tests to run" % (len(imported) - len(kept), args.reuse, len(kept)))
         imported = kept
 
-    # A spec that `wfgen gen` rejects alone would fail its whole batch.
+    # A spec that `wfgen gen` rejects fails its whole batch: only then is
+    # each spec of that batch generated alone, to find which (a `wfgen gen`
+    # of every test, before, for a case that rarely comes).
     def gen_alone(item):
         name, spec = item[0], item[1]
         out = os.path.join(work, "alone", name)
         r = run([wfgen, "-q", "gen", spec, "-o", out, "--namespace", "onnx_conf"])
         shutil.rmtree(out, ignore_errors=True)
         return r
-    good = []
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for item, r in zip(imported, pool.map(gen_alone, imported)):
-            if r.returncode != 0:
-                result[item[0]] = ("error", "wfgen gen: " + first_line(r.stderr))
-            else:
-                good.append(item)
+
+    def gen_batch(batch, gen):
+        """Generates `batch` into `gen`; returns the items generated (the
+        others get their result "error")."""
+        shutil.rmtree(gen, ignore_errors=True)
+        r = run([wfgen, "-q", "gen"] + [s for _, s, _, _ in batch] + ["-o", gen, "--namespace", "onnx_conf"])
+        if r.returncode == 0:
+            return batch
+        good = []
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for item, ra in zip(batch, pool.map(gen_alone, batch)):
+                if ra.returncode != 0:
+                    result[item[0]] = ("error", "wfgen gen: " + first_line(ra.stderr))
+                else:
+                    good.append(item)
+        if len(good) == len(batch):  # each alone is fine, together not
+            for name, *_ in batch:
+                result[name] = ("error", "wfgen gen (batch): " + first_line(r.stderr))
+            return []
+        return gen_batch(good, gen) if good else []
 
     cxx = os.environ.get("CXX", "c++")
     launcher = [shutil.which("ccache")] if shutil.which("ccache") else []
@@ -559,14 +585,10 @@ def main():
         flags += ["-include", pch]
     else:
         print("conformance: no precompiled header (%s)" % first_line(r.stderr), file=sys.stderr)
-    for b in range(0, len(good), args.batch):
-        batch = good[b : b + args.batch]
+    for b in range(0, len(imported), args.batch):
         gen = os.path.join(work, "gen%d" % (b // args.batch))
-        shutil.rmtree(gen, ignore_errors=True)
-        r = run([wfgen, "-q", "gen"] + [s for _, s, _, _ in batch] + ["-o", gen, "--namespace", "onnx_conf"])
-        if r.returncode != 0:
-            for name, *_ in batch:
-                result[name] = ("error", "wfgen gen (batch): " + first_line(r.stderr))
+        batch = timed("generate", gen_batch, imported[b : b + args.batch], gen)
+        if not batch:
             continue
         driver = os.path.join(gen, "conformance_driver.cpp")
         runners = []
@@ -604,6 +626,7 @@ def main():
             obj = src[:-4] + ".o"
             return obj, run(launcher + [cxx] + flags + ["-I" + gen, "-c", src, "-o", obj], env=env)
         failed = None
+        t_compile = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             for obj, rr in pool.map(compile_one, sources):
                 objects.append(obj)
@@ -614,11 +637,12 @@ def main():
             rr = run([cxx] + objects + [runtime[0], "-lonnx_proto", "-lprotobuf", "-lpthread", "-o", exe])
             if rr.returncode != 0:
                 failed = (exe, rr.stderr)
+        clock["compile"] += time.monotonic() - t_compile
         if failed is not None:
             for name, *_ in batch:
                 result[name] = ("error", "compiling %s: %s" % (os.path.basename(failed[0]), first_line(failed[1])))
             continue
-        rr = run([exe], timeout=600)
+        rr = timed("run", run, [exe], timeout=600)
         seen = set()
         for line in rr.stdout.splitlines():
             m = re.match(r"(pass|fail|error) (\w+)(?:: (.*))?$", line)
@@ -635,6 +659,7 @@ def main():
     total = len(result)
     print("onnx conformance: %d tests: %d pass, %d fail, %d error, %d unsupported"
           % (total, counts["pass"], counts["fail"], counts["error"], counts["unsupported"]))
+    print("onnx conformance: %s (wall seconds)" % ", ".join("%s %.0f" % kv for kv in clock.items()))
     for name in sorted(result):
         status, msg = result[name]
         if status in ("fail", "error"):
