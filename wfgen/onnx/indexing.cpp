@@ -317,21 +317,45 @@ std::string Importer::diagonal(const onnx::NodeProto& node, const std::string& x
 // operands and the output), the free ones and the contracted ones arranged
 // by permute and reshape for one batched matmul, and the result permuted to
 // the output's order. A repeated letter in a term (a diagonal) is refused.
+// An Einsum equation without its spaces, split: the terms before "->" (one
+// an operand) and where "->" is (npos: numpy's implicit output).
+struct EinsumEquation {
+  std::string text;
+  std::size_t arrow = std::string::npos;
+  std::vector<std::string> terms;
+};
+
+static EinsumEquation split_einsum(const std::string& equation) {
+  EinsumEquation q;
+  for (char c : equation)
+    if (c != ' ') q.text += c;
+  q.arrow = q.text.find("->");
+  const std::size_t stop = std::min(q.arrow, q.text.size());
+  for (std::size_t at = 0, end; at <= stop; at = end + 1) {
+    end = std::min(q.text.find(',', at), stop);
+    q.terms.push_back(q.text.substr(at, end - at));
+    if (end >= stop) break;
+  }
+  return q;
+}
+
+// x, whose axes are the letters `from`, permuted to the order of `to`.
+static std::string permuted(const std::string& x, const std::string& from, const std::string& to) {
+  if (from == to) return x;
+  std::string p;
+  for (char c : to) p += (p.empty() ? "" : ", ") + std::to_string(from.find(c));
+  return x + ".permute(" + p + ")";
+}
+
 void Importer::import_einsum(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
   const auto* eq = attr(node, "equation");
   if (!eq) unsupported(node, "it has no equation");
-  std::string e;
-  for (char c : eq->s())
-    if (c != ' ') e += c;
-  const std::size_t arrow = e.find("->");
-  std::vector<std::string> terms;
-  for (std::size_t at = 0, end; at <= std::min(arrow, e.size()); at = end + 1) {
-    end = std::min(e.find(',', at), std::min(arrow, e.size()));
-    terms.push_back(e.substr(at, end - at));
-    if (end >= std::min(arrow, e.size())) break;
-  }
+  EinsumEquation split = split_einsum(eq->s());
+  const std::string& e = split.text;
+  const std::size_t arrow = split.arrow;
+  std::vector<std::string>& terms = split.terms;
   const int ops = node.input_size();
   if (ops < 1 || ops > 2 || static_cast<int>(terms.size()) != ops) unsupported(node, "equation '" + eq->s() + "' with " + std::to_string(ops) + " operands (wfgen maps one or two)");
   std::vector<Value> v;
@@ -402,12 +426,6 @@ void Importer::import_einsum(const onnx::NodeProto& node, const OperatorRow& row
     }
     expr.push_back(x);
   }
-  auto permute = [&](const std::string& x, const std::string& from, const std::string& to) {
-    if (from == to) return x;
-    std::string p;
-    for (char c : to) p += (p.empty() ? "" : ", ") + s(static_cast<std::int64_t>(from.find(c)));
-    return x + ".permute(" + p + ")";
-  };
   auto extent = [&](const std::string& letters) {
     std::int64_t n = 1;
     for (char c : letters) n *= size[c];
@@ -430,8 +448,8 @@ void Importer::import_einsum(const onnx::NodeProto& node, const OperatorRow& row
       if (!has(a, c)) free_b += c;
     const std::int64_t nb = extent(batch), ma = extent(free_a), k = extent(contract), nn = extent(free_b);
     const std::string lead = batch.empty() ? "" : s(nb) + ", ";
-    const std::string lhs = permute(expr[0], a, batch + free_a + contract) + ".reshape(" + lead + s(ma) + ", " + s(k) + ")";
-    const std::string rhs = permute(expr[1], b, batch + contract + free_b) + ".reshape(" + lead + s(k) + ", " + s(nn) + ")";
+    const std::string lhs = permuted(expr[0], a, batch + free_a + contract) + ".reshape(" + lead + s(ma) + ", " + s(k) + ")";
+    const std::string rhs = permuted(expr[1], b, batch + contract + free_b) + ".reshape(" + lead + s(k) + ", " + s(nn) + ")";
     letters = batch + free_a + free_b;
     std::string shape;
     for (char c : letters) shape += (shape.empty() ? "" : ", ") + s(size[c]);
@@ -444,7 +462,7 @@ void Importer::import_einsum(const onnx::NodeProto& node, const OperatorRow& row
   }
   std::vector<std::int64_t> od;
   for (char c : out) od.push_back(size[c]);
-  define(node, 0, permute(result, letters, out), Dims(od.begin(), od.end()));
+  define(node, 0, permuted(result, letters, out), Dims(od.begin(), od.end()));
 }
 
 }  // namespace wfgen::onnx_import::detail
