@@ -1,4 +1,4 @@
-// The high_rank build of models.yaml: ranks 5 and 6, whose stdlib kernels
+// The high_rank build of models.yaml: ranks 5 and 6 (and 0), whose stdlib kernels
 // are generated only because this build calls them (demand_ranks), against
 // naive loops over flat row-major indices written here.
 #include <array>
@@ -59,9 +59,14 @@ TEST_CASE("ranks 5 and 6: a channel shuffle, a broadcast element-wise expression
   const std::int64_t n = 2, c = 6, h = 3, w = 2, groups = 2;
   const std::vector<double> x = values(n * c * h * w, 1.0), y = values(144, 0.5), z = values(12, 2.0);
   wfgen_models::high_rank m;
+  const double a = 1.5, b = -0.25;
   auto out = m.forward(Tensor::from_data<double>({n, c, h, w}, x), Tensor::from_data<double>({2, 3, 2, 2, 3, 2}, y),
-                       Tensor::from_data<double>({1, 3, 1, 2, 1, 2}, z));
-  REQUIRE(out.size() == 4);
+                       Tensor::from_data<double>({1, 3, 1, 2, 1, 2}, z), Tensor::from_data<double>({}, {a}),
+                       Tensor::from_data<double>({}, {b}));
+  REQUIRE(out.size() == 5);
+  // Rank 0 (ONNX's scalars, e.g. a loss divided by a sum of weights): the
+  // element-wise kernels' demand rank 0.
+  require_values(out[4], {}, {a / b + a * b});
 
   // Channel shuffle: output channel j reads input channel (j % groups) * (c / groups) + j / groups.
   std::vector<double> s(x.size());
