@@ -586,7 +586,7 @@ Imported Importer::finish(const std::string& name) {
       std::vector<float> data = floats_of(*t);
       rt::Tensor tensor = rt::Tensor::empty(f64_ ? rt::DType::f64 : rt::DType::f32, shape);
       if (!f64_) {
-        std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
+        if (!data.empty()) std::memcpy(tensor.data<float>(), data.data(), data.size() * sizeof(float));
       } else if (auto exact = doubles_.find(t->name()); exact != doubles_.end()) {
         std::copy(exact->second.begin(), exact->second.end(), tensor.data<double>());
       } else {

@@ -62,7 +62,8 @@ std::vector<std::int64_t> ints_of(const onnx::TensorProto& t) {
   if (t.data_type() == onnx::TensorProto::INT64) {
     if (t.int64_data_size() > 0) return {t.int64_data().begin(), t.int64_data().end()};
     out.resize(t.raw_data().size() / 8);
-    std::memcpy(out.data(), t.raw_data().data(), out.size() * 8);
+    // memcpy from an empty vector's null data() is undefined, even of 0 bytes.
+    if (!out.empty()) std::memcpy(out.data(), t.raw_data().data(), out.size() * 8);
     return out;
   }
   for (double x : v) out.push_back(static_cast<std::int64_t>(x));
@@ -74,7 +75,8 @@ std::vector<float> floats_of(const onnx::TensorProto& t) {
   if (t.data_type() != onnx::TensorProto::FLOAT) return {};
   if (t.float_data_size() > 0) return {t.float_data().begin(), t.float_data().end()};
   std::vector<float> out(t.raw_data().size() / sizeof(float));
-  std::memcpy(out.data(), t.raw_data().data(), out.size() * sizeof(float));
+  // An empty tensor (Resize's absent scales): no memcpy from a null data().
+  if (!out.empty()) std::memcpy(out.data(), t.raw_data().data(), out.size() * sizeof(float));
   return out;
 }
 
