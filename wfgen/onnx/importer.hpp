@@ -47,6 +47,13 @@ struct Value {
 std::string format_float(float v);
 // "[2, ?, 8]": dims as errors print them, ? for a run-time dim.
 std::string dims_text(const Dims& d);
+// x (of known rank) with `axis` moved first: its body, permuted where axis
+// is not 0, and the dims of the other axes in order (Gather's layout).
+struct AxisFirst {
+  std::string body;
+  Dims rest;
+};
+AxisFirst axis_first(const Value& x, std::int64_t axis);
 
 // One spatial axis of a ConvTranspose (spatial.cpp): the canvas col2im
 // writes, of size `canvas`, from which the output is [head, head + out).

@@ -886,6 +886,20 @@ Value Importer::operand_named(const onnx::NodeProto& node, const std::string& na
   return operand(renamed, 0);
 }
 
+AxisFirst axis_first(const Value& x, std::int64_t axis) {
+  const std::int64_t rank = static_cast<std::int64_t>(x.dims->size());
+  AxisFirst out{x.body, {}};
+  for (std::int64_t k = 0; k < rank; ++k)
+    if (k != axis) out.rest.push_back((*x.dims)[static_cast<std::size_t>(k)]);
+  if (axis != 0) {
+    std::string perm = std::to_string(axis);
+    for (std::int64_t k = 0; k < rank; ++k)
+      if (k != axis) perm += ", " + std::to_string(k);
+    out.body = x.body + ".permute(" + perm + ")";
+  }
+  return out;
+}
+
 // Gather of a computed tensor with constant indices (negative ones counted
 // from the end). A scalar index is a subscript, x[:, i]; other indices go to
 // the stdlib's gather (rows of a 2-D table): the axis moved first, the rest
@@ -923,16 +937,7 @@ void Importer::import_gather(const onnx::NodeProto& node, const OperatorRow& row
     return;
   }
   // The axis first: [n, the other axes in order].
-  std::string moved = x.body;
-  Dims rest;
-  for (std::int64_t k = 0; k < rank; ++k)
-    if (k != axis) rest.push_back((*x.dims)[static_cast<std::size_t>(k)]);
-  if (axis != 0) {
-    std::string perm = std::to_string(axis);
-    for (std::int64_t k = 0; k < rank; ++k)
-      if (k != axis) perm += ", " + std::to_string(k);
-    moved = x.body + ".permute(" + perm + ")";
-  }
+  const auto [moved, rest] = axis_first(x, axis);
   const Value ids = float_parameter(node, node.output(0) + "_indices", {it.dims().begin(), it.dims().end()},
                                     {idx.begin(), idx.end()});
   const std::optional<std::int64_t> width = product(rest, 0, rest.size());

@@ -77,16 +77,7 @@ void Importer::gather_computed(const onnx::NodeProto& node, const Value& x, std:
   if (idx.dims->empty()) unsupported(node, "a scalar index computed at run time");
   const std::int64_t rank = static_cast<std::int64_t>(x.dims->size());
   const std::int64_t n = *(*x.dims)[static_cast<std::size_t>(axis)];
-  std::string moved = x.body;
-  Dims rest;
-  for (std::int64_t k = 0; k < rank; ++k)
-    if (k != axis) rest.push_back((*x.dims)[static_cast<std::size_t>(k)]);
-  if (axis != 0) {
-    std::string perm = std::to_string(axis);
-    for (std::int64_t k = 0; k < rank; ++k)
-      if (k != axis) perm += ", " + std::to_string(k);
-    moved = x.body + ".permute(" + perm + ")";
-  }
+  const auto [moved, rest] = axis_first(x, axis);
   const std::optional<std::int64_t> width = product(rest, 0, rest.size());
   if (!width) unsupported(node, "data with a dim known only at run time besides the gathered axis");
   const std::string table = identifier(node.output(0) + "_table", "table");
