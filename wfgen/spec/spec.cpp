@@ -363,13 +363,18 @@ class SpecChecker {
                      ", which needs 'backward: true' (there is no pullback without it)");
     }
     if (!m) return;
+    // input_dtypes and typed_inputs both name inputs of the model; false
+    // (and an error) where `name` is not one.
+    auto is_input = [&](const std::string& name, const SourceLoc& at) {
+      if (std::find(m->inputs.begin(), m->inputs.end(), name) != m->inputs.end()) return true;
+      add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
+                  did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
+          static_cast<int>(name.size()));
+      return false;
+    };
     for (const auto& [name, dt] : b.input_dtypes) {
       const SourceLoc& at = b.input_dtype_locs.at(name);
-      if (std::find(m->inputs.begin(), m->inputs.end(), name) == m->inputs.end()) {
-        add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
-                    did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
-            static_cast<int>(name.size()));
-      } else if (std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
+      if (is_input(name, at) && std::find(b.grad_inputs.begin(), b.grad_inputs.end(), name) != b.grad_inputs.end()) {
         add(at, "build '" + b.name + "' asks for the gradient of '" + quote(name) + "', an input of integer dtype " +
                     rt::dtype_name(dt) + " (indices have no gradient); remove it from grad_inputs",
             static_cast<int>(name.size()));
@@ -377,11 +382,8 @@ class SpecChecker {
     }
     for (const auto& [name, dt] : b.typed_inputs) {
       const SourceLoc& at = b.typed_input_locs.at(name);
-      if (std::find(m->inputs.begin(), m->inputs.end(), name) == m->inputs.end()) {
-        add(at, "build '" + b.name + "' gives a dtype to '" + quote(name) + "', which is not an input of model '" + m->name + "'" +
-                    did_you_mean(name, m->inputs) + " (inputs: " + join(m->inputs) + ")",
-            static_cast<int>(name.size()));
-      } else if (b.input_dtype(name)) {
+      if (!is_input(name, at)) continue;
+      if (b.input_dtype(name)) {
         add(at, "build '" + b.name + "' lists '" + quote(name) + "' in both input_dtypes (converted to " + rt::dtype_name(b.dtype) +
                     ") and typed_inputs (held as " + rt::dtype_name(dt) + "); keep one",
             static_cast<int>(name.size()));
