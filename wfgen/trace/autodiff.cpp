@@ -4,6 +4,7 @@
 // any other code.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "wfgen/trace/builder.hpp"
 #include "wfgen/trace/trace.hpp"
@@ -258,6 +259,10 @@ class Differentiator {
           bool grew = k < lead || (was_one && !(v.shape[k].is_known() && v.shape[k].value() == 1));
           if (grew) axes.push_back(static_cast<int>(k));
         }
+        if (std::optional<int> folded = product_over_batch(grad, lead, axes, base_shape)) {
+          contribute(v.base, *folded);
+          return;
+        }
         int summed = axes.empty() ? grad : b_.sum_axes(grad, axes);
         contribute(v.base, b_.reshape(summed, base_shape));
         return;
@@ -276,6 +281,36 @@ class Differentiator {
         return;
       }
     }
+  }
+
+  // The gradient of a matrix broadcast over a product's batch (a weight
+  // applied to [~b, m, k] activations: `A.T @ dout`, then summed over ~b) is
+  // one product with the batch folded into the inner dim,
+  // [k, B*m] @ [B*m, n], instead of B small products and a sum over a
+  // [~b, k, n] temporary. Applies when `grad` is such a product of a
+  // transposed contiguous A; nullopt otherwise (the caller sums).
+  std::optional<int> product_over_batch(int grad, std::size_t lead, const std::vector<int>& axes, const Shape& base_shape) {
+    const Graph& g = b_.graph();
+    const Value& product = g[grad];
+    if (lead == 0 || base_shape.size() != 2 || product.kind != Kind::Call || !product.node || product.node->name != "matmul" ||
+        product.shape.size() != lead + 2 || axes.size() != lead)
+      return std::nullopt;
+    for (std::size_t k = 0; k < lead; ++k)
+      if (axes[k] != static_cast<int>(k)) return std::nullopt;
+    const int a_t = product.operands[0], dout = product.operands[1];
+    const Value& at = g[a_t];
+    std::vector<int> swap_last(lead + 2);
+    for (std::size_t k = 0; k < swap_last.size(); ++k) swap_last[k] = static_cast<int>(k);
+    std::swap(swap_last[lead], swap_last[lead + 1]);
+    if (at.kind != Kind::View || at.view != ViewKind::Permute || at.perm != swap_last || !g[at.base].contiguous ||
+        g[dout].shape.size() != lead + 2)
+      return std::nullopt;
+    Dim rows = 1;  // B*m: the batch dims and A's rows, in memory order
+    for (std::size_t k = 0; k <= lead; ++k) rows = Dim::binary('*', rows, g[dout].shape[k]);
+    const Shape a_shape = g[at.base].shape;  // [~b, m, k]
+    const int a_rows = b_.reshape(at.base, {rows, a_shape[lead + 1]});
+    const int dout_rows = b_.reshape(dout, {rows, g[dout].shape[lead + 1]});
+    return b_.node("matmul", {b_.permute(a_rows, {1, 0}), dout_rows});
   }
 
   const spec::Spec& spec_;

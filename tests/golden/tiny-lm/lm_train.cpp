@@ -322,281 +322,281 @@ namespace {
     {"TID304", TensorRole::View},
     {"TID305", TensorRole::Temp},
     {"TID306", TensorRole::View},
-    {"TID307", TensorRole::Temp},
+    {"TID307", TensorRole::View},
     {"TID308", TensorRole::View},
     {"TID309", TensorRole::Temp},
     {"TID310", TensorRole::View},
     {"TID311", TensorRole::View},
-    {"TID312", TensorRole::View},
+    {"TID312", TensorRole::Temp},
     {"TID313", TensorRole::View},
-    {"TID314", TensorRole::Temp},
-    {"TID315", TensorRole::View},
+    {"TID314", TensorRole::View},
+    {"TID315", TensorRole::Temp},
     {"TID316", TensorRole::View},
-    {"TID317", TensorRole::Temp},
-    {"TID318", TensorRole::View},
-    {"TID319", TensorRole::View},
-    {"TID320", TensorRole::Temp},
+    {"TID317", TensorRole::View},
+    {"TID318", TensorRole::Temp},
+    {"TID319", TensorRole::Temp},
+    {"TID320", TensorRole::View},
     {"TID321", TensorRole::Temp},
     {"TID322", TensorRole::View},
-    {"TID323", TensorRole::Temp},
-    {"TID324", TensorRole::View},
+    {"TID323", TensorRole::View},
+    {"TID324", TensorRole::Temp},
     {"TID325", TensorRole::View},
-    {"TID326", TensorRole::Temp},
-    {"TID327", TensorRole::View},
+    {"TID326", TensorRole::View},
+    {"TID327", TensorRole::Temp},
     {"TID328", TensorRole::View},
     {"TID329", TensorRole::Temp},
-    {"TID330", TensorRole::View},
-    {"TID331", TensorRole::Temp},
+    {"TID330", TensorRole::Temp},
+    {"TID331", TensorRole::View},
     {"TID332", TensorRole::Temp},
-    {"TID333", TensorRole::View},
+    {"TID333", TensorRole::Temp},
     {"TID334", TensorRole::Temp},
-    {"TID335", TensorRole::Temp},
+    {"TID335", TensorRole::View},
     {"TID336", TensorRole::Temp},
     {"TID337", TensorRole::View},
-    {"TID338", TensorRole::Temp},
-    {"TID339", TensorRole::View},
+    {"TID338", TensorRole::View},
+    {"TID339", TensorRole::Temp},
     {"TID340", TensorRole::View},
-    {"TID341", TensorRole::Temp},
+    {"TID341", TensorRole::View},
     {"TID342", TensorRole::View},
-    {"TID343", TensorRole::View},
+    {"TID343", TensorRole::Temp},
     {"TID344", TensorRole::View},
-    {"TID345", TensorRole::Temp},
+    {"TID345", TensorRole::View},
     {"TID346", TensorRole::View},
     {"TID347", TensorRole::Temp},
-    {"TID348", TensorRole::View},
+    {"TID348", TensorRole::Temp},
     {"TID349", TensorRole::Temp},
     {"TID350", TensorRole::View},
-    {"TID351", TensorRole::View},
-    {"TID352", TensorRole::Temp},
-    {"TID353", TensorRole::Temp},
+    {"TID351", TensorRole::Temp},
+    {"TID352", TensorRole::View},
+    {"TID353", TensorRole::View},
     {"TID354", TensorRole::Temp},
     {"TID355", TensorRole::View},
-    {"TID356", TensorRole::Temp},
+    {"TID356", TensorRole::View},
     {"TID357", TensorRole::View},
-    {"TID358", TensorRole::View},
-    {"TID359", TensorRole::Temp},
+    {"TID358", TensorRole::Temp},
+    {"TID359", TensorRole::View},
     {"TID360", TensorRole::View},
     {"TID361", TensorRole::View},
-    {"TID362", TensorRole::View},
+    {"TID362", TensorRole::Temp},
     {"TID363", TensorRole::Temp},
     {"TID364", TensorRole::View},
     {"TID365", TensorRole::Temp},
     {"TID366", TensorRole::View},
-    {"TID367", TensorRole::Temp},
-    {"TID368", TensorRole::View},
+    {"TID367", TensorRole::View},
+    {"TID368", TensorRole::Temp},
     {"TID369", TensorRole::View},
-    {"TID370", TensorRole::Temp},
+    {"TID370", TensorRole::View},
     {"TID371", TensorRole::Temp},
-    {"TID372", TensorRole::View},
-    {"TID373", TensorRole::Temp},
-    {"TID374", TensorRole::View},
+    {"TID372", TensorRole::Temp},
+    {"TID373", TensorRole::View},
+    {"TID374", TensorRole::Temp},
     {"TID375", TensorRole::View},
-    {"TID376", TensorRole::Temp},
-    {"TID377", TensorRole::View},
+    {"TID376", TensorRole::View},
+    {"TID377", TensorRole::Temp},
     {"TID378", TensorRole::View},
-    {"TID379", TensorRole::Temp},
+    {"TID379", TensorRole::View},
     {"TID380", TensorRole::Temp},
     {"TID381", TensorRole::View},
     {"TID382", TensorRole::Temp},
-    {"TID383", TensorRole::View},
+    {"TID383", TensorRole::Temp},
     {"TID384", TensorRole::View},
     {"TID385", TensorRole::Temp},
-    {"TID386", TensorRole::View},
-    {"TID387", TensorRole::View},
-    {"TID388", TensorRole::Temp},
-    {"TID389", TensorRole::View},
-    {"TID390", TensorRole::Temp},
-    {"TID391", TensorRole::Temp},
-    {"TID392", TensorRole::View},
-    {"TID393", TensorRole::Temp},
-    {"TID394", TensorRole::Temp},
-    {"TID395", TensorRole::Temp},
-    {"TID396", TensorRole::View},
-    {"TID397", TensorRole::Temp},
+    {"TID386", TensorRole::Temp},
+    {"TID387", TensorRole::Temp},
+    {"TID388", TensorRole::View},
+    {"TID389", TensorRole::Temp},
+    {"TID390", TensorRole::View},
+    {"TID391", TensorRole::View},
+    {"TID392", TensorRole::Temp},
+    {"TID393", TensorRole::View},
+    {"TID394", TensorRole::View},
+    {"TID395", TensorRole::View},
+    {"TID396", TensorRole::Temp},
+    {"TID397", TensorRole::View},
     {"TID398", TensorRole::View},
     {"TID399", TensorRole::View},
     {"TID400", TensorRole::Temp},
-    {"TID401", TensorRole::View},
+    {"TID401", TensorRole::Temp},
     {"TID402", TensorRole::View},
-    {"TID403", TensorRole::View},
-    {"TID404", TensorRole::Temp},
-    {"TID405", TensorRole::View},
-    {"TID406", TensorRole::Temp},
-    {"TID407", TensorRole::View},
+    {"TID403", TensorRole::Temp},
+    {"TID404", TensorRole::View},
+    {"TID405", TensorRole::Temp},
+    {"TID406", TensorRole::View},
+    {"TID407", TensorRole::Temp},
     {"TID408", TensorRole::Temp},
     {"TID409", TensorRole::View},
-    {"TID410", TensorRole::View},
+    {"TID410", TensorRole::Temp},
     {"TID411", TensorRole::Temp},
     {"TID412", TensorRole::View},
-    {"TID413", TensorRole::Temp},
-    {"TID414", TensorRole::View},
+    {"TID413", TensorRole::View},
+    {"TID414", TensorRole::Temp},
     {"TID415", TensorRole::Temp},
     {"TID416", TensorRole::View},
-    {"TID417", TensorRole::Temp},
+    {"TID417", TensorRole::View},
     {"TID418", TensorRole::Temp},
-    {"TID419", TensorRole::View},
+    {"TID419", TensorRole::Temp},
     {"TID420", TensorRole::Temp},
     {"TID421", TensorRole::Temp},
     {"TID422", TensorRole::View},
-    {"TID423", TensorRole::View},
-    {"TID424", TensorRole::Temp},
+    {"TID423", TensorRole::Temp},
+    {"TID424", TensorRole::View},
     {"TID425", TensorRole::Temp},
     {"TID426", TensorRole::View},
-    {"TID427", TensorRole::View},
-    {"TID428", TensorRole::Temp},
+    {"TID427", TensorRole::Temp},
+    {"TID428", TensorRole::View},
     {"TID429", TensorRole::Temp},
     {"TID430", TensorRole::Temp},
-    {"TID431", TensorRole::Temp},
-    {"TID432", TensorRole::View},
-    {"TID433", TensorRole::Temp},
-    {"TID434", TensorRole::View},
-    {"TID435", TensorRole::Temp},
+    {"TID431", TensorRole::View},
+    {"TID432", TensorRole::Temp},
+    {"TID433", TensorRole::View},
+    {"TID434", TensorRole::Temp},
+    {"TID435", TensorRole::View},
     {"TID436", TensorRole::View},
-    {"TID437", TensorRole::Temp},
-    {"TID438", TensorRole::View},
+    {"TID437", TensorRole::View},
+    {"TID438", TensorRole::Temp},
     {"TID439", TensorRole::Temp},
-    {"TID440", TensorRole::Temp},
-    {"TID441", TensorRole::View},
-    {"TID442", TensorRole::Temp},
-    {"TID443", TensorRole::View},
-    {"TID444", TensorRole::Temp},
-    {"TID445", TensorRole::View},
+    {"TID440", TensorRole::View},
+    {"TID441", TensorRole::Temp},
+    {"TID442", TensorRole::View},
+    {"TID443", TensorRole::Temp},
+    {"TID444", TensorRole::View},
+    {"TID445", TensorRole::Temp},
     {"TID446", TensorRole::Temp},
     {"TID447", TensorRole::View},
     {"TID448", TensorRole::Temp},
-    {"TID449", TensorRole::View},
+    {"TID449", TensorRole::Temp},
     {"TID450", TensorRole::View},
-    {"TID451", TensorRole::Temp},
-    {"TID452", TensorRole::View},
+    {"TID451", TensorRole::View},
+    {"TID452", TensorRole::Temp},
     {"TID453", TensorRole::Temp},
     {"TID454", TensorRole::View},
-    {"TID455", TensorRole::Temp},
-    {"TID456", TensorRole::View},
+    {"TID455", TensorRole::View},
+    {"TID456", TensorRole::Temp},
     {"TID457", TensorRole::Temp},
     {"TID458", TensorRole::Temp},
-    {"TID459", TensorRole::View},
-    {"TID460", TensorRole::Temp},
+    {"TID459", TensorRole::Temp},
+    {"TID460", TensorRole::View},
     {"TID461", TensorRole::Temp},
     {"TID462", TensorRole::View},
-    {"TID463", TensorRole::View},
-    {"TID464", TensorRole::Temp},
+    {"TID463", TensorRole::Temp},
+    {"TID464", TensorRole::View},
     {"TID465", TensorRole::Temp},
     {"TID466", TensorRole::View},
-    {"TID467", TensorRole::View},
+    {"TID467", TensorRole::Temp},
     {"TID468", TensorRole::Temp},
-    {"TID469", TensorRole::Temp},
+    {"TID469", TensorRole::View},
     {"TID470", TensorRole::Temp},
-    {"TID471", TensorRole::Temp},
-    {"TID472", TensorRole::View},
-    {"TID473", TensorRole::Temp},
+    {"TID471", TensorRole::View},
+    {"TID472", TensorRole::Temp},
+    {"TID473", TensorRole::View},
     {"TID474", TensorRole::View},
-    {"TID475", TensorRole::Temp},
-    {"TID476", TensorRole::View},
+    {"TID475", TensorRole::View},
+    {"TID476", TensorRole::Temp},
     {"TID477", TensorRole::Temp},
     {"TID478", TensorRole::View},
     {"TID479", TensorRole::Temp},
-    {"TID480", TensorRole::Temp},
-    {"TID481", TensorRole::View},
-    {"TID482", TensorRole::Temp},
-    {"TID483", TensorRole::View},
+    {"TID480", TensorRole::View},
+    {"TID481", TensorRole::Temp},
+    {"TID482", TensorRole::View},
+    {"TID483", TensorRole::Temp},
     {"TID484", TensorRole::Temp},
     {"TID485", TensorRole::View},
     {"TID486", TensorRole::Temp},
-    {"TID487", TensorRole::View},
-    {"TID488", TensorRole::Temp},
+    {"TID487", TensorRole::Temp},
+    {"TID488", TensorRole::View},
     {"TID489", TensorRole::View},
-    {"TID490", TensorRole::View},
+    {"TID490", TensorRole::Temp},
     {"TID491", TensorRole::Temp},
     {"TID492", TensorRole::View},
-    {"TID493", TensorRole::Temp},
-    {"TID494", TensorRole::View},
+    {"TID493", TensorRole::View},
+    {"TID494", TensorRole::Temp},
     {"TID495", TensorRole::Temp},
-    {"TID496", TensorRole::View},
+    {"TID496", TensorRole::Temp},
     {"TID497", TensorRole::Temp},
-    {"TID498", TensorRole::Temp},
-    {"TID499", TensorRole::View},
-    {"TID500", TensorRole::Temp},
+    {"TID498", TensorRole::View},
+    {"TID499", TensorRole::Temp},
+    {"TID500", TensorRole::View},
     {"TID501", TensorRole::Temp},
     {"TID502", TensorRole::View},
-    {"TID503", TensorRole::View},
-    {"TID504", TensorRole::Temp},
+    {"TID503", TensorRole::Temp},
+    {"TID504", TensorRole::View},
     {"TID505", TensorRole::Temp},
-    {"TID506", TensorRole::View},
+    {"TID506", TensorRole::Temp},
     {"TID507", TensorRole::View},
     {"TID508", TensorRole::Temp},
-    {"TID509", TensorRole::Temp},
+    {"TID509", TensorRole::View},
     {"TID510", TensorRole::Temp},
-    {"TID511", TensorRole::Temp},
+    {"TID511", TensorRole::View},
     {"TID512", TensorRole::View},
-    {"TID513", TensorRole::Temp},
-    {"TID514", TensorRole::View},
+    {"TID513", TensorRole::View},
+    {"TID514", TensorRole::Temp},
     {"TID515", TensorRole::Temp},
     {"TID516", TensorRole::View},
     {"TID517", TensorRole::Temp},
     {"TID518", TensorRole::View},
     {"TID519", TensorRole::Temp},
-    {"TID520", TensorRole::Temp},
-    {"TID521", TensorRole::View},
+    {"TID520", TensorRole::View},
+    {"TID521", TensorRole::Temp},
     {"TID522", TensorRole::Temp},
     {"TID523", TensorRole::View},
     {"TID524", TensorRole::Temp},
-    {"TID525", TensorRole::View},
-    {"TID526", TensorRole::Temp},
+    {"TID525", TensorRole::Temp},
+    {"TID526", TensorRole::View},
     {"TID527", TensorRole::View},
     {"TID528", TensorRole::Temp},
-    {"TID529", TensorRole::View},
+    {"TID529", TensorRole::Temp},
     {"TID530", TensorRole::View},
-    {"TID531", TensorRole::Temp},
-    {"TID532", TensorRole::View},
+    {"TID531", TensorRole::View},
+    {"TID532", TensorRole::Temp},
     {"TID533", TensorRole::Temp},
-    {"TID534", TensorRole::View},
+    {"TID534", TensorRole::Temp},
     {"TID535", TensorRole::Temp},
     {"TID536", TensorRole::View},
     {"TID537", TensorRole::Temp},
-    {"TID538", TensorRole::Temp},
-    {"TID539", TensorRole::View},
-    {"TID540", TensorRole::Temp},
+    {"TID538", TensorRole::View},
+    {"TID539", TensorRole::Temp},
+    {"TID540", TensorRole::View},
     {"TID541", TensorRole::Temp},
     {"TID542", TensorRole::View},
-    {"TID543", TensorRole::View},
+    {"TID543", TensorRole::Temp},
     {"TID544", TensorRole::Temp},
-    {"TID545", TensorRole::Temp},
-    {"TID546", TensorRole::View},
-    {"TID547", TensorRole::View},
-    {"TID548", TensorRole::Temp},
+    {"TID545", TensorRole::View},
+    {"TID546", TensorRole::Temp},
+    {"TID547", TensorRole::Temp},
+    {"TID548", TensorRole::View},
     {"TID549", TensorRole::Temp},
-    {"TID550", TensorRole::Temp},
-    {"TID551", TensorRole::Temp},
-    {"TID552", TensorRole::View},
-    {"TID553", TensorRole::Temp},
+    {"TID550", TensorRole::View},
+    {"TID551", TensorRole::View},
+    {"TID552", TensorRole::Temp},
+    {"TID553", TensorRole::View},
     {"TID554", TensorRole::View},
-    {"TID555", TensorRole::Temp},
-    {"TID556", TensorRole::View},
-    {"TID557", TensorRole::Temp},
+    {"TID555", TensorRole::View},
+    {"TID556", TensorRole::Temp},
+    {"TID557", TensorRole::View},
     {"TID558", TensorRole::View},
-    {"TID559", TensorRole::Temp},
+    {"TID559", TensorRole::View},
     {"TID560", TensorRole::Temp},
-    {"TID561", TensorRole::View},
-    {"TID562", TensorRole::Temp},
+    {"TID561", TensorRole::Temp},
+    {"TID562", TensorRole::View},
     {"TID563", TensorRole::Temp},
     {"TID564", TensorRole::View},
-    {"TID565", TensorRole::Temp},
-    {"TID566", TensorRole::View},
+    {"TID565", TensorRole::View},
+    {"TID566", TensorRole::Temp},
     {"TID567", TensorRole::View},
-    {"TID568", TensorRole::Temp},
+    {"TID568", TensorRole::View},
     {"TID569", TensorRole::View},
-    {"TID570", TensorRole::View},
+    {"TID570", TensorRole::Temp},
     {"TID571", TensorRole::View},
-    {"TID572", TensorRole::Temp},
+    {"TID572", TensorRole::View},
     {"TID573", TensorRole::View},
     {"TID574", TensorRole::Temp},
-    {"TID575", TensorRole::View},
-    {"TID576", TensorRole::Temp},
-    {"TID577", TensorRole::View},
+    {"TID575", TensorRole::Temp},
+    {"TID576", TensorRole::View},
+    {"TID577", TensorRole::Temp},
     {"TID578", TensorRole::View},
-    {"TID579", TensorRole::Temp},
-    {"TID580", TensorRole::View},
-    {"TID581", TensorRole::Temp},
+    {"TID579", TensorRole::View},
+    {"TID580", TensorRole::Temp},
+    {"TID581", TensorRole::View},
     {"TID582", TensorRole::View},
     {"TID583", TensorRole::View},
     {"TID584", TensorRole::Temp},
@@ -604,12 +604,12 @@ namespace {
     {"TID586", TensorRole::View},
     {"TID587", TensorRole::View},
     {"TID588", TensorRole::Temp},
-    {"TID589", TensorRole::View},
+    {"TID589", TensorRole::Temp},
     {"TID590", TensorRole::Temp},
-    {"TID591", TensorRole::View},
+    {"TID591", TensorRole::Temp},
     {"TID592", TensorRole::Temp},
-    {"TID593", TensorRole::View},
-    {"TID594", TensorRole::View},
+    {"TID593", TensorRole::Temp},
+    {"TID594", TensorRole::Temp},
     {"TID595", TensorRole::Temp},
     {"TID596", TensorRole::View},
     {"TID597", TensorRole::Temp},
@@ -618,366 +618,318 @@ namespace {
     {"TID600", TensorRole::Temp},
     {"TID601", TensorRole::View},
     {"TID602", TensorRole::View},
-    {"TID603", TensorRole::View},
+    {"TID603", TensorRole::Temp},
     {"TID604", TensorRole::Temp},
     {"TID605", TensorRole::View},
     {"TID606", TensorRole::Temp},
     {"TID607", TensorRole::View},
-    {"TID608", TensorRole::Temp},
-    {"TID609", TensorRole::View},
+    {"TID608", TensorRole::View},
+    {"TID609", TensorRole::Temp},
     {"TID610", TensorRole::View},
-    {"TID611", TensorRole::Temp},
+    {"TID611", TensorRole::View},
     {"TID612", TensorRole::Temp},
-    {"TID613", TensorRole::Temp},
+    {"TID613", TensorRole::View},
     {"TID614", TensorRole::Temp},
     {"TID615", TensorRole::Temp},
-    {"TID616", TensorRole::Temp},
+    {"TID616", TensorRole::View},
     {"TID617", TensorRole::Temp},
     {"TID618", TensorRole::Temp},
     {"TID619", TensorRole::Temp},
-    {"TID620", TensorRole::Temp},
-    {"TID621", TensorRole::View},
-    {"TID622", TensorRole::Temp},
+    {"TID620", TensorRole::View},
+    {"TID621", TensorRole::Temp},
+    {"TID622", TensorRole::View},
     {"TID623", TensorRole::View},
-    {"TID624", TensorRole::View},
-    {"TID625", TensorRole::Temp},
+    {"TID624", TensorRole::Temp},
+    {"TID625", TensorRole::View},
     {"TID626", TensorRole::View},
     {"TID627", TensorRole::View},
     {"TID628", TensorRole::Temp},
-    {"TID629", TensorRole::Temp},
+    {"TID629", TensorRole::View},
     {"TID630", TensorRole::View},
-    {"TID631", TensorRole::Temp},
-    {"TID632", TensorRole::View},
-    {"TID633", TensorRole::View},
+    {"TID631", TensorRole::View},
+    {"TID632", TensorRole::Temp},
+    {"TID633", TensorRole::Temp},
     {"TID634", TensorRole::Temp},
     {"TID635", TensorRole::View},
-    {"TID636", TensorRole::View},
-    {"TID637", TensorRole::Temp},
+    {"TID636", TensorRole::Temp},
+    {"TID637", TensorRole::View},
     {"TID638", TensorRole::View},
     {"TID639", TensorRole::Temp},
-    {"TID640", TensorRole::Temp},
+    {"TID640", TensorRole::View},
     {"TID641", TensorRole::View},
-    {"TID642", TensorRole::Temp},
+    {"TID642", TensorRole::View},
     {"TID643", TensorRole::Temp},
-    {"TID644", TensorRole::Temp},
+    {"TID644", TensorRole::View},
     {"TID645", TensorRole::View},
-    {"TID646", TensorRole::Temp},
-    {"TID647", TensorRole::View},
-    {"TID648", TensorRole::View},
-    {"TID649", TensorRole::Temp},
-    {"TID650", TensorRole::View},
+    {"TID646", TensorRole::View},
+    {"TID647", TensorRole::Temp},
+    {"TID648", TensorRole::Temp},
+    {"TID649", TensorRole::View},
+    {"TID650", TensorRole::Temp},
     {"TID651", TensorRole::View},
     {"TID652", TensorRole::View},
     {"TID653", TensorRole::Temp},
     {"TID654", TensorRole::View},
-    {"TID655", TensorRole::Temp},
-    {"TID656", TensorRole::View},
+    {"TID655", TensorRole::View},
+    {"TID656", TensorRole::Temp},
     {"TID657", TensorRole::Temp},
     {"TID658", TensorRole::View},
-    {"TID659", TensorRole::View},
-    {"TID660", TensorRole::Temp},
-    {"TID661", TensorRole::Temp},
+    {"TID659", TensorRole::Temp},
+    {"TID660", TensorRole::View},
+    {"TID661", TensorRole::View},
     {"TID662", TensorRole::Temp},
     {"TID663", TensorRole::View},
-    {"TID664", TensorRole::Temp},
-    {"TID665", TensorRole::View},
+    {"TID664", TensorRole::View},
+    {"TID665", TensorRole::Temp},
     {"TID666", TensorRole::View},
     {"TID667", TensorRole::Temp},
-    {"TID668", TensorRole::View},
+    {"TID668", TensorRole::Temp},
     {"TID669", TensorRole::View},
-    {"TID670", TensorRole::View},
+    {"TID670", TensorRole::Temp},
     {"TID671", TensorRole::Temp},
-    {"TID672", TensorRole::View},
-    {"TID673", TensorRole::Temp},
-    {"TID674", TensorRole::View},
-    {"TID675", TensorRole::Temp},
+    {"TID672", TensorRole::Temp},
+    {"TID673", TensorRole::View},
+    {"TID674", TensorRole::Temp},
+    {"TID675", TensorRole::View},
     {"TID676", TensorRole::View},
-    {"TID677", TensorRole::View},
-    {"TID678", TensorRole::Temp},
-    {"TID679", TensorRole::Temp},
+    {"TID677", TensorRole::Temp},
+    {"TID678", TensorRole::View},
+    {"TID679", TensorRole::View},
     {"TID680", TensorRole::View},
     {"TID681", TensorRole::Temp},
     {"TID682", TensorRole::View},
     {"TID683", TensorRole::View},
-    {"TID684", TensorRole::Temp},
-    {"TID685", TensorRole::View},
-    {"TID686", TensorRole::View},
-    {"TID687", TensorRole::Temp},
+    {"TID684", TensorRole::View},
+    {"TID685", TensorRole::Temp},
+    {"TID686", TensorRole::Temp},
+    {"TID687", TensorRole::View},
     {"TID688", TensorRole::Temp},
     {"TID689", TensorRole::View},
     {"TID690", TensorRole::Temp},
     {"TID691", TensorRole::View},
-    {"TID692", TensorRole::View},
+    {"TID692", TensorRole::Temp},
     {"TID693", TensorRole::Temp},
     {"TID694", TensorRole::View},
-    {"TID695", TensorRole::View},
+    {"TID695", TensorRole::Temp},
     {"TID696", TensorRole::Temp},
     {"TID697", TensorRole::View},
-    {"TID698", TensorRole::Temp},
+    {"TID698", TensorRole::View},
     {"TID699", TensorRole::Temp},
-    {"TID700", TensorRole::View},
-    {"TID701", TensorRole::Temp},
-    {"TID702", TensorRole::Temp},
+    {"TID700", TensorRole::Temp},
+    {"TID701", TensorRole::View},
+    {"TID702", TensorRole::View},
     {"TID703", TensorRole::Temp},
-    {"TID704", TensorRole::View},
+    {"TID704", TensorRole::Temp},
     {"TID705", TensorRole::Temp},
-    {"TID706", TensorRole::View},
+    {"TID706", TensorRole::Temp},
     {"TID707", TensorRole::View},
     {"TID708", TensorRole::Temp},
     {"TID709", TensorRole::View},
-    {"TID710", TensorRole::View},
+    {"TID710", TensorRole::Temp},
     {"TID711", TensorRole::View},
     {"TID712", TensorRole::Temp},
     {"TID713", TensorRole::View},
     {"TID714", TensorRole::Temp},
-    {"TID715", TensorRole::View},
-    {"TID716", TensorRole::Temp},
-    {"TID717", TensorRole::View},
+    {"TID715", TensorRole::Temp},
+    {"TID716", TensorRole::View},
+    {"TID717", TensorRole::Temp},
     {"TID718", TensorRole::View},
     {"TID719", TensorRole::Temp},
     {"TID720", TensorRole::View},
-    {"TID721", TensorRole::Temp},
+    {"TID721", TensorRole::View},
     {"TID722", TensorRole::View},
     {"TID723", TensorRole::Temp},
-    {"TID724", TensorRole::View},
-    {"TID725", TensorRole::Temp},
+    {"TID724", TensorRole::Temp},
+    {"TID725", TensorRole::View},
     {"TID726", TensorRole::Temp},
     {"TID727", TensorRole::View},
     {"TID728", TensorRole::Temp},
-    {"TID729", TensorRole::Temp},
-    {"TID730", TensorRole::View},
-    {"TID731", TensorRole::View},
-    {"TID732", TensorRole::Temp},
+    {"TID729", TensorRole::View},
+    {"TID730", TensorRole::Temp},
+    {"TID731", TensorRole::Temp},
+    {"TID732", TensorRole::View},
     {"TID733", TensorRole::Temp},
-    {"TID734", TensorRole::View},
+    {"TID734", TensorRole::Temp},
     {"TID735", TensorRole::View},
-    {"TID736", TensorRole::Temp},
+    {"TID736", TensorRole::View},
     {"TID737", TensorRole::Temp},
     {"TID738", TensorRole::Temp},
-    {"TID739", TensorRole::Temp},
+    {"TID739", TensorRole::View},
     {"TID740", TensorRole::View},
     {"TID741", TensorRole::Temp},
-    {"TID742", TensorRole::View},
+    {"TID742", TensorRole::Temp},
     {"TID743", TensorRole::Temp},
-    {"TID744", TensorRole::View},
-    {"TID745", TensorRole::Temp},
-    {"TID746", TensorRole::View},
-    {"TID747", TensorRole::Temp},
+    {"TID744", TensorRole::Temp},
+    {"TID745", TensorRole::View},
+    {"TID746", TensorRole::Temp},
+    {"TID747", TensorRole::View},
     {"TID748", TensorRole::Temp},
     {"TID749", TensorRole::View},
     {"TID750", TensorRole::Temp},
     {"TID751", TensorRole::View},
     {"TID752", TensorRole::Temp},
-    {"TID753", TensorRole::View},
-    {"TID754", TensorRole::Temp},
-    {"TID755", TensorRole::View},
-    {"TID756", TensorRole::Temp},
-    {"TID757", TensorRole::View},
+    {"TID753", TensorRole::Temp},
+    {"TID754", TensorRole::View},
+    {"TID755", TensorRole::Temp},
+    {"TID756", TensorRole::View},
+    {"TID757", TensorRole::Temp},
     {"TID758", TensorRole::View},
-    {"TID759", TensorRole::Temp},
+    {"TID759", TensorRole::View},
     {"TID760", TensorRole::View},
     {"TID761", TensorRole::Temp},
-    {"TID762", TensorRole::View},
-    {"TID763", TensorRole::Temp},
-    {"TID764", TensorRole::View},
-    {"TID765", TensorRole::Temp},
+    {"TID762", TensorRole::Temp},
+    {"TID763", TensorRole::View},
+    {"TID764", TensorRole::Temp},
+    {"TID765", TensorRole::View},
     {"TID766", TensorRole::Temp},
     {"TID767", TensorRole::View},
     {"TID768", TensorRole::Temp},
     {"TID769", TensorRole::Temp},
     {"TID770", TensorRole::View},
-    {"TID771", TensorRole::View},
+    {"TID771", TensorRole::Temp},
     {"TID772", TensorRole::Temp},
-    {"TID773", TensorRole::Temp},
+    {"TID773", TensorRole::View},
     {"TID774", TensorRole::View},
-    {"TID775", TensorRole::View},
+    {"TID775", TensorRole::Temp},
     {"TID776", TensorRole::Temp},
-    {"TID777", TensorRole::Temp},
-    {"TID778", TensorRole::Temp},
+    {"TID777", TensorRole::View},
+    {"TID778", TensorRole::View},
     {"TID779", TensorRole::Temp},
-    {"TID780", TensorRole::View},
+    {"TID780", TensorRole::Temp},
     {"TID781", TensorRole::Temp},
-    {"TID782", TensorRole::View},
-    {"TID783", TensorRole::Temp},
-    {"TID784", TensorRole::View},
-    {"TID785", TensorRole::Temp},
-    {"TID786", TensorRole::View},
-    {"TID787", TensorRole::Temp},
+    {"TID782", TensorRole::Temp},
+    {"TID783", TensorRole::View},
+    {"TID784", TensorRole::Temp},
+    {"TID785", TensorRole::View},
+    {"TID786", TensorRole::Temp},
+    {"TID787", TensorRole::View},
     {"TID788", TensorRole::Temp},
     {"TID789", TensorRole::View},
     {"TID790", TensorRole::Temp},
-    {"TID791", TensorRole::View},
-    {"TID792", TensorRole::Temp},
-    {"TID793", TensorRole::View},
-    {"TID794", TensorRole::Temp},
-    {"TID795", TensorRole::View},
-    {"TID796", TensorRole::Temp},
+    {"TID791", TensorRole::Temp},
+    {"TID792", TensorRole::View},
+    {"TID793", TensorRole::Temp},
+    {"TID794", TensorRole::View},
+    {"TID795", TensorRole::Temp},
+    {"TID796", TensorRole::View},
     {"TID797", TensorRole::View},
     {"TID798", TensorRole::View},
     {"TID799", TensorRole::Temp},
-    {"TID800", TensorRole::View},
-    {"TID801", TensorRole::Temp},
-    {"TID802", TensorRole::View},
-    {"TID803", TensorRole::Temp},
-    {"TID804", TensorRole::View},
-    {"TID805", TensorRole::Temp},
+    {"TID800", TensorRole::Temp},
+    {"TID801", TensorRole::View},
+    {"TID802", TensorRole::Temp},
+    {"TID803", TensorRole::View},
+    {"TID804", TensorRole::Temp},
+    {"TID805", TensorRole::View},
     {"TID806", TensorRole::Temp},
-    {"TID807", TensorRole::View},
-    {"TID808", TensorRole::Temp},
+    {"TID807", TensorRole::Temp},
+    {"TID808", TensorRole::View},
     {"TID809", TensorRole::Temp},
-    {"TID810", TensorRole::View},
+    {"TID810", TensorRole::Temp},
     {"TID811", TensorRole::View},
-    {"TID812", TensorRole::Temp},
+    {"TID812", TensorRole::View},
     {"TID813", TensorRole::Temp},
-    {"TID814", TensorRole::View},
+    {"TID814", TensorRole::Temp},
     {"TID815", TensorRole::View},
-    {"TID816", TensorRole::Temp},
+    {"TID816", TensorRole::View},
     {"TID817", TensorRole::Temp},
     {"TID818", TensorRole::Temp},
     {"TID819", TensorRole::Temp},
-    {"TID820", TensorRole::View},
-    {"TID821", TensorRole::Temp},
-    {"TID822", TensorRole::View},
-    {"TID823", TensorRole::Temp},
-    {"TID824", TensorRole::View},
-    {"TID825", TensorRole::Temp},
-    {"TID826", TensorRole::View},
-    {"TID827", TensorRole::Temp},
+    {"TID820", TensorRole::Temp},
+    {"TID821", TensorRole::View},
+    {"TID822", TensorRole::Temp},
+    {"TID823", TensorRole::View},
+    {"TID824", TensorRole::Temp},
+    {"TID825", TensorRole::View},
+    {"TID826", TensorRole::Temp},
+    {"TID827", TensorRole::View},
     {"TID828", TensorRole::Temp},
-    {"TID829", TensorRole::View},
-    {"TID830", TensorRole::Temp},
-    {"TID831", TensorRole::View},
+    {"TID829", TensorRole::Temp},
+    {"TID830", TensorRole::View},
+    {"TID831", TensorRole::Temp},
     {"TID832", TensorRole::Temp},
     {"TID833", TensorRole::View},
     {"TID834", TensorRole::Temp},
     {"TID835", TensorRole::View},
-    {"TID836", TensorRole::Temp},
-    {"TID837", TensorRole::View},
+    {"TID836", TensorRole::View},
+    {"TID837", TensorRole::Temp},
     {"TID838", TensorRole::View},
-    {"TID839", TensorRole::Temp},
+    {"TID839", TensorRole::View},
     {"TID840", TensorRole::View},
     {"TID841", TensorRole::Temp},
     {"TID842", TensorRole::View},
-    {"TID843", TensorRole::Temp},
+    {"TID843", TensorRole::View},
     {"TID844", TensorRole::View},
     {"TID845", TensorRole::Temp},
     {"TID846", TensorRole::Temp},
     {"TID847", TensorRole::View},
     {"TID848", TensorRole::Temp},
-    {"TID849", TensorRole::Temp},
+    {"TID849", TensorRole::View},
     {"TID850", TensorRole::View},
-    {"TID851", TensorRole::View},
-    {"TID852", TensorRole::Temp},
-    {"TID853", TensorRole::Temp},
+    {"TID851", TensorRole::Temp},
+    {"TID852", TensorRole::View},
+    {"TID853", TensorRole::View},
     {"TID854", TensorRole::View},
-    {"TID855", TensorRole::View},
-    {"TID856", TensorRole::Temp},
-    {"TID857", TensorRole::Temp},
-    {"TID858", TensorRole::Temp},
+    {"TID855", TensorRole::Temp},
+    {"TID856", TensorRole::View},
+    {"TID857", TensorRole::View},
+    {"TID858", TensorRole::View},
     {"TID859", TensorRole::Temp},
-    {"TID860", TensorRole::View},
-    {"TID861", TensorRole::Temp},
-    {"TID862", TensorRole::View},
-    {"TID863", TensorRole::Temp},
+    {"TID860", TensorRole::Temp},
+    {"TID861", TensorRole::View},
+    {"TID862", TensorRole::Temp},
+    {"TID863", TensorRole::View},
     {"TID864", TensorRole::View},
     {"TID865", TensorRole::Temp},
     {"TID866", TensorRole::View},
-    {"TID867", TensorRole::Temp},
-    {"TID868", TensorRole::Temp},
-    {"TID869", TensorRole::View},
-    {"TID870", TensorRole::Temp},
-    {"TID871", TensorRole::Temp},
+    {"TID867", TensorRole::View},
+    {"TID868", TensorRole::View},
+    {"TID869", TensorRole::Temp},
+    {"TID870", TensorRole::View},
+    {"TID871", TensorRole::View},
     {"TID872", TensorRole::View},
     {"TID873", TensorRole::Temp},
-    {"TID874", TensorRole::View},
-    {"TID875", TensorRole::View},
+    {"TID874", TensorRole::Temp},
+    {"TID875", TensorRole::Temp},
     {"TID876", TensorRole::Temp},
-    {"TID877", TensorRole::View},
-    {"TID878", TensorRole::View},
-    {"TID879", TensorRole::View},
+    {"TID877", TensorRole::Temp},
+    {"TID878", TensorRole::Temp},
+    {"TID879", TensorRole::Temp},
     {"TID880", TensorRole::Temp},
     {"TID881", TensorRole::View},
     {"TID882", TensorRole::Temp},
     {"TID883", TensorRole::View},
-    {"TID884", TensorRole::Temp},
-    {"TID885", TensorRole::View},
+    {"TID884", TensorRole::View},
+    {"TID885", TensorRole::Temp},
     {"TID886", TensorRole::View},
-    {"TID887", TensorRole::Temp},
-    {"TID888", TensorRole::View},
+    {"TID887", TensorRole::View},
+    {"TID888", TensorRole::Temp},
     {"TID889", TensorRole::Temp},
     {"TID890", TensorRole::View},
-    {"TID891", TensorRole::View},
-    {"TID892", TensorRole::Temp},
+    {"TID891", TensorRole::Temp},
+    {"TID892", TensorRole::View},
     {"TID893", TensorRole::View},
-    {"TID894", TensorRole::View},
+    {"TID894", TensorRole::Temp},
     {"TID895", TensorRole::View},
-    {"TID896", TensorRole::Temp},
-    {"TID897", TensorRole::View},
-    {"TID898", TensorRole::Temp},
-    {"TID899", TensorRole::View},
+    {"TID896", TensorRole::View},
+    {"TID897", TensorRole::Temp},
+    {"TID898", TensorRole::View},
+    {"TID899", TensorRole::Temp},
     {"TID900", TensorRole::Temp},
     {"TID901", TensorRole::View},
-    {"TID902", TensorRole::View},
+    {"TID902", TensorRole::Temp},
     {"TID903", TensorRole::Temp},
-    {"TID904", TensorRole::View},
-    {"TID905", TensorRole::Temp},
-    {"TID906", TensorRole::View},
+    {"TID904", TensorRole::Temp},
+    {"TID905", TensorRole::View},
+    {"TID906", TensorRole::Temp},
     {"TID907", TensorRole::View},
-    {"TID908", TensorRole::Temp},
+    {"TID908", TensorRole::View},
     {"TID909", TensorRole::View},
     {"TID910", TensorRole::View},
-    {"TID911", TensorRole::View},
+    {"TID911", TensorRole::Temp},
     {"TID912", TensorRole::Temp},
-    {"TID913", TensorRole::View},
+    {"TID913", TensorRole::Temp},
     {"TID914", TensorRole::Temp},
-    {"TID915", TensorRole::View},
-    {"TID916", TensorRole::Temp},
-    {"TID917", TensorRole::View},
-    {"TID918", TensorRole::View},
-    {"TID919", TensorRole::Temp},
-    {"TID920", TensorRole::Temp},
-    {"TID921", TensorRole::Temp},
-    {"TID922", TensorRole::Temp},
-    {"TID923", TensorRole::Temp},
-    {"TID924", TensorRole::Temp},
-    {"TID925", TensorRole::Temp},
-    {"TID926", TensorRole::Temp},
-    {"TID927", TensorRole::Temp},
-    {"TID928", TensorRole::Temp},
-    {"TID929", TensorRole::View},
-    {"TID930", TensorRole::Temp},
-    {"TID931", TensorRole::View},
-    {"TID932", TensorRole::View},
-    {"TID933", TensorRole::Temp},
-    {"TID934", TensorRole::View},
-    {"TID935", TensorRole::View},
-    {"TID936", TensorRole::Temp},
-    {"TID937", TensorRole::Temp},
-    {"TID938", TensorRole::View},
-    {"TID939", TensorRole::Temp},
-    {"TID940", TensorRole::View},
-    {"TID941", TensorRole::View},
-    {"TID942", TensorRole::Temp},
-    {"TID943", TensorRole::View},
-    {"TID944", TensorRole::View},
-    {"TID945", TensorRole::Temp},
-    {"TID946", TensorRole::View},
-    {"TID947", TensorRole::Temp},
-    {"TID948", TensorRole::Temp},
-    {"TID949", TensorRole::View},
-    {"TID950", TensorRole::Temp},
-    {"TID951", TensorRole::Temp},
-    {"TID952", TensorRole::Temp},
-    {"TID953", TensorRole::View},
-    {"TID954", TensorRole::Temp},
-    {"TID955", TensorRole::View},
-    {"TID956", TensorRole::View},
-    {"TID957", TensorRole::View},
-    {"TID958", TensorRole::View},
-    {"TID959", TensorRole::Temp},
-    {"TID960", TensorRole::Temp},
-    {"TID961", TensorRole::Temp},
-    {"TID962", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -1106,339 +1058,310 @@ namespace {
     253, 301, // inv_count_f32_r2
     300, 301, 250, 252, 302, // fused_mul_max_sub_exp_and_6_f32_r2
     303, 304, 305, // matmul_blas_f32_r3
-    306, 303, 307, // matmul_blas_f32_r3
-    308, 309, // sum_f32_r3
-    313, 314, // sum_f32_r3
-    316, 317, // sum_f32_r3
-    305, 244, 320, // mul_f32_r3
-    305, 243, 321, // mul_f32_r3
-    322, 323, // sum_f32_r3
-    325, 326, // sum_f32_r3
-    320, 243, 242, 329, // fused_mul_div_neg_sum_f32_r3
-    330, 241, 240, 320, 242, 239, 331, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    331, 332, // fused_neg_sum_f32_r3
-    294, 319, 334, // add_f32_r1
-    293, 328, 335, // add_f32_r1
-    236, 333, 331, 336, // fused_inv_count_mul_add_f32_r3
-    337, 338, // sum_f32_r3
-    340, 341, // sum_f32_r3
-    336, 344, 345, // matmul_blas_f32_r3
-    346, 336, 347, // matmul_blas_f32_r3
-    348, 349, // sum_f32_r3
-    292, 343, 352, // add_f32_r1
-    291, 351, 353, // add_f32_r2
-    345, 229, 354, // gelu_grad_f32_r3
-    355, 356, // sum_f32_r3
-    358, 359, // sum_f32_r3
-    354, 362, 363, // matmul_blas_f32_r3
-    364, 354, 365, // matmul_blas_f32_r3
-    366, 367, // sum_f32_r3
-    290, 361, 370, // add_f32_r1
-    289, 369, 371, // add_f32_r2
-    372, 373, // sum_f32_r3
-    375, 376, // sum_f32_r3
-    363, 221, 379, // mul_f32_r3
-    363, 220, 380, // mul_f32_r3
-    381, 382, // sum_f32_r3
-    384, 385, // sum_f32_r3
-    379, 220, 219, 388, // fused_mul_div_neg_sum_f32_r3
-    389, 218, 217, 379, 219, 216, 390, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    390, 391, // fused_neg_sum_f32_r3
-    288, 378, 393, // add_f32_r1
-    287, 387, 394, // add_f32_r1
-    213, 392, 336, 390, 395, // fused_inv_count_mul_add_add_f32_r3
-    396, 397, // sum_f32_r3
-    399, 400, // sum_f32_r3
-    395, 403, 404, // matmul_blas_f32_r3
-    405, 395, 406, // matmul_blas_f32_r3
-    407, 408, // sum_f32_r3
-    411, // fill_f32_r2
-    410, 413, // copy_f32_r2
-    404, 414, 415, // matmul_blas_f32_r3
-    416, 404, 417, // matmul_blas_f32_r3
-    418, // fill_f32_r3
-    417, 420, // copy_f32_r3
-    415, 206, 205, 421, // fused_mul_div_neg_sum_f32_r3
-    415, 205, 423, 203, 424, // fused_div_add_mul_f32_r3
-    424, 425, // fused_neg_sum_f32_r3
-    202, 428, // extreme_mask_f32_r3
-    424, 427, 428, 429, // fused_mul_add_f32_r3
-    429, 430, // causal_mask_f32_r3
-    430, 431, // mul_scalar_f32_r3
-    431, 432, 433, // matmul_blas_f32_r3
-    434, 431, 435, // matmul_blas_f32_r3
-    437, // fill_f32_r3
-    436, 439, // copy_f32_r3
-    440, // fill_f32_r3
-    433, 442, // copy_f32_r3
-    395, 443, 444, // matmul_blas_f32_r3
-    445, 395, 446, // matmul_blas_f32_r3
-    447, 448, // sum_f32_r3
-    451, // fill_f32_r2
-    450, 453, // copy_f32_r2
-    444, 454, 455, // matmul_blas_f32_r3
-    456, 444, 457, // matmul_blas_f32_r3
-    458, // fill_f32_r3
-    457, 460, // copy_f32_r3
-    455, 191, 190, 461, // fused_mul_div_neg_sum_f32_r3
-    455, 190, 463, 188, 464, // fused_div_add_mul_f32_r3
-    464, 465, // fused_neg_sum_f32_r3
-    187, 468, // extreme_mask_f32_r3
-    464, 467, 468, 469, // fused_mul_add_f32_r3
-    469, 470, // causal_mask_f32_r3
-    470, 471, // mul_scalar_f32_r3
-    471, 472, 473, // matmul_blas_f32_r3
-    474, 471, 475, // matmul_blas_f32_r3
-    477, // fill_f32_r3
-    476, 479, // copy_f32_r3
-    480, // fill_f32_r3
-    473, 482, // copy_f32_r3
-    395, 483, 484, // matmul_blas_f32_r3
-    485, 395, 486, // matmul_blas_f32_r3
-    487, 488, // sum_f32_r3
-    491, // fill_f32_r2
-    490, 493, // copy_f32_r2
-    484, 494, 495, // matmul_blas_f32_r3
-    496, 484, 497, // matmul_blas_f32_r3
-    498, // fill_f32_r3
-    497, 500, // copy_f32_r3
-    495, 176, 175, 501, // fused_mul_div_neg_sum_f32_r3
-    495, 175, 503, 173, 504, // fused_div_add_mul_f32_r3
-    504, 505, // fused_neg_sum_f32_r3
-    172, 508, // extreme_mask_f32_r3
-    504, 507, 508, 509, // fused_mul_add_f32_r3
-    509, 510, // causal_mask_f32_r3
-    510, 511, // mul_scalar_f32_r3
-    511, 512, 513, // matmul_blas_f32_r3
-    514, 511, 515, // matmul_blas_f32_r3
-    517, // fill_f32_r3
-    516, 519, // copy_f32_r3
-    520, // fill_f32_r3
-    513, 522, // copy_f32_r3
-    395, 523, 524, // matmul_blas_f32_r3
-    525, 395, 526, // matmul_blas_f32_r3
-    527, 528, // sum_f32_r3
-    531, // fill_f32_r2
-    530, 533, // copy_f32_r2
-    524, 534, 535, // matmul_blas_f32_r3
-    536, 524, 537, // matmul_blas_f32_r3
-    538, // fill_f32_r3
-    537, 540, // copy_f32_r3
-    535, 161, 160, 541, // fused_mul_div_neg_sum_f32_r3
-    535, 160, 543, 158, 544, // fused_div_add_mul_f32_r3
-    544, 545, // fused_neg_sum_f32_r3
-    157, 548, // extreme_mask_f32_r3
-    544, 547, 548, 549, // fused_mul_add_f32_r3
-    549, 550, // causal_mask_f32_r3
-    550, 551, // mul_scalar_f32_r3
-    551, 552, 553, // matmul_blas_f32_r3
-    554, 551, 555, // matmul_blas_f32_r3
-    557, // fill_f32_r3
-    556, 559, // copy_f32_r3
-    560, // fill_f32_r3
-    553, 562, // copy_f32_r3
-    418, 458, 498, 538, 563, // fused_add_add_add_f32_r3
-    564, 565, // sum_f32_r3
-    567, 568, // sum_f32_r3
-    563, 571, 572, // matmul_blas_f32_r3
-    573, 563, 574, // matmul_blas_f32_r3
-    575, 576, // sum_f32_r3
-    437, 477, 517, 557, 579, // fused_add_add_add_f32_r3
-    580, 581, // sum_f32_r3
-    583, 584, // sum_f32_r3
-    579, 587, 588, // matmul_blas_f32_r3
-    589, 579, 590, // matmul_blas_f32_r3
-    591, 592, // sum_f32_r3
-    440, 480, 520, 560, 595, // fused_add_add_add_f32_r3
+    308, 307, 309, // matmul_blas_f32_r2
+    311, 312, // sum_f32_r3
+    314, 315, // sum_f32_r3
+    305, 244, 318, // mul_f32_r3
+    305, 243, 319, // mul_f32_r3
+    320, 321, // sum_f32_r3
+    323, 324, // sum_f32_r3
+    318, 243, 242, 327, // fused_mul_div_neg_sum_f32_r3
+    328, 241, 240, 318, 242, 239, 329, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
+    329, 330, // fused_neg_sum_f32_r3
+    294, 317, 332, // add_f32_r1
+    293, 326, 333, // add_f32_r1
+    236, 331, 329, 334, // fused_inv_count_mul_add_f32_r3
+    335, 336, // sum_f32_r3
+    338, 339, // sum_f32_r3
+    334, 342, 343, // matmul_blas_f32_r3
+    346, 345, 347, // matmul_acc_blas_f32_r2
+    292, 341, 348, // add_f32_r1
+    343, 229, 349, // gelu_grad_f32_r3
+    350, 351, // sum_f32_r3
+    353, 354, // sum_f32_r3
+    349, 357, 358, // matmul_blas_f32_r3
+    361, 360, 362, // matmul_acc_blas_f32_r2
+    290, 356, 363, // add_f32_r1
+    364, 365, // sum_f32_r3
+    367, 368, // sum_f32_r3
+    358, 221, 371, // mul_f32_r3
+    358, 220, 372, // mul_f32_r3
+    373, 374, // sum_f32_r3
+    376, 377, // sum_f32_r3
+    371, 220, 219, 380, // fused_mul_div_neg_sum_f32_r3
+    381, 218, 217, 371, 219, 216, 382, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
+    382, 383, // fused_neg_sum_f32_r3
+    288, 370, 385, // add_f32_r1
+    287, 379, 386, // add_f32_r1
+    213, 384, 334, 382, 387, // fused_inv_count_mul_add_add_f32_r3
+    388, 389, // sum_f32_r3
+    391, 392, // sum_f32_r3
+    387, 395, 396, // matmul_blas_f32_r3
+    399, 398, 400, // matmul_blas_f32_r2
+    401, // fill_f32_r2
+    400, 403, // copy_f32_r2
+    396, 404, 405, // matmul_blas_f32_r3
+    406, 396, 407, // matmul_blas_f32_r3
+    408, // fill_f32_r3
+    407, 410, // copy_f32_r3
+    405, 206, 205, 411, // fused_mul_div_neg_sum_f32_r3
+    405, 205, 413, 203, 414, // fused_div_add_mul_f32_r3
+    414, 415, // fused_neg_sum_f32_r3
+    202, 418, // extreme_mask_f32_r3
+    414, 417, 418, 419, // fused_mul_add_f32_r3
+    419, 420, // causal_mask_f32_r3
+    420, 421, // mul_scalar_f32_r3
+    421, 422, 423, // matmul_blas_f32_r3
+    424, 421, 425, // matmul_blas_f32_r3
+    427, // fill_f32_r3
+    426, 429, // copy_f32_r3
+    430, // fill_f32_r3
+    423, 432, // copy_f32_r3
+    387, 433, 434, // matmul_blas_f32_r3
+    437, 436, 438, // matmul_blas_f32_r2
+    439, // fill_f32_r2
+    438, 441, // copy_f32_r2
+    434, 442, 443, // matmul_blas_f32_r3
+    444, 434, 445, // matmul_blas_f32_r3
+    446, // fill_f32_r3
+    445, 448, // copy_f32_r3
+    443, 191, 190, 449, // fused_mul_div_neg_sum_f32_r3
+    443, 190, 451, 188, 452, // fused_div_add_mul_f32_r3
+    452, 453, // fused_neg_sum_f32_r3
+    187, 456, // extreme_mask_f32_r3
+    452, 455, 456, 457, // fused_mul_add_f32_r3
+    457, 458, // causal_mask_f32_r3
+    458, 459, // mul_scalar_f32_r3
+    459, 460, 461, // matmul_blas_f32_r3
+    462, 459, 463, // matmul_blas_f32_r3
+    465, // fill_f32_r3
+    464, 467, // copy_f32_r3
+    468, // fill_f32_r3
+    461, 470, // copy_f32_r3
+    387, 471, 472, // matmul_blas_f32_r3
+    475, 474, 476, // matmul_blas_f32_r2
+    477, // fill_f32_r2
+    476, 479, // copy_f32_r2
+    472, 480, 481, // matmul_blas_f32_r3
+    482, 472, 483, // matmul_blas_f32_r3
+    484, // fill_f32_r3
+    483, 486, // copy_f32_r3
+    481, 176, 175, 487, // fused_mul_div_neg_sum_f32_r3
+    481, 175, 489, 173, 490, // fused_div_add_mul_f32_r3
+    490, 491, // fused_neg_sum_f32_r3
+    172, 494, // extreme_mask_f32_r3
+    490, 493, 494, 495, // fused_mul_add_f32_r3
+    495, 496, // causal_mask_f32_r3
+    496, 497, // mul_scalar_f32_r3
+    497, 498, 499, // matmul_blas_f32_r3
+    500, 497, 501, // matmul_blas_f32_r3
+    503, // fill_f32_r3
+    502, 505, // copy_f32_r3
+    506, // fill_f32_r3
+    499, 508, // copy_f32_r3
+    387, 509, 510, // matmul_blas_f32_r3
+    513, 512, 514, // matmul_blas_f32_r2
+    515, // fill_f32_r2
+    514, 517, // copy_f32_r2
+    510, 518, 519, // matmul_blas_f32_r3
+    520, 510, 521, // matmul_blas_f32_r3
+    522, // fill_f32_r3
+    521, 524, // copy_f32_r3
+    519, 161, 160, 525, // fused_mul_div_neg_sum_f32_r3
+    519, 160, 527, 158, 528, // fused_div_add_mul_f32_r3
+    528, 529, // fused_neg_sum_f32_r3
+    157, 532, // extreme_mask_f32_r3
+    528, 531, 532, 533, // fused_mul_add_f32_r3
+    533, 534, // causal_mask_f32_r3
+    534, 535, // mul_scalar_f32_r3
+    535, 536, 537, // matmul_blas_f32_r3
+    538, 535, 539, // matmul_blas_f32_r3
+    541, // fill_f32_r3
+    540, 543, // copy_f32_r3
+    544, // fill_f32_r3
+    537, 546, // copy_f32_r3
+    408, 446, 484, 522, 547, // fused_add_add_add_f32_r3
+    548, 549, // sum_f32_r3
+    551, 552, // sum_f32_r3
+    547, 555, 556, // matmul_blas_f32_r3
+    559, 558, 560, // matmul_acc_blas_f32_r2
+    427, 465, 503, 541, 561, // fused_add_add_add_f32_r3
+    562, 563, // sum_f32_r3
+    565, 566, // sum_f32_r3
+    561, 569, 570, // matmul_blas_f32_r3
+    573, 572, 574, // matmul_acc_blas_f32_r2
+    430, 468, 506, 544, 575, // fused_add_add_add_f32_r3
+    576, 577, // sum_f32_r3
+    579, 580, // sum_f32_r3
+    575, 583, 584, // matmul_blas_f32_r3
+    587, 586, 588, // matmul_acc_blas_f32_r2
+    286, 394, 589, // add_f32_r1
+    401, 439, 477, 515, 590, // fused_add_add_add_f32_r2
+    285, 590, 591, // add_f32_r2
+    284, 554, 592, // add_f32_r1
+    282, 568, 593, // add_f32_r1
+    280, 582, 594, // add_f32_r1
+    556, 570, 584, 595, // fused_add_add_f32_r3
     596, 597, // sum_f32_r3
     599, 600, // sum_f32_r3
-    595, 603, 604, // matmul_blas_f32_r3
-    605, 595, 606, // matmul_blas_f32_r3
-    607, 608, // sum_f32_r3
-    286, 402, 611, // add_f32_r1
-    411, 451, 491, 531, 612, // fused_add_add_add_f32_r2
-    285, 612, 613, // add_f32_r2
-    284, 570, 614, // add_f32_r1
-    283, 578, 615, // add_f32_r2
-    282, 586, 616, // add_f32_r1
-    281, 594, 617, // add_f32_r2
-    280, 602, 618, // add_f32_r1
-    279, 610, 619, // add_f32_r2
-    572, 588, 604, 620, // fused_add_add_f32_r3
-    621, 622, // sum_f32_r3
-    624, 625, // sum_f32_r3
-    620, 129, 628, // mul_f32_r3
-    620, 128, 629, // mul_f32_r3
-    630, 631, // sum_f32_r3
-    633, 634, // sum_f32_r3
-    628, 128, 127, 637, // fused_mul_div_neg_sum_f32_r3
-    638, 126, 125, 628, 127, 124, 639, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    639, 640, // fused_neg_sum_f32_r3
-    278, 627, 642, // add_f32_r1
-    277, 636, 643, // add_f32_r1
-    121, 641, 395, 639, 644, // fused_inv_count_mul_add_add_f32_r3
-    645, 646, // sum_f32_r3
-    648, 649, // sum_f32_r3
-    644, 652, 653, // matmul_blas_f32_r3
-    654, 644, 655, // matmul_blas_f32_r3
-    656, 657, // sum_f32_r3
-    276, 651, 660, // add_f32_r1
-    275, 659, 661, // add_f32_r2
-    653, 114, 662, // gelu_grad_f32_r3
-    663, 664, // sum_f32_r3
-    666, 667, // sum_f32_r3
-    662, 670, 671, // matmul_blas_f32_r3
-    672, 662, 673, // matmul_blas_f32_r3
-    674, 675, // sum_f32_r3
-    274, 669, 678, // add_f32_r1
-    273, 677, 679, // add_f32_r2
-    680, 681, // sum_f32_r3
-    683, 684, // sum_f32_r3
-    671, 106, 687, // mul_f32_r3
-    671, 105, 688, // mul_f32_r3
-    689, 690, // sum_f32_r3
-    692, 693, // sum_f32_r3
-    687, 105, 104, 696, // fused_mul_div_neg_sum_f32_r3
-    697, 103, 102, 687, 104, 101, 698, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    698, 699, // fused_neg_sum_f32_r3
-    272, 686, 701, // add_f32_r1
-    271, 695, 702, // add_f32_r1
-    98, 700, 644, 698, 703, // fused_inv_count_mul_add_add_f32_r3
-    704, 705, // sum_f32_r3
-    707, 708, // sum_f32_r3
-    703, 711, 712, // matmul_blas_f32_r3
-    713, 703, 714, // matmul_blas_f32_r3
-    715, 716, // sum_f32_r3
-    719, // fill_f32_r2
-    718, 721, // copy_f32_r2
-    712, 722, 723, // matmul_blas_f32_r3
-    724, 712, 725, // matmul_blas_f32_r3
-    726, // fill_f32_r3
-    725, 728, // copy_f32_r3
-    723, 91, 90, 729, // fused_mul_div_neg_sum_f32_r3
-    723, 90, 731, 88, 732, // fused_div_add_mul_f32_r3
-    732, 733, // fused_neg_sum_f32_r3
-    87, 736, // extreme_mask_f32_r3
-    732, 735, 736, 737, // fused_mul_add_f32_r3
-    737, 738, // causal_mask_f32_r3
-    738, 739, // mul_scalar_f32_r3
-    739, 740, 741, // matmul_blas_f32_r3
-    742, 739, 743, // matmul_blas_f32_r3
-    745, // fill_f32_r3
-    744, 747, // copy_f32_r3
-    748, // fill_f32_r3
-    741, 750, // copy_f32_r3
-    703, 751, 752, // matmul_blas_f32_r3
-    753, 703, 754, // matmul_blas_f32_r3
-    755, 756, // sum_f32_r3
-    759, // fill_f32_r2
-    758, 761, // copy_f32_r2
-    752, 762, 763, // matmul_blas_f32_r3
-    764, 752, 765, // matmul_blas_f32_r3
-    766, // fill_f32_r3
-    765, 768, // copy_f32_r3
-    763, 76, 75, 769, // fused_mul_div_neg_sum_f32_r3
-    763, 75, 771, 73, 772, // fused_div_add_mul_f32_r3
-    772, 773, // fused_neg_sum_f32_r3
-    72, 776, // extreme_mask_f32_r3
-    772, 775, 776, 777, // fused_mul_add_f32_r3
-    777, 778, // causal_mask_f32_r3
-    778, 779, // mul_scalar_f32_r3
-    779, 780, 781, // matmul_blas_f32_r3
-    782, 779, 783, // matmul_blas_f32_r3
-    785, // fill_f32_r3
-    784, 787, // copy_f32_r3
+    595, 129, 603, // mul_f32_r3
+    595, 128, 604, // mul_f32_r3
+    605, 606, // sum_f32_r3
+    608, 609, // sum_f32_r3
+    603, 128, 127, 612, // fused_mul_div_neg_sum_f32_r3
+    613, 126, 125, 603, 127, 124, 614, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
+    614, 615, // fused_neg_sum_f32_r3
+    278, 602, 617, // add_f32_r1
+    277, 611, 618, // add_f32_r1
+    121, 616, 387, 614, 619, // fused_inv_count_mul_add_add_f32_r3
+    620, 621, // sum_f32_r3
+    623, 624, // sum_f32_r3
+    619, 627, 628, // matmul_blas_f32_r3
+    631, 630, 632, // matmul_acc_blas_f32_r2
+    276, 626, 633, // add_f32_r1
+    628, 114, 634, // gelu_grad_f32_r3
+    635, 636, // sum_f32_r3
+    638, 639, // sum_f32_r3
+    634, 642, 643, // matmul_blas_f32_r3
+    646, 645, 647, // matmul_acc_blas_f32_r2
+    274, 641, 648, // add_f32_r1
+    649, 650, // sum_f32_r3
+    652, 653, // sum_f32_r3
+    643, 106, 656, // mul_f32_r3
+    643, 105, 657, // mul_f32_r3
+    658, 659, // sum_f32_r3
+    661, 662, // sum_f32_r3
+    656, 105, 104, 665, // fused_mul_div_neg_sum_f32_r3
+    666, 103, 102, 656, 104, 101, 667, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
+    667, 668, // fused_neg_sum_f32_r3
+    272, 655, 670, // add_f32_r1
+    271, 664, 671, // add_f32_r1
+    98, 669, 619, 667, 672, // fused_inv_count_mul_add_add_f32_r3
+    673, 674, // sum_f32_r3
+    676, 677, // sum_f32_r3
+    672, 680, 681, // matmul_blas_f32_r3
+    684, 683, 685, // matmul_blas_f32_r2
+    686, // fill_f32_r2
+    685, 688, // copy_f32_r2
+    681, 689, 690, // matmul_blas_f32_r3
+    691, 681, 692, // matmul_blas_f32_r3
+    693, // fill_f32_r3
+    692, 695, // copy_f32_r3
+    690, 91, 90, 696, // fused_mul_div_neg_sum_f32_r3
+    690, 90, 698, 88, 699, // fused_div_add_mul_f32_r3
+    699, 700, // fused_neg_sum_f32_r3
+    87, 703, // extreme_mask_f32_r3
+    699, 702, 703, 704, // fused_mul_add_f32_r3
+    704, 705, // causal_mask_f32_r3
+    705, 706, // mul_scalar_f32_r3
+    706, 707, 708, // matmul_blas_f32_r3
+    709, 706, 710, // matmul_blas_f32_r3
+    712, // fill_f32_r3
+    711, 714, // copy_f32_r3
+    715, // fill_f32_r3
+    708, 717, // copy_f32_r3
+    672, 718, 719, // matmul_blas_f32_r3
+    722, 721, 723, // matmul_blas_f32_r2
+    724, // fill_f32_r2
+    723, 726, // copy_f32_r2
+    719, 727, 728, // matmul_blas_f32_r3
+    729, 719, 730, // matmul_blas_f32_r3
+    731, // fill_f32_r3
+    730, 733, // copy_f32_r3
+    728, 76, 75, 734, // fused_mul_div_neg_sum_f32_r3
+    728, 75, 736, 73, 737, // fused_div_add_mul_f32_r3
+    737, 738, // fused_neg_sum_f32_r3
+    72, 741, // extreme_mask_f32_r3
+    737, 740, 741, 742, // fused_mul_add_f32_r3
+    742, 743, // causal_mask_f32_r3
+    743, 744, // mul_scalar_f32_r3
+    744, 745, 746, // matmul_blas_f32_r3
+    747, 744, 748, // matmul_blas_f32_r3
+    750, // fill_f32_r3
+    749, 752, // copy_f32_r3
+    753, // fill_f32_r3
+    746, 755, // copy_f32_r3
+    672, 756, 757, // matmul_blas_f32_r3
+    760, 759, 761, // matmul_blas_f32_r2
+    762, // fill_f32_r2
+    761, 764, // copy_f32_r2
+    757, 765, 766, // matmul_blas_f32_r3
+    767, 757, 768, // matmul_blas_f32_r3
+    769, // fill_f32_r3
+    768, 771, // copy_f32_r3
+    766, 61, 60, 772, // fused_mul_div_neg_sum_f32_r3
+    766, 60, 774, 58, 775, // fused_div_add_mul_f32_r3
+    775, 776, // fused_neg_sum_f32_r3
+    57, 779, // extreme_mask_f32_r3
+    775, 778, 779, 780, // fused_mul_add_f32_r3
+    780, 781, // causal_mask_f32_r3
+    781, 782, // mul_scalar_f32_r3
+    782, 783, 784, // matmul_blas_f32_r3
+    785, 782, 786, // matmul_blas_f32_r3
     788, // fill_f32_r3
-    781, 790, // copy_f32_r3
-    703, 791, 792, // matmul_blas_f32_r3
-    793, 703, 794, // matmul_blas_f32_r3
-    795, 796, // sum_f32_r3
-    799, // fill_f32_r2
-    798, 801, // copy_f32_r2
-    792, 802, 803, // matmul_blas_f32_r3
-    804, 792, 805, // matmul_blas_f32_r3
-    806, // fill_f32_r3
-    805, 808, // copy_f32_r3
-    803, 61, 60, 809, // fused_mul_div_neg_sum_f32_r3
-    803, 60, 811, 58, 812, // fused_div_add_mul_f32_r3
-    812, 813, // fused_neg_sum_f32_r3
-    57, 816, // extreme_mask_f32_r3
-    812, 815, 816, 817, // fused_mul_add_f32_r3
-    817, 818, // causal_mask_f32_r3
-    818, 819, // mul_scalar_f32_r3
-    819, 820, 821, // matmul_blas_f32_r3
-    822, 819, 823, // matmul_blas_f32_r3
-    825, // fill_f32_r3
-    824, 827, // copy_f32_r3
-    828, // fill_f32_r3
-    821, 830, // copy_f32_r3
-    703, 831, 832, // matmul_blas_f32_r3
-    833, 703, 834, // matmul_blas_f32_r3
-    835, 836, // sum_f32_r3
-    839, // fill_f32_r2
-    838, 841, // copy_f32_r2
-    832, 842, 843, // matmul_blas_f32_r3
-    844, 832, 845, // matmul_blas_f32_r3
-    846, // fill_f32_r3
-    845, 848, // copy_f32_r3
-    843, 46, 45, 849, // fused_mul_div_neg_sum_f32_r3
-    843, 45, 851, 43, 852, // fused_div_add_mul_f32_r3
-    852, 853, // fused_neg_sum_f32_r3
-    42, 856, // extreme_mask_f32_r3
-    852, 855, 856, 857, // fused_mul_add_f32_r3
-    857, 858, // causal_mask_f32_r3
-    858, 859, // mul_scalar_f32_r3
-    859, 860, 861, // matmul_blas_f32_r3
-    862, 859, 863, // matmul_blas_f32_r3
-    865, // fill_f32_r3
-    864, 867, // copy_f32_r3
-    868, // fill_f32_r3
-    861, 870, // copy_f32_r3
-    726, 766, 806, 846, 871, // fused_add_add_add_f32_r3
-    872, 873, // sum_f32_r3
-    875, 876, // sum_f32_r3
-    871, 879, 880, // matmul_blas_f32_r3
-    881, 871, 882, // matmul_blas_f32_r3
-    883, 884, // sum_f32_r3
-    745, 785, 825, 865, 887, // fused_add_add_add_f32_r3
-    888, 889, // sum_f32_r3
-    891, 892, // sum_f32_r3
-    887, 895, 896, // matmul_blas_f32_r3
-    897, 887, 898, // matmul_blas_f32_r3
-    899, 900, // sum_f32_r3
-    748, 788, 828, 868, 903, // fused_add_add_add_f32_r3
-    904, 905, // sum_f32_r3
-    907, 908, // sum_f32_r3
-    903, 911, 912, // matmul_blas_f32_r3
-    913, 903, 914, // matmul_blas_f32_r3
-    915, 916, // sum_f32_r3
-    270, 710, 919, // add_f32_r1
-    719, 759, 799, 839, 920, // fused_add_add_add_f32_r2
-    269, 920, 921, // add_f32_r2
-    268, 878, 922, // add_f32_r1
-    267, 886, 923, // add_f32_r2
-    266, 894, 924, // add_f32_r1
-    265, 902, 925, // add_f32_r2
-    264, 910, 926, // add_f32_r1
-    263, 918, 927, // add_f32_r2
-    880, 896, 912, 928, // fused_add_add_f32_r3
-    929, 930, // sum_f32_r3
-    932, 933, // sum_f32_r3
-    928, 14, 936, // mul_f32_r3
-    928, 13, 937, // mul_f32_r3
-    938, 939, // sum_f32_r3
-    941, 942, // sum_f32_r3
-    936, 13, 12, 945, // fused_mul_div_neg_sum_f32_r3
-    946, 11, 10, 936, 12, 9, 947, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    947, 948, // fused_neg_sum_f32_r3
-    262, 935, 950, // add_f32_r1
-    261, 944, 951, // add_f32_r1
-    6, 949, 703, 947, 952, // fused_inv_count_mul_add_add_f32_r3
-    953, 954, // sum_f32_r3
-    957, 958, 2, 959, // scatter_add_f32_r2
-    260, 956, 960, // add_f32_r2
-    312, 959, 961, // add_f32_r2
-    259, 961, 962, // add_f32_r2
+    787, 790, // copy_f32_r3
+    791, // fill_f32_r3
+    784, 793, // copy_f32_r3
+    672, 794, 795, // matmul_blas_f32_r3
+    798, 797, 799, // matmul_blas_f32_r2
+    800, // fill_f32_r2
+    799, 802, // copy_f32_r2
+    795, 803, 804, // matmul_blas_f32_r3
+    805, 795, 806, // matmul_blas_f32_r3
+    807, // fill_f32_r3
+    806, 809, // copy_f32_r3
+    804, 46, 45, 810, // fused_mul_div_neg_sum_f32_r3
+    804, 45, 812, 43, 813, // fused_div_add_mul_f32_r3
+    813, 814, // fused_neg_sum_f32_r3
+    42, 817, // extreme_mask_f32_r3
+    813, 816, 817, 818, // fused_mul_add_f32_r3
+    818, 819, // causal_mask_f32_r3
+    819, 820, // mul_scalar_f32_r3
+    820, 821, 822, // matmul_blas_f32_r3
+    823, 820, 824, // matmul_blas_f32_r3
+    826, // fill_f32_r3
+    825, 828, // copy_f32_r3
+    829, // fill_f32_r3
+    822, 831, // copy_f32_r3
+    693, 731, 769, 807, 832, // fused_add_add_add_f32_r3
+    833, 834, // sum_f32_r3
+    836, 837, // sum_f32_r3
+    832, 840, 841, // matmul_blas_f32_r3
+    844, 843, 845, // matmul_acc_blas_f32_r2
+    712, 750, 788, 826, 846, // fused_add_add_add_f32_r3
+    847, 848, // sum_f32_r3
+    850, 851, // sum_f32_r3
+    846, 854, 855, // matmul_blas_f32_r3
+    858, 857, 859, // matmul_acc_blas_f32_r2
+    715, 753, 791, 829, 860, // fused_add_add_add_f32_r3
+    861, 862, // sum_f32_r3
+    864, 865, // sum_f32_r3
+    860, 868, 869, // matmul_blas_f32_r3
+    872, 871, 873, // matmul_acc_blas_f32_r2
+    270, 679, 874, // add_f32_r1
+    686, 724, 762, 800, 875, // fused_add_add_add_f32_r2
+    269, 875, 876, // add_f32_r2
+    268, 839, 877, // add_f32_r1
+    266, 853, 878, // add_f32_r1
+    264, 867, 879, // add_f32_r1
+    841, 855, 869, 880, // fused_add_add_f32_r3
+    881, 882, // sum_f32_r3
+    884, 885, // sum_f32_r3
+    880, 14, 888, // mul_f32_r3
+    880, 13, 889, // mul_f32_r3
+    890, 891, // sum_f32_r3
+    893, 894, // sum_f32_r3
+    888, 13, 12, 897, // fused_mul_div_neg_sum_f32_r3
+    898, 11, 10, 888, 12, 9, 899, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
+    899, 900, // fused_neg_sum_f32_r3
+    262, 887, 902, // add_f32_r1
+    261, 896, 903, // add_f32_r1
+    6, 901, 672, 899, 904, // fused_inv_count_mul_add_add_f32_r3
+    905, 906, // sum_f32_r3
+    909, 910, 2, 911, // scatter_add_f32_r2
+    260, 908, 912, // add_f32_r2
+    310, 911, 913, // add_f32_r2
+    259, 913, 914, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1565,8 +1488,7 @@ namespace {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
@@ -1582,18 +1504,14 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
@@ -1609,8 +1527,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1631,8 +1548,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1653,8 +1569,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1675,8 +1590,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1700,29 +1614,23 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1739,18 +1647,14 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
@@ -1766,8 +1670,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1788,8 +1691,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1810,8 +1712,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1832,8 +1733,7 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1857,29 +1757,23 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -2230,671 +2124,613 @@ namespace {
     // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 338, 3, 4u, 0u, 17, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
     // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 341, 3, 4u, 0u, 17, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
-    // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 344, 2, 2u, 0u, 17, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 341, 3, 4u, 0u, 17, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 344, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 346, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 348, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 348, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 350, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 351, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 353, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 354, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 356, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 358, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 360, 4, 8u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 358, 4, 8u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 364, 7, 64u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 362, 7, 64u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 371, 2, 2u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 369, 2, 2u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 373, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 371, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 376, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 374, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-INV-COUNT-MUL-ADD-CPU", "fused_inv_count_mul_add_f32_r3", &fused_inv_count_mul_add_f32_r3_erased, 379, 4, 8u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-INV-COUNT-MUL-ADD-CPU", "fused_inv_count_mul_add_f32_r3", &fused_inv_count_mul_add_f32_r3_erased, 377, 4, 8u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 381, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 383, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 385, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 385, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 387, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 390, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 393, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 388, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 395, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: tiny_lm_0/transformer_block_1/linear_3.W  (<stdlib>/models.yaml:20:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 398, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.W  (<stdlib>/models.yaml:20:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 391, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 401, 3, 4u, 0u, 17, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 394, 3, 4u, 0u, 17, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 404, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 397, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 406, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 399, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 408, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 401, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 411, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 414, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 404, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 416, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: tiny_lm_0/transformer_block_1/linear_2.W  (<stdlib>/models.yaml:20:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 419, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.W  (<stdlib>/models.yaml:20:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 407, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)"},
+    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 410, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 412, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 414, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 417, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 420, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 422, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 424, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 426, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 429, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 432, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 434, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 436, 4, 8u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 424, 4, 8u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 440, 7, 64u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 428, 7, 64u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 447, 2, 2u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 435, 2, 2u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 449, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 437, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 452, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 440, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 455, 5, 16u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 443, 5, 16u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:190:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 460, 2, 2u, 0u, 17, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 448, 2, 2u, 0u, 17, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:190:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 462, 2, 2u, 0u, 17, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 450, 2, 2u, 0u, 17, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 464, 3, 4u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 452, 3, 4u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 467, 3, 4u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 470, 2, 2u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 455, 3, 4u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 472, 1, 1u, 0u, 17, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 458, 1, 1u, 0u, 17, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 473, 2, 2u, 0u, 18, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 459, 2, 2u, 0u, 18, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 475, 3, 4u, 0u, 18, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 461, 3, 4u, 0u, 18, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 478, 3, 4u, 0u, 18, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 464, 3, 4u, 0u, 18, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 481, 1, 1u, 0u, 18, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 467, 1, 1u, 0u, 18, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 482, 2, 2u, 0u, 19, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 468, 2, 2u, 0u, 19, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 484, 4, 8u, 0u, 19, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 470, 4, 8u, 0u, 19, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 488, 5, 16u, 0u, 19, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 474, 5, 16u, 0u, 19, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 493, 2, 2u, 0u, 19, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 479, 2, 2u, 0u, 19, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 495, 2, 2u, 0u, 19, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 481, 2, 2u, 0u, 19, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 497, 4, 8u, 0u, 20, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 483, 4, 8u, 0u, 20, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 501, 2, 2u, 0u, 20, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 487, 2, 2u, 0u, 20, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 503, 2, 2u, 0u, 21, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 489, 2, 2u, 0u, 21, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 505, 3, 4u, 0u, 22, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 491, 3, 4u, 0u, 22, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 508, 3, 4u, 0u, 22, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 494, 3, 4u, 0u, 22, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 511, 1, 1u, 0u, 22, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 497, 1, 1u, 0u, 22, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 512, 2, 2u, 0u, 23, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 498, 2, 2u, 0u, 23, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 514, 1, 1u, 0u, 23, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 500, 1, 1u, 0u, 23, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 515, 2, 2u, 0u, 24, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 501, 2, 2u, 0u, 24, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 517, 3, 4u, 0u, 24, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 503, 3, 4u, 0u, 24, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 520, 3, 4u, 0u, 24, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 523, 2, 2u, 0u, 24, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 506, 3, 4u, 0u, 24, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 525, 1, 1u, 0u, 24, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 509, 1, 1u, 0u, 24, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 526, 2, 2u, 0u, 25, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 510, 2, 2u, 0u, 25, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 528, 3, 4u, 0u, 25, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 512, 3, 4u, 0u, 25, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 531, 3, 4u, 0u, 25, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 515, 3, 4u, 0u, 25, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 534, 1, 1u, 0u, 25, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 518, 1, 1u, 0u, 25, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 535, 2, 2u, 0u, 26, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 519, 2, 2u, 0u, 26, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 537, 4, 8u, 0u, 26, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 521, 4, 8u, 0u, 26, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 541, 5, 16u, 0u, 26, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 525, 5, 16u, 0u, 26, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 546, 2, 2u, 0u, 26, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 530, 2, 2u, 0u, 26, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 548, 2, 2u, 0u, 26, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 532, 2, 2u, 0u, 26, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 550, 4, 8u, 0u, 27, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 534, 4, 8u, 0u, 27, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 554, 2, 2u, 0u, 27, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 538, 2, 2u, 0u, 27, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 556, 2, 2u, 0u, 28, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 540, 2, 2u, 0u, 28, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 558, 3, 4u, 0u, 29, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 542, 3, 4u, 0u, 29, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 561, 3, 4u, 0u, 29, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 545, 3, 4u, 0u, 29, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 564, 1, 1u, 0u, 29, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 548, 1, 1u, 0u, 29, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 565, 2, 2u, 0u, 30, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 549, 2, 2u, 0u, 30, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 567, 1, 1u, 0u, 30, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 551, 1, 1u, 0u, 30, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 568, 2, 2u, 0u, 31, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 552, 2, 2u, 0u, 31, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 570, 3, 4u, 0u, 31, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 554, 3, 4u, 0u, 31, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 573, 3, 4u, 0u, 31, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 576, 2, 2u, 0u, 31, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 557, 3, 4u, 0u, 31, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 578, 1, 1u, 0u, 31, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 560, 1, 1u, 0u, 31, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 579, 2, 2u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 561, 2, 2u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 581, 3, 4u, 0u, 32, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 563, 3, 4u, 0u, 32, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 584, 3, 4u, 0u, 32, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 566, 3, 4u, 0u, 32, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 587, 1, 1u, 0u, 32, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 569, 1, 1u, 0u, 32, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 588, 2, 2u, 0u, 33, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 570, 2, 2u, 0u, 33, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 590, 4, 8u, 0u, 33, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 572, 4, 8u, 0u, 33, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 594, 5, 16u, 0u, 33, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 576, 5, 16u, 0u, 33, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 599, 2, 2u, 0u, 33, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 581, 2, 2u, 0u, 33, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 601, 2, 2u, 0u, 33, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 583, 2, 2u, 0u, 33, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 603, 4, 8u, 0u, 34, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 585, 4, 8u, 0u, 34, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 607, 2, 2u, 0u, 34, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 589, 2, 2u, 0u, 34, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 609, 2, 2u, 0u, 35, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 591, 2, 2u, 0u, 35, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 611, 3, 4u, 0u, 36, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 593, 3, 4u, 0u, 36, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 614, 3, 4u, 0u, 36, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 596, 3, 4u, 0u, 36, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 617, 1, 1u, 0u, 36, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 599, 1, 1u, 0u, 36, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 618, 2, 2u, 0u, 37, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 600, 2, 2u, 0u, 37, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 620, 1, 1u, 0u, 37, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 602, 1, 1u, 0u, 37, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 621, 2, 2u, 0u, 38, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 603, 2, 2u, 0u, 38, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 623, 3, 4u, 0u, 38, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 605, 3, 4u, 0u, 38, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 626, 3, 4u, 0u, 38, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 629, 2, 2u, 0u, 38, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 608, 3, 4u, 0u, 38, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 631, 1, 1u, 0u, 38, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 611, 1, 1u, 0u, 38, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 632, 2, 2u, 0u, 39, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 612, 2, 2u, 0u, 39, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 634, 3, 4u, 0u, 39, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 614, 3, 4u, 0u, 39, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 637, 3, 4u, 0u, 39, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 617, 3, 4u, 0u, 39, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 640, 1, 1u, 0u, 39, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 620, 1, 1u, 0u, 39, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 641, 2, 2u, 0u, 40, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 621, 2, 2u, 0u, 40, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 643, 4, 8u, 0u, 40, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 623, 4, 8u, 0u, 40, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 647, 5, 16u, 0u, 40, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 627, 5, 16u, 0u, 40, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 652, 2, 2u, 0u, 40, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 632, 2, 2u, 0u, 40, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 654, 2, 2u, 0u, 40, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 634, 2, 2u, 0u, 40, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 656, 4, 8u, 0u, 41, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 636, 4, 8u, 0u, 41, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 660, 2, 2u, 0u, 41, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 640, 2, 2u, 0u, 41, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 662, 2, 2u, 0u, 42, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 642, 2, 2u, 0u, 42, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 664, 3, 4u, 0u, 43, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 644, 3, 4u, 0u, 43, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 667, 3, 4u, 0u, 43, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 647, 3, 4u, 0u, 43, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 670, 1, 1u, 0u, 43, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 650, 1, 1u, 0u, 43, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 671, 2, 2u, 0u, 44, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 651, 2, 2u, 0u, 44, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 673, 1, 1u, 0u, 44, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 653, 1, 1u, 0u, 44, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 674, 2, 2u, 0u, 45, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 654, 2, 2u, 0u, 45, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 676, 5, 16u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 656, 5, 16u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 681, 2, 2u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 661, 2, 2u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 683, 2, 2u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 663, 2, 2u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 685, 3, 4u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 665, 3, 4u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 688, 3, 4u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 691, 2, 2u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 668, 3, 4u, 0u, 45, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 693, 5, 16u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 671, 5, 16u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 698, 2, 2u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 676, 2, 2u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 700, 2, 2u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 678, 2, 2u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 702, 3, 4u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 680, 3, 4u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 705, 3, 4u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 708, 2, 2u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 683, 3, 4u, 0u, 45, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 710, 5, 16u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 686, 5, 16u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 715, 2, 2u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 691, 2, 2u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 717, 2, 2u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 693, 2, 2u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 719, 3, 4u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 695, 3, 4u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 722, 3, 4u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 725, 2, 2u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 698, 3, 4u, 0u, 45, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 727, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 701, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 730, 5, 16u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 704, 5, 16u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 735, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 709, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 738, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
-    // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv  (<stdlib>/models.yaml:163:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 741, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv  (<stdlib>/models.yaml:163:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 712, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 744, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
-    // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk  (<stdlib>/models.yaml:161:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 747, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk  (<stdlib>/models.yaml:161:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 715, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 750, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
-    // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq  (<stdlib>/models.yaml:159:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 753, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq  (<stdlib>/models.yaml:159:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 718, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 756, 4, 8u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 721, 4, 8u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 760, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 725, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 762, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 727, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 764, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 729, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 767, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 732, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 770, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 735, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 772, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 737, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 774, 4, 8u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 739, 4, 8u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 778, 7, 64u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 743, 7, 64u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 785, 2, 2u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 750, 2, 2u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 787, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 752, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 790, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 755, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 793, 5, 16u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 758, 5, 16u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 798, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 763, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 800, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 765, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 802, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 767, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 805, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 808, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 770, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 810, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: tiny_lm_0/transformer_block_0/linear_1.W  (<stdlib>/models.yaml:20:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 813, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.W  (<stdlib>/models.yaml:20:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 773, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 816, 3, 4u, 0u, 45, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 776, 3, 4u, 0u, 45, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 819, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 779, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 821, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 781, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 823, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 783, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 826, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 829, 2, 2u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 786, 3, 4u, 0u, 45, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 831, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: tiny_lm_0/transformer_block_0/linear_0.W  (<stdlib>/models.yaml:20:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 834, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.W  (<stdlib>/models.yaml:20:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 789, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 837, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 792, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 839, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 794, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 841, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 796, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 844, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 799, 3, 4u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 847, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 802, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 849, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 804, 2, 2u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 851, 4, 8u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 806, 4, 8u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 855, 7, 64u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 810, 7, 64u, 0u, 45, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 862, 2, 2u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 817, 2, 2u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 864, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 819, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 867, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 822, 3, 4u, 0u, 45, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 870, 5, 16u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 825, 5, 16u, 0u, 45, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:190:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 875, 2, 2u, 0u, 45, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 830, 2, 2u, 0u, 45, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:190:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 877, 2, 2u, 0u, 45, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 832, 2, 2u, 0u, 45, 0, "grad of: return y + bo  (<stdlib>/models.yaml:190:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 879, 3, 4u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 834, 3, 4u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 882, 3, 4u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 885, 2, 2u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 837, 3, 4u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 887, 1, 1u, 0u, 45, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 840, 1, 1u, 0u, 45, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 888, 2, 2u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 841, 2, 2u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 890, 3, 4u, 0u, 46, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 843, 3, 4u, 0u, 46, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 893, 3, 4u, 0u, 46, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 846, 3, 4u, 0u, 46, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 896, 1, 1u, 0u, 46, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 849, 1, 1u, 0u, 46, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 897, 2, 2u, 0u, 47, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 850, 2, 2u, 0u, 47, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 899, 4, 8u, 0u, 47, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 852, 4, 8u, 0u, 47, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 903, 5, 16u, 0u, 47, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 856, 5, 16u, 0u, 47, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 908, 2, 2u, 0u, 47, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 861, 2, 2u, 0u, 47, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 910, 2, 2u, 0u, 47, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 863, 2, 2u, 0u, 47, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 912, 4, 8u, 0u, 48, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 865, 4, 8u, 0u, 48, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 916, 2, 2u, 0u, 48, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 869, 2, 2u, 0u, 48, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 918, 2, 2u, 0u, 49, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 871, 2, 2u, 0u, 49, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 920, 3, 4u, 0u, 50, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 873, 3, 4u, 0u, 50, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 923, 3, 4u, 0u, 50, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 876, 3, 4u, 0u, 50, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 926, 1, 1u, 0u, 50, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 879, 1, 1u, 0u, 50, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 927, 2, 2u, 0u, 51, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 880, 2, 2u, 0u, 51, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 929, 1, 1u, 0u, 51, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 882, 1, 1u, 0u, 51, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 930, 2, 2u, 0u, 52, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 883, 2, 2u, 0u, 52, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 932, 3, 4u, 0u, 52, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 885, 3, 4u, 0u, 52, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 935, 3, 4u, 0u, 52, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 938, 2, 2u, 0u, 52, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 888, 3, 4u, 0u, 52, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 940, 1, 1u, 0u, 52, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 891, 1, 1u, 0u, 52, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 941, 2, 2u, 0u, 53, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 892, 2, 2u, 0u, 53, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 943, 3, 4u, 0u, 53, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 894, 3, 4u, 0u, 53, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 946, 3, 4u, 0u, 53, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 897, 3, 4u, 0u, 53, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 949, 1, 1u, 0u, 53, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 900, 1, 1u, 0u, 53, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 950, 2, 2u, 0u, 54, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 901, 2, 2u, 0u, 54, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 952, 4, 8u, 0u, 54, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 903, 4, 8u, 0u, 54, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 956, 5, 16u, 0u, 54, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 907, 5, 16u, 0u, 54, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 961, 2, 2u, 0u, 54, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 912, 2, 2u, 0u, 54, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 963, 2, 2u, 0u, 54, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 914, 2, 2u, 0u, 54, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 965, 4, 8u, 0u, 55, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 916, 4, 8u, 0u, 55, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 969, 2, 2u, 0u, 55, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 920, 2, 2u, 0u, 55, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 971, 2, 2u, 0u, 56, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 922, 2, 2u, 0u, 56, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 973, 3, 4u, 0u, 57, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 924, 3, 4u, 0u, 57, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 976, 3, 4u, 0u, 57, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 927, 3, 4u, 0u, 57, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 979, 1, 1u, 0u, 57, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 930, 1, 1u, 0u, 57, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 980, 2, 2u, 0u, 58, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 931, 2, 2u, 0u, 58, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 982, 1, 1u, 0u, 58, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 933, 1, 1u, 0u, 58, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 983, 2, 2u, 0u, 59, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 934, 2, 2u, 0u, 59, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 985, 3, 4u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 936, 3, 4u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 988, 3, 4u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 991, 2, 2u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 939, 3, 4u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 993, 1, 1u, 0u, 59, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 942, 1, 1u, 0u, 59, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 994, 2, 2u, 0u, 60, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 943, 2, 2u, 0u, 60, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 996, 3, 4u, 0u, 60, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 945, 3, 4u, 0u, 60, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 999, 3, 4u, 0u, 60, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 948, 3, 4u, 0u, 60, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1002, 1, 1u, 0u, 60, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 951, 1, 1u, 0u, 60, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1003, 2, 2u, 0u, 61, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 952, 2, 2u, 0u, 61, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 1005, 4, 8u, 0u, 61, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 954, 4, 8u, 0u, 61, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 1009, 5, 16u, 0u, 61, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 958, 5, 16u, 0u, 61, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 1014, 2, 2u, 0u, 61, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 963, 2, 2u, 0u, 61, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 1016, 2, 2u, 0u, 61, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 965, 2, 2u, 0u, 61, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 1018, 4, 8u, 0u, 62, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 967, 4, 8u, 0u, 62, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 1022, 2, 2u, 0u, 62, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 971, 2, 2u, 0u, 62, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 1024, 2, 2u, 0u, 63, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 973, 2, 2u, 0u, 63, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1026, 3, 4u, 0u, 64, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 975, 3, 4u, 0u, 64, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1029, 3, 4u, 0u, 64, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 978, 3, 4u, 0u, 64, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1032, 1, 1u, 0u, 64, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 981, 1, 1u, 0u, 64, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1033, 2, 2u, 0u, 65, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 982, 2, 2u, 0u, 65, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1035, 1, 1u, 0u, 65, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 984, 1, 1u, 0u, 65, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1036, 2, 2u, 0u, 66, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 985, 2, 2u, 0u, 66, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1038, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 987, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1041, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1044, 2, 2u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 990, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 1046, 1, 1u, 0u, 66, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 993, 1, 1u, 0u, 66, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 1047, 2, 2u, 0u, 67, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 994, 2, 2u, 0u, 67, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:20)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1049, 3, 4u, 0u, 67, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 996, 3, 4u, 0u, 67, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1052, 3, 4u, 0u, 67, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 999, 3, 4u, 0u, 67, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1055, 1, 1u, 0u, 67, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1002, 1, 1u, 0u, 67, 1, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1056, 2, 2u, 0u, 68, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1003, 2, 2u, 0u, 68, 0, "grad of: o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:40)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 1058, 4, 8u, 0u, 68, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 1005, 4, 8u, 0u, 68, 0, "grad of: return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
     // grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)
-    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 1062, 5, 16u, 0u, 68, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
+    {"FUSED-DIV-ADD-MUL-CPU", "fused_div_add_mul_f32_r3", &fused_div_add_mul_f32_r3_erased, 1009, 5, 16u, 0u, 68, 0, "grad of: return e / sum(e, axis=axis, keepdims=true); grad of: e = exp(z)  (<stdlib>/models.yaml:37:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 1067, 2, 2u, 0u, 68, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 1014, 2, 2u, 0u, 68, 0, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:11)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)
-    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 1069, 2, 2u, 0u, 68, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
+    {"EXTREME-MASK-CPU", "extreme_mask_f32_r3", &extreme_mask_f32_r3_erased, 1016, 2, 2u, 0u, 68, 1, "grad of: z = X - max(X, axis=axis, keepdims=true)  (<stdlib>/models.yaml:36:15)"},
     // grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 1071, 4, 8u, 0u, 69, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"FUSED-MUL-ADD-CPU", "fused_mul_add_f32_r3", &fused_mul_add_f32_r3_erased, 1018, 4, 8u, 0u, 69, 0, "grad of: z = X - max(X, axis=axis, keepdims=true); grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 1075, 2, 2u, 0u, 69, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
+    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 1022, 2, 2u, 0u, 69, 1, "grad of: scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 1077, 2, 2u, 0u, 70, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 1024, 2, 2u, 0u, 70, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1079, 3, 4u, 0u, 71, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1026, 3, 4u, 0u, 71, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1082, 3, 4u, 0u, 71, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1029, 3, 4u, 0u, 71, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1085, 1, 1u, 0u, 71, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1032, 1, 1u, 0u, 71, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1086, 2, 2u, 0u, 72, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1033, 2, 2u, 0u, 72, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:35)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1088, 1, 1u, 0u, 72, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 1035, 1, 1u, 0u, 72, 1, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1089, 2, 2u, 0u, 73, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 1036, 2, 2u, 0u, 73, 0, "grad of: scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 1091, 5, 16u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 1038, 5, 16u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1096, 2, 2u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1043, 2, 2u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1098, 2, 2u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1045, 2, 2u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1100, 3, 4u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1047, 3, 4u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1103, 3, 4u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1106, 2, 2u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 1050, 3, 4u, 0u, 73, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 1108, 5, 16u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 1053, 5, 16u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1113, 2, 2u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1058, 2, 2u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1115, 2, 2u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1060, 2, 2u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1117, 3, 4u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1062, 3, 4u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1120, 3, 4u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1123, 2, 2u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 1065, 3, 4u, 0u, 73, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 1125, 5, 16u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 1068, 5, 16u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1130, 2, 2u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1073, 2, 2u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1132, 2, 2u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1075, 2, 2u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1134, 3, 4u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1077, 3, 4u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 1137, 3, 4u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1140, 2, 2u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 1080, 3, 4u, 0u, 73, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1142, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1083, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 1145, 5, 16u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 1086, 5, 16u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1150, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1091, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1153, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
-    // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv  (<stdlib>/models.yaml:163:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1156, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv  (<stdlib>/models.yaml:163:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1094, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1159, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
-    // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk  (<stdlib>/models.yaml:161:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1162, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk  (<stdlib>/models.yaml:161:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1097, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1165, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
-    // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq  (<stdlib>/models.yaml:159:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1168, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq  (<stdlib>/models.yaml:159:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1100, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 1171, 4, 8u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 1103, 4, 8u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1175, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1107, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1177, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1109, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 1179, 3, 4u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 1111, 3, 4u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 1182, 3, 4u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 1114, 3, 4u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1185, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1117, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1187, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1119, 2, 2u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 1189, 4, 8u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 1121, 4, 8u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 1193, 7, 64u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 1125, 7, 64u, 0u, 73, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 1200, 2, 2u, 0u, 73, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 1132, 2, 2u, 0u, 73, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1202, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1134, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1205, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 1137, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 1208, 5, 16u, 0u, 73, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 1140, 5, 16u, 0u, 73, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1213, 2, 2u, 0u, 73, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 1145, 2, 2u, 0u, 73, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 1215, 4, 8u, 0u, 73, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 1147, 4, 8u, 0u, 73, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1219, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1151, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1222, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1154, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1225, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 1157, 3, 4u, 0u, 73, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 73), kForward, kBackward, kOperandSpecs};
@@ -3019,7 +2855,7 @@ lm_train::lm_train() : vm_(kProgram) {
   index_values_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(963);
+  table_.resize(915);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(36);
   seeds_.resize(1);
@@ -3153,83 +2989,83 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
-  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
-  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
   const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
+  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
   const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
+  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot35 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot37 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot38 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
+  const std::size_t wf_slot38 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot39 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot40 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 64})});
+  const std::size_t wf_slot40 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot41 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot42 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot42 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot43 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot44 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot45 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot46 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot47 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot48 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
-  const std::size_t wf_slot49 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot50 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
-  const std::size_t wf_slot51 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot47 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot48 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot49 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot50 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot51 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot52 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot53 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot54 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot55 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot56 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot55 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot56 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
   const std::size_t wf_slot57 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot58 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot59 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot60 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot61 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot62 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
+  const std::size_t wf_slot61 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot62 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
   const std::size_t wf_slot63 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot64 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot65 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot66 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot67 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot68 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot69 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot67 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
+  const std::size_t wf_slot68 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot69 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot70 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot71 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot71 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot72 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot73 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot73 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot74 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot75 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
+  const std::size_t wf_slot75 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot76 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot77 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 64})});
+  const std::size_t wf_slot77 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot78 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot79 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256, 1})});
+  const std::size_t wf_slot79 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot80 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot81 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot81 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256})});
   const std::size_t wf_slot82 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot83 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
   const std::size_t wf_slot84 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
@@ -3556,663 +3392,615 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[303] = wf_refs.reshape("TID303", table_[302], {batch, 64, 256});
   table_[304] = wf_refs.permute("TID304", table_[248], {0, 2, 1});
   table_[305] = wf_refs.contiguous("TID305", wf_arena + wf_slot80, wfgen::rt::DType::f32, {batch, 64, 64});  // TID305 = matmul
-  table_[306] = wf_refs.permute("TID306", table_[246], {0, 2, 1});
-  table_[307] = wf_refs.contiguous("TID307", wf_arena + wf_slot81, wfgen::rt::DType::f32, {batch, 64, 256});  // TID307 = matmul
-  table_[308] = wf_refs.permute("TID308", table_[307], {1, 2, 0});
-  table_[309] = wf_refs.contiguous("TID309", wf_arena + wf_slot79, wfgen::rt::DType::f32, {64, 256, 1});  // TID309 = sum
-  table_[310] = wf_refs.permute("TID310", table_[309], {2, 0, 1});
-  table_[311] = wf_refs.reshape("TID311", table_[310], {64, 256});
-  table_[312] = wf_refs.permute("TID312", table_[311], {1, 0});
-  table_[313] = wf_refs.permute("TID313", table_[305], {0, 2, 1});
-  table_[314] = wf_refs.contiguous("TID314", wf_arena + wf_slot81, wfgen::rt::DType::f32, {batch, 64, 1});  // TID314 = sum
-  table_[315] = wf_refs.permute("TID315", table_[314], {0, 2, 1});
-  table_[316] = wf_refs.permute("TID316", table_[315], {1, 2, 0});
-  table_[317] = wf_refs.contiguous("TID317", wf_arena + wf_slot82, wfgen::rt::DType::f32, {1, 64, 1});  // TID317 = sum
-  table_[318] = wf_refs.permute("TID318", table_[317], {2, 0, 1});
-  table_[319] = wf_refs.reshape("TID319", table_[318], {64});
-  table_[320] = wf_refs.contiguous("TID320", wf_arena + wf_slot81, wfgen::rt::DType::f32, {batch, 64, 64});  // TID320 = mul
-  table_[321] = wf_refs.contiguous("TID321", wf_arena + wf_slot80, wfgen::rt::DType::f32, {batch, 64, 64});  // TID321 = mul
+  table_[306] = wf_refs.reshape("TID306", table_[246], {batch * 64, 64});
+  table_[307] = wf_refs.reshape("TID307", table_[303], {batch * 64, 256});
+  table_[308] = wf_refs.permute("TID308", table_[306], {1, 0});
+  table_[309] = wf_refs.contiguous("TID309", wf_arena + wf_slot81, wfgen::rt::DType::f32, {64, 256});  // TID309 = matmul
+  table_[310] = wf_refs.permute("TID310", table_[309], {1, 0});
+  table_[311] = wf_refs.permute("TID311", table_[305], {0, 2, 1});
+  table_[312] = wf_refs.contiguous("TID312", wf_arena + wf_slot79, wfgen::rt::DType::f32, {batch, 64, 1});  // TID312 = sum
+  table_[313] = wf_refs.permute("TID313", table_[312], {0, 2, 1});
+  table_[314] = wf_refs.permute("TID314", table_[313], {1, 2, 0});
+  table_[315] = wf_refs.contiguous("TID315", wf_arena + wf_slot82, wfgen::rt::DType::f32, {1, 64, 1});  // TID315 = sum
+  table_[316] = wf_refs.permute("TID316", table_[315], {2, 0, 1});
+  table_[317] = wf_refs.reshape("TID317", table_[316], {64});
+  table_[318] = wf_refs.contiguous("TID318", wf_arena + wf_slot79, wfgen::rt::DType::f32, {batch, 64, 64});  // TID318 = mul
+  table_[319] = wf_refs.contiguous("TID319", wf_arena + wf_slot80, wfgen::rt::DType::f32, {batch, 64, 64});  // TID319 = mul
+  table_[320] = wf_refs.permute("TID320", table_[319], {0, 2, 1});
+  table_[321] = wf_refs.contiguous("TID321", wf_arena + wf_slot83, wfgen::rt::DType::f32, {batch, 64, 1});  // TID321 = sum
   table_[322] = wf_refs.permute("TID322", table_[321], {0, 2, 1});
-  table_[323] = wf_refs.contiguous("TID323", wf_arena + wf_slot83, wfgen::rt::DType::f32, {batch, 64, 1});  // TID323 = sum
-  table_[324] = wf_refs.permute("TID324", table_[323], {0, 2, 1});
-  table_[325] = wf_refs.permute("TID325", table_[324], {1, 2, 0});
-  table_[326] = wf_refs.contiguous("TID326", wf_arena + wf_slot80, wfgen::rt::DType::f32, {1, 64, 1});  // TID326 = sum
-  table_[327] = wf_refs.permute("TID327", table_[326], {2, 0, 1});
-  table_[328] = wf_refs.reshape("TID328", table_[327], {64});
-  table_[329] = wf_refs.contiguous("TID329", wf_arena + wf_slot83, wfgen::rt::DType::f32, {batch, 64, 1});  // TID329 = fused_mul_div_neg_sum
-  table_[330] = wf_refs.reshape("TID330", table_[329], {batch, 64, 1});
-  table_[331] = wf_refs.contiguous("TID331", wf_arena + wf_slot78, wfgen::rt::DType::f32, {batch, 64, 64});  // TID331 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[332] = wf_refs.contiguous("TID332", wf_arena + wf_slot75, wfgen::rt::DType::f32, {batch, 64, 1});  // TID332 = fused_neg_sum
-  table_[333] = wf_refs.reshape("TID333", table_[332], {batch, 64, 1});
-  table_[334] = table_[294];  // add into grad:tiny_lm_0/layernorm_4.beta
-  table_[335] = table_[293];  // add into grad:tiny_lm_0/layernorm_4.gamma
-  table_[336] = wf_refs.contiguous("TID336", wf_arena + wf_slot76, wfgen::rt::DType::f32, {batch, 64, 64});  // TID336 = fused_inv_count_mul_add
+  table_[323] = wf_refs.permute("TID323", table_[322], {1, 2, 0});
+  table_[324] = wf_refs.contiguous("TID324", wf_arena + wf_slot80, wfgen::rt::DType::f32, {1, 64, 1});  // TID324 = sum
+  table_[325] = wf_refs.permute("TID325", table_[324], {2, 0, 1});
+  table_[326] = wf_refs.reshape("TID326", table_[325], {64});
+  table_[327] = wf_refs.contiguous("TID327", wf_arena + wf_slot83, wfgen::rt::DType::f32, {batch, 64, 1});  // TID327 = fused_mul_div_neg_sum
+  table_[328] = wf_refs.reshape("TID328", table_[327], {batch, 64, 1});
+  table_[329] = wf_refs.contiguous("TID329", wf_arena + wf_slot78, wfgen::rt::DType::f32, {batch, 64, 64});  // TID329 = fused_div_div_mul_scalar_inv_count_and_5
+  table_[330] = wf_refs.contiguous("TID330", wf_arena + wf_slot75, wfgen::rt::DType::f32, {batch, 64, 1});  // TID330 = fused_neg_sum
+  table_[331] = wf_refs.reshape("TID331", table_[330], {batch, 64, 1});
+  table_[332] = table_[294];  // add into grad:tiny_lm_0/layernorm_4.beta
+  table_[333] = table_[293];  // add into grad:tiny_lm_0/layernorm_4.gamma
+  table_[334] = wf_refs.contiguous("TID334", wf_arena + wf_slot76, wfgen::rt::DType::f32, {batch, 64, 64});  // TID334 = fused_inv_count_mul_add
+  table_[335] = wf_refs.permute("TID335", table_[334], {0, 2, 1});
+  table_[336] = wf_refs.contiguous("TID336", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 1});  // TID336 = sum
   table_[337] = wf_refs.permute("TID337", table_[336], {0, 2, 1});
-  table_[338] = wf_refs.contiguous("TID338", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 1});  // TID338 = sum
-  table_[339] = wf_refs.permute("TID339", table_[338], {0, 2, 1});
-  table_[340] = wf_refs.permute("TID340", table_[339], {1, 2, 0});
-  table_[341] = wf_refs.contiguous("TID341", wf_arena + wf_slot75, wfgen::rt::DType::f32, {1, 64, 1});  // TID341 = sum
-  table_[342] = wf_refs.permute("TID342", table_[341], {2, 0, 1});
-  table_[343] = wf_refs.reshape("TID343", table_[342], {64});
-  table_[344] = wf_refs.permute("TID344", table_[233], {0, 2, 1});
-  table_[345] = wf_refs.contiguous("TID345", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 256});  // TID345 = matmul
-  table_[346] = wf_refs.permute("TID346", table_[230], {0, 2, 1});
-  table_[347] = wf_refs.contiguous("TID347", wf_arena + wf_slot77, wfgen::rt::DType::f32, {batch, 256, 64});  // TID347 = matmul
-  table_[348] = wf_refs.permute("TID348", table_[347], {1, 2, 0});
-  table_[349] = wf_refs.contiguous("TID349", wf_arena + wf_slot73, wfgen::rt::DType::f32, {256, 64, 1});  // TID349 = sum
-  table_[350] = wf_refs.permute("TID350", table_[349], {2, 0, 1});
-  table_[351] = wf_refs.reshape("TID351", table_[350], {256, 64});
-  table_[352] = table_[292];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.b
-  table_[353] = table_[291];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.W
-  table_[354] = wf_refs.contiguous("TID354", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 256});  // TID354 = gelu_grad
-  table_[355] = wf_refs.permute("TID355", table_[354], {0, 2, 1});
-  table_[356] = wf_refs.contiguous("TID356", wf_arena + wf_slot72, wfgen::rt::DType::f32, {batch, 256, 1});  // TID356 = sum
-  table_[357] = wf_refs.permute("TID357", table_[356], {0, 2, 1});
-  table_[358] = wf_refs.permute("TID358", table_[357], {1, 2, 0});
-  table_[359] = wf_refs.contiguous("TID359", wf_arena + wf_slot73, wfgen::rt::DType::f32, {1, 256, 1});  // TID359 = sum
-  table_[360] = wf_refs.permute("TID360", table_[359], {2, 0, 1});
-  table_[361] = wf_refs.reshape("TID361", table_[360], {256});
-  table_[362] = wf_refs.permute("TID362", table_[226], {0, 2, 1});
-  table_[363] = wf_refs.contiguous("TID363", wf_arena + wf_slot72, wfgen::rt::DType::f32, {batch, 64, 64});  // TID363 = matmul
-  table_[364] = wf_refs.permute("TID364", table_[223], {0, 2, 1});
-  table_[365] = wf_refs.contiguous("TID365", wf_arena + wf_slot75, wfgen::rt::DType::f32, {batch, 64, 256});  // TID365 = matmul
-  table_[366] = wf_refs.permute("TID366", table_[365], {1, 2, 0});
-  table_[367] = wf_refs.contiguous("TID367", wf_arena + wf_slot71, wfgen::rt::DType::f32, {64, 256, 1});  // TID367 = sum
-  table_[368] = wf_refs.permute("TID368", table_[367], {2, 0, 1});
-  table_[369] = wf_refs.reshape("TID369", table_[368], {64, 256});
-  table_[370] = table_[290];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.b
-  table_[371] = table_[289];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.W
-  table_[372] = wf_refs.permute("TID372", table_[363], {0, 2, 1});
-  table_[373] = wf_refs.contiguous("TID373", wf_arena + wf_slot71, wfgen::rt::DType::f32, {batch, 64, 1});  // TID373 = sum
-  table_[374] = wf_refs.permute("TID374", table_[373], {0, 2, 1});
-  table_[375] = wf_refs.permute("TID375", table_[374], {1, 2, 0});
-  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot73, wfgen::rt::DType::f32, {1, 64, 1});  // TID376 = sum
-  table_[377] = wf_refs.permute("TID377", table_[376], {2, 0, 1});
-  table_[378] = wf_refs.reshape("TID378", table_[377], {64});
-  table_[379] = wf_refs.contiguous("TID379", wf_arena + wf_slot71, wfgen::rt::DType::f32, {batch, 64, 64});  // TID379 = mul
-  table_[380] = wf_refs.contiguous("TID380", wf_arena + wf_slot72, wfgen::rt::DType::f32, {batch, 64, 64});  // TID380 = mul
-  table_[381] = wf_refs.permute("TID381", table_[380], {0, 2, 1});
-  table_[382] = wf_refs.contiguous("TID382", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 1});  // TID382 = sum
-  table_[383] = wf_refs.permute("TID383", table_[382], {0, 2, 1});
-  table_[384] = wf_refs.permute("TID384", table_[383], {1, 2, 0});
-  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot72, wfgen::rt::DType::f32, {1, 64, 1});  // TID385 = sum
-  table_[386] = wf_refs.permute("TID386", table_[385], {2, 0, 1});
-  table_[387] = wf_refs.reshape("TID387", table_[386], {64});
-  table_[388] = wf_refs.contiguous("TID388", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 1});  // TID388 = fused_mul_div_neg_sum
-  table_[389] = wf_refs.reshape("TID389", table_[388], {batch, 64, 1});
-  table_[390] = wf_refs.contiguous("TID390", wf_arena + wf_slot70, wfgen::rt::DType::f32, {batch, 64, 64});  // TID390 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[391] = wf_refs.contiguous("TID391", wf_arena + wf_slot57, wfgen::rt::DType::f32, {batch, 64, 1});  // TID391 = fused_neg_sum
-  table_[392] = wf_refs.reshape("TID392", table_[391], {batch, 64, 1});
-  table_[393] = table_[288];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[394] = table_[287];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[395] = wf_refs.contiguous("TID395", wf_arena + wf_slot63, wfgen::rt::DType::f32, {batch, 64, 64});  // TID395 = fused_inv_count_mul_add_add
-  table_[396] = wf_refs.permute("TID396", table_[395], {0, 2, 1});
-  table_[397] = wf_refs.contiguous("TID397", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 1});  // TID397 = sum
-  table_[398] = wf_refs.permute("TID398", table_[397], {0, 2, 1});
-  table_[399] = wf_refs.permute("TID399", table_[398], {1, 2, 0});
-  table_[400] = wf_refs.contiguous("TID400", wf_arena + wf_slot57, wfgen::rt::DType::f32, {1, 64, 1});  // TID400 = sum
-  table_[401] = wf_refs.permute("TID401", table_[400], {2, 0, 1});
-  table_[402] = wf_refs.reshape("TID402", table_[401], {64});
-  table_[403] = wf_refs.permute("TID403", table_[210], {0, 2, 1});
-  table_[404] = wf_refs.contiguous("TID404", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 16});  // TID404 = matmul
-  table_[405] = wf_refs.permute("TID405", table_[208], {0, 2, 1});
-  table_[406] = wf_refs.contiguous("TID406", wf_arena + wf_slot69, wfgen::rt::DType::f32, {batch, 16, 64});  // TID406 = matmul
-  table_[407] = wf_refs.permute("TID407", table_[406], {1, 2, 0});
-  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot68, wfgen::rt::DType::f32, {16, 64, 1});  // TID408 = sum
-  table_[409] = wf_refs.permute("TID409", table_[408], {2, 0, 1});
-  table_[410] = wf_refs.reshape("TID410", table_[409], {16, 64});
-  table_[411] = wf_refs.contiguous("TID411", wf_arena + wf_slot69, wfgen::rt::DType::f32, {64, 64});  // TID411 = fill
-  table_[412] = wf_refs.slice("TID412", table_[411], {48, 0}, {1, 1}, {16, 64});
-  table_[413] = table_[412];  // copy into TID412
-  table_[414] = wf_refs.permute("TID414", table_[207], {0, 2, 1});
-  table_[415] = wf_refs.contiguous("TID415", wf_arena + wf_slot68, wfgen::rt::DType::f32, {batch, 64, 64});  // TID415 = matmul
-  table_[416] = wf_refs.permute("TID416", table_[206], {0, 2, 1});
-  table_[417] = wf_refs.contiguous("TID417", wf_arena + wf_slot70, wfgen::rt::DType::f32, {batch, 64, 16});  // TID417 = matmul
-  table_[418] = wf_refs.contiguous("TID418", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // TID418 = fill
-  table_[419] = wf_refs.slice("TID419", table_[418], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[420] = table_[419];  // copy into TID419
-  table_[421] = wf_refs.contiguous("TID421", wf_arena + wf_slot70, wfgen::rt::DType::f32, {batch, 64, 1});  // TID421 = fused_mul_div_neg_sum
-  table_[422] = wf_refs.reshape("TID422", table_[421], {batch, 64, 1});
-  table_[423] = wf_refs.broadcast("TID423", table_[422], {batch, 64, 64});
-  table_[424] = wf_refs.contiguous("TID424", wf_arena + wf_slot68, wfgen::rt::DType::f32, {batch, 64, 64});  // TID424 = fused_div_add_mul
-  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 1});  // TID425 = fused_neg_sum
-  table_[426] = wf_refs.reshape("TID426", table_[425], {batch, 64, 1});
-  table_[427] = wf_refs.broadcast("TID427", table_[426], {batch, 64, 64});
-  table_[428] = wf_refs.contiguous("TID428", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 64, 64});  // TID428 = extreme_mask
-  table_[429] = wf_refs.contiguous("TID429", wf_arena + wf_slot68, wfgen::rt::DType::f32, {batch, 64, 64});  // TID429 = fused_mul_add
-  table_[430] = wf_refs.contiguous("TID430", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID430 = causal_mask
-  table_[431] = wf_refs.contiguous("TID431", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID431 = mul_scalar
-  table_[432] = wf_refs.permute("TID432", table_[199], {0, 2, 1});
-  table_[433] = wf_refs.contiguous("TID433", wf_arena + wf_slot65, wfgen::rt::DType::f32, {batch, 64, 16});  // TID433 = matmul
-  table_[434] = wf_refs.permute("TID434", table_[197], {0, 2, 1});
-  table_[435] = wf_refs.contiguous("TID435", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 16, 64});  // TID435 = matmul
-  table_[436] = wf_refs.permute("TID436", table_[435], {0, 2, 1});
-  table_[437] = wf_refs.contiguous("TID437", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID437 = fill
-  table_[438] = wf_refs.slice("TID438", table_[437], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[439] = table_[438];  // copy into TID438
-  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 64, 64});  // TID440 = fill
-  table_[441] = wf_refs.slice("TID441", table_[440], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[442] = table_[441];  // copy into TID441
-  table_[443] = wf_refs.permute("TID443", table_[195], {0, 2, 1});
-  table_[444] = wf_refs.contiguous("TID444", wf_arena + wf_slot65, wfgen::rt::DType::f32, {batch, 64, 16});  // TID444 = matmul
-  table_[445] = wf_refs.permute("TID445", table_[193], {0, 2, 1});
-  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot67, wfgen::rt::DType::f32, {batch, 16, 64});  // TID446 = matmul
-  table_[447] = wf_refs.permute("TID447", table_[446], {1, 2, 0});
-  table_[448] = wf_refs.contiguous("TID448", wf_arena + wf_slot62, wfgen::rt::DType::f32, {16, 64, 1});  // TID448 = sum
-  table_[449] = wf_refs.permute("TID449", table_[448], {2, 0, 1});
-  table_[450] = wf_refs.reshape("TID450", table_[449], {16, 64});
-  table_[451] = wf_refs.contiguous("TID451", wf_arena + wf_slot67, wfgen::rt::DType::f32, {64, 64});  // TID451 = fill
-  table_[452] = wf_refs.slice("TID452", table_[451], {32, 0}, {1, 1}, {16, 64});
-  table_[453] = table_[452];  // copy into TID452
-  table_[454] = wf_refs.permute("TID454", table_[192], {0, 2, 1});
-  table_[455] = wf_refs.contiguous("TID455", wf_arena + wf_slot62, wfgen::rt::DType::f32, {batch, 64, 64});  // TID455 = matmul
-  table_[456] = wf_refs.permute("TID456", table_[191], {0, 2, 1});
-  table_[457] = wf_refs.contiguous("TID457", wf_arena + wf_slot68, wfgen::rt::DType::f32, {batch, 64, 16});  // TID457 = matmul
-  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot65, wfgen::rt::DType::f32, {batch, 64, 64});  // TID458 = fill
-  table_[459] = wf_refs.slice("TID459", table_[458], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[460] = table_[459];  // copy into TID459
-  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot68, wfgen::rt::DType::f32, {batch, 64, 1});  // TID461 = fused_mul_div_neg_sum
-  table_[462] = wf_refs.reshape("TID462", table_[461], {batch, 64, 1});
-  table_[463] = wf_refs.broadcast("TID463", table_[462], {batch, 64, 64});
-  table_[464] = wf_refs.contiguous("TID464", wf_arena + wf_slot62, wfgen::rt::DType::f32, {batch, 64, 64});  // TID464 = fused_div_add_mul
-  table_[465] = wf_refs.contiguous("TID465", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 1});  // TID465 = fused_neg_sum
-  table_[466] = wf_refs.reshape("TID466", table_[465], {batch, 64, 1});
-  table_[467] = wf_refs.broadcast("TID467", table_[466], {batch, 64, 64});
-  table_[468] = wf_refs.contiguous("TID468", wf_arena + wf_slot60, wfgen::rt::DType::f32, {batch, 64, 64});  // TID468 = extreme_mask
-  table_[469] = wf_refs.contiguous("TID469", wf_arena + wf_slot62, wfgen::rt::DType::f32, {batch, 64, 64});  // TID469 = fused_mul_add
-  table_[470] = wf_refs.contiguous("TID470", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 64});  // TID470 = causal_mask
-  table_[471] = wf_refs.contiguous("TID471", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 64});  // TID471 = mul_scalar
-  table_[472] = wf_refs.permute("TID472", table_[184], {0, 2, 1});
-  table_[473] = wf_refs.contiguous("TID473", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 16});  // TID473 = matmul
-  table_[474] = wf_refs.permute("TID474", table_[182], {0, 2, 1});
-  table_[475] = wf_refs.contiguous("TID475", wf_arena + wf_slot60, wfgen::rt::DType::f32, {batch, 16, 64});  // TID475 = matmul
-  table_[476] = wf_refs.permute("TID476", table_[475], {0, 2, 1});
-  table_[477] = wf_refs.contiguous("TID477", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 64});  // TID477 = fill
-  table_[478] = wf_refs.slice("TID478", table_[477], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[338] = wf_refs.permute("TID338", table_[337], {1, 2, 0});
+  table_[339] = wf_refs.contiguous("TID339", wf_arena + wf_slot75, wfgen::rt::DType::f32, {1, 64, 1});  // TID339 = sum
+  table_[340] = wf_refs.permute("TID340", table_[339], {2, 0, 1});
+  table_[341] = wf_refs.reshape("TID341", table_[340], {64});
+  table_[342] = wf_refs.permute("TID342", table_[233], {0, 2, 1});
+  table_[343] = wf_refs.contiguous("TID343", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 256});  // TID343 = matmul
+  table_[344] = wf_refs.reshape("TID344", table_[230], {batch * 64, 256});
+  table_[345] = wf_refs.reshape("TID345", table_[334], {batch * 64, 64});
+  table_[346] = wf_refs.permute("TID346", table_[344], {1, 0});
+  table_[347] = table_[291];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_3.W
+  table_[348] = table_[292];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.b
+  table_[349] = wf_refs.contiguous("TID349", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 256});  // TID349 = gelu_grad
+  table_[350] = wf_refs.permute("TID350", table_[349], {0, 2, 1});
+  table_[351] = wf_refs.contiguous("TID351", wf_arena + wf_slot72, wfgen::rt::DType::f32, {batch, 256, 1});  // TID351 = sum
+  table_[352] = wf_refs.permute("TID352", table_[351], {0, 2, 1});
+  table_[353] = wf_refs.permute("TID353", table_[352], {1, 2, 0});
+  table_[354] = wf_refs.contiguous("TID354", wf_arena + wf_slot73, wfgen::rt::DType::f32, {1, 256, 1});  // TID354 = sum
+  table_[355] = wf_refs.permute("TID355", table_[354], {2, 0, 1});
+  table_[356] = wf_refs.reshape("TID356", table_[355], {256});
+  table_[357] = wf_refs.permute("TID357", table_[226], {0, 2, 1});
+  table_[358] = wf_refs.contiguous("TID358", wf_arena + wf_slot72, wfgen::rt::DType::f32, {batch, 64, 64});  // TID358 = matmul
+  table_[359] = wf_refs.reshape("TID359", table_[223], {batch * 64, 64});
+  table_[360] = wf_refs.reshape("TID360", table_[349], {batch * 64, 256});
+  table_[361] = wf_refs.permute("TID361", table_[359], {1, 0});
+  table_[362] = table_[289];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_2.W
+  table_[363] = table_[290];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.b
+  table_[364] = wf_refs.permute("TID364", table_[358], {0, 2, 1});
+  table_[365] = wf_refs.contiguous("TID365", wf_arena + wf_slot71, wfgen::rt::DType::f32, {batch, 64, 1});  // TID365 = sum
+  table_[366] = wf_refs.permute("TID366", table_[365], {0, 2, 1});
+  table_[367] = wf_refs.permute("TID367", table_[366], {1, 2, 0});
+  table_[368] = wf_refs.contiguous("TID368", wf_arena + wf_slot73, wfgen::rt::DType::f32, {1, 64, 1});  // TID368 = sum
+  table_[369] = wf_refs.permute("TID369", table_[368], {2, 0, 1});
+  table_[370] = wf_refs.reshape("TID370", table_[369], {64});
+  table_[371] = wf_refs.contiguous("TID371", wf_arena + wf_slot71, wfgen::rt::DType::f32, {batch, 64, 64});  // TID371 = mul
+  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot72, wfgen::rt::DType::f32, {batch, 64, 64});  // TID372 = mul
+  table_[373] = wf_refs.permute("TID373", table_[372], {0, 2, 1});
+  table_[374] = wf_refs.contiguous("TID374", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 1});  // TID374 = sum
+  table_[375] = wf_refs.permute("TID375", table_[374], {0, 2, 1});
+  table_[376] = wf_refs.permute("TID376", table_[375], {1, 2, 0});
+  table_[377] = wf_refs.contiguous("TID377", wf_arena + wf_slot72, wfgen::rt::DType::f32, {1, 64, 1});  // TID377 = sum
+  table_[378] = wf_refs.permute("TID378", table_[377], {2, 0, 1});
+  table_[379] = wf_refs.reshape("TID379", table_[378], {64});
+  table_[380] = wf_refs.contiguous("TID380", wf_arena + wf_slot74, wfgen::rt::DType::f32, {batch, 64, 1});  // TID380 = fused_mul_div_neg_sum
+  table_[381] = wf_refs.reshape("TID381", table_[380], {batch, 64, 1});
+  table_[382] = wf_refs.contiguous("TID382", wf_arena + wf_slot70, wfgen::rt::DType::f32, {batch, 64, 64});  // TID382 = fused_div_div_mul_scalar_inv_count_and_5
+  table_[383] = wf_refs.contiguous("TID383", wf_arena + wf_slot57, wfgen::rt::DType::f32, {batch, 64, 1});  // TID383 = fused_neg_sum
+  table_[384] = wf_refs.reshape("TID384", table_[383], {batch, 64, 1});
+  table_[385] = table_[288];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[386] = table_[287];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[387] = wf_refs.contiguous("TID387", wf_arena + wf_slot63, wfgen::rt::DType::f32, {batch, 64, 64});  // TID387 = fused_inv_count_mul_add_add
+  table_[388] = wf_refs.permute("TID388", table_[387], {0, 2, 1});
+  table_[389] = wf_refs.contiguous("TID389", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 1});  // TID389 = sum
+  table_[390] = wf_refs.permute("TID390", table_[389], {0, 2, 1});
+  table_[391] = wf_refs.permute("TID391", table_[390], {1, 2, 0});
+  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot57, wfgen::rt::DType::f32, {1, 64, 1});  // TID392 = sum
+  table_[393] = wf_refs.permute("TID393", table_[392], {2, 0, 1});
+  table_[394] = wf_refs.reshape("TID394", table_[393], {64});
+  table_[395] = wf_refs.permute("TID395", table_[210], {0, 2, 1});
+  table_[396] = wf_refs.contiguous("TID396", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 16});  // TID396 = matmul
+  table_[397] = wf_refs.reshape("TID397", table_[208], {batch * 64, 16});
+  table_[398] = wf_refs.reshape("TID398", table_[387], {batch * 64, 64});
+  table_[399] = wf_refs.permute("TID399", table_[397], {1, 0});
+  table_[400] = wf_refs.contiguous("TID400", wf_arena + wf_slot69, wfgen::rt::DType::f32, {16, 64});  // TID400 = matmul
+  table_[401] = wf_refs.contiguous("TID401", wf_arena + wf_slot68, wfgen::rt::DType::f32, {64, 64});  // TID401 = fill
+  table_[402] = wf_refs.slice("TID402", table_[401], {48, 0}, {1, 1}, {16, 64});
+  table_[403] = table_[402];  // copy into TID402
+  table_[404] = wf_refs.permute("TID404", table_[207], {0, 2, 1});
+  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot69, wfgen::rt::DType::f32, {batch, 64, 64});  // TID405 = matmul
+  table_[406] = wf_refs.permute("TID406", table_[206], {0, 2, 1});
+  table_[407] = wf_refs.contiguous("TID407", wf_arena + wf_slot70, wfgen::rt::DType::f32, {batch, 64, 16});  // TID407 = matmul
+  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // TID408 = fill
+  table_[409] = wf_refs.slice("TID409", table_[408], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[410] = table_[409];  // copy into TID409
+  table_[411] = wf_refs.contiguous("TID411", wf_arena + wf_slot70, wfgen::rt::DType::f32, {batch, 64, 1});  // TID411 = fused_mul_div_neg_sum
+  table_[412] = wf_refs.reshape("TID412", table_[411], {batch, 64, 1});
+  table_[413] = wf_refs.broadcast("TID413", table_[412], {batch, 64, 64});
+  table_[414] = wf_refs.contiguous("TID414", wf_arena + wf_slot69, wfgen::rt::DType::f32, {batch, 64, 64});  // TID414 = fused_div_add_mul
+  table_[415] = wf_refs.contiguous("TID415", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 1});  // TID415 = fused_neg_sum
+  table_[416] = wf_refs.reshape("TID416", table_[415], {batch, 64, 1});
+  table_[417] = wf_refs.broadcast("TID417", table_[416], {batch, 64, 64});
+  table_[418] = wf_refs.contiguous("TID418", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 64, 64});  // TID418 = extreme_mask
+  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot69, wfgen::rt::DType::f32, {batch, 64, 64});  // TID419 = fused_mul_add
+  table_[420] = wf_refs.contiguous("TID420", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID420 = causal_mask
+  table_[421] = wf_refs.contiguous("TID421", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID421 = mul_scalar
+  table_[422] = wf_refs.permute("TID422", table_[199], {0, 2, 1});
+  table_[423] = wf_refs.contiguous("TID423", wf_arena + wf_slot65, wfgen::rt::DType::f32, {batch, 64, 16});  // TID423 = matmul
+  table_[424] = wf_refs.permute("TID424", table_[197], {0, 2, 1});
+  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 16, 64});  // TID425 = matmul
+  table_[426] = wf_refs.permute("TID426", table_[425], {0, 2, 1});
+  table_[427] = wf_refs.contiguous("TID427", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID427 = fill
+  table_[428] = wf_refs.slice("TID428", table_[427], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[429] = table_[428];  // copy into TID428
+  table_[430] = wf_refs.contiguous("TID430", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 64, 64});  // TID430 = fill
+  table_[431] = wf_refs.slice("TID431", table_[430], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[432] = table_[431];  // copy into TID431
+  table_[433] = wf_refs.permute("TID433", table_[195], {0, 2, 1});
+  table_[434] = wf_refs.contiguous("TID434", wf_arena + wf_slot65, wfgen::rt::DType::f32, {batch, 64, 16});  // TID434 = matmul
+  table_[435] = wf_refs.reshape("TID435", table_[193], {batch * 64, 16});
+  table_[436] = wf_refs.reshape("TID436", table_[387], {batch * 64, 64});
+  table_[437] = wf_refs.permute("TID437", table_[435], {1, 0});
+  table_[438] = wf_refs.contiguous("TID438", wf_arena + wf_slot67, wfgen::rt::DType::f32, {16, 64});  // TID438 = matmul
+  table_[439] = wf_refs.contiguous("TID439", wf_arena + wf_slot62, wfgen::rt::DType::f32, {64, 64});  // TID439 = fill
+  table_[440] = wf_refs.slice("TID440", table_[439], {32, 0}, {1, 1}, {16, 64});
+  table_[441] = table_[440];  // copy into TID440
+  table_[442] = wf_refs.permute("TID442", table_[192], {0, 2, 1});
+  table_[443] = wf_refs.contiguous("TID443", wf_arena + wf_slot67, wfgen::rt::DType::f32, {batch, 64, 64});  // TID443 = matmul
+  table_[444] = wf_refs.permute("TID444", table_[191], {0, 2, 1});
+  table_[445] = wf_refs.contiguous("TID445", wf_arena + wf_slot69, wfgen::rt::DType::f32, {batch, 64, 16});  // TID445 = matmul
+  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot65, wfgen::rt::DType::f32, {batch, 64, 64});  // TID446 = fill
+  table_[447] = wf_refs.slice("TID447", table_[446], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[448] = table_[447];  // copy into TID447
+  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot69, wfgen::rt::DType::f32, {batch, 64, 1});  // TID449 = fused_mul_div_neg_sum
+  table_[450] = wf_refs.reshape("TID450", table_[449], {batch, 64, 1});
+  table_[451] = wf_refs.broadcast("TID451", table_[450], {batch, 64, 64});
+  table_[452] = wf_refs.contiguous("TID452", wf_arena + wf_slot67, wfgen::rt::DType::f32, {batch, 64, 64});  // TID452 = fused_div_add_mul
+  table_[453] = wf_refs.contiguous("TID453", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 1});  // TID453 = fused_neg_sum
+  table_[454] = wf_refs.reshape("TID454", table_[453], {batch, 64, 1});
+  table_[455] = wf_refs.broadcast("TID455", table_[454], {batch, 64, 64});
+  table_[456] = wf_refs.contiguous("TID456", wf_arena + wf_slot60, wfgen::rt::DType::f32, {batch, 64, 64});  // TID456 = extreme_mask
+  table_[457] = wf_refs.contiguous("TID457", wf_arena + wf_slot67, wfgen::rt::DType::f32, {batch, 64, 64});  // TID457 = fused_mul_add
+  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 64});  // TID458 = causal_mask
+  table_[459] = wf_refs.contiguous("TID459", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 64});  // TID459 = mul_scalar
+  table_[460] = wf_refs.permute("TID460", table_[184], {0, 2, 1});
+  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 16});  // TID461 = matmul
+  table_[462] = wf_refs.permute("TID462", table_[182], {0, 2, 1});
+  table_[463] = wf_refs.contiguous("TID463", wf_arena + wf_slot60, wfgen::rt::DType::f32, {batch, 16, 64});  // TID463 = matmul
+  table_[464] = wf_refs.permute("TID464", table_[463], {0, 2, 1});
+  table_[465] = wf_refs.contiguous("TID465", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch, 64, 64});  // TID465 = fill
+  table_[466] = wf_refs.slice("TID466", table_[465], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[467] = table_[466];  // copy into TID466
+  table_[468] = wf_refs.contiguous("TID468", wf_arena + wf_slot60, wfgen::rt::DType::f32, {batch, 64, 64});  // TID468 = fill
+  table_[469] = wf_refs.slice("TID469", table_[468], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[470] = table_[469];  // copy into TID469
+  table_[471] = wf_refs.permute("TID471", table_[180], {0, 2, 1});
+  table_[472] = wf_refs.contiguous("TID472", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 16});  // TID472 = matmul
+  table_[473] = wf_refs.reshape("TID473", table_[178], {batch * 64, 16});
+  table_[474] = wf_refs.reshape("TID474", table_[387], {batch * 64, 64});
+  table_[475] = wf_refs.permute("TID475", table_[473], {1, 0});
+  table_[476] = wf_refs.contiguous("TID476", wf_arena + wf_slot61, wfgen::rt::DType::f32, {16, 64});  // TID476 = matmul
+  table_[477] = wf_refs.contiguous("TID477", wf_arena + wf_slot56, wfgen::rt::DType::f32, {64, 64});  // TID477 = fill
+  table_[478] = wf_refs.slice("TID478", table_[477], {16, 0}, {1, 1}, {16, 64});
   table_[479] = table_[478];  // copy into TID478
-  table_[480] = wf_refs.contiguous("TID480", wf_arena + wf_slot60, wfgen::rt::DType::f32, {batch, 64, 64});  // TID480 = fill
-  table_[481] = wf_refs.slice("TID481", table_[480], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[482] = table_[481];  // copy into TID481
-  table_[483] = wf_refs.permute("TID483", table_[180], {0, 2, 1});
-  table_[484] = wf_refs.contiguous("TID484", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 16});  // TID484 = matmul
-  table_[485] = wf_refs.permute("TID485", table_[178], {0, 2, 1});
-  table_[486] = wf_refs.contiguous("TID486", wf_arena + wf_slot61, wfgen::rt::DType::f32, {batch, 16, 64});  // TID486 = matmul
-  table_[487] = wf_refs.permute("TID487", table_[486], {1, 2, 0});
-  table_[488] = wf_refs.contiguous("TID488", wf_arena + wf_slot56, wfgen::rt::DType::f32, {16, 64, 1});  // TID488 = sum
-  table_[489] = wf_refs.permute("TID489", table_[488], {2, 0, 1});
-  table_[490] = wf_refs.reshape("TID490", table_[489], {16, 64});
-  table_[491] = wf_refs.contiguous("TID491", wf_arena + wf_slot61, wfgen::rt::DType::f32, {64, 64});  // TID491 = fill
-  table_[492] = wf_refs.slice("TID492", table_[491], {16, 0}, {1, 1}, {16, 64});
-  table_[493] = table_[492];  // copy into TID492
-  table_[494] = wf_refs.permute("TID494", table_[177], {0, 2, 1});
-  table_[495] = wf_refs.contiguous("TID495", wf_arena + wf_slot56, wfgen::rt::DType::f32, {batch, 64, 64});  // TID495 = matmul
-  table_[496] = wf_refs.permute("TID496", table_[176], {0, 2, 1});
-  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot62, wfgen::rt::DType::f32, {batch, 64, 16});  // TID497 = matmul
-  table_[498] = wf_refs.contiguous("TID498", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 64});  // TID498 = fill
-  table_[499] = wf_refs.slice("TID499", table_[498], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[500] = table_[499];  // copy into TID499
-  table_[501] = wf_refs.contiguous("TID501", wf_arena + wf_slot62, wfgen::rt::DType::f32, {batch, 64, 1});  // TID501 = fused_mul_div_neg_sum
-  table_[502] = wf_refs.reshape("TID502", table_[501], {batch, 64, 1});
-  table_[503] = wf_refs.broadcast("TID503", table_[502], {batch, 64, 64});
-  table_[504] = wf_refs.contiguous("TID504", wf_arena + wf_slot56, wfgen::rt::DType::f32, {batch, 64, 64});  // TID504 = fused_div_add_mul
-  table_[505] = wf_refs.contiguous("TID505", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 1});  // TID505 = fused_neg_sum
-  table_[506] = wf_refs.reshape("TID506", table_[505], {batch, 64, 1});
-  table_[507] = wf_refs.broadcast("TID507", table_[506], {batch, 64, 64});
-  table_[508] = wf_refs.contiguous("TID508", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 64, 64});  // TID508 = extreme_mask
-  table_[509] = wf_refs.contiguous("TID509", wf_arena + wf_slot56, wfgen::rt::DType::f32, {batch, 64, 64});  // TID509 = fused_mul_add
-  table_[510] = wf_refs.contiguous("TID510", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID510 = causal_mask
-  table_[511] = wf_refs.contiguous("TID511", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID511 = mul_scalar
-  table_[512] = wf_refs.permute("TID512", table_[169], {0, 2, 1});
-  table_[513] = wf_refs.contiguous("TID513", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 16});  // TID513 = matmul
-  table_[514] = wf_refs.permute("TID514", table_[167], {0, 2, 1});
-  table_[515] = wf_refs.contiguous("TID515", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 16, 64});  // TID515 = matmul
-  table_[516] = wf_refs.permute("TID516", table_[515], {0, 2, 1});
-  table_[517] = wf_refs.contiguous("TID517", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID517 = fill
-  table_[518] = wf_refs.slice("TID518", table_[517], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[519] = table_[518];  // copy into TID518
-  table_[520] = wf_refs.contiguous("TID520", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 64, 64});  // TID520 = fill
-  table_[521] = wf_refs.slice("TID521", table_[520], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[522] = table_[521];  // copy into TID521
-  table_[523] = wf_refs.permute("TID523", table_[165], {0, 2, 1});
-  table_[524] = wf_refs.contiguous("TID524", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 16});  // TID524 = matmul
-  table_[525] = wf_refs.permute("TID525", table_[163], {0, 2, 1});
-  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 16, 64});  // TID526 = matmul
-  table_[527] = wf_refs.permute("TID527", table_[526], {1, 2, 0});
-  table_[528] = wf_refs.contiguous("TID528", wf_arena + wf_slot50, wfgen::rt::DType::f32, {16, 64, 1});  // TID528 = sum
-  table_[529] = wf_refs.permute("TID529", table_[528], {2, 0, 1});
-  table_[530] = wf_refs.reshape("TID530", table_[529], {16, 64});
-  table_[531] = wf_refs.contiguous("TID531", wf_arena + wf_slot55, wfgen::rt::DType::f32, {64, 64});  // TID531 = fill
-  table_[532] = wf_refs.slice("TID532", table_[531], {0, 0}, {1, 1}, {16, 64});
-  table_[533] = table_[532];  // copy into TID532
-  table_[534] = wf_refs.permute("TID534", table_[162], {0, 2, 1});
-  table_[535] = wf_refs.contiguous("TID535", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // TID535 = matmul
-  table_[536] = wf_refs.permute("TID536", table_[161], {0, 2, 1});
-  table_[537] = wf_refs.contiguous("TID537", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 16});  // TID537 = matmul
-  table_[538] = wf_refs.contiguous("TID538", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 64});  // TID538 = fill
-  table_[539] = wf_refs.slice("TID539", table_[538], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[540] = table_[539];  // copy into TID539
-  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID541 = fused_mul_div_neg_sum
-  table_[542] = wf_refs.reshape("TID542", table_[541], {batch, 64, 1});
-  table_[543] = wf_refs.broadcast("TID543", table_[542], {batch, 64, 64});
-  table_[544] = wf_refs.contiguous("TID544", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // TID544 = fused_div_add_mul
-  table_[545] = wf_refs.contiguous("TID545", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID545 = fused_neg_sum
-  table_[546] = wf_refs.reshape("TID546", table_[545], {batch, 64, 1});
-  table_[547] = wf_refs.broadcast("TID547", table_[546], {batch, 64, 64});
-  table_[548] = wf_refs.contiguous("TID548", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID548 = extreme_mask
-  table_[549] = wf_refs.contiguous("TID549", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // TID549 = fused_mul_add
-  table_[550] = wf_refs.contiguous("TID550", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID550 = causal_mask
-  table_[551] = wf_refs.contiguous("TID551", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID551 = mul_scalar
-  table_[552] = wf_refs.permute("TID552", table_[154], {0, 2, 1});
-  table_[553] = wf_refs.contiguous("TID553", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 16});  // TID553 = matmul
-  table_[554] = wf_refs.permute("TID554", table_[152], {0, 2, 1});
-  table_[555] = wf_refs.contiguous("TID555", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 16, 64});  // TID555 = matmul
-  table_[556] = wf_refs.permute("TID556", table_[555], {0, 2, 1});
-  table_[557] = wf_refs.contiguous("TID557", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 64});  // TID557 = fill
-  table_[558] = wf_refs.slice("TID558", table_[557], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[559] = table_[558];  // copy into TID558
-  table_[560] = wf_refs.contiguous("TID560", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 64});  // TID560 = fill
-  table_[561] = wf_refs.slice("TID561", table_[560], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[562] = table_[561];  // copy into TID561
-  table_[563] = wf_refs.contiguous("TID563", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // TID563 = fused_add_add_add
+  table_[480] = wf_refs.permute("TID480", table_[177], {0, 2, 1});
+  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot61, wfgen::rt::DType::f32, {batch, 64, 64});  // TID481 = matmul
+  table_[482] = wf_refs.permute("TID482", table_[176], {0, 2, 1});
+  table_[483] = wf_refs.contiguous("TID483", wf_arena + wf_slot67, wfgen::rt::DType::f32, {batch, 64, 16});  // TID483 = matmul
+  table_[484] = wf_refs.contiguous("TID484", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 64});  // TID484 = fill
+  table_[485] = wf_refs.slice("TID485", table_[484], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[486] = table_[485];  // copy into TID485
+  table_[487] = wf_refs.contiguous("TID487", wf_arena + wf_slot67, wfgen::rt::DType::f32, {batch, 64, 1});  // TID487 = fused_mul_div_neg_sum
+  table_[488] = wf_refs.reshape("TID488", table_[487], {batch, 64, 1});
+  table_[489] = wf_refs.broadcast("TID489", table_[488], {batch, 64, 64});
+  table_[490] = wf_refs.contiguous("TID490", wf_arena + wf_slot61, wfgen::rt::DType::f32, {batch, 64, 64});  // TID490 = fused_div_add_mul
+  table_[491] = wf_refs.contiguous("TID491", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 1});  // TID491 = fused_neg_sum
+  table_[492] = wf_refs.reshape("TID492", table_[491], {batch, 64, 1});
+  table_[493] = wf_refs.broadcast("TID493", table_[492], {batch, 64, 64});
+  table_[494] = wf_refs.contiguous("TID494", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 64, 64});  // TID494 = extreme_mask
+  table_[495] = wf_refs.contiguous("TID495", wf_arena + wf_slot61, wfgen::rt::DType::f32, {batch, 64, 64});  // TID495 = fused_mul_add
+  table_[496] = wf_refs.contiguous("TID496", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID496 = causal_mask
+  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID497 = mul_scalar
+  table_[498] = wf_refs.permute("TID498", table_[169], {0, 2, 1});
+  table_[499] = wf_refs.contiguous("TID499", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 16});  // TID499 = matmul
+  table_[500] = wf_refs.permute("TID500", table_[167], {0, 2, 1});
+  table_[501] = wf_refs.contiguous("TID501", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 16, 64});  // TID501 = matmul
+  table_[502] = wf_refs.permute("TID502", table_[501], {0, 2, 1});
+  table_[503] = wf_refs.contiguous("TID503", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID503 = fill
+  table_[504] = wf_refs.slice("TID504", table_[503], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[505] = table_[504];  // copy into TID504
+  table_[506] = wf_refs.contiguous("TID506", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 64, 64});  // TID506 = fill
+  table_[507] = wf_refs.slice("TID507", table_[506], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[508] = table_[507];  // copy into TID507
+  table_[509] = wf_refs.permute("TID509", table_[165], {0, 2, 1});
+  table_[510] = wf_refs.contiguous("TID510", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 16});  // TID510 = matmul
+  table_[511] = wf_refs.reshape("TID511", table_[163], {batch * 64, 16});
+  table_[512] = wf_refs.reshape("TID512", table_[387], {batch * 64, 64});
+  table_[513] = wf_refs.permute("TID513", table_[511], {1, 0});
+  table_[514] = wf_refs.contiguous("TID514", wf_arena + wf_slot55, wfgen::rt::DType::f32, {16, 64});  // TID514 = matmul
+  table_[515] = wf_refs.contiguous("TID515", wf_arena + wf_slot50, wfgen::rt::DType::f32, {64, 64});  // TID515 = fill
+  table_[516] = wf_refs.slice("TID516", table_[515], {0, 0}, {1, 1}, {16, 64});
+  table_[517] = table_[516];  // copy into TID516
+  table_[518] = wf_refs.permute("TID518", table_[162], {0, 2, 1});
+  table_[519] = wf_refs.contiguous("TID519", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 64, 64});  // TID519 = matmul
+  table_[520] = wf_refs.permute("TID520", table_[161], {0, 2, 1});
+  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 16});  // TID521 = matmul
+  table_[522] = wf_refs.contiguous("TID522", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 64});  // TID522 = fill
+  table_[523] = wf_refs.slice("TID523", table_[522], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[524] = table_[523];  // copy into TID523
+  table_[525] = wf_refs.contiguous("TID525", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID525 = fused_mul_div_neg_sum
+  table_[526] = wf_refs.reshape("TID526", table_[525], {batch, 64, 1});
+  table_[527] = wf_refs.broadcast("TID527", table_[526], {batch, 64, 64});
+  table_[528] = wf_refs.contiguous("TID528", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 64, 64});  // TID528 = fused_div_add_mul
+  table_[529] = wf_refs.contiguous("TID529", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID529 = fused_neg_sum
+  table_[530] = wf_refs.reshape("TID530", table_[529], {batch, 64, 1});
+  table_[531] = wf_refs.broadcast("TID531", table_[530], {batch, 64, 64});
+  table_[532] = wf_refs.contiguous("TID532", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID532 = extreme_mask
+  table_[533] = wf_refs.contiguous("TID533", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 64, 64});  // TID533 = fused_mul_add
+  table_[534] = wf_refs.contiguous("TID534", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID534 = causal_mask
+  table_[535] = wf_refs.contiguous("TID535", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID535 = mul_scalar
+  table_[536] = wf_refs.permute("TID536", table_[154], {0, 2, 1});
+  table_[537] = wf_refs.contiguous("TID537", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 16});  // TID537 = matmul
+  table_[538] = wf_refs.permute("TID538", table_[152], {0, 2, 1});
+  table_[539] = wf_refs.contiguous("TID539", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 16, 64});  // TID539 = matmul
+  table_[540] = wf_refs.permute("TID540", table_[539], {0, 2, 1});
+  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 64});  // TID541 = fill
+  table_[542] = wf_refs.slice("TID542", table_[541], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[543] = table_[542];  // copy into TID542
+  table_[544] = wf_refs.contiguous("TID544", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 64});  // TID544 = fill
+  table_[545] = wf_refs.slice("TID545", table_[544], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[546] = table_[545];  // copy into TID545
+  table_[547] = wf_refs.contiguous("TID547", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // TID547 = fused_add_add_add
+  table_[548] = wf_refs.permute("TID548", table_[547], {0, 2, 1});
+  table_[549] = wf_refs.contiguous("TID549", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID549 = sum
+  table_[550] = wf_refs.permute("TID550", table_[549], {0, 2, 1});
+  table_[551] = wf_refs.permute("TID551", table_[550], {1, 2, 0});
+  table_[552] = wf_refs.contiguous("TID552", wf_arena + wf_slot46, wfgen::rt::DType::f32, {1, 64, 1});  // TID552 = sum
+  table_[553] = wf_refs.permute("TID553", table_[552], {2, 0, 1});
+  table_[554] = wf_refs.reshape("TID554", table_[553], {64});
+  table_[555] = wf_refs.permute("TID555", table_[148], {0, 2, 1});
+  table_[556] = wf_refs.contiguous("TID556", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID556 = matmul
+  table_[557] = wf_refs.reshape("TID557", table_[131], {batch * 64, 64});
+  table_[558] = wf_refs.reshape("TID558", table_[547], {batch * 64, 64});
+  table_[559] = wf_refs.permute("TID559", table_[557], {1, 0});
+  table_[560] = table_[283];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[561] = wf_refs.contiguous("TID561", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID561 = fused_add_add_add
+  table_[562] = wf_refs.permute("TID562", table_[561], {0, 2, 1});
+  table_[563] = wf_refs.contiguous("TID563", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 1});  // TID563 = sum
   table_[564] = wf_refs.permute("TID564", table_[563], {0, 2, 1});
-  table_[565] = wf_refs.contiguous("TID565", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID565 = sum
-  table_[566] = wf_refs.permute("TID566", table_[565], {0, 2, 1});
-  table_[567] = wf_refs.permute("TID567", table_[566], {1, 2, 0});
-  table_[568] = wf_refs.contiguous("TID568", wf_arena + wf_slot46, wfgen::rt::DType::f32, {1, 64, 1});  // TID568 = sum
-  table_[569] = wf_refs.permute("TID569", table_[568], {2, 0, 1});
-  table_[570] = wf_refs.reshape("TID570", table_[569], {64});
-  table_[571] = wf_refs.permute("TID571", table_[148], {0, 2, 1});
-  table_[572] = wf_refs.contiguous("TID572", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID572 = matmul
-  table_[573] = wf_refs.permute("TID573", table_[131], {0, 2, 1});
-  table_[574] = wf_refs.contiguous("TID574", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 64, 64});  // TID574 = matmul
-  table_[575] = wf_refs.permute("TID575", table_[574], {1, 2, 0});
-  table_[576] = wf_refs.contiguous("TID576", wf_arena + wf_slot48, wfgen::rt::DType::f32, {64, 64, 1});  // TID576 = sum
-  table_[577] = wf_refs.permute("TID577", table_[576], {2, 0, 1});
-  table_[578] = wf_refs.reshape("TID578", table_[577], {64, 64});
-  table_[579] = wf_refs.contiguous("TID579", wf_arena + wf_slot64, wfgen::rt::DType::f32, {batch, 64, 64});  // TID579 = fused_add_add_add
-  table_[580] = wf_refs.permute("TID580", table_[579], {0, 2, 1});
-  table_[581] = wf_refs.contiguous("TID581", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 1});  // TID581 = sum
-  table_[582] = wf_refs.permute("TID582", table_[581], {0, 2, 1});
-  table_[583] = wf_refs.permute("TID583", table_[582], {1, 2, 0});
-  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot47, wfgen::rt::DType::f32, {1, 64, 1});  // TID584 = sum
-  table_[585] = wf_refs.permute("TID585", table_[584], {2, 0, 1});
-  table_[586] = wf_refs.reshape("TID586", table_[585], {64});
-  table_[587] = wf_refs.permute("TID587", table_[144], {0, 2, 1});
-  table_[588] = wf_refs.contiguous("TID588", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 64});  // TID588 = matmul
-  table_[589] = wf_refs.permute("TID589", table_[131], {0, 2, 1});
-  table_[590] = wf_refs.contiguous("TID590", wf_arena + wf_slot49, wfgen::rt::DType::f32, {batch, 64, 64});  // TID590 = matmul
-  table_[591] = wf_refs.permute("TID591", table_[590], {1, 2, 0});
-  table_[592] = wf_refs.contiguous("TID592", wf_arena + wf_slot50, wfgen::rt::DType::f32, {64, 64, 1});  // TID592 = sum
-  table_[593] = wf_refs.permute("TID593", table_[592], {2, 0, 1});
-  table_[594] = wf_refs.reshape("TID594", table_[593], {64, 64});
-  table_[595] = wf_refs.contiguous("TID595", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 64, 64});  // TID595 = fused_add_add_add
+  table_[565] = wf_refs.permute("TID565", table_[564], {1, 2, 0});
+  table_[566] = wf_refs.contiguous("TID566", wf_arena + wf_slot47, wfgen::rt::DType::f32, {1, 64, 1});  // TID566 = sum
+  table_[567] = wf_refs.permute("TID567", table_[566], {2, 0, 1});
+  table_[568] = wf_refs.reshape("TID568", table_[567], {64});
+  table_[569] = wf_refs.permute("TID569", table_[144], {0, 2, 1});
+  table_[570] = wf_refs.contiguous("TID570", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 64});  // TID570 = matmul
+  table_[571] = wf_refs.reshape("TID571", table_[131], {batch * 64, 64});
+  table_[572] = wf_refs.reshape("TID572", table_[561], {batch * 64, 64});
+  table_[573] = wf_refs.permute("TID573", table_[571], {1, 0});
+  table_[574] = table_[281];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[575] = wf_refs.contiguous("TID575", wf_arena + wf_slot66, wfgen::rt::DType::f32, {batch, 64, 64});  // TID575 = fused_add_add_add
+  table_[576] = wf_refs.permute("TID576", table_[575], {0, 2, 1});
+  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 1});  // TID577 = sum
+  table_[578] = wf_refs.permute("TID578", table_[577], {0, 2, 1});
+  table_[579] = wf_refs.permute("TID579", table_[578], {1, 2, 0});
+  table_[580] = wf_refs.contiguous("TID580", wf_arena + wf_slot48, wfgen::rt::DType::f32, {1, 64, 1});  // TID580 = sum
+  table_[581] = wf_refs.permute("TID581", table_[580], {2, 0, 1});
+  table_[582] = wf_refs.reshape("TID582", table_[581], {64});
+  table_[583] = wf_refs.permute("TID583", table_[140], {0, 2, 1});
+  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 64});  // TID584 = matmul
+  table_[585] = wf_refs.reshape("TID585", table_[131], {batch * 64, 64});
+  table_[586] = wf_refs.reshape("TID586", table_[575], {batch * 64, 64});
+  table_[587] = wf_refs.permute("TID587", table_[585], {1, 0});
+  table_[588] = table_[279];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[589] = table_[286];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[590] = wf_refs.contiguous("TID590", wf_arena + wf_slot68, wfgen::rt::DType::f32, {64, 64});  // TID590 = fused_add_add_add
+  table_[591] = table_[285];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[592] = table_[284];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[593] = table_[282];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[594] = table_[280];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[595] = wf_refs.contiguous("TID595", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID595 = fused_add_add
   table_[596] = wf_refs.permute("TID596", table_[595], {0, 2, 1});
-  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 1});  // TID597 = sum
+  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 1});  // TID597 = sum
   table_[598] = wf_refs.permute("TID598", table_[597], {0, 2, 1});
   table_[599] = wf_refs.permute("TID599", table_[598], {1, 2, 0});
-  table_[600] = wf_refs.contiguous("TID600", wf_arena + wf_slot49, wfgen::rt::DType::f32, {1, 64, 1});  // TID600 = sum
+  table_[600] = wf_refs.contiguous("TID600", wf_arena + wf_slot43, wfgen::rt::DType::f32, {1, 64, 1});  // TID600 = sum
   table_[601] = wf_refs.permute("TID601", table_[600], {2, 0, 1});
   table_[602] = wf_refs.reshape("TID602", table_[601], {64});
-  table_[603] = wf_refs.permute("TID603", table_[140], {0, 2, 1});
-  table_[604] = wf_refs.contiguous("TID604", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 64});  // TID604 = matmul
-  table_[605] = wf_refs.permute("TID605", table_[131], {0, 2, 1});
-  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // TID606 = matmul
-  table_[607] = wf_refs.permute("TID607", table_[606], {1, 2, 0});
-  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot42, wfgen::rt::DType::f32, {64, 64, 1});  // TID608 = sum
-  table_[609] = wf_refs.permute("TID609", table_[608], {2, 0, 1});
-  table_[610] = wf_refs.reshape("TID610", table_[609], {64, 64});
-  table_[611] = table_[286];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[612] = wf_refs.contiguous("TID612", wf_arena + wf_slot69, wfgen::rt::DType::f32, {64, 64});  // TID612 = fused_add_add_add
-  table_[613] = table_[285];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[614] = table_[284];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[615] = table_[283];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[616] = table_[282];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[617] = table_[281];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[618] = table_[280];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[619] = table_[279];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[620] = wf_refs.contiguous("TID620", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID620 = fused_add_add
-  table_[621] = wf_refs.permute("TID621", table_[620], {0, 2, 1});
-  table_[622] = wf_refs.contiguous("TID622", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 1});  // TID622 = sum
-  table_[623] = wf_refs.permute("TID623", table_[622], {0, 2, 1});
-  table_[624] = wf_refs.permute("TID624", table_[623], {1, 2, 0});
-  table_[625] = wf_refs.contiguous("TID625", wf_arena + wf_slot43, wfgen::rt::DType::f32, {1, 64, 1});  // TID625 = sum
-  table_[626] = wf_refs.permute("TID626", table_[625], {2, 0, 1});
-  table_[627] = wf_refs.reshape("TID627", table_[626], {64});
-  table_[628] = wf_refs.contiguous("TID628", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 64});  // TID628 = mul
-  table_[629] = wf_refs.contiguous("TID629", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID629 = mul
-  table_[630] = wf_refs.permute("TID630", table_[629], {0, 2, 1});
-  table_[631] = wf_refs.contiguous("TID631", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 1});  // TID631 = sum
-  table_[632] = wf_refs.permute("TID632", table_[631], {0, 2, 1});
-  table_[633] = wf_refs.permute("TID633", table_[632], {1, 2, 0});
-  table_[634] = wf_refs.contiguous("TID634", wf_arena + wf_slot45, wfgen::rt::DType::f32, {1, 64, 1});  // TID634 = sum
-  table_[635] = wf_refs.permute("TID635", table_[634], {2, 0, 1});
-  table_[636] = wf_refs.reshape("TID636", table_[635], {64});
-  table_[637] = wf_refs.contiguous("TID637", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 1});  // TID637 = fused_mul_div_neg_sum
-  table_[638] = wf_refs.reshape("TID638", table_[637], {batch, 64, 1});
-  table_[639] = wf_refs.contiguous("TID639", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 64});  // TID639 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[640] = wf_refs.contiguous("TID640", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 1});  // TID640 = fused_neg_sum
-  table_[641] = wf_refs.reshape("TID641", table_[640], {batch, 64, 1});
-  table_[642] = table_[278];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[643] = table_[277];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[644] = wf_refs.contiguous("TID644", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // TID644 = fused_inv_count_mul_add_add
-  table_[645] = wf_refs.permute("TID645", table_[644], {0, 2, 1});
-  table_[646] = wf_refs.contiguous("TID646", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 1});  // TID646 = sum
-  table_[647] = wf_refs.permute("TID647", table_[646], {0, 2, 1});
-  table_[648] = wf_refs.permute("TID648", table_[647], {1, 2, 0});
-  table_[649] = wf_refs.contiguous("TID649", wf_arena + wf_slot38, wfgen::rt::DType::f32, {1, 64, 1});  // TID649 = sum
-  table_[650] = wf_refs.permute("TID650", table_[649], {2, 0, 1});
-  table_[651] = wf_refs.reshape("TID651", table_[650], {64});
-  table_[652] = wf_refs.permute("TID652", table_[118], {0, 2, 1});
-  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 256});  // TID653 = matmul
-  table_[654] = wf_refs.permute("TID654", table_[115], {0, 2, 1});
-  table_[655] = wf_refs.contiguous("TID655", wf_arena + wf_slot40, wfgen::rt::DType::f32, {batch, 256, 64});  // TID655 = matmul
-  table_[656] = wf_refs.permute("TID656", table_[655], {1, 2, 0});
-  table_[657] = wf_refs.contiguous("TID657", wf_arena + wf_slot36, wfgen::rt::DType::f32, {256, 64, 1});  // TID657 = sum
-  table_[658] = wf_refs.permute("TID658", table_[657], {2, 0, 1});
-  table_[659] = wf_refs.reshape("TID659", table_[658], {256, 64});
-  table_[660] = table_[276];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[661] = table_[275];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[662] = wf_refs.contiguous("TID662", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 256});  // TID662 = gelu_grad
-  table_[663] = wf_refs.permute("TID663", table_[662], {0, 2, 1});
-  table_[664] = wf_refs.contiguous("TID664", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 256, 1});  // TID664 = sum
-  table_[665] = wf_refs.permute("TID665", table_[664], {0, 2, 1});
-  table_[666] = wf_refs.permute("TID666", table_[665], {1, 2, 0});
-  table_[667] = wf_refs.contiguous("TID667", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 256, 1});  // TID667 = sum
-  table_[668] = wf_refs.permute("TID668", table_[667], {2, 0, 1});
-  table_[669] = wf_refs.reshape("TID669", table_[668], {256});
-  table_[670] = wf_refs.permute("TID670", table_[111], {0, 2, 1});
-  table_[671] = wf_refs.contiguous("TID671", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID671 = matmul
-  table_[672] = wf_refs.permute("TID672", table_[108], {0, 2, 1});
-  table_[673] = wf_refs.contiguous("TID673", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 256});  // TID673 = matmul
-  table_[674] = wf_refs.permute("TID674", table_[673], {1, 2, 0});
-  table_[675] = wf_refs.contiguous("TID675", wf_arena + wf_slot34, wfgen::rt::DType::f32, {64, 256, 1});  // TID675 = sum
-  table_[676] = wf_refs.permute("TID676", table_[675], {2, 0, 1});
-  table_[677] = wf_refs.reshape("TID677", table_[676], {64, 256});
-  table_[678] = table_[274];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[679] = table_[273];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[680] = wf_refs.permute("TID680", table_[671], {0, 2, 1});
-  table_[681] = wf_refs.contiguous("TID681", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 1});  // TID681 = sum
-  table_[682] = wf_refs.permute("TID682", table_[681], {0, 2, 1});
-  table_[683] = wf_refs.permute("TID683", table_[682], {1, 2, 0});
-  table_[684] = wf_refs.contiguous("TID684", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 64, 1});  // TID684 = sum
-  table_[685] = wf_refs.permute("TID685", table_[684], {2, 0, 1});
-  table_[686] = wf_refs.reshape("TID686", table_[685], {64});
-  table_[687] = wf_refs.contiguous("TID687", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID687 = mul
-  table_[688] = wf_refs.contiguous("TID688", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID688 = mul
-  table_[689] = wf_refs.permute("TID689", table_[688], {0, 2, 1});
-  table_[690] = wf_refs.contiguous("TID690", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 1});  // TID690 = sum
-  table_[691] = wf_refs.permute("TID691", table_[690], {0, 2, 1});
-  table_[692] = wf_refs.permute("TID692", table_[691], {1, 2, 0});
-  table_[693] = wf_refs.contiguous("TID693", wf_arena + wf_slot35, wfgen::rt::DType::f32, {1, 64, 1});  // TID693 = sum
-  table_[694] = wf_refs.permute("TID694", table_[693], {2, 0, 1});
-  table_[695] = wf_refs.reshape("TID695", table_[694], {64});
-  table_[696] = wf_refs.contiguous("TID696", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 1});  // TID696 = fused_mul_div_neg_sum
+  table_[603] = wf_refs.contiguous("TID603", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 64});  // TID603 = mul
+  table_[604] = wf_refs.contiguous("TID604", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID604 = mul
+  table_[605] = wf_refs.permute("TID605", table_[604], {0, 2, 1});
+  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 1});  // TID606 = sum
+  table_[607] = wf_refs.permute("TID607", table_[606], {0, 2, 1});
+  table_[608] = wf_refs.permute("TID608", table_[607], {1, 2, 0});
+  table_[609] = wf_refs.contiguous("TID609", wf_arena + wf_slot45, wfgen::rt::DType::f32, {1, 64, 1});  // TID609 = sum
+  table_[610] = wf_refs.permute("TID610", table_[609], {2, 0, 1});
+  table_[611] = wf_refs.reshape("TID611", table_[610], {64});
+  table_[612] = wf_refs.contiguous("TID612", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 1});  // TID612 = fused_mul_div_neg_sum
+  table_[613] = wf_refs.reshape("TID613", table_[612], {batch, 64, 1});
+  table_[614] = wf_refs.contiguous("TID614", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 64});  // TID614 = fused_div_div_mul_scalar_inv_count_and_5
+  table_[615] = wf_refs.contiguous("TID615", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 1});  // TID615 = fused_neg_sum
+  table_[616] = wf_refs.reshape("TID616", table_[615], {batch, 64, 1});
+  table_[617] = table_[278];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[618] = table_[277];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[619] = wf_refs.contiguous("TID619", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // TID619 = fused_inv_count_mul_add_add
+  table_[620] = wf_refs.permute("TID620", table_[619], {0, 2, 1});
+  table_[621] = wf_refs.contiguous("TID621", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 1});  // TID621 = sum
+  table_[622] = wf_refs.permute("TID622", table_[621], {0, 2, 1});
+  table_[623] = wf_refs.permute("TID623", table_[622], {1, 2, 0});
+  table_[624] = wf_refs.contiguous("TID624", wf_arena + wf_slot38, wfgen::rt::DType::f32, {1, 64, 1});  // TID624 = sum
+  table_[625] = wf_refs.permute("TID625", table_[624], {2, 0, 1});
+  table_[626] = wf_refs.reshape("TID626", table_[625], {64});
+  table_[627] = wf_refs.permute("TID627", table_[118], {0, 2, 1});
+  table_[628] = wf_refs.contiguous("TID628", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 256});  // TID628 = matmul
+  table_[629] = wf_refs.reshape("TID629", table_[115], {batch * 64, 256});
+  table_[630] = wf_refs.reshape("TID630", table_[619], {batch * 64, 64});
+  table_[631] = wf_refs.permute("TID631", table_[629], {1, 0});
+  table_[632] = table_[275];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[633] = table_[276];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[634] = wf_refs.contiguous("TID634", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 256});  // TID634 = gelu_grad
+  table_[635] = wf_refs.permute("TID635", table_[634], {0, 2, 1});
+  table_[636] = wf_refs.contiguous("TID636", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 256, 1});  // TID636 = sum
+  table_[637] = wf_refs.permute("TID637", table_[636], {0, 2, 1});
+  table_[638] = wf_refs.permute("TID638", table_[637], {1, 2, 0});
+  table_[639] = wf_refs.contiguous("TID639", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 256, 1});  // TID639 = sum
+  table_[640] = wf_refs.permute("TID640", table_[639], {2, 0, 1});
+  table_[641] = wf_refs.reshape("TID641", table_[640], {256});
+  table_[642] = wf_refs.permute("TID642", table_[111], {0, 2, 1});
+  table_[643] = wf_refs.contiguous("TID643", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID643 = matmul
+  table_[644] = wf_refs.reshape("TID644", table_[108], {batch * 64, 64});
+  table_[645] = wf_refs.reshape("TID645", table_[634], {batch * 64, 256});
+  table_[646] = wf_refs.permute("TID646", table_[644], {1, 0});
+  table_[647] = table_[273];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[648] = table_[274];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[649] = wf_refs.permute("TID649", table_[643], {0, 2, 1});
+  table_[650] = wf_refs.contiguous("TID650", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 1});  // TID650 = sum
+  table_[651] = wf_refs.permute("TID651", table_[650], {0, 2, 1});
+  table_[652] = wf_refs.permute("TID652", table_[651], {1, 2, 0});
+  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 64, 1});  // TID653 = sum
+  table_[654] = wf_refs.permute("TID654", table_[653], {2, 0, 1});
+  table_[655] = wf_refs.reshape("TID655", table_[654], {64});
+  table_[656] = wf_refs.contiguous("TID656", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID656 = mul
+  table_[657] = wf_refs.contiguous("TID657", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID657 = mul
+  table_[658] = wf_refs.permute("TID658", table_[657], {0, 2, 1});
+  table_[659] = wf_refs.contiguous("TID659", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 1});  // TID659 = sum
+  table_[660] = wf_refs.permute("TID660", table_[659], {0, 2, 1});
+  table_[661] = wf_refs.permute("TID661", table_[660], {1, 2, 0});
+  table_[662] = wf_refs.contiguous("TID662", wf_arena + wf_slot35, wfgen::rt::DType::f32, {1, 64, 1});  // TID662 = sum
+  table_[663] = wf_refs.permute("TID663", table_[662], {2, 0, 1});
+  table_[664] = wf_refs.reshape("TID664", table_[663], {64});
+  table_[665] = wf_refs.contiguous("TID665", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 1});  // TID665 = fused_mul_div_neg_sum
+  table_[666] = wf_refs.reshape("TID666", table_[665], {batch, 64, 1});
+  table_[667] = wf_refs.contiguous("TID667", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID667 = fused_div_div_mul_scalar_inv_count_and_5
+  table_[668] = wf_refs.contiguous("TID668", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 1});  // TID668 = fused_neg_sum
+  table_[669] = wf_refs.reshape("TID669", table_[668], {batch, 64, 1});
+  table_[670] = table_[272];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[671] = table_[271];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[672] = wf_refs.contiguous("TID672", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID672 = fused_inv_count_mul_add_add
+  table_[673] = wf_refs.permute("TID673", table_[672], {0, 2, 1});
+  table_[674] = wf_refs.contiguous("TID674", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 1});  // TID674 = sum
+  table_[675] = wf_refs.permute("TID675", table_[674], {0, 2, 1});
+  table_[676] = wf_refs.permute("TID676", table_[675], {1, 2, 0});
+  table_[677] = wf_refs.contiguous("TID677", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID677 = sum
+  table_[678] = wf_refs.permute("TID678", table_[677], {2, 0, 1});
+  table_[679] = wf_refs.reshape("TID679", table_[678], {64});
+  table_[680] = wf_refs.permute("TID680", table_[95], {0, 2, 1});
+  table_[681] = wf_refs.contiguous("TID681", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 16});  // TID681 = matmul
+  table_[682] = wf_refs.reshape("TID682", table_[93], {batch * 64, 16});
+  table_[683] = wf_refs.reshape("TID683", table_[672], {batch * 64, 64});
+  table_[684] = wf_refs.permute("TID684", table_[682], {1, 0});
+  table_[685] = wf_refs.contiguous("TID685", wf_arena + wf_slot32, wfgen::rt::DType::f32, {16, 64});  // TID685 = matmul
+  table_[686] = wf_refs.contiguous("TID686", wf_arena + wf_slot31, wfgen::rt::DType::f32, {64, 64});  // TID686 = fill
+  table_[687] = wf_refs.slice("TID687", table_[686], {48, 0}, {1, 1}, {16, 64});
+  table_[688] = table_[687];  // copy into TID687
+  table_[689] = wf_refs.permute("TID689", table_[92], {0, 2, 1});
+  table_[690] = wf_refs.contiguous("TID690", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID690 = matmul
+  table_[691] = wf_refs.permute("TID691", table_[91], {0, 2, 1});
+  table_[692] = wf_refs.contiguous("TID692", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 16});  // TID692 = matmul
+  table_[693] = wf_refs.contiguous("TID693", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID693 = fill
+  table_[694] = wf_refs.slice("TID694", table_[693], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[695] = table_[694];  // copy into TID694
+  table_[696] = wf_refs.contiguous("TID696", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 1});  // TID696 = fused_mul_div_neg_sum
   table_[697] = wf_refs.reshape("TID697", table_[696], {batch, 64, 1});
-  table_[698] = wf_refs.contiguous("TID698", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID698 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[699] = wf_refs.contiguous("TID699", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 1});  // TID699 = fused_neg_sum
-  table_[700] = wf_refs.reshape("TID700", table_[699], {batch, 64, 1});
-  table_[701] = table_[272];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[702] = table_[271];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[703] = wf_refs.contiguous("TID703", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID703 = fused_inv_count_mul_add_add
-  table_[704] = wf_refs.permute("TID704", table_[703], {0, 2, 1});
-  table_[705] = wf_refs.contiguous("TID705", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 1});  // TID705 = sum
-  table_[706] = wf_refs.permute("TID706", table_[705], {0, 2, 1});
-  table_[707] = wf_refs.permute("TID707", table_[706], {1, 2, 0});
-  table_[708] = wf_refs.contiguous("TID708", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID708 = sum
-  table_[709] = wf_refs.permute("TID709", table_[708], {2, 0, 1});
-  table_[710] = wf_refs.reshape("TID710", table_[709], {64});
-  table_[711] = wf_refs.permute("TID711", table_[95], {0, 2, 1});
-  table_[712] = wf_refs.contiguous("TID712", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 16});  // TID712 = matmul
-  table_[713] = wf_refs.permute("TID713", table_[93], {0, 2, 1});
-  table_[714] = wf_refs.contiguous("TID714", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 16, 64});  // TID714 = matmul
-  table_[715] = wf_refs.permute("TID715", table_[714], {1, 2, 0});
-  table_[716] = wf_refs.contiguous("TID716", wf_arena + wf_slot31, wfgen::rt::DType::f32, {16, 64, 1});  // TID716 = sum
-  table_[717] = wf_refs.permute("TID717", table_[716], {2, 0, 1});
-  table_[718] = wf_refs.reshape("TID718", table_[717], {16, 64});
-  table_[719] = wf_refs.contiguous("TID719", wf_arena + wf_slot32, wfgen::rt::DType::f32, {64, 64});  // TID719 = fill
-  table_[720] = wf_refs.slice("TID720", table_[719], {48, 0}, {1, 1}, {16, 64});
-  table_[721] = table_[720];  // copy into TID720
-  table_[722] = wf_refs.permute("TID722", table_[92], {0, 2, 1});
-  table_[723] = wf_refs.contiguous("TID723", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID723 = matmul
-  table_[724] = wf_refs.permute("TID724", table_[91], {0, 2, 1});
-  table_[725] = wf_refs.contiguous("TID725", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 16});  // TID725 = matmul
-  table_[726] = wf_refs.contiguous("TID726", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID726 = fill
-  table_[727] = wf_refs.slice("TID727", table_[726], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[728] = table_[727];  // copy into TID727
-  table_[729] = wf_refs.contiguous("TID729", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 1});  // TID729 = fused_mul_div_neg_sum
-  table_[730] = wf_refs.reshape("TID730", table_[729], {batch, 64, 1});
-  table_[731] = wf_refs.broadcast("TID731", table_[730], {batch, 64, 64});
-  table_[732] = wf_refs.contiguous("TID732", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID732 = fused_div_add_mul
-  table_[733] = wf_refs.contiguous("TID733", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 1});  // TID733 = fused_neg_sum
-  table_[734] = wf_refs.reshape("TID734", table_[733], {batch, 64, 1});
-  table_[735] = wf_refs.broadcast("TID735", table_[734], {batch, 64, 64});
-  table_[736] = wf_refs.contiguous("TID736", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID736 = extreme_mask
-  table_[737] = wf_refs.contiguous("TID737", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID737 = fused_mul_add
-  table_[738] = wf_refs.contiguous("TID738", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID738 = causal_mask
-  table_[739] = wf_refs.contiguous("TID739", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID739 = mul_scalar
-  table_[740] = wf_refs.permute("TID740", table_[84], {0, 2, 1});
-  table_[741] = wf_refs.contiguous("TID741", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID741 = matmul
-  table_[742] = wf_refs.permute("TID742", table_[82], {0, 2, 1});
-  table_[743] = wf_refs.contiguous("TID743", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 16, 64});  // TID743 = matmul
-  table_[744] = wf_refs.permute("TID744", table_[743], {0, 2, 1});
-  table_[745] = wf_refs.contiguous("TID745", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID745 = fill
-  table_[746] = wf_refs.slice("TID746", table_[745], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[747] = table_[746];  // copy into TID746
-  table_[748] = wf_refs.contiguous("TID748", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID748 = fill
-  table_[749] = wf_refs.slice("TID749", table_[748], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[750] = table_[749];  // copy into TID749
-  table_[751] = wf_refs.permute("TID751", table_[80], {0, 2, 1});
-  table_[752] = wf_refs.contiguous("TID752", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID752 = matmul
-  table_[753] = wf_refs.permute("TID753", table_[78], {0, 2, 1});
-  table_[754] = wf_refs.contiguous("TID754", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 16, 64});  // TID754 = matmul
-  table_[755] = wf_refs.permute("TID755", table_[754], {1, 2, 0});
-  table_[756] = wf_refs.contiguous("TID756", wf_arena + wf_slot25, wfgen::rt::DType::f32, {16, 64, 1});  // TID756 = sum
-  table_[757] = wf_refs.permute("TID757", table_[756], {2, 0, 1});
-  table_[758] = wf_refs.reshape("TID758", table_[757], {16, 64});
-  table_[759] = wf_refs.contiguous("TID759", wf_arena + wf_slot30, wfgen::rt::DType::f32, {64, 64});  // TID759 = fill
-  table_[760] = wf_refs.slice("TID760", table_[759], {32, 0}, {1, 1}, {16, 64});
-  table_[761] = table_[760];  // copy into TID760
-  table_[762] = wf_refs.permute("TID762", table_[77], {0, 2, 1});
-  table_[763] = wf_refs.contiguous("TID763", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID763 = matmul
-  table_[764] = wf_refs.permute("TID764", table_[76], {0, 2, 1});
-  table_[765] = wf_refs.contiguous("TID765", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 16});  // TID765 = matmul
-  table_[766] = wf_refs.contiguous("TID766", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID766 = fill
-  table_[767] = wf_refs.slice("TID767", table_[766], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[768] = table_[767];  // copy into TID767
-  table_[769] = wf_refs.contiguous("TID769", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 1});  // TID769 = fused_mul_div_neg_sum
-  table_[770] = wf_refs.reshape("TID770", table_[769], {batch, 64, 1});
-  table_[771] = wf_refs.broadcast("TID771", table_[770], {batch, 64, 64});
-  table_[772] = wf_refs.contiguous("TID772", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID772 = fused_div_add_mul
-  table_[773] = wf_refs.contiguous("TID773", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID773 = fused_neg_sum
-  table_[774] = wf_refs.reshape("TID774", table_[773], {batch, 64, 1});
-  table_[775] = wf_refs.broadcast("TID775", table_[774], {batch, 64, 64});
-  table_[776] = wf_refs.contiguous("TID776", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID776 = extreme_mask
-  table_[777] = wf_refs.contiguous("TID777", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID777 = fused_mul_add
-  table_[778] = wf_refs.contiguous("TID778", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID778 = causal_mask
-  table_[779] = wf_refs.contiguous("TID779", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID779 = mul_scalar
-  table_[780] = wf_refs.permute("TID780", table_[69], {0, 2, 1});
-  table_[781] = wf_refs.contiguous("TID781", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // TID781 = matmul
-  table_[782] = wf_refs.permute("TID782", table_[67], {0, 2, 1});
-  table_[783] = wf_refs.contiguous("TID783", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 16, 64});  // TID783 = matmul
-  table_[784] = wf_refs.permute("TID784", table_[783], {0, 2, 1});
-  table_[785] = wf_refs.contiguous("TID785", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID785 = fill
-  table_[786] = wf_refs.slice("TID786", table_[785], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[787] = table_[786];  // copy into TID786
-  table_[788] = wf_refs.contiguous("TID788", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID788 = fill
-  table_[789] = wf_refs.slice("TID789", table_[788], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[698] = wf_refs.broadcast("TID698", table_[697], {batch, 64, 64});
+  table_[699] = wf_refs.contiguous("TID699", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID699 = fused_div_add_mul
+  table_[700] = wf_refs.contiguous("TID700", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 1});  // TID700 = fused_neg_sum
+  table_[701] = wf_refs.reshape("TID701", table_[700], {batch, 64, 1});
+  table_[702] = wf_refs.broadcast("TID702", table_[701], {batch, 64, 64});
+  table_[703] = wf_refs.contiguous("TID703", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID703 = extreme_mask
+  table_[704] = wf_refs.contiguous("TID704", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID704 = fused_mul_add
+  table_[705] = wf_refs.contiguous("TID705", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID705 = causal_mask
+  table_[706] = wf_refs.contiguous("TID706", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID706 = mul_scalar
+  table_[707] = wf_refs.permute("TID707", table_[84], {0, 2, 1});
+  table_[708] = wf_refs.contiguous("TID708", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID708 = matmul
+  table_[709] = wf_refs.permute("TID709", table_[82], {0, 2, 1});
+  table_[710] = wf_refs.contiguous("TID710", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 16, 64});  // TID710 = matmul
+  table_[711] = wf_refs.permute("TID711", table_[710], {0, 2, 1});
+  table_[712] = wf_refs.contiguous("TID712", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID712 = fill
+  table_[713] = wf_refs.slice("TID713", table_[712], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[714] = table_[713];  // copy into TID713
+  table_[715] = wf_refs.contiguous("TID715", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID715 = fill
+  table_[716] = wf_refs.slice("TID716", table_[715], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[717] = table_[716];  // copy into TID716
+  table_[718] = wf_refs.permute("TID718", table_[80], {0, 2, 1});
+  table_[719] = wf_refs.contiguous("TID719", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID719 = matmul
+  table_[720] = wf_refs.reshape("TID720", table_[78], {batch * 64, 16});
+  table_[721] = wf_refs.reshape("TID721", table_[672], {batch * 64, 64});
+  table_[722] = wf_refs.permute("TID722", table_[720], {1, 0});
+  table_[723] = wf_refs.contiguous("TID723", wf_arena + wf_slot30, wfgen::rt::DType::f32, {16, 64});  // TID723 = matmul
+  table_[724] = wf_refs.contiguous("TID724", wf_arena + wf_slot25, wfgen::rt::DType::f32, {64, 64});  // TID724 = fill
+  table_[725] = wf_refs.slice("TID725", table_[724], {32, 0}, {1, 1}, {16, 64});
+  table_[726] = table_[725];  // copy into TID725
+  table_[727] = wf_refs.permute("TID727", table_[77], {0, 2, 1});
+  table_[728] = wf_refs.contiguous("TID728", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID728 = matmul
+  table_[729] = wf_refs.permute("TID729", table_[76], {0, 2, 1});
+  table_[730] = wf_refs.contiguous("TID730", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 16});  // TID730 = matmul
+  table_[731] = wf_refs.contiguous("TID731", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID731 = fill
+  table_[732] = wf_refs.slice("TID732", table_[731], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[733] = table_[732];  // copy into TID732
+  table_[734] = wf_refs.contiguous("TID734", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 1});  // TID734 = fused_mul_div_neg_sum
+  table_[735] = wf_refs.reshape("TID735", table_[734], {batch, 64, 1});
+  table_[736] = wf_refs.broadcast("TID736", table_[735], {batch, 64, 64});
+  table_[737] = wf_refs.contiguous("TID737", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID737 = fused_div_add_mul
+  table_[738] = wf_refs.contiguous("TID738", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID738 = fused_neg_sum
+  table_[739] = wf_refs.reshape("TID739", table_[738], {batch, 64, 1});
+  table_[740] = wf_refs.broadcast("TID740", table_[739], {batch, 64, 64});
+  table_[741] = wf_refs.contiguous("TID741", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID741 = extreme_mask
+  table_[742] = wf_refs.contiguous("TID742", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID742 = fused_mul_add
+  table_[743] = wf_refs.contiguous("TID743", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID743 = causal_mask
+  table_[744] = wf_refs.contiguous("TID744", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID744 = mul_scalar
+  table_[745] = wf_refs.permute("TID745", table_[69], {0, 2, 1});
+  table_[746] = wf_refs.contiguous("TID746", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // TID746 = matmul
+  table_[747] = wf_refs.permute("TID747", table_[67], {0, 2, 1});
+  table_[748] = wf_refs.contiguous("TID748", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 16, 64});  // TID748 = matmul
+  table_[749] = wf_refs.permute("TID749", table_[748], {0, 2, 1});
+  table_[750] = wf_refs.contiguous("TID750", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID750 = fill
+  table_[751] = wf_refs.slice("TID751", table_[750], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[752] = table_[751];  // copy into TID751
+  table_[753] = wf_refs.contiguous("TID753", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID753 = fill
+  table_[754] = wf_refs.slice("TID754", table_[753], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[755] = table_[754];  // copy into TID754
+  table_[756] = wf_refs.permute("TID756", table_[65], {0, 2, 1});
+  table_[757] = wf_refs.contiguous("TID757", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // TID757 = matmul
+  table_[758] = wf_refs.reshape("TID758", table_[63], {batch * 64, 16});
+  table_[759] = wf_refs.reshape("TID759", table_[672], {batch * 64, 64});
+  table_[760] = wf_refs.permute("TID760", table_[758], {1, 0});
+  table_[761] = wf_refs.contiguous("TID761", wf_arena + wf_slot24, wfgen::rt::DType::f32, {16, 64});  // TID761 = matmul
+  table_[762] = wf_refs.contiguous("TID762", wf_arena + wf_slot19, wfgen::rt::DType::f32, {64, 64});  // TID762 = fill
+  table_[763] = wf_refs.slice("TID763", table_[762], {16, 0}, {1, 1}, {16, 64});
+  table_[764] = table_[763];  // copy into TID763
+  table_[765] = wf_refs.permute("TID765", table_[62], {0, 2, 1});
+  table_[766] = wf_refs.contiguous("TID766", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID766 = matmul
+  table_[767] = wf_refs.permute("TID767", table_[61], {0, 2, 1});
+  table_[768] = wf_refs.contiguous("TID768", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 16});  // TID768 = matmul
+  table_[769] = wf_refs.contiguous("TID769", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID769 = fill
+  table_[770] = wf_refs.slice("TID770", table_[769], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[771] = table_[770];  // copy into TID770
+  table_[772] = wf_refs.contiguous("TID772", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 1});  // TID772 = fused_mul_div_neg_sum
+  table_[773] = wf_refs.reshape("TID773", table_[772], {batch, 64, 1});
+  table_[774] = wf_refs.broadcast("TID774", table_[773], {batch, 64, 64});
+  table_[775] = wf_refs.contiguous("TID775", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID775 = fused_div_add_mul
+  table_[776] = wf_refs.contiguous("TID776", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 1});  // TID776 = fused_neg_sum
+  table_[777] = wf_refs.reshape("TID777", table_[776], {batch, 64, 1});
+  table_[778] = wf_refs.broadcast("TID778", table_[777], {batch, 64, 64});
+  table_[779] = wf_refs.contiguous("TID779", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID779 = extreme_mask
+  table_[780] = wf_refs.contiguous("TID780", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID780 = fused_mul_add
+  table_[781] = wf_refs.contiguous("TID781", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID781 = causal_mask
+  table_[782] = wf_refs.contiguous("TID782", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID782 = mul_scalar
+  table_[783] = wf_refs.permute("TID783", table_[54], {0, 2, 1});
+  table_[784] = wf_refs.contiguous("TID784", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID784 = matmul
+  table_[785] = wf_refs.permute("TID785", table_[52], {0, 2, 1});
+  table_[786] = wf_refs.contiguous("TID786", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 16, 64});  // TID786 = matmul
+  table_[787] = wf_refs.permute("TID787", table_[786], {0, 2, 1});
+  table_[788] = wf_refs.contiguous("TID788", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID788 = fill
+  table_[789] = wf_refs.slice("TID789", table_[788], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
   table_[790] = table_[789];  // copy into TID789
-  table_[791] = wf_refs.permute("TID791", table_[65], {0, 2, 1});
-  table_[792] = wf_refs.contiguous("TID792", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // TID792 = matmul
-  table_[793] = wf_refs.permute("TID793", table_[63], {0, 2, 1});
-  table_[794] = wf_refs.contiguous("TID794", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 16, 64});  // TID794 = matmul
-  table_[795] = wf_refs.permute("TID795", table_[794], {1, 2, 0});
-  table_[796] = wf_refs.contiguous("TID796", wf_arena + wf_slot19, wfgen::rt::DType::f32, {16, 64, 1});  // TID796 = sum
-  table_[797] = wf_refs.permute("TID797", table_[796], {2, 0, 1});
-  table_[798] = wf_refs.reshape("TID798", table_[797], {16, 64});
-  table_[799] = wf_refs.contiguous("TID799", wf_arena + wf_slot24, wfgen::rt::DType::f32, {64, 64});  // TID799 = fill
-  table_[800] = wf_refs.slice("TID800", table_[799], {16, 0}, {1, 1}, {16, 64});
-  table_[801] = table_[800];  // copy into TID800
-  table_[802] = wf_refs.permute("TID802", table_[62], {0, 2, 1});
-  table_[803] = wf_refs.contiguous("TID803", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID803 = matmul
-  table_[804] = wf_refs.permute("TID804", table_[61], {0, 2, 1});
-  table_[805] = wf_refs.contiguous("TID805", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // TID805 = matmul
-  table_[806] = wf_refs.contiguous("TID806", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID806 = fill
-  table_[807] = wf_refs.slice("TID807", table_[806], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[808] = table_[807];  // copy into TID807
-  table_[809] = wf_refs.contiguous("TID809", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 1});  // TID809 = fused_mul_div_neg_sum
-  table_[810] = wf_refs.reshape("TID810", table_[809], {batch, 64, 1});
-  table_[811] = wf_refs.broadcast("TID811", table_[810], {batch, 64, 64});
-  table_[812] = wf_refs.contiguous("TID812", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID812 = fused_div_add_mul
-  table_[813] = wf_refs.contiguous("TID813", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 1});  // TID813 = fused_neg_sum
-  table_[814] = wf_refs.reshape("TID814", table_[813], {batch, 64, 1});
-  table_[815] = wf_refs.broadcast("TID815", table_[814], {batch, 64, 64});
-  table_[816] = wf_refs.contiguous("TID816", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID816 = extreme_mask
-  table_[817] = wf_refs.contiguous("TID817", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID817 = fused_mul_add
-  table_[818] = wf_refs.contiguous("TID818", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID818 = causal_mask
-  table_[819] = wf_refs.contiguous("TID819", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID819 = mul_scalar
-  table_[820] = wf_refs.permute("TID820", table_[54], {0, 2, 1});
-  table_[821] = wf_refs.contiguous("TID821", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID821 = matmul
-  table_[822] = wf_refs.permute("TID822", table_[52], {0, 2, 1});
-  table_[823] = wf_refs.contiguous("TID823", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 16, 64});  // TID823 = matmul
-  table_[824] = wf_refs.permute("TID824", table_[823], {0, 2, 1});
-  table_[825] = wf_refs.contiguous("TID825", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID825 = fill
-  table_[826] = wf_refs.slice("TID826", table_[825], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[827] = table_[826];  // copy into TID826
-  table_[828] = wf_refs.contiguous("TID828", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID828 = fill
-  table_[829] = wf_refs.slice("TID829", table_[828], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[830] = table_[829];  // copy into TID829
-  table_[831] = wf_refs.permute("TID831", table_[50], {0, 2, 1});
-  table_[832] = wf_refs.contiguous("TID832", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID832 = matmul
-  table_[833] = wf_refs.permute("TID833", table_[48], {0, 2, 1});
-  table_[834] = wf_refs.contiguous("TID834", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 16, 64});  // TID834 = matmul
-  table_[835] = wf_refs.permute("TID835", table_[834], {1, 2, 0});
-  table_[836] = wf_refs.contiguous("TID836", wf_arena + wf_slot13, wfgen::rt::DType::f32, {16, 64, 1});  // TID836 = sum
-  table_[837] = wf_refs.permute("TID837", table_[836], {2, 0, 1});
-  table_[838] = wf_refs.reshape("TID838", table_[837], {16, 64});
-  table_[839] = wf_refs.contiguous("TID839", wf_arena + wf_slot18, wfgen::rt::DType::f32, {64, 64});  // TID839 = fill
-  table_[840] = wf_refs.slice("TID840", table_[839], {0, 0}, {1, 1}, {16, 64});
-  table_[841] = table_[840];  // copy into TID840
-  table_[842] = wf_refs.permute("TID842", table_[47], {0, 2, 1});
-  table_[843] = wf_refs.contiguous("TID843", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID843 = matmul
-  table_[844] = wf_refs.permute("TID844", table_[46], {0, 2, 1});
-  table_[845] = wf_refs.contiguous("TID845", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID845 = matmul
-  table_[846] = wf_refs.contiguous("TID846", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID846 = fill
-  table_[847] = wf_refs.slice("TID847", table_[846], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[848] = table_[847];  // copy into TID847
-  table_[849] = wf_refs.contiguous("TID849", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID849 = fused_mul_div_neg_sum
-  table_[850] = wf_refs.reshape("TID850", table_[849], {batch, 64, 1});
-  table_[851] = wf_refs.broadcast("TID851", table_[850], {batch, 64, 64});
-  table_[852] = wf_refs.contiguous("TID852", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID852 = fused_div_add_mul
-  table_[853] = wf_refs.contiguous("TID853", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID853 = fused_neg_sum
-  table_[854] = wf_refs.reshape("TID854", table_[853], {batch, 64, 1});
-  table_[855] = wf_refs.broadcast("TID855", table_[854], {batch, 64, 64});
-  table_[856] = wf_refs.contiguous("TID856", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID856 = extreme_mask
-  table_[857] = wf_refs.contiguous("TID857", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID857 = fused_mul_add
-  table_[858] = wf_refs.contiguous("TID858", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID858 = causal_mask
-  table_[859] = wf_refs.contiguous("TID859", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID859 = mul_scalar
-  table_[860] = wf_refs.permute("TID860", table_[39], {0, 2, 1});
-  table_[861] = wf_refs.contiguous("TID861", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID861 = matmul
-  table_[862] = wf_refs.permute("TID862", table_[37], {0, 2, 1});
-  table_[863] = wf_refs.contiguous("TID863", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 16, 64});  // TID863 = matmul
-  table_[864] = wf_refs.permute("TID864", table_[863], {0, 2, 1});
-  table_[865] = wf_refs.contiguous("TID865", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID865 = fill
-  table_[866] = wf_refs.slice("TID866", table_[865], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[867] = table_[866];  // copy into TID866
-  table_[868] = wf_refs.contiguous("TID868", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID868 = fill
-  table_[869] = wf_refs.slice("TID869", table_[868], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[870] = table_[869];  // copy into TID869
-  table_[871] = wf_refs.contiguous("TID871", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID871 = fused_add_add_add
-  table_[872] = wf_refs.permute("TID872", table_[871], {0, 2, 1});
-  table_[873] = wf_refs.contiguous("TID873", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID873 = sum
-  table_[874] = wf_refs.permute("TID874", table_[873], {0, 2, 1});
-  table_[875] = wf_refs.permute("TID875", table_[874], {1, 2, 0});
-  table_[876] = wf_refs.contiguous("TID876", wf_arena + wf_slot9, wfgen::rt::DType::f32, {1, 64, 1});  // TID876 = sum
-  table_[877] = wf_refs.permute("TID877", table_[876], {2, 0, 1});
-  table_[878] = wf_refs.reshape("TID878", table_[877], {64});
-  table_[879] = wf_refs.permute("TID879", table_[33], {0, 2, 1});
-  table_[880] = wf_refs.contiguous("TID880", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID880 = matmul
-  table_[881] = wf_refs.permute("TID881", table_[16], {0, 2, 1});
-  table_[882] = wf_refs.contiguous("TID882", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID882 = matmul
-  table_[883] = wf_refs.permute("TID883", table_[882], {1, 2, 0});
-  table_[884] = wf_refs.contiguous("TID884", wf_arena + wf_slot11, wfgen::rt::DType::f32, {64, 64, 1});  // TID884 = sum
-  table_[885] = wf_refs.permute("TID885", table_[884], {2, 0, 1});
-  table_[886] = wf_refs.reshape("TID886", table_[885], {64, 64});
-  table_[887] = wf_refs.contiguous("TID887", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID887 = fused_add_add_add
-  table_[888] = wf_refs.permute("TID888", table_[887], {0, 2, 1});
-  table_[889] = wf_refs.contiguous("TID889", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID889 = sum
+  table_[791] = wf_refs.contiguous("TID791", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID791 = fill
+  table_[792] = wf_refs.slice("TID792", table_[791], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[793] = table_[792];  // copy into TID792
+  table_[794] = wf_refs.permute("TID794", table_[50], {0, 2, 1});
+  table_[795] = wf_refs.contiguous("TID795", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID795 = matmul
+  table_[796] = wf_refs.reshape("TID796", table_[48], {batch * 64, 16});
+  table_[797] = wf_refs.reshape("TID797", table_[672], {batch * 64, 64});
+  table_[798] = wf_refs.permute("TID798", table_[796], {1, 0});
+  table_[799] = wf_refs.contiguous("TID799", wf_arena + wf_slot18, wfgen::rt::DType::f32, {16, 64});  // TID799 = matmul
+  table_[800] = wf_refs.contiguous("TID800", wf_arena + wf_slot13, wfgen::rt::DType::f32, {64, 64});  // TID800 = fill
+  table_[801] = wf_refs.slice("TID801", table_[800], {0, 0}, {1, 1}, {16, 64});
+  table_[802] = table_[801];  // copy into TID801
+  table_[803] = wf_refs.permute("TID803", table_[47], {0, 2, 1});
+  table_[804] = wf_refs.contiguous("TID804", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID804 = matmul
+  table_[805] = wf_refs.permute("TID805", table_[46], {0, 2, 1});
+  table_[806] = wf_refs.contiguous("TID806", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID806 = matmul
+  table_[807] = wf_refs.contiguous("TID807", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID807 = fill
+  table_[808] = wf_refs.slice("TID808", table_[807], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[809] = table_[808];  // copy into TID808
+  table_[810] = wf_refs.contiguous("TID810", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID810 = fused_mul_div_neg_sum
+  table_[811] = wf_refs.reshape("TID811", table_[810], {batch, 64, 1});
+  table_[812] = wf_refs.broadcast("TID812", table_[811], {batch, 64, 64});
+  table_[813] = wf_refs.contiguous("TID813", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID813 = fused_div_add_mul
+  table_[814] = wf_refs.contiguous("TID814", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID814 = fused_neg_sum
+  table_[815] = wf_refs.reshape("TID815", table_[814], {batch, 64, 1});
+  table_[816] = wf_refs.broadcast("TID816", table_[815], {batch, 64, 64});
+  table_[817] = wf_refs.contiguous("TID817", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID817 = extreme_mask
+  table_[818] = wf_refs.contiguous("TID818", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID818 = fused_mul_add
+  table_[819] = wf_refs.contiguous("TID819", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID819 = causal_mask
+  table_[820] = wf_refs.contiguous("TID820", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID820 = mul_scalar
+  table_[821] = wf_refs.permute("TID821", table_[39], {0, 2, 1});
+  table_[822] = wf_refs.contiguous("TID822", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID822 = matmul
+  table_[823] = wf_refs.permute("TID823", table_[37], {0, 2, 1});
+  table_[824] = wf_refs.contiguous("TID824", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 16, 64});  // TID824 = matmul
+  table_[825] = wf_refs.permute("TID825", table_[824], {0, 2, 1});
+  table_[826] = wf_refs.contiguous("TID826", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID826 = fill
+  table_[827] = wf_refs.slice("TID827", table_[826], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[828] = table_[827];  // copy into TID827
+  table_[829] = wf_refs.contiguous("TID829", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID829 = fill
+  table_[830] = wf_refs.slice("TID830", table_[829], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[831] = table_[830];  // copy into TID830
+  table_[832] = wf_refs.contiguous("TID832", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID832 = fused_add_add_add
+  table_[833] = wf_refs.permute("TID833", table_[832], {0, 2, 1});
+  table_[834] = wf_refs.contiguous("TID834", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID834 = sum
+  table_[835] = wf_refs.permute("TID835", table_[834], {0, 2, 1});
+  table_[836] = wf_refs.permute("TID836", table_[835], {1, 2, 0});
+  table_[837] = wf_refs.contiguous("TID837", wf_arena + wf_slot9, wfgen::rt::DType::f32, {1, 64, 1});  // TID837 = sum
+  table_[838] = wf_refs.permute("TID838", table_[837], {2, 0, 1});
+  table_[839] = wf_refs.reshape("TID839", table_[838], {64});
+  table_[840] = wf_refs.permute("TID840", table_[33], {0, 2, 1});
+  table_[841] = wf_refs.contiguous("TID841", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID841 = matmul
+  table_[842] = wf_refs.reshape("TID842", table_[16], {batch * 64, 64});
+  table_[843] = wf_refs.reshape("TID843", table_[832], {batch * 64, 64});
+  table_[844] = wf_refs.permute("TID844", table_[842], {1, 0});
+  table_[845] = table_[267];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[846] = wf_refs.contiguous("TID846", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID846 = fused_add_add_add
+  table_[847] = wf_refs.permute("TID847", table_[846], {0, 2, 1});
+  table_[848] = wf_refs.contiguous("TID848", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID848 = sum
+  table_[849] = wf_refs.permute("TID849", table_[848], {0, 2, 1});
+  table_[850] = wf_refs.permute("TID850", table_[849], {1, 2, 0});
+  table_[851] = wf_refs.contiguous("TID851", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID851 = sum
+  table_[852] = wf_refs.permute("TID852", table_[851], {2, 0, 1});
+  table_[853] = wf_refs.reshape("TID853", table_[852], {64});
+  table_[854] = wf_refs.permute("TID854", table_[29], {0, 2, 1});
+  table_[855] = wf_refs.contiguous("TID855", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID855 = matmul
+  table_[856] = wf_refs.reshape("TID856", table_[16], {batch * 64, 64});
+  table_[857] = wf_refs.reshape("TID857", table_[846], {batch * 64, 64});
+  table_[858] = wf_refs.permute("TID858", table_[856], {1, 0});
+  table_[859] = table_[265];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[860] = wf_refs.contiguous("TID860", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID860 = fused_add_add_add
+  table_[861] = wf_refs.permute("TID861", table_[860], {0, 2, 1});
+  table_[862] = wf_refs.contiguous("TID862", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID862 = sum
+  table_[863] = wf_refs.permute("TID863", table_[862], {0, 2, 1});
+  table_[864] = wf_refs.permute("TID864", table_[863], {1, 2, 0});
+  table_[865] = wf_refs.contiguous("TID865", wf_arena + wf_slot11, wfgen::rt::DType::f32, {1, 64, 1});  // TID865 = sum
+  table_[866] = wf_refs.permute("TID866", table_[865], {2, 0, 1});
+  table_[867] = wf_refs.reshape("TID867", table_[866], {64});
+  table_[868] = wf_refs.permute("TID868", table_[25], {0, 2, 1});
+  table_[869] = wf_refs.contiguous("TID869", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID869 = matmul
+  table_[870] = wf_refs.reshape("TID870", table_[16], {batch * 64, 64});
+  table_[871] = wf_refs.reshape("TID871", table_[860], {batch * 64, 64});
+  table_[872] = wf_refs.permute("TID872", table_[870], {1, 0});
+  table_[873] = table_[263];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[874] = table_[270];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[875] = wf_refs.contiguous("TID875", wf_arena + wf_slot31, wfgen::rt::DType::f32, {64, 64});  // TID875 = fused_add_add_add
+  table_[876] = table_[269];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[877] = table_[268];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[878] = table_[266];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[879] = table_[264];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[880] = wf_refs.contiguous("TID880", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID880 = fused_add_add
+  table_[881] = wf_refs.permute("TID881", table_[880], {0, 2, 1});
+  table_[882] = wf_refs.contiguous("TID882", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 1});  // TID882 = sum
+  table_[883] = wf_refs.permute("TID883", table_[882], {0, 2, 1});
+  table_[884] = wf_refs.permute("TID884", table_[883], {1, 2, 0});
+  table_[885] = wf_refs.contiguous("TID885", wf_arena + wf_slot6, wfgen::rt::DType::f32, {1, 64, 1});  // TID885 = sum
+  table_[886] = wf_refs.permute("TID886", table_[885], {2, 0, 1});
+  table_[887] = wf_refs.reshape("TID887", table_[886], {64});
+  table_[888] = wf_refs.contiguous("TID888", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID888 = mul
+  table_[889] = wf_refs.contiguous("TID889", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID889 = mul
   table_[890] = wf_refs.permute("TID890", table_[889], {0, 2, 1});
-  table_[891] = wf_refs.permute("TID891", table_[890], {1, 2, 0});
-  table_[892] = wf_refs.contiguous("TID892", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID892 = sum
-  table_[893] = wf_refs.permute("TID893", table_[892], {2, 0, 1});
-  table_[894] = wf_refs.reshape("TID894", table_[893], {64});
-  table_[895] = wf_refs.permute("TID895", table_[29], {0, 2, 1});
-  table_[896] = wf_refs.contiguous("TID896", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID896 = matmul
-  table_[897] = wf_refs.permute("TID897", table_[16], {0, 2, 1});
-  table_[898] = wf_refs.contiguous("TID898", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // TID898 = matmul
-  table_[899] = wf_refs.permute("TID899", table_[898], {1, 2, 0});
-  table_[900] = wf_refs.contiguous("TID900", wf_arena + wf_slot13, wfgen::rt::DType::f32, {64, 64, 1});  // TID900 = sum
-  table_[901] = wf_refs.permute("TID901", table_[900], {2, 0, 1});
-  table_[902] = wf_refs.reshape("TID902", table_[901], {64, 64});
-  table_[903] = wf_refs.contiguous("TID903", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID903 = fused_add_add_add
-  table_[904] = wf_refs.permute("TID904", table_[903], {0, 2, 1});
-  table_[905] = wf_refs.contiguous("TID905", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID905 = sum
-  table_[906] = wf_refs.permute("TID906", table_[905], {0, 2, 1});
-  table_[907] = wf_refs.permute("TID907", table_[906], {1, 2, 0});
-  table_[908] = wf_refs.contiguous("TID908", wf_arena + wf_slot12, wfgen::rt::DType::f32, {1, 64, 1});  // TID908 = sum
-  table_[909] = wf_refs.permute("TID909", table_[908], {2, 0, 1});
-  table_[910] = wf_refs.reshape("TID910", table_[909], {64});
-  table_[911] = wf_refs.permute("TID911", table_[25], {0, 2, 1});
-  table_[912] = wf_refs.contiguous("TID912", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID912 = matmul
-  table_[913] = wf_refs.permute("TID913", table_[16], {0, 2, 1});
-  table_[914] = wf_refs.contiguous("TID914", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID914 = matmul
-  table_[915] = wf_refs.permute("TID915", table_[914], {1, 2, 0});
-  table_[916] = wf_refs.contiguous("TID916", wf_arena + wf_slot5, wfgen::rt::DType::f32, {64, 64, 1});  // TID916 = sum
-  table_[917] = wf_refs.permute("TID917", table_[916], {2, 0, 1});
-  table_[918] = wf_refs.reshape("TID918", table_[917], {64, 64});
-  table_[919] = table_[270];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[920] = wf_refs.contiguous("TID920", wf_arena + wf_slot32, wfgen::rt::DType::f32, {64, 64});  // TID920 = fused_add_add_add
-  table_[921] = table_[269];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[922] = table_[268];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[923] = table_[267];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[924] = table_[266];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[925] = table_[265];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[926] = table_[264];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[927] = table_[263];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[928] = wf_refs.contiguous("TID928", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID928 = fused_add_add
-  table_[929] = wf_refs.permute("TID929", table_[928], {0, 2, 1});
-  table_[930] = wf_refs.contiguous("TID930", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 1});  // TID930 = sum
-  table_[931] = wf_refs.permute("TID931", table_[930], {0, 2, 1});
-  table_[932] = wf_refs.permute("TID932", table_[931], {1, 2, 0});
-  table_[933] = wf_refs.contiguous("TID933", wf_arena + wf_slot6, wfgen::rt::DType::f32, {1, 64, 1});  // TID933 = sum
-  table_[934] = wf_refs.permute("TID934", table_[933], {2, 0, 1});
-  table_[935] = wf_refs.reshape("TID935", table_[934], {64});
-  table_[936] = wf_refs.contiguous("TID936", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID936 = mul
-  table_[937] = wf_refs.contiguous("TID937", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID937 = mul
-  table_[938] = wf_refs.permute("TID938", table_[937], {0, 2, 1});
-  table_[939] = wf_refs.contiguous("TID939", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID939 = sum
-  table_[940] = wf_refs.permute("TID940", table_[939], {0, 2, 1});
-  table_[941] = wf_refs.permute("TID941", table_[940], {1, 2, 0});
-  table_[942] = wf_refs.contiguous("TID942", wf_arena + wf_slot8, wfgen::rt::DType::f32, {1, 64, 1});  // TID942 = sum
-  table_[943] = wf_refs.permute("TID943", table_[942], {2, 0, 1});
-  table_[944] = wf_refs.reshape("TID944", table_[943], {64});
-  table_[945] = wf_refs.contiguous("TID945", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID945 = fused_mul_div_neg_sum
-  table_[946] = wf_refs.reshape("TID946", table_[945], {batch, 64, 1});
-  table_[947] = wf_refs.contiguous("TID947", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID947 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[948] = wf_refs.contiguous("TID948", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 1});  // TID948 = fused_neg_sum
-  table_[949] = wf_refs.reshape("TID949", table_[948], {batch, 64, 1});
-  table_[950] = table_[262];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[951] = table_[261];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[952] = wf_refs.contiguous("TID952", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID952 = fused_inv_count_mul_add_add
-  table_[953] = wf_refs.permute("TID953", table_[952], {1, 2, 0});
-  table_[954] = wf_refs.contiguous("TID954", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID954 = sum
-  table_[955] = wf_refs.permute("TID955", table_[954], {2, 0, 1});
-  table_[956] = wf_refs.reshape("TID956", table_[955], {64, 64});
-  table_[957] = wf_refs.reshape("TID957", table_[952], {batch * 64, 64});
-  table_[958] = wf_refs.reshape("TID958", table_[0], {batch * 64});
-  table_[959] = wf_refs.contiguous("TID959", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID959 = scatter_add
-  table_[960] = table_[260];  // add into grad:tiny_lm_0.position_embedding
-  table_[961] = wf_refs.contiguous("TID961", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID961 = add
-  table_[962] = table_[259];  // add into grad:tiny_lm_0.token_embedding
+  table_[891] = wf_refs.contiguous("TID891", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID891 = sum
+  table_[892] = wf_refs.permute("TID892", table_[891], {0, 2, 1});
+  table_[893] = wf_refs.permute("TID893", table_[892], {1, 2, 0});
+  table_[894] = wf_refs.contiguous("TID894", wf_arena + wf_slot8, wfgen::rt::DType::f32, {1, 64, 1});  // TID894 = sum
+  table_[895] = wf_refs.permute("TID895", table_[894], {2, 0, 1});
+  table_[896] = wf_refs.reshape("TID896", table_[895], {64});
+  table_[897] = wf_refs.contiguous("TID897", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID897 = fused_mul_div_neg_sum
+  table_[898] = wf_refs.reshape("TID898", table_[897], {batch, 64, 1});
+  table_[899] = wf_refs.contiguous("TID899", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID899 = fused_div_div_mul_scalar_inv_count_and_5
+  table_[900] = wf_refs.contiguous("TID900", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 1});  // TID900 = fused_neg_sum
+  table_[901] = wf_refs.reshape("TID901", table_[900], {batch, 64, 1});
+  table_[902] = table_[262];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[903] = table_[261];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[904] = wf_refs.contiguous("TID904", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID904 = fused_inv_count_mul_add_add
+  table_[905] = wf_refs.permute("TID905", table_[904], {1, 2, 0});
+  table_[906] = wf_refs.contiguous("TID906", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID906 = sum
+  table_[907] = wf_refs.permute("TID907", table_[906], {2, 0, 1});
+  table_[908] = wf_refs.reshape("TID908", table_[907], {64, 64});
+  table_[909] = wf_refs.reshape("TID909", table_[904], {batch * 64, 64});
+  table_[910] = wf_refs.reshape("TID910", table_[0], {batch * 64});
+  table_[911] = wf_refs.contiguous("TID911", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID911 = scatter_add
+  table_[912] = table_[260];  // add into grad:tiny_lm_0.position_embedding
+  table_[913] = wf_refs.contiguous("TID913", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID913 = add
+  table_[914] = table_[259];  // add into grad:tiny_lm_0.token_embedding
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
@@ -4405,7 +4193,7 @@ wfgen::rt::Status lm_train::copy_parameters_from_(const std::vector<std::pair<st
 }
 
 std::string lm_train::summary() const {
-  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 86 slots, max(batch * 16384, 16384) + max(batch * 16384, batch * 256, 65536) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, 16384, batch * 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 256, 16384) + max(batch * 16384, 256) + max(batch * 4096, 4096, batch * 16384, 16384) + max(batch * 16384, batch * 256, batch * 4096) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 4096, 4096, batch * 16384) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 4096, 4096, batch * 16384, batch * 256) + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 4096, 4096, batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 16384) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, 65536, batch * 256) + max(batch * 65536, batch * 1024, batch * 16384, 256) + max(batch * 65536, 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536) + max(batch * 16384, batch * 256, 256, batch * 65536) + batch * 16384 + max(batch * 256, batch * 65536) + batch * 16384 + max(batch * 16384, 16384, batch * 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 256, 16384) + max(batch * 16384, 256) + max(batch * 4096, 4096, batch * 16384, 16384) + max(batch * 16384, batch * 256, batch * 4096) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 4096, 4096, batch * 16384) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 4096, 4096, batch * 16384, batch * 256) + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 4096, 4096, batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 16384) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, 65536, batch * 256) + max(batch * 65536, batch * 1024, batch * 16384, 256) + max(batch * 65536, 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536) + max(batch * 16384, batch * 256, 256, batch * 65536) + batch * 16384 + max(batch * 256, batch * 65536) + batch * 16384 + max(batch * 16384, 65536) + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, batch * 256, batch * 16384) + max(batch * 256, batch * 65536, 256) + batch * 256 + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 120 forward, 337 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
+  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 86 slots, max(batch * 16384, 16384) + max(batch * 16384, batch * 256, 65536) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 256, 256) + batch * 16384 + max(batch * 4096, 16384) + max(batch * 16384, batch * 256, batch * 4096) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, 4096) + max(batch * 4096, 16384) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, 4096) + max(batch * 4096, 16384) + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, 4096, batch * 4096, batch * 256) + max(batch * 4096, 16384) + max(batch * 16384, batch * 256, 4096, batch * 4096) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 256) + max(batch * 65536, batch * 1024, batch * 16384, 256) + max(batch * 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536) + max(batch * 16384, batch * 256, 256) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 256, 256) + batch * 16384 + max(batch * 4096, 16384) + max(batch * 16384, batch * 256, batch * 4096) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, 4096) + max(batch * 4096, 16384) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, 4096) + max(batch * 4096, 16384) + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096) + max(batch * 256, batch * 16384, batch * 4096) + max(batch * 16384, 4096, batch * 4096, batch * 256) + max(batch * 4096, 16384) + max(batch * 16384, batch * 256, 4096, batch * 4096) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 256) + max(batch * 65536, batch * 1024, batch * 16384, 256) + max(batch * 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536) + max(batch * 16384, batch * 256, 256) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + batch * 256 + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 120 forward, 308 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
 }
 
 std::string lm_train::disassemble() {
