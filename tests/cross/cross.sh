@@ -30,6 +30,17 @@ wasm_tools() {
   need node nodejs
 }
 qemu() { qemu-aarch64 -L /usr/aarch64-linux-gnu "$@"; }
+# The aarch64 projects link the runtime the fixture cross.aarch64.runtime
+# compiled (tests/cross/runtime), with the headers of the package they use.
+# aarch64_runtime: its cmake arguments, in the array rt.
+aarch64_runtime() {
+  rt=("-DCMAKE_PROJECT_INCLUDE=$work/aarch64-runtime/wfgen_runtime_import.cmake"
+    "-DWFGEN_TEST_RUNTIME_INCLUDE=$WFGEN_PREFIX/include")
+}
+shared_runtime() {  # shared_runtime BUILD: the project in BUILD linked it rather than compiling its own
+  grep -q "wfgen::runtime for Linux-aarch64 is the suite's" "$1.configure.log" ||
+    fail "$1 did not use the runtime of cross.aarch64.runtime"
+}
 stripped_size() {  # stripped_size STRIP FILE: bytes of FILE without its symbols
   "$1" -o "$2.stripped" "$2" && stat -c %s "$2.stripped"
 }
@@ -41,18 +52,32 @@ case $step in
     "$work/native/fashion_classify" --params "$weights" --data "$data" --classes "$work/classes-native.txt" |
       tee "$work/native.out"
     ;;
+  aarch64-runtime)  # wfgen::runtime for aarch64 from the runtime component's sources, once
+    aarch64_tools
+    WFGEN_PREFIX=$WFGEN_PREFIX-runtime build "$src/tests/cross/runtime" "$work/aarch64-runtime" \
+      "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake"
+    grep -q 'wfgen: compiling wfgen::runtime for Linux-aarch64' "$work/aarch64-runtime.configure.log" ||
+      fail "find_package(wfgen) did not compile the runtime from its sources"
+    file "$work/aarch64-runtime/libwfgen_runtime.a" | grep -q 'ar archive' || fail "no libwfgen_runtime.a"
+    aarch64-linux-gnu-objdump -f "$work/aarch64-runtime/libwfgen_runtime.a" | grep -q 'aarch64' ||
+      fail "libwfgen_runtime.a is not aarch64 code"
+    ;;
   aarch64-kernels)
     aarch64_tools
+    aarch64_runtime
     catch_dir=$1 catch_include=$2
-    build "$src/tests/cross/kernels" "$work/aarch64-kernels" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake" \
+    build "$src/tests/cross/kernels" "$work/aarch64-kernels" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake" "${rt[@]}" \
       "-DWFGEN_SOURCE_DIR=$src" "-DCATCH2_CMAKE_DIR=$catch_dir" "-DCATCH2_INCLUDE_DIR=$catch_include"
+    shared_runtime "$work/aarch64-kernels"
     file "$work/aarch64-kernels/test_kernels" | grep -q 'ARM aarch64' || fail "test_kernels is not an aarch64 program"
     ctest --test-dir "$work/aarch64-kernels" -j "$(nproc)" --output-on-failure --timeout 600
     ;;
   aarch64-mlp-inference)  # against the host's run of the same example (cmake.example.mlp-inference)
     aarch64_tools
+    aarch64_runtime
     host_exe=$1 params=$2
-    build "$examples/mlp-inference" "$work/aarch64-mlp" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake"
+    build "$examples/mlp-inference" "$work/aarch64-mlp" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake" "${rt[@]}"
+    shared_runtime "$work/aarch64-mlp"
     grep -q 'no BLAS for Linux-aarch64' "$work/aarch64-mlp.configure.log" ||
       fail "the aarch64 build did not fall back from the blas device to wfgen's GEMM"
     host=$("$host_exe" --params "$params" --limit 2000 | grep accuracy)
@@ -64,16 +89,25 @@ case $step in
     ;;
   aarch64-classifier)
     aarch64_tools
-    build "$examples/web-classifier" "$work/aarch64-classifier" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake"
+    aarch64_runtime
+    build "$examples/web-classifier" "$work/aarch64-classifier" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake" "${rt[@]}"
+    shared_runtime "$work/aarch64-classifier"
     exe=$work/aarch64-classifier/fashion_classify
     qemu "$exe" --params "$weights" --data "$data" --limit $qemu_images --classes "$work/classes-aarch64.txt"
     same_classes "$work/classes-native.txt" "$work/classes-aarch64.txt" $qemu_images
     echo "aarch64 fashion_classify stripped: $(stripped_size aarch64-linux-gnu-strip "$exe") bytes"
     ;;
   aarch64-committed-kernels | wasm-committed-kernels)  # the committed sources, against the runtime component alone
-    if [ "$step" = aarch64-committed-kernels ]; then aarch64_tools; tc=aarch64-linux-gnu; else wasm_tools; tc=wasm32-emscripten; fi
-    WFGEN_PREFIX=$WFGEN_PREFIX-runtime build "$examples/committed-kernels" "$work/$step" \
-      "-DCMAKE_TOOLCHAIN_FILE=$WFGEN_PREFIX-runtime/share/wfgen/toolchains/$tc.cmake"
+    # wasm compiles its own runtime: the classifier's needs -fexceptions
+    # (examples/web-classifier), this one Emscripten's default.
+    WFGEN_PREFIX=$WFGEN_PREFIX-runtime
+    if [ "$step" = aarch64-committed-kernels ]; then
+      aarch64_tools; tc=aarch64-linux-gnu; aarch64_runtime
+    else
+      wasm_tools; tc=wasm32-emscripten; rt=()
+    fi
+    build "$examples/committed-kernels" "$work/$step" "-DCMAKE_TOOLCHAIN_FILE=$WFGEN_PREFIX/share/wfgen/toolchains/$tc.cmake" "${rt[@]}"
+    if [ "$step" = aarch64-committed-kernels ]; then shared_runtime "$work/$step"; fi
     ctest --test-dir "$work/$step" --output-on-failure  # committed_kernels_runs, under the emulator
     ;;
   wasm-classifier)
