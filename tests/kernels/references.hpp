@@ -177,6 +177,7 @@ enum class Kind {
   Concat,      // A[~ i] B[~ j] OUT[~ k], k = i + j
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
   Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
+  Depthwise,     // X[N C H W] W[C k_h k_w] OUT[N C ho wo], with im2col's eight arguments
   MaxPool,       // X[N C H W] OUT[N C ho wo], with six int arguments (k_h k_w stride_h stride_w pad_h pad_w)
   MaxPoolGrad,   // DOUT[N C ho wo] X[N C H W] OUT[N C H W], the same six
   MaxPoolPick,   // D[N C H W] X[N C H W] OUT[N C ho wo], the same six
@@ -219,6 +220,7 @@ inline const char* kind_name(Kind k) {
     case Kind::Im2col: return "im2col";
     case Kind::ScatterAdd: return "scatter-add";
     case Kind::Col2im: return "col2im";
+    case Kind::Depthwise: return "depthwise";
     case Kind::CausalMask: return "causal-mask";
     case Kind::ExtremeMask: return "extreme-mask";
     case Kind::Concat: return "concat";
@@ -249,6 +251,7 @@ inline int kind_tensors(Kind k) {
     case Kind::Im2col: return 2;
     case Kind::ScatterAdd: return 4;
     case Kind::Col2im: return 3;
+    case Kind::Depthwise: return 3;
     case Kind::CausalMask: return 2;
     case Kind::Cast: return 2;
     case Kind::ExtremeMask: return 2;
@@ -469,6 +472,8 @@ inline const std::vector<NodeRef>& node_refs() {
       {"one_hot", Kind::OneHot, {}},
       {"im2col", Kind::Im2col, {D::Any}},
       {"col2im", Kind::Col2im, {D::Any, D::Any}},
+      {"depthwise_conv2d", Kind::Depthwise, {D::Any, D::Any}, nullptr, nullptr, {}, Red::None, nullptr, Opt::None,
+       {"X", "W", "OUT"}},
       {"scatter_add", Kind::ScatterAdd, {D::Any}},
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
       // Discrete values: rows with ties, where only the first extreme gets the 1.
@@ -770,6 +775,33 @@ inline Expected ref_im2col(const Dense& X, const Shape& col_shape, const Conv& p
               if (is_int(t)) e.val.i[o] = in ? X.i[static_cast<std::size_t>(src)] : 0;
               else e.val.f[o] = in ? X.f[static_cast<std::size_t>(src)] : 0.0;
             }
+  return e;
+}
+
+// OUT[n c y x] = the sum over i, j of W[c i j] X[n c (y*sh - ph + i*dh) (x*sw - pw + j*dw)], 0 outside X.
+inline Expected ref_depthwise(const Dense& X, const Dense& W, const Shape& out_shape, const Conv& p, DType t) {
+  Expected e{Dense::make(out_shape, false), {}};
+  const Tol tol = tol_for(t);
+  e.tol.assign(static_cast<std::size_t>(numel_of(out_shape)), 0.0);
+  const std::int64_t C = out_shape[1], H = X.shape[2], Wd = X.shape[3];
+  std::size_t o = 0;
+  for (std::int64_t n = 0; n < out_shape[0]; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t y = 0; y < out_shape[2]; ++y)
+        for (std::int64_t x = 0; x < out_shape[3]; ++x, ++o) {
+          double sum = 0.0, mag = 0.0;
+          for (std::int64_t i = 0; i < p.kh; ++i)
+            for (std::int64_t j = 0; j < p.kw; ++j) {
+              const std::int64_t iy = y * p.sh - p.ph + i * p.dh, ix = x * p.sw - p.pw + j * p.dw;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= Wd) continue;
+              const double term = W.f[static_cast<std::size_t>((c * p.kh + i) * p.kw + j)] *
+                                  X.f[static_cast<std::size_t>(((n * C + c) * H + iy) * Wd + ix)];
+              sum += term;
+              mag += std::fabs(term);
+            }
+          e.val.f[o] = sum;
+          e.tol[o] = tol.rtol * 4 * mag + tol.atol;
+        }
   return e;
 }
 

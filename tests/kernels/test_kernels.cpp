@@ -331,14 +331,28 @@ Built build_one_hot(const KernelEntry& e, const NodeRef&, int c, Rng& rng) {
   return b;
 }
 
-Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
-  Built b;
-  Case& cs = b.cs;
-  const DType dt = e.dtype;
-  Conv p{};
+// X's shape [N C H W], the eight arguments (k_h k_w stride_h stride_w pad_h
+// pad_w dilation_h dilation_w) and the output size of case c of a window
+// node (im2col, col2im, depthwise_conv2d): strides, padding and dilation
+// where patches overlap and skip pixels, drawn until the output is defined.
+struct ConvCase {
   Shape xs;
+  Conv p{};
   std::int64_t ho = -1, wo = -1;
-  while (ho < 0 || wo < 0) {  // draw until the output size is defined
+
+  void set_args(Case& cs) const {
+    for (std::int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) cs.s.push_back(int_arg(v));
+    std::ostringstream os;
+    os << "k_h=" << p.kh << " k_w=" << p.kw << " stride_h=" << p.sh << " stride_w=" << p.sw << " pad_h=" << p.ph
+       << " pad_w=" << p.pw << " dilation_h=" << p.dh << " dilation_w=" << p.dw;
+    cs.args = os.str();
+  }
+};
+ConvCase draw_conv(int c, Rng& rng, bool depthwise = false) {
+  ConvCase k;
+  while (k.ho < 0 || k.wo < 0) {
+    Shape& xs = k.xs;
+    Conv& p = k.p;
     xs = {rand_int(rng, 1, 2), rand_int(rng, 1, 3), rand_int(rng, 1, 7), rand_int(rng, 1, 7)};
     p = {rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 2), rand_int(rng, 1, 2),
          rand_int(rng, 0, 1),  rand_int(rng, 0, 2), rand_int(rng, 1, 2), rand_int(rng, 1, 2)};
@@ -346,24 +360,57 @@ Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     // Rows of stride 1 from 2 to 40 columns: every length class of rt::copy_run (one 8-, 16- or 32-byte
     // pair of moves, 64-byte moves with an overlapping last one) in every dtype.
     if (c >= 9 && c <= 11) xs[3] = rand_int(rng, 8, 40), p.sw = 1, p.dw = 1;
+    // depthwise_conv2d's vectorised interiors (3 x 3 and 5 x 5, stride 1 and 2, no dilation along W),
+    // on planes large enough to have one, next to the borders' scalar path.
+    if (depthwise && c >= 12 && c <= 19) {
+      const std::int64_t kk = c < 16 ? 3 : 5;
+      xs[2] = rand_int(rng, 6, 20), xs[3] = rand_int(rng, 6, 40);
+      p = {kk, kk, rand_int(rng, 1, 2), 1 + c % 2, rand_int(rng, 0, kk / 2), rand_int(rng, 0, kk / 2), rand_int(rng, 1, 2), 1};
+    }
     const std::int64_t eh = xs[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1, ew = xs[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1;
-    ho = eh < 0 ? -1 : eh / p.sh + 1;
-    wo = ew < 0 ? -1 : ew / p.sw + 1;
+    k.ho = eh < 0 ? -1 : eh / p.sh + 1;
+    k.wo = ew < 0 ? -1 : ew / p.sw + 1;
   }
-  if (c == 5) xs[0] = 0;
-  const Shape col = {xs[0], xs[1], p.kh, p.kw, ho, wo};
+  if (c == 5) k.xs[0] = 0;
+  return k;
+}
+
+Built build_im2col(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const ConvCase k = draw_conv(c, rng);
+  const Conv p = k.p;
+  const Shape col = {k.xs[0], k.xs[1], p.kh, p.kw, k.ho, k.wo};
   cs.label = std::to_string(c);
   const Layout lx = input_layout(c, rng, true);
-  cs.add("X", make_operand(dt, xs, lx, rng, filler(r.dom[0], rng)), lx);
+  cs.add("X", make_operand(dt, k.xs, lx, rng, filler(r.dom[0], rng)), lx);
   const Layout lo = output_layout(c, rng);
   cs.add("COL", make_view(dt, col, lo, rng), lo);
   cs.out = 1;
-  for (std::int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) cs.s.push_back(int_arg(v));
-  std::ostringstream os;
-  os << "k-h=" << p.kh << " k-w=" << p.kw << " stride-h=" << p.sh << " stride-w=" << p.sw << " pad-h=" << p.ph
-     << " pad-w=" << p.pw << " dilation-h=" << p.dh << " dilation-w=" << p.dw;
-  cs.args = os.str();
+  k.set_args(cs);
   b.reference = [col, p, dt](const std::vector<Dense>& in) { return ref_im2col(in[0], col, p, dt); };
+  return b;
+}
+
+// X[N C H W] W[C k_h k_w] -> OUT[N C h_out w_out], drawn like im2col's cases
+// and on larger planes with the filters the kernel vectorises.
+Built build_depthwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const ConvCase k = draw_conv(c, rng, true);
+  const Conv p = k.p;
+  const Shape os = {k.xs[0], k.xs[1], k.ho, k.wo};
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true), lw = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, k.xs, lx, rng, filler(r.dom[0], rng)), lx);
+  cs.add("W", make_operand(dt, {k.xs[1], p.kh, p.kw}, lw, rng, filler(r.dom[1], rng)), lw);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, os, lo, rng), lo);
+  cs.out = 2;
+  k.set_args(cs);
+  b.reference = [os, p, dt](const std::vector<Dense>& in) { return ref_depthwise(in[0], in[1], os, p, dt); };
   return b;
 }
 
@@ -394,23 +441,10 @@ Built build_col2im(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   Built b;
   Case& cs = b.cs;
   const DType dt = e.dtype;
-  Conv p{};
-  Shape xs;
-  std::int64_t ho = -1, wo = -1;
-  while (ho < 0 || wo < 0) {
-    xs = {rand_int(rng, 1, 2), rand_int(rng, 1, 3), rand_int(rng, 1, 7), rand_int(rng, 1, 7)};
-    p = {rand_int(rng, 1, 3), rand_int(rng, 1, 3), rand_int(rng, 1, 2), rand_int(rng, 1, 2),
-         rand_int(rng, 0, 1),  rand_int(rng, 0, 2), rand_int(rng, 1, 2), rand_int(rng, 1, 2)};
-    if (c == 0) p = {3, 3, 1, 1, 1, 1, 1, 1};
-    // Rows of stride 1 from 2 to 40 columns: every length class of rt::copy_run (one 8-, 16- or 32-byte
-    // pair of moves, 64-byte moves with an overlapping last one) in every dtype.
-    if (c >= 9 && c <= 11) xs[3] = rand_int(rng, 8, 40), p.sw = 1, p.dw = 1;
-    const std::int64_t eh = xs[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1, ew = xs[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1;
-    ho = eh < 0 ? -1 : eh / p.sh + 1;
-    wo = ew < 0 ? -1 : ew / p.sw + 1;
-  }
-  if (c == 5) xs[0] = 0;
-  const Shape col = {xs[0], xs[1], p.kh, p.kw, ho, wo};
+  const ConvCase k = draw_conv(c, rng);
+  const Conv p = k.p;
+  const Shape xs = k.xs;
+  const Shape col = {xs[0], xs[1], p.kh, p.kw, k.ho, k.wo};
   cs.label = std::to_string(c);
   const Layout lc = input_layout(c, rng, true), ll = input_layout(c, rng, true);
   cs.add("COL", make_operand(dt, col, lc, rng, filler(r.dom[0], rng)), lc);
@@ -418,11 +452,7 @@ Built build_col2im(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   const Layout lo = output_layout(c, rng);
   cs.add("OUT", make_view(dt, xs, lo, rng), lo);
   cs.out = 2;
-  for (std::int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) cs.s.push_back(int_arg(v));
-  std::ostringstream os;
-  os << "k_h=" << p.kh << " k_w=" << p.kw << " stride_h=" << p.sh << " stride_w=" << p.sw << " pad_h=" << p.ph
-     << " pad_w=" << p.pw << " dilation_h=" << p.dh << " dilation_w=" << p.dw;
-  cs.args = os.str();
+  k.set_args(cs);
   b.reference = [xs, p, dt](const std::vector<Dense>& in) { return ref_col2im(in[0], xs, p, dt); };
   return b;
 }
@@ -818,6 +848,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Im2col: return build_im2col(e, r, c, rng);
     case Kind::ScatterAdd: return build_scatter_add(e, r, c, rng);
     case Kind::Col2im: return build_col2im(e, r, c, rng);
+    case Kind::Depthwise: return build_depthwise(e, r, c, rng);
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
     case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
     case Kind::Concat: return build_concat(e, r, c, rng);
@@ -930,7 +961,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
     }
     const int want_tensors =
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
-    const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im ? 8
+    const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im || r->kind == Kind::Depthwise ? 8
                              : r->kind == Kind::MaxPool || r->kind == Kind::MaxPoolGrad || r->kind == Kind::MaxPoolPick ? 6
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||

@@ -578,3 +578,49 @@ TEST_CASE("rank-4 matmul kernels with B shared by the batch: one GEMM over the b
   }
   wfgen::rt::set_num_threads(saved);
 }
+
+// depthwise_conv2d on planes large enough to be split across the threads
+// (80 planes, several per thread) and to have vectorised interiors: the same
+// bits on 1 and 2 threads (each plane summed by one thread in a fixed order)
+// and, on both, the naive loop's sums.
+TEST_CASE("depthwise_conv2d splits its planes across threads: 1 and 2 threads against the naive loop", "[kernels][threads]") {
+  const std::int64_t N = 2, C = 40, H = 23, W = 29;
+  Tensor x = Tensor::empty(DType::f32, {N, C, H, W});
+  wfgen::rt::Rng rng(38);
+  wfgen::rt::fill_uniform(x, -1, 1, rng);
+  const int saved = wfgen::rt::num_threads();
+  struct Geometry {
+    std::int64_t k, stride, pad;
+  };
+  for (const Geometry g : {Geometry{3, 1, 1}, Geometry{3, 2, 1}, Geometry{5, 1, 2}, Geometry{5, 2, 2}}) {
+    INFO("k " << g.k << " stride " << g.stride << " pad " << g.pad);
+    Tensor f = Tensor::empty(DType::f32, {C, g.k, g.k});
+    wfgen::rt::fill_uniform(f, -1, 1, rng);
+    const std::int64_t ho = (H + 2 * g.pad - g.k) / g.stride + 1, wo = (W + 2 * g.pad - g.k) / g.stride + 1;
+    std::vector<Tensor> outs;
+    for (int threads : {1, 2}) {
+      wfgen::rt::set_num_threads(threads);
+      outs.push_back(Tensor::zeros(DType::f32, {N, C, ho, wo}));
+      wfgen_kernels::depthwise_conv2d_f32_r4(x.cview<float, 4>(), f.cview<float, 3>(), outs.back().view<float, 4>(), g.k, g.k, g.stride,
+                                             g.stride, g.pad, g.pad, 1, 1);
+    }
+    wfgen::rt::set_num_threads(saved);
+    std::int64_t differ = 0, wrong = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t c = 0; c < C; ++c)
+        for (std::int64_t y = 0; y < ho; ++y)
+          for (std::int64_t xo = 0; xo < wo; ++xo) {
+            double want = 0;
+            for (std::int64_t i = 0; i < g.k; ++i)
+              for (std::int64_t j = 0; j < g.k; ++j) {
+                const std::int64_t iy = y * g.stride - g.pad + i, ix = xo * g.stride - g.pad + j;
+                if (iy >= 0 && iy < H && ix >= 0 && ix < W) want += double(f.at<float>({c, i, j})) * x.at<float>({n, c, iy, ix});
+              }
+            const float one = outs[0].at<float>({n, c, y, xo});
+            differ += one != outs[1].at<float>({n, c, y, xo});
+            wrong += std::fabs(one - want) > 1e-5;
+          }
+    CHECK(differ == 0);
+    CHECK(wrong == 0);
+  }
+}

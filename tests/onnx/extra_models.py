@@ -503,6 +503,9 @@ def main():
     rng = np.random.default_rng(7)
     conv_test(out, "test_conv_groups_2", rng, n=2, c=4, hw=6, m=6, group=2, k=3, pad=1)
     conv_test(out, "test_conv_depthwise", rng, n=1, c=3, hw=7, m=3, group=3, k=3, stride=2, pad=1)
+    # Planes with an interior (the 3 x 3 kernel's vectorised path, next to the borders) and 5 x 5 filters.
+    conv_test(out, "test_conv_depthwise_planes", rng, n=2, c=5, hw=19, m=5, group=5, k=3, pad=1)
+    conv_test(out, "test_conv_depthwise_5x5_strided", rng, n=1, c=4, hw=21, m=4, group=4, k=5, stride=2, pad=2)
     conv_test(out, "test_conv_depthwise_multiplier", rng, n=2, c=2, hw=5, m=6, group=2, k=2, dilation=2, bias=False)
     conv_test(out, "test_conv_groups_4_strided", rng, n=1, c=8, hw=9, m=4, group=4, k=3, stride=2)
     concat_test(out, "test_concat_computed_3_inputs_axis_1", rng, [(2, 3, 4), (2, 1, 4), (2, 5, 4)], 1)

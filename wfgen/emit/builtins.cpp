@@ -284,6 +284,37 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// A depthwise convolution (rt::DepthwiseConv, depthwise.hpp): the (n, c)
+// planes are independent, split across the threads, each summed by one
+// thread in a fixed order (the result does not depend on the thread count).
+void emit_depthwise_conv2d(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& f = p.tensors[1];
+  const auto& o = p.tensors[2];
+  const std::string t = elem(p.dtype);
+  w.comment(o.name + "[n c y x] = the sum over kh, kw of " + f.name + "[c kh kw] * " + x.name +
+            "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside " + x.name);
+  auto dims = [](const TensorParam& v, int a, int b) { return v.cpp + ".shape[" + num(a) + "], " + v.cpp + ".shape[" + num(b) + "]"; };
+  auto strides = [](const TensorParam& v, int a, int b) {
+    return v.cpp + ".strides[" + num(a) + "], " + v.cpp + ".strides[" + num(b) + "]";
+  };
+  w.line("const wfgen::rt::DepthwiseConv<" + t + "> wf_conv({" + dims(x, 2, 3) + ", " + dims(o, 2, 3) + ", " + dims(f, 1, 2) + ",");
+  w.line("    " + scalar(p, "stride_h") + ", " + scalar(p, "stride_w") + ", " + scalar(p, "pad_h") + ", " + scalar(p, "pad_w") + ", " +
+         scalar(p, "dilation_h") + ", " + scalar(p, "dilation_w") + ",");
+  w.line("    " + strides(x, 2, 3) + ", " + strides(f, 1, 2) + ", " + strides(o, 2, 3) + "});");
+  w.line("const std::int64_t wf_channels = " + o.cpp + ".shape[1];");
+  w.line("const std::int64_t wf_work = " + o.cpp + ".shape[2] * " + o.cpp + ".shape[3] * " + f.cpp + ".shape[1] * " + f.cpp +
+         ".shape[2];  // multiply-adds of a plane");
+  w.open("wfgen::rt::parallel_for(0, " + o.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_work)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
+  w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
+  w.line("wf_conv.plane(" + x.cpp + ".data + wf_b * " + x.cpp + ".strides[0] + wf_c * " + x.cpp + ".strides[1], " + f.cpp + ".data + wf_c * " +
+         f.cpp + ".strides[0],");
+  w.line("              " + o.cpp + ".data + wf_b * " + o.cpp + ".strides[0] + wf_c * " + o.cpp + ".strides[1]);");
+  w.close();
+  w.close(");");
+}
+
 // OUT[..., i, j] = X[..., i, j] for j <= i, else value, matrix by matrix
 // over the leading axes (any strides: the offsets are computed per matrix).
 void emit_causal_mask(CodeWriter& w, const KernelPlan& p) {
@@ -884,6 +915,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "one_hot") emit_one_hot(w, p);
   else if (b == "im2col") emit_im2col(w, p);
   else if (b == "col2im") emit_col2im(w, p);
+  else if (b == "depthwise_conv2d") emit_depthwise_conv2d(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
   else if (b == "extreme_mask") emit_extreme_mask(w, p);
   else if (b == "max_pool") emit_max_pool(w, p, PoolMode::Value);

@@ -374,6 +374,10 @@ class Planner {
         return false;
       return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"});
     }
+    if (impl.builtin == "depthwise_conv2d") {
+      if (!want(3, "X[N C H W] W[C k_h k_w] OUT[N C h_out w_out] -> OUT[...]")) return false;
+      return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"});
+    }
     if (impl.builtin == "max_pool" || impl.builtin == "max_pool_grad" || impl.builtin == "max_pool_pick") {
       const bool forward = impl.builtin == "max_pool";
       const char* shape = forward                            ? "X[N C H W] OUT[N C h_out w_out] -> OUT[...]"

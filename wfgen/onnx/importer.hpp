@@ -231,6 +231,10 @@ class Importer {
   // [N c*kd*kh*kw od*oh*ow]: two im2cols (windows3d.cpp).
   std::string volume_windows(const onnx::NodeProto& node, const std::string& x, std::int64_t c, const std::vector<WindowAxis>& p,
                              const std::string& tag);
+  // A 2-D depthwise convolution (group = C = M) of `x` with weights `w`
+  // [C 1 kh kw] as the node depthwise_conv2d, viewed as [N C out_h*out_w].
+  std::string depthwise(const onnx::NodeProto& node, const std::string& x, const std::string& w, std::int64_t c,
+                        const std::vector<WindowAxis>& p);
   // `[:, :, a:b, c:d]`: ONNX's windows out of a window builtin's grid, "" when they are the grid.
   static std::string window_slice(const std::vector<WindowAxis>& p);
   // Conv (2-D, any group) as im2col + one batched matmul, as the stdlib's conv2d.

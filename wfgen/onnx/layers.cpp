@@ -107,7 +107,23 @@ std::string Importer::window_slice(const std::vector<WindowAxis>& p) {
   return "[:, :, " + range(p[0]) + ", " + range(p[1]) + "]";
 }
 
-// Conv (2-D, group 1) as im2col + one batched matmul, as the stdlib's conv2d.
+// The node depthwise_conv2d over the grid of plan `p` (symmetric padding),
+// sliced to ONNX's windows when its pads differ at the two ends.
+std::string Importer::depthwise(const onnx::NodeProto& node, const std::string& x, const std::string& w, std::int64_t c,
+                                const std::vector<WindowAxis>& p) {
+  const std::string y = identifier(node.output(0) + "_dw", "dw");
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  line(y + " = depthwise_conv2d(" + x + ", " + w + ".reshape(" + s(c) + ", " + s(p[0].kernel) + ", " + s(p[1].kernel) + "), k_h=" +
+           s(p[0].kernel) + ", k_w=" + s(p[1].kernel) + ", stride_h=" + s(p[0].stride) + ", stride_w=" + s(p[1].stride) +
+           ", pad_h=" + s(p[0].pad) + ", pad_w=" + s(p[1].pad) + ", dilation_h=" + s(p[0].dilation) + ", dilation_w=" +
+           s(p[1].dilation) + ")" + window_slice(p),
+       node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'") + ": one filter per channel (group = channels)");
+  return y + ".reshape(-1, " + s(c) + ", " + s(window_count(p)) + ")";
+}
+
+// Conv as im2col + one batched matmul, as the stdlib's conv2d; a depthwise
+// one (group = input channels = output channels, 2-D) as the
+// node depthwise_conv2d, which sums each output's taps in registers.
 void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
@@ -135,10 +151,13 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
                           std::to_string(c) + " channels in " + std::to_string(groups) + " group(s)");
   }
   const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, kernel, one_d));
-  const std::string col = windows(node, image, c, p, "col");
+  const bool depthwise_conv = groups > 1 && groups == c && m == c && p.size() == 2;
+  const std::string col = depthwise_conv ? "" : windows(node, image, c, p, "col");
   const std::int64_t patch = c / groups * window_size(p), pixels = window_count(p);
   std::string expr;
-  if (groups == 1) {
+  if (depthwise_conv) {
+    expr = depthwise(node, image, w.body, c, p);
+  } else if (groups == 1) {
     expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
            std::to_string(patch) + ", " + std::to_string(pixels) + ")";
   } else {

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "wfgen/depthwise.hpp"
 #include "wfgen/error.hpp"
 #include "wfgen/gemm.hpp"
 #include "wfgen/parallel.hpp"
