@@ -1,7 +1,17 @@
 // Folding: ONNX operators computed when importing, on constants (the
 // shape and index arithmetic of exported graphs and ONNX's expanded
-// functions): one table of each operator's semantics (fold_table), which
-// every handler reaches through Importer::fold (tensors.hpp).
+// functions): one table (fold_table), which every handler reaches through
+// Importer::fold (tensors.hpp).
+//
+// The arithmetic is the stdlib's: an element-wise operator is folded with
+// the kernel of the stdlib node its handler writes (stdlib_fold.hpp: the
+// node's expression run by the expression language's interpreter in the
+// constant's dtype), and so are the steps of the reductions (add, mul,
+// maximum, minimum; the reduce kernels themselves are C++ text of the
+// emitter, with no interpreter to run). What keeps its own code here is what
+// has no stdlib node: the index and layout arithmetic (Shape, Size, Gather,
+// Concat, Slice, Range, Transpose, Reshape, Expand, Tile, Trilu, EyeLike,
+// ConstantOfShape, CumSum's running order) and Mod and BitShift.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -10,6 +20,8 @@
 #include <string>
 #include <utility>
 
+#include "wfgen/onnx/operator_table.hpp"
+#include "wfgen/onnx/stdlib_fold.hpp"
 #include "wfgen/onnx/tensors.hpp"
 
 namespace wfgen::onnx_import {
@@ -111,85 +123,68 @@ bool broadcast(const Nd& a, const Nd& b, Nd& out, const std::function<double(dou
   return broadcast_n({&a, &b}, out, [&f](const double* v) { return f(v[0], v[1]); });
 }
 
-bool floating(int type) {
-  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE || type == onnx::TensorProto::FLOAT16 ||
-         type == onnx::TensorProto::BFLOAT16;
+// The ONNX operators whose result is BOOL whatever their operands' type.
+bool bool_result(const std::string& op) {
+  static const std::set<std::string> ops = {"Equal", "Less",  "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN",
+                                            "IsInf", "And",   "Or",      "Xor",         "Not"};
+  return ops.count(op) != 0;
 }
 
-// The element-wise operators folded on constants, in double (a FLOAT result
-// is the double's nearest float, within an ulp of f32 arithmetic): ONNX's
-// semantics, one implementation each. BOOLs are 0 and 1.
-const std::map<std::string, std::function<double(double)>>& unary_folds() {
-  static const std::map<std::string, std::function<double(double)>> f = {
-      {"Sqrt", [](double a) { return std::sqrt(a); }},
-      {"Reciprocal", [](double a) { return 1.0 / a; }},
-      {"Exp", [](double a) { return std::exp(a); }},
-      {"Log", [](double a) { return std::log(a); }},
-      {"Floor", [](double a) { return std::floor(a); }},
-      {"Ceil", [](double a) { return std::ceil(a); }},
-      {"Round", [](double a) { return std::nearbyint(a); }},  // half to even (the default rounding mode)
-      {"Relu", [](double a) { return a > 0 ? a : 0.0; }},
-      {"Sigmoid", [](double a) { return 1.0 / (1.0 + std::exp(-a)); }},
-      {"Tanh", [](double a) { return std::tanh(a); }},
-      {"Sin", [](double a) { return std::sin(a); }},
-      {"Cos", [](double a) { return std::cos(a); }},
-      {"Sign", [](double a) { return a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0; }},
-      {"Not", [](double a) { return a != 0 ? 0.0 : 1.0; }}};
-  return f;
+// The stdlib node `node`'s element-wise kernel on constants (numpy
+// broadcasting), computed in the ONNX element type `type`, into `out`, for
+// the ONNX operator `op`.
+bool apply(const std::string& op, const std::string& node, const std::vector<const Nd*>& operands, int type, Nd& out, std::string& why,
+           const std::map<std::string, double>& args = {}) {
+  const StdlibKernel k = stdlib_kernel(node, type, args, why);
+  if (!k) return false;
+  if (k.operands != operands.size()) return why = "the stdlib's " + node + " takes " + std::to_string(k.operands) + " operands", false;
+  if (!broadcast_n(operands, out, k.fn))
+    return why = "the constant operands of " + op + " do not broadcast, or broadcast to more than 2^24 elements", false;
+  out.type = type;
+  return true;
 }
 
-const std::map<std::string, std::function<double(double, double)>>& binary_folds() {
-  static const std::map<std::string, std::function<double(double, double)>> f = {
-      {"Add", [](double a, double b) { return a + b; }},
-      {"Sub", [](double a, double b) { return a - b; }},
-      {"Mul", [](double a, double b) { return a * b; }},
-      {"Div", [](double a, double b) { return a / b; }},
-      {"Pow", [](double a, double b) { return std::pow(a, b); }},
-      {"Max", [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }},
-      {"Min", [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }},
-      {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }},
-      {"Less", [](double a, double b) { return a < b ? 1.0 : 0.0; }},
-      {"Greater", [](double a, double b) { return a > b ? 1.0 : 0.0; }},
-      {"LessOrEqual", [](double a, double b) { return a <= b ? 1.0 : 0.0; }},
-      {"GreaterOrEqual", [](double a, double b) { return a >= b ? 1.0 : 0.0; }},
-      {"And", [](double a, double b) { return a != 0 && b != 0 ? 1.0 : 0.0; }},
-      {"Or", [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; }},
-      {"Xor", [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; }}};
-  return f;
-}
-
-// The element-wise operators above and Range on constants, into `out` (a
-// copy of x[0]); false when not folded (`why` set when folding failed).
-bool fold_elementwise(const std::string& op, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+// An element-wise operator its handler writes as one stdlib call (its
+// row's parameter: stdlib_node_of) on constants, in its first operand's
+// type; the variadic Max, Min and Sum two operands at a time, as the
+// handler's calls.
+bool fold_stdlib_call(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
                       std::string& why) {
-  if (const auto u = unary_folds().find(op); u != unary_folds().end()) {
-    const bool to_bool = op == "Not";
-    if (!floating(x[0].type) && !to_bool && op != "Relu" && op != "Sign") return false;  // Sqrt of an integer, ...
-    for (double& e : out.v) e = u->second(e);
-    if (to_bool) out.type = onnx::TensorProto::BOOL;
-    return true;
-  }
-  if (const auto f = binary_folds().find(op); f != binary_folds().end()) {
-    // Variadic Max and Min fold two at a time, like the body's maximum().
-    if (in.size() < 2 || !in[1] || (op != "Max" && op != "Min" && in.size() > 2)) return false;
-    auto fn = f->second;
-    // Integers: Pow and Div truncate toward zero (a division by 0 gives 0,
-    // which ONNX leaves undefined).
-    if (op == "Pow" && !floating(x[0].type)) fn = [](double a, double b) { return std::trunc(std::pow(a, b)); };
-    if (op == "Div" && !floating(x[0].type)) fn = [](double a, double b) { return b == 0 ? 0.0 : std::trunc(a / b); };
+  const std::string& op = node.op_type();
+  for (const auto* t : in)
+    if (!t) return false;
+  const std::string stdlib_node = stdlib_node_of(op);
+  if (x.size() == 1) {
+    if (!apply(op, stdlib_node, {&x[0]}, x[0].type, out, why)) return false;
+  } else {
     for (std::size_t k = 1; k < x.size(); ++k) {
-      if (!in[k]) return false;
-      Nd acc = out;
-      if (!broadcast(acc, x[k], out, fn)) {
-        why = "the constant operands of " + op + " do not broadcast, or broadcast to more than 2^24 elements";
-        return false;
-      }
+      const Nd acc = k == 1 ? x[0] : out;
+      if (!apply(op, stdlib_node, {&acc, &x[k]}, x[0].type, out, why)) return false;
     }
-    static const std::set<std::string> to_bool = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
-    out.type = to_bool.count(op) ? onnx::TensorProto::BOOL : x[0].type;
-    return true;
   }
-  if (op != "Range" || in.size() < 3 || !in[1] || !in[2] || x[0].v.size() != 1 || x[1].v.size() != 1 || x[2].v.size() != 1) return false;
+  if (bool_result(op)) out.type = onnx::TensorProto::BOOL;
+  return true;
+}
+
+// And, Or, Xor and Not on BOOL constants: import_logic's statements on u8
+// (a * b, a + b - a * b, a != b, 1 - a) with the stdlib's kernels.
+bool fold_logic(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                std::string& why) {
+  const std::string& op = node.op_type();
+  constexpr int kBool = onnx::TensorProto::BOOL;
+  if (op == "Not") return apply(op, "rsub_scalar", {&x[0]}, kBool, out, why, {{"value", 1.0}});
+  if (in.size() != 2 || !in[1]) return false;
+  if (op == "And") return apply(op, "mul", {&x[0], &x[1]}, kBool, out, why);
+  if (op == "Xor") return apply(op, "ne", {&x[0], &x[1]}, kBool, out, why);
+  Nd sum, product;
+  return apply(op, "add", {&x[0], &x[1]}, kBool, sum, why) && apply(op, "mul", {&x[0], &x[1]}, kBool, product, why) &&
+         apply(op, "sub", {&sum, &product}, kBool, out, why);
+}
+
+// Range of constant scalars: start + k * delta for k below
+// ceil((limit - start) / delta) (index arithmetic: no stdlib node).
+bool fold_range(const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out, std::string& why) {
+  if (in.size() < 3 || !in[1] || !in[2] || x[0].v.size() != 1 || x[1].v.size() != 1 || x[2].v.size() != 1) return false;
   const double start = x[0].v[0], limit = x[1].v[0], delta = x[2].v[0];
   if (delta == 0) return why = "Range with a delta of 0", false;
   const double n = std::max(0.0, std::ceil((limit - start) / delta));
@@ -274,23 +269,19 @@ int unsigned_bits(int type) {
 }
 
 // Mod (fmod 0: the remainder takes the divisor's sign, as Python's %, and
-// integers only; fmod 1: C's fmod, the dividend's sign), BitShift (unsigned,
-// a left shift wrapping at the type's width) and Where on constants.
-bool fold_select_and_integer(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x,
-                             Nd& out, std::string& why) {
+// integers only; fmod 1: C's fmod, the dividend's sign) and BitShift
+// (unsigned, a left shift wrapping at the type's width) on constants. The
+// stdlib has no node for either (Mod of computed integers is a composition,
+// import_mod; BitShift is refused).
+bool fold_integer(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
+                  std::string& why) {
   const std::string& op = node.op_type();
-  if (in.size() < (op == "Where" ? 3u : 2u) || !in[1] || (op == "Where" && !in[2])) return false;
-  if (op == "Where") {
-    if (!broadcast_n({&x[0], &x[1], &x[2]}, out, [](const double* a) { return a[0] != 0 ? a[1] : a[2]; }))
-      return why = "the constant operands of Where do not broadcast, or broadcast to more than 2^24 elements", false;
-    out.type = x[1].type;
-    return true;
-  }
+  if (in.size() < 2 || !in[1]) return false;
   std::function<double(double, double)> f;
   if (op == "Mod" && attr_int(node, "fmod", 0) != 0) {
     f = [](double a, double b) { return std::fmod(a, b); };
   } else if (op == "Mod") {
-    if (floating(x[0].type)) return why = "Mod of floating-point numbers with fmod = 0 (ONNX requires fmod = 1)", false;
+    if (x[0].type == onnx::TensorProto::FLOAT || x[0].type == onnx::TensorProto::DOUBLE) return why = "Mod of floating-point numbers with fmod = 0 (ONNX requires fmod = 1)", false;
     f = [](double a, double b) {
       if (b == 0) return std::nan("");  // undefined: refused by the cast to the integer type
       const double m = std::fmod(a, b);
@@ -528,6 +519,12 @@ bool fold_reduce(const onnx::NodeProto& node, const std::vector<const onnx::Tens
   const std::size_t n = static_cast<std::size_t>(std::max<std::int64_t>(folded_count(kept), 0));
   const bool extreme = op == "ReduceMax" || op == "ReduceMin";
   if (extreme && x[0].v.empty()) return why = op + " of an empty constant", false;
+  // Each element combined with its row's value so far by the stdlib's
+  // element-wise kernel in the constant's type: the reduce kernels' steps
+  // (their f32 sums round at each add, their max and min keep a NaN).
+  const std::string combine = op == "ReduceProd" ? "mul" : op == "ReduceMax" ? "maximum" : op == "ReduceMin" ? "minimum" : "add";
+  const StdlibKernel step = stdlib_kernel(combine, x[0].type, {}, why);
+  if (!step) return false;
   std::vector<double> acc(n, op == "ReduceProd" ? 1.0 : 0.0);
   std::vector<bool> first(n, true);
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(x[0].v.size()); ++i) {
@@ -535,15 +532,18 @@ bool fold_reduce(const onnx::NodeProto& node, const std::vector<const onnx::Tens
     std::int64_t at = 0;
     for (std::size_t k = 0; k < c.size(); ++k) at += (reduced[k] ? 0 : c[k]) * dst[k];
     double& a = acc[static_cast<std::size_t>(at)];
-    const double v = x[0].v[static_cast<std::size_t>(i)];
-    if (op == "ReduceProd") a *= v;
-    else if (!extreme) a += v;
-    else if (first[static_cast<std::size_t>(at)] || std::isnan(v) || (op == "ReduceMax" ? v > a : v < a)) a = v;
+    const double pair[2] = {a, x[0].v[static_cast<std::size_t>(i)]};
+    a = first[static_cast<std::size_t>(at)] ? pair[1] : step.fn(pair);
     first[static_cast<std::size_t>(at)] = false;
   }
-  if (op == "ReduceMean") {
+  if (op == "ReduceMean") {  // the sum divided by the count, with the stdlib's div in the constant's type (mean's epilogue)
+    const StdlibKernel div = stdlib_kernel("div", x[0].type, {}, why);
+    if (!div) return false;
     const double count = static_cast<double>(x[0].v.size()) / static_cast<double>(std::max<std::size_t>(n, 1));
-    for (double& a : acc) a = count > 0 ? a / count : NAN;
+    for (double& a : acc) {
+      const double pair[2] = {a, count};
+      a = count > 0 ? div.fn(pair) : NAN;
+    }
   }
   out.v = std::move(acc);
   out.dims.clear();
@@ -636,19 +636,20 @@ using Fold = std::function<bool(const FoldArgs&, Nd& out, std::string& why)>;
 const std::map<std::string, Fold>& fold_table() {
   static const std::map<std::string, Fold> table = [] {
     std::map<std::string, Fold> t;
-    auto elementwise = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_elementwise(a.node.op_type(), a.in, a.x, out, why); };
-    for (const auto& [op, f] : unary_folds()) t[op] = elementwise;
-    for (const auto& [op, f] : binary_folds()) t[op] = elementwise;
-    t["Range"] = elementwise;
+    // The element-wise operators the importer writes as one stdlib call.
+    for (const detail::OperatorRow& row : detail::operator_table())
+      if (!stdlib_node_of(row.name).empty())
+        t[std::string(row.name)] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_stdlib_call(a.node, a.in, a.x, out, why); };
+    for (const char* op : {"And", "Or", "Xor", "Not"})
+      t[op] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_logic(a.node, a.in, a.x, out, why); };
+    t["Reciprocal"] = [](const FoldArgs& a, Nd& out, std::string& why) {  // import_reciprocal's x ** -1.0
+      return apply("Reciprocal", "pow_scalar", {&a.x[0]}, a.x[0].type, out, why, {{"value", -1.0}});
+    };
+    t["Where"] = [](const FoldArgs& a, Nd& out, std::string& why) {  // the condition in the branches' type, as import_where's
+      return a.in.size() == 3 && a.in[1] && a.in[2] && apply("Where", "select", {&a.x[0], &a.x[1], &a.x[2]}, a.x[1].type, out, why);
+    };
+    t["Range"] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_range(a.in, a.x, out, why); };
     t["Identity"] = [](const FoldArgs&, Nd&, std::string&) { return true; };
-    t["Neg"] = [](const FoldArgs&, Nd& out, std::string&) {
-      for (double& e : out.v) e = -e;
-      return true;
-    };
-    t["Abs"] = [](const FoldArgs&, Nd& out, std::string&) {
-      for (double& e : out.v) e = std::fabs(e);
-      return true;
-    };
     for (const char* op : {"Unsqueeze", "Squeeze"})
       t[op] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_squeeze(a.node, a.in, a.x, out, a.opset, why); };
     t["Reshape"] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_reshape(a.node, a.in, a.x, out, why); };
@@ -658,8 +659,8 @@ const std::map<std::string, Fold>& fold_table() {
     t["Tile"] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_tile(a.in, a.x, out, why); };
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
       t[op] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_reduce(a.node, a.in, a.x, out, a.opset, why); };
-    for (const char* op : {"Mod", "BitShift", "Where"})
-      t[op] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_select_and_integer(a.node, a.in, a.x, out, why); };
+    for (const char* op : {"Mod", "BitShift"})
+      t[op] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_integer(a.node, a.in, a.x, out, why); };
     t["CumSum"] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_cumsum(a.node, a.in, a.x, out, why); };
     t["Trilu"] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_trilu(a.node, a.in, a.x, out, why); };
     t["Slice"] = [](const FoldArgs& a, Nd& out, std::string& why) { return fold_slice(a.node, a.in, a.x, out, a.opset, why); };

@@ -14,6 +14,7 @@
 #include "wfgen/expr/expr.hpp"
 #include "wfgen/lower/kernel_plan.hpp"
 #include "wfgen/support/names.hpp"
+#include "wfgen/trace/trace.hpp"
 
 namespace wfgen::trace::detail {
 
@@ -151,15 +152,12 @@ TValue Tracer::binary(Frame& frame, const body::Expr& e) {
   bool lt = l.kind == TValue::Kind::Tensor, rt_ = r.kind == TValue::Kind::Tensor;
   if (!lt && !rt_ && (l.is_symbolic() || r.is_symbolic())) return size_binary(e, l, r);
   if (!lt && !rt_) return constant_binary(e, l, r);
-  static const std::map<std::string, std::string> nodes = {{"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"},
-                                                           {"**", "pow"}, {"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
-                                                           {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
   if (op == "@") {
     if (!lt || !rt_) fail_at(e, "'@' multiplies two tensors");
     return matmul(e, l.id, r.id);
   }
-  if (op == "%") fail_at(e, "'%' is not defined on tensors");
-  if (lt && rt_) return broadcast_binary(e, nodes.at(op), l.id, r.id);
+  if (tensor_operator_node(op).empty()) fail_at(e, "'" + op + "' is not defined on tensors");
+  if (lt && rt_) return broadcast_binary(e, std::string(tensor_operator_node(op)), l.id, r.id);
   // A tensor and a number: the scalar variants.
   int t = lt ? l.id : r.id;
   const TValue& num = lt ? r : l;
@@ -551,3 +549,15 @@ TValue Tracer::subscript(Frame& frame, const body::Expr& e) {
 }
 
 }  // namespace wfgen::trace::detail
+
+namespace wfgen::trace {
+
+std::string_view tensor_operator_node(std::string_view op) {
+  static const std::map<std::string_view, std::string_view> nodes = {{"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"},
+                                                                     {"**", "pow"}, {"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
+                                                                     {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
+  const auto it = nodes.find(op);
+  return it == nodes.end() ? std::string_view() : it->second;
+}
+
+}  // namespace wfgen::trace

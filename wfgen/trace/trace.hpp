@@ -8,6 +8,8 @@
 // parameters named by the model path ("Linear_1.W").
 #pragma once
 
+#include <string_view>
+
 #include "wfgen/graph/graph.hpp"
 #include "wfgen/spec/spec.hpp"
 
@@ -56,5 +58,11 @@ std::vector<Diagnostic> lint_node(const spec::Spec& spec, const spec::Node& node
 // Throws UserError when a gradient must flow through a node input that has
 // no backward.
 void derive_backward(const spec::Spec& spec, const spec::Build& build, graph::Graph& g);
+
+// The stdlib node a binary operator of the body language calls on two
+// tensors ("+": "add", "**": "pow", "==": "eq", ...), or "" for an operator
+// that has none. The ONNX importer folds constants with the node its
+// handlers' statements become (wfgen/onnx/stdlib_fold.cpp).
+std::string_view tensor_operator_node(std::string_view op);
 
 }  // namespace wfgen::trace
