@@ -226,6 +226,9 @@ TEST_CASE("folded logic, Where, Mod and reductions: BOOL truth tables, the condi
   const TensorProto a = tensor(TensorProto::INT64, {-7, 7, -7, 7, 6}), b = tensor(TensorProto::INT64, {3, -3, -3, 3, 3});
   check_values(fold("Mod", {a, b}), {2, -2, -1, 1, 0});
   check_values(fold("Mod", {a, b}, {{"fmod", 1}}), {-1, 1, -1, 1, 0});
+  // By 0: what the run-time statements give (a - a / 0 * 0 is a; ONNX leaves it undefined).
+  check_values(fold("Mod", {tensor(TensorProto::INT64, {-7, 7}), tensor(TensorProto::INT64, {0}, {1})}), {-7, 7});
+  check_values(fold("Mod", {tensor(TensorProto::DOUBLE, {-7.5, 7.5}), tensor(TensorProto::DOUBLE, {2}, {1})}, {{"fmod", 1}}), {-1.5, 1.5});
   // f32: 2^24 + 1 + 1 added in float stays 2^24 (each add rounds half to
   // even); in double it would be 2^24 + 2.
   const TensorProto big = tensor(TensorProto::FLOAT, {16777216, 1, 1}, {1, 3});

@@ -11,7 +11,8 @@
 // emitter, with no interpreter to run). What keeps its own code here is what
 // has no stdlib node: the index and layout arithmetic (Shape, Size, Gather,
 // Concat, Slice, Range, Transpose, Reshape, Expand, Tile, Trilu, EyeLike,
-// ConstantOfShape, CumSum's running order) and Mod and BitShift.
+// ConstantOfShape, CumSum's running order), floating Mod and BitShift. Integer
+// Mod folds as its run-time statements over stdlib nodes.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -268,25 +269,38 @@ int unsigned_bits(int type) {
   }
 }
 
-// Mod (fmod 0: the remainder takes the divisor's sign, as Python's %, and
-// integers only; fmod 1: C's fmod, the dividend's sign) and BitShift
-// (unsigned, a left shift wrapping at the type's width) on constants. The
-// stdlib has no node for either (Mod of computed integers is a composition,
-// import_mod; BitShift is refused).
+// Mod of integer constants: import_mod's statements with the stdlib's
+// kernels. t = a - a / b * b is C's remainder (fmod 1: the dividend's sign);
+// fmod 0 (Python's %, the divisor's sign) adds b where t is not 0 and its
+// sign is not b's: t + b * abs(sign(t)) * (sign(t) != sign(b)).
+bool fold_integer_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string& why) {
+  const int type = a.type;
+  Nd q, qb, t;
+  if (!apply("Mod", "div", {&a, &b}, type, q, why) || !apply("Mod", "mul", {&q, &b}, type, qb, why) ||
+      !apply("Mod", "sub", {&a, &qb}, type, t, why))
+    return false;
+  if (fmod) return out = std::move(t), true;
+  Nd st, sb, mag, differ, step, scaled;
+  return apply("Mod", "sign", {&t}, type, st, why) && apply("Mod", "sign", {&b}, type, sb, why) && apply("Mod", "abs", {&st}, type, mag, why) &&
+         apply("Mod", "ne", {&st, &sb}, type, differ, why) && apply("Mod", "mul", {&b, &mag}, type, step, why) &&
+         apply("Mod", "mul", {&step, &differ}, type, scaled, why) && apply("Mod", "add", {&t, &scaled}, type, out, why);
+}
+
+// Mod and BitShift on constants. Integer Mod as the run-time statements
+// (fold_integer_mod); floating Mod (fmod 1 only in ONNX), which has no stdlib
+// node and no run-time mapping, is C's fmod. BitShift (unsigned, a left
+// shift wrapping at the type's width) has no stdlib node either.
 bool fold_integer(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
                   std::string& why) {
   const std::string& op = node.op_type();
   if (in.size() < 2 || !in[1]) return false;
+  const bool fmod = attr_int(node, "fmod", 0) != 0;
+  const bool floating = x[0].type == onnx::TensorProto::FLOAT || x[0].type == onnx::TensorProto::DOUBLE;
+  if (op == "Mod" && !floating) return fold_integer_mod(x[0], x[1], fmod, out, why);
   std::function<double(double, double)> f;
-  if (op == "Mod" && attr_int(node, "fmod", 0) != 0) {
+  if (op == "Mod") {
+    if (!fmod) return why = "Mod of floating-point numbers with fmod = 0 (ONNX requires fmod = 1)", false;
     f = [](double a, double b) { return std::fmod(a, b); };
-  } else if (op == "Mod") {
-    if (x[0].type == onnx::TensorProto::FLOAT || x[0].type == onnx::TensorProto::DOUBLE) return why = "Mod of floating-point numbers with fmod = 0 (ONNX requires fmod = 1)", false;
-    f = [](double a, double b) {
-      if (b == 0) return std::nan("");  // undefined: refused by the cast to the integer type
-      const double m = std::fmod(a, b);
-      return m != 0 && (m < 0) != (b < 0) ? m + b : m;
-    };
   } else {
     const int bits = unsigned_bits(x[0].type);
     const std::string direction = attr_string(node, "direction");
