@@ -155,15 +155,19 @@ bool fold_stdlib_call(const onnx::NodeProto& node, const std::vector<const onnx:
   for (const auto* t : in)
     if (!t) return false;
   const std::string stdlib_node = stdlib_node_of(op);
+  const bool floating = x[0].type == onnx::TensorProto::FLOAT || x[0].type == onnx::TensorProto::DOUBLE;
+  // Pow of integers: the stdlib's pow has float kernels only; its f64
+  // kernel, the result cast back toward zero (exact below 2^53).
+  const int type = op == "Pow" && !floating ? onnx::TensorProto::DOUBLE : x[0].type;
   if (x.size() == 1) {
-    if (!apply(op, stdlib_node, {&x[0]}, x[0].type, out, why)) return false;
+    if (!apply(op, stdlib_node, {&x[0]}, type, out, why)) return false;
   } else {
     for (std::size_t k = 1; k < x.size(); ++k) {
       const Nd acc = k == 1 ? x[0] : out;
-      if (!apply(op, stdlib_node, {&acc, &x[k]}, x[0].type, out, why)) return false;
+      if (!apply(op, stdlib_node, {&acc, &x[k]}, type, out, why)) return false;
     }
   }
-  if (bool_result(op)) out.type = onnx::TensorProto::BOOL;
+  out.type = bool_result(op) ? onnx::TensorProto::BOOL : x[0].type;
   return true;
 }
 
@@ -273,8 +277,7 @@ int unsigned_bits(int type) {
 // kernels. t = a - a / b * b is C's remainder (fmod 1: the dividend's sign);
 // fmod 0 (Python's %, the divisor's sign) adds b where t is not 0 and its
 // sign is not b's: t + b * abs(sign(t)) * (sign(t) != sign(b)).
-bool fold_integer_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string& why) {
-  const int type = a.type;
+bool fold_integer_mod_in(const Nd& a, const Nd& b, bool fmod, int type, Nd& out, std::string& why) {
   Nd q, qb, t;
   if (!apply("Mod", "div", {&a, &b}, type, q, why) || !apply("Mod", "mul", {&q, &b}, type, qb, why) ||
       !apply("Mod", "sub", {&a, &qb}, type, t, why))
@@ -284,6 +287,15 @@ bool fold_integer_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string&
   return apply("Mod", "sign", {&t}, type, st, why) && apply("Mod", "sign", {&b}, type, sb, why) && apply("Mod", "abs", {&st}, type, mag, why) &&
          apply("Mod", "ne", {&st, &sb}, type, differ, why) && apply("Mod", "mul", {&b, &mag}, type, step, why) &&
          apply("Mod", "mul", {&step, &differ}, type, scaled, why) && apply("Mod", "add", {&t, &scaled}, type, out, why);
+}
+
+// The narrow and unsigned types compute in i64, as the stdlib has no sign
+// of u8 (the run-time path maps INT64 and INT32 only).
+bool fold_integer_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string& why) {
+  const int type = a.type == onnx::TensorProto::INT32 ? a.type : onnx::TensorProto::INT64;
+  if (!fold_integer_mod_in(a, b, fmod, type, out, why)) return false;
+  out.type = a.type;
+  return true;
 }
 
 // Mod and BitShift on constants. Integer Mod as the run-time statements
