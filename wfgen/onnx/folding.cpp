@@ -11,8 +11,10 @@
 // emitter, with no interpreter to run). What keeps its own code here is what
 // has no stdlib node: the index and layout arithmetic (Shape, Size, Gather,
 // Concat, Slice, Range, Transpose, Reshape, Expand, Tile, Trilu, EyeLike,
-// ConstantOfShape, CumSum's running order), floating Mod and BitShift. Integer
-// Mod folds as its run-time statements over stdlib nodes.
+// ConstantOfShape, CumSum's running order, in double), floating Mod and
+// BitShift. Integer Mod folds as its run-time statements over stdlib nodes;
+// Pow of integers (the stdlib's pow has float kernels only) with its f64
+// kernel, cast back toward zero.
 #include <algorithm>
 #include <cmath>
 #include <functional>
