@@ -165,7 +165,7 @@ TEST_CASE("standard models: softmax, log_softmax, layernorm, linear, mse, cross_
 TEST_CASE("a transformer block: attention heads, layernorm, gelu, residuals") { check_gradients<gc::attention>("attention"); }
 TEST_CASE("convolutions and max pooling: im2col, col2im, padding, stride") { check_gradients<gc::conv_pool>("conv_pool"); }
 TEST_CASE("embeddings: gather's backward adds repeated rows (scatter_add)") { check_gradients<gc::embedding>("embedding"); }
-TEST_CASE("what the ONNX import writes for ConvTranspose, the scatters and TopK: col2im, scatter_add, gather of a concat") {
+TEST_CASE("what the ONNX import writes for ConvTranspose, the scatters, TopK and CumSum: col2im, scatter_add, gather of a concat, cumsum") {
   check_gradients<gc::imported_ops>("imported_ops");
 }
 TEST_CASE("a causal transformer block: masked scores in every head") { check_gradients<gc::causal_attention>("causal_attention"); }

@@ -182,6 +182,7 @@ enum class Kind {
   MaxPoolGrad,   // DOUT[N C ho wo] X[N C H W] OUT[N C H W], the same six
   MaxPoolPick,   // D[N C H W] X[N C H W] OUT[N C ho wo], the same six
   Cast,          // X[~] OUT[~]: OUT of the node's out_dtype (to_f32, to_i64, to_bool...)
+  CumSum,        // X[~ i] OUT[~ i], with two bool arguments (exclusive, reverse)
 };
 enum class Red { None, Sum, Mean, Max, Min, ArgMax, ArgMin, InvCount };
 enum class Opt { None, Sgd, Adam, AdamW };
@@ -232,6 +233,7 @@ inline const char* kind_name(Kind k) {
     case Kind::MaxPoolGrad: return "max-pool-grad";
     case Kind::MaxPoolPick: return "max-pool-pick";
     case Kind::Cast: return "cast";
+    case Kind::CumSum: return "cumsum";
   }
   return "?";
 }
@@ -254,6 +256,7 @@ inline int kind_tensors(Kind k) {
     case Kind::Depthwise: return 3;
     case Kind::CausalMask: return 2;
     case Kind::Cast: return 2;
+    case Kind::CumSum: return 2;
     case Kind::ExtremeMask: return 2;
     case Kind::Concat: return 3;
     case Kind::Transpose: return 2;  // the input, and the slot the result view is written to
@@ -484,6 +487,8 @@ inline const std::vector<NodeRef>& node_refs() {
       {"max_pool_grad", Kind::MaxPoolGrad, {D::Any, D::Ties}},
       {"max_pool_pick", Kind::MaxPoolPick, {D::Any, D::Ties}},
       {"concat_last", Kind::Concat, {D::Any, D::Any}},
+      // Integers: i64 below 2^40 (no overflow in a row), i32 with extremes (wrap-around).
+      {"cumsum", Kind::CumSum, {D::Sum}},
       // Wide floats (and, set by the builder, NaN and +-1e30); integers with extremes (wrap-around).
       {"to_f32", Kind::Cast, {D::Wide}},
       {"to_f64", Kind::Cast, {D::Wide}},
@@ -1148,6 +1153,37 @@ inline std::vector<Expected> ref_optimizer(Opt o, const std::vector<Dense>& in, 
     M1.tol[k] = mag_m > 0 ? tol.rtol * mag_m + tol.atol : 0.0;
   }
   return out;
+}
+
+// OUT[.. j] = the sum of X[.. k] over k <= j (k < j when exclusive; k >= j,
+// k > j when reverse), from the definition: each output its own sum, not a
+// running one. Integers wrap; floats' tolerance as a sum of j + 1 terms.
+inline Expected ref_cumsum(const Dense& X, bool exclusive, bool reverse, DType t) {
+  Expected e{Dense::make(X.shape, is_int(t)), {}};
+  const std::int64_t n = X.shape.back();
+  const std::int64_t rows = n == 0 ? 0 : X.numel() / n;
+  const Tol tol = tol_for(t);
+  if (!is_int(t)) e.tol.assign(static_cast<std::size_t>(X.numel()), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; ++j) {
+      std::uint64_t acc = 0;
+      double v = 0, mag = 0, terms = 0;
+      for (std::int64_t k = 0; k < n; ++k) {
+        const bool in = reverse ? (exclusive ? k > j : k >= j) : (exclusive ? k < j : k <= j);
+        if (!in) continue;
+        const std::size_t a = static_cast<std::size_t>(r * n + k);
+        if (is_int(t)) acc += u(X.i[a]);
+        else v += X.f[a], mag += std::fabs(X.f[a]), terms += 1;
+      }
+      const std::size_t o = static_cast<std::size_t>(r * n + j);
+      if (is_int(t)) {
+        e.val.i[o] = wrap(t, acc);
+      } else {
+        e.val.f[o] = v;
+        e.tol[o] = tol.rtol * (std::sqrt(terms) + 1.0) * mag + tol.atol * (mag > 0 ? 1.0 : 0.0);
+      }
+    }
+  return e;
 }
 
 // OUT[.. :i] = A, OUT[.. i:] = B: the rows of A and B one after the other.

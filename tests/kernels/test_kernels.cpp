@@ -504,6 +504,36 @@ Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng
   return b;
 }
 
+// X[~ i] -> OUT[~ i]: the four combinations of exclusive and reverse in
+// turn, in every layout (5: rows of length 0, 6: of length 1, 7: long rows);
+// 8: OUT in X's buffer (a running sum written over its own input).
+Built build_cumsum(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape shape = case_shape(c == 7 ? 0 : c, e.rank, rng);
+  if (c == 5) shape.back() = 0;
+  if (c == 6) shape.back() = 1;
+  if (c == 7) shape.back() = e.rank == 1 ? 1000 : 131;
+  cs.label = std::to_string(c);
+  cs.in_place = c == 8;
+  const Layout lx = input_layout(c, rng, /*allow_broadcast=*/!cs.in_place);
+  cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
+  if (cs.in_place) {
+    cs.add("OUT", cs.t[0], cs.lay[0]);
+  } else {
+    const Layout lo = output_layout(c, rng);
+    cs.add("OUT", make_view(dt, shape, lo, rng), lo);
+  }
+  cs.out = 1;
+  const bool exclusive = c % 2 == 1, reverse = (c / 2) % 2 == 1;
+  cs.s.push_back(bool_arg(exclusive));
+  cs.s.push_back(bool_arg(reverse));
+  cs.args = std::string("exclusive=") + (exclusive ? "true" : "false") + " reverse=" + (reverse ? "true" : "false");
+  b.reference = [exclusive, reverse, dt](const std::vector<Dense>& in) { return ref_cumsum(in[0], exclusive, reverse, dt); };
+  return b;
+}
+
 // X[~] -> OUT[~] of another dtype, in every layout. Float inputs get NaN
 // and +-1e30 in their first elements: the saturated and NaN cases of a cast
 // to an integer.
@@ -853,6 +883,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
     case Kind::Concat: return build_concat(e, r, c, rng);
     case Kind::Cast: return build_cast(e, r, c, rng);
+    case Kind::CumSum: return build_cumsum(e, r, c, rng);
     case Kind::CrossEntropy: return build_cross_entropy(e, r, c, rng);
     case Kind::Optimizer: return build_optimizer(e, r, c, rng);
     case Kind::MaxPool: return build_max_pool(e, r, c, rng);
@@ -963,6 +994,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
     const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im || r->kind == Kind::Depthwise ? 8
                              : r->kind == Kind::MaxPool || r->kind == Kind::MaxPoolGrad || r->kind == Kind::MaxPoolPick ? 6
+                             : r->kind == Kind::CumSum ? 2
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||
                                 !r->scalars.empty())

@@ -460,6 +460,23 @@ def _():
     return model(nodes=nodes, outputs=[helper.make_tensor_value_info("Y", TensorProto.INT64, [2, None])])
 
 
+@case("cumsum_bool", "cannot import operator CumSum (node 'cs') of opset 14: its input 'X' is BOOL; wfgen imports CumSum on"
+      " FLOAT INT64 INT32 tensors")
+def _():
+    b = TensorProto.BOOL
+    nodes = [helper.make_node("CumSum", ["X", "axis"], ["Y"], name="cs")]
+    axis = helper.make_tensor("axis", TensorProto.INT64, [], [0])
+    return model(nodes=nodes, inits=[axis], inputs=[helper.make_tensor_value_info("X", b, [4])],
+                 outputs=[helper.make_tensor_value_info("Y", b, [4])], opset=14)
+
+
+@case("cumsum_two_axes", "cannot import operator CumSum (node 'cs') of opset 14: axis 'axis' holds 2 values (one is needed)")
+def _():
+    nodes = [helper.make_node("CumSum", ["X", "axis"], ["Y"], name="cs")]
+    axis = helper.make_tensor("axis", TensorProto.INT64, [2], [0, 1])
+    return model(nodes=nodes, inits=[axis], opset=14)
+
+
 @case("matmul_int32", "cannot import operator MatMul (node 'mm') of opset 13: its input 'A' is INT32; wfgen imports MatMul on"
       " FLOAT tensors")
 def _():

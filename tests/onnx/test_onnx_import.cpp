@@ -664,3 +664,20 @@ TEST_CASE("integer and bool tensors: typed inputs and outputs, casts, comparison
   CHECK_THAT(r.err, Catch::Contains("cannot import operator Mod of opset 13: its input 'x' is FLOAT; wfgen imports Mod on INT64 INT32 tensors"));
   CHECK_FALSE(fs::exists(dir / "x.yaml"));
 }
+
+TEST_CASE("CumSum is the stdlib's cumsum along the last axis, another axis swapped there as a view, a computed axis refused", "[onnx]") {
+  fs::path dir = scratch("cumsum");
+  std::string test = "test_cumsum_2d_axis_0";
+  Run r = import(test, dir / "c0.yaml", {}, kData + test + "/test_data_set_0");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "c0.yaml"), Catch::Contains("y = cumsum(x.permute(1, 0)).permute(1, 0)  # CumSum"));
+  test = "test_cumsum_1d_reverse_exclusive";
+  r = import(test, dir / "c1.yaml", {}, kData + test + "/test_data_set_0");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "c1.yaml"), Catch::Contains("y = cumsum(x, exclusive=true, reverse=true)  # CumSum"));
+  // Not frozen, the axis is an INT32 input: CumSum needs it when importing.
+  r = import(test, dir / "x.yaml");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator CumSum of opset 14: axis 'axis' is not a constant integer initializer"));
+  CHECK_FALSE(fs::exists(dir / "x.yaml"));
+}

@@ -374,6 +374,49 @@ void emit_concat_last(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// The rows of X and OUT along their last axis, of length wf_c (strides
+// wf_sx, wf_so), walked by one loop nest over the leading axes, about 4096
+// elements a task: the nest's run is left open for the row loop.
+void open_last_axis_rows(CodeWriter& w, const TensorParam& x, const TensorParam& o, int r) {
+  w.line("const std::int64_t wf_c = " + x.cpp + ".shape[" + num(r - 1) + "];");
+  w.line("const std::int64_t wf_sx = " + x.cpp + ".strides[" + num(r - 1) + "], wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp + ".shape), {wfgen::rt::head<1>(" +
+         x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
+  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+}
+
+// OUT[..., j] = the running sum of each row of X along its last axis, from
+// the end when reverse, each element before its own when exclusive. The sum
+// runs in the row's order in the dtype (numpy's cumsum), integers in
+// uint64_t so that an overflow wraps around instead of being undefined. An
+// element is read before its output is written: OUT may be X's buffer.
+void emit_cumsum(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  const std::string t = elem(p.dtype);
+  const bool integer = p.dtype != rt::DType::f32 && p.dtype != rt::DType::f64;
+  const std::string acc = integer ? "std::uint64_t" : t;
+  const std::string exclusive = scalar(p, "exclusive"), reverse = scalar(p, "reverse");
+  w.comment(o.name + "[..., j] = the sum of " + x.name + "[..., k] over k <= j (k < j when " + exclusive + "; from the end when " +
+            reverse + ")");
+  open_last_axis_rows(w, x, o, r);
+  // Walked from its first element to its last, or back: the start and the step of each row.
+  w.line("const std::int64_t wf_first = " + reverse + " ? wf_c - 1 : 0, wf_dir = " + reverse + " ? -1 : 1;");
+  w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
+  w.line("const " + t + "* wf_x = " + x.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
+  w.line(t + "* wf_o = " + o.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
+  w.line(acc + " wf_acc = 0;");
+  w.open("for (std::int64_t wf_k = 0, wf_j = wf_first; wf_k < wf_c; ++wf_k, wf_j += wf_dir)");
+  w.line("const " + acc + " wf_v = static_cast<" + acc + ">(wf_x[wf_j * wf_sx]);");
+  w.line("if (!" + exclusive + ") wf_acc += wf_v;");
+  w.line("wf_o[wf_j * wf_so] = static_cast<" + t + ">(wf_acc);");
+  w.line("if (" + exclusive + ") wf_acc += wf_v;");
+  w.close();
+  w.close();
+  w.close(");");
+}
+
 // OUT[..., j] = 1 at the first largest (largest = true) or smallest element
 // of each row of X, else 0: where max's and min's backward send a row's
 // gradient (one element per row, as argmax picks it, never every tie).
@@ -385,11 +428,7 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
   const std::string largest = scalar(p, "largest");
   w.comment(o.name + "[..., j] = 1 where j is the first largest (" + largest + ") or smallest element of the row of " + x.name +
             ", else 0");
-  w.line("const std::int64_t wf_c = " + x.cpp + ".shape[" + num(r - 1) + "];");
-  w.line("const std::int64_t wf_sx = " + x.cpp + ".strides[" + num(r - 1) + "], wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp + ".shape), {wfgen::rt::head<1>(" +
-         x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
-  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  open_last_axis_rows(w, x, o, r);
   w.line("std::int64_t wf_r = 0;");
   // Rows side by side in X (a pool's windows after im2col): 16 rows
   // at a time, one per lane, the comparisons as selects (a branch per
@@ -922,6 +961,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "max_pool_grad") emit_max_pool(w, p, PoolMode::Grad);
   else if (b == "max_pool_pick") emit_max_pool(w, p, PoolMode::Pick);
   else if (b == "concat_last") emit_concat_last(w, p);
+  else if (b == "cumsum") emit_cumsum(w, p);
   else if (b == "softmax_cross_entropy") emit_softmax_cross_entropy(w, p);
   else emit_optimizer(w, p);  // sgd, adam, adamw (kernel_plan accepts no other builtin)
 }

@@ -360,6 +360,18 @@ class Planner {
       error(diag(impl.loc, what + ": the builtin 'extreme_mask' needs a bool constructor argument 'largest'"));
       return false;
     }
+    if (impl.builtin == "cumsum") {
+      if (!want(2, "X[~ i] OUT[~ i] -> OUT[~ i]")) return false;
+      for (const char* a : {"exclusive", "reverse"}) {
+        bool found = false;
+        for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Bool);
+        if (!found) {
+          error(diag(impl.loc, what + ": the builtin 'cumsum' needs a bool constructor argument '" + a + "'"));
+          return false;
+        }
+      }
+      return true;
+    }
     if (impl.builtin == "causal_mask") {
       if (!want(2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]")) return false;
       for (const auto& s : p.scalars)

@@ -157,6 +157,7 @@ class Importer {
   void import_logic(const onnx::NodeProto& node, const OperatorRow& row);
   void import_arg_extreme(const onnx::NodeProto& node, const OperatorRow& row);
   void import_hardmax(const onnx::NodeProto& node, const OperatorRow& row);
+  void import_cumsum(const onnx::NodeProto& node, const OperatorRow& row);
   void import_depth_space(const onnx::NodeProto& node, const OperatorRow& row);
   void import_mvn(const onnx::NodeProto& node, const OperatorRow& row);
   void import_lrn(const onnx::NodeProto& node, const OperatorRow& row);

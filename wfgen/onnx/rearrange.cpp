@@ -1,6 +1,7 @@
 // ONNX import: operators that rearrange or multiply slices of a tensor
 // with the stdlib's views (reshape, permute, narrow) and element-wise nodes:
-// DepthToSpace and SpaceToDepth, and ReduceProd's products of slices.
+// DepthToSpace and SpaceToDepth, ReduceProd's products of slices, and
+// CumSum (the stdlib's cumsum along the last axis, the axis swapped there).
 #include <onnx/onnx_pb.h>
 
 #include <array>
@@ -76,6 +77,36 @@ void Importer::import_depth_space(const onnx::NodeProto& node, const OperatorRow
   }
   define(node, 0, "(" + x.body + ".reshape(" + reshape_args(node, split) + ").permute(" + perm + ") * 1.0).reshape(" + reshape_args(node, out) + ")",
          out);
+}
+
+// CumSum along a constant axis (a FLOAT, DOUBLE, INT64 or INT32 tensor):
+// the stdlib's cumsum runs along the last axis, so another axis is swapped
+// with the last one as a view, and back (the swap is its own inverse).
+void Importer::import_cumsum(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  const Value x = operand(node, 0);
+  if (x.literal) unsupported(node, "its operand is a constant scalar (CumSum needs rank 1 or more)");
+  const std::vector<std::int64_t> axis_value = int_constant(node, 1, "axis");
+  if (axis_value.size() != 1) {
+    unsupported(node, "axis '" + node.input(1) + "' holds " + std::to_string(axis_value.size()) + " values (one is needed)");
+  }
+  const std::int64_t rank = rank_of(node, x);
+  if (rank == 0) unsupported(node, "an input of rank 0 (CumSum needs rank 1 or more)");
+  const std::int64_t axis = axis_in(node, axis_value[0], rank);
+  std::string args;
+  if (attr_int(node, "exclusive", 0) != 0) args += ", exclusive=true";
+  if (attr_int(node, "reverse", 0) != 0) args += ", reverse=true";
+  if (axis == rank - 1) {
+    define(node, 0, "cumsum(" + x.body + args + ")", x.dims, x.dtype);
+    return;
+  }
+  std::string perm;
+  for (std::int64_t k = 0; k < rank; ++k) {
+    const std::int64_t from = k == axis ? rank - 1 : k == rank - 1 ? axis : k;
+    perm += (k == 0 ? "" : ", ") + std::to_string(from);
+  }
+  define(node, 0, "cumsum(" + x.body + ".permute(" + perm + ")" + args + ").permute(" + perm + ")", x.dims, x.dtype);
 }
 
 }  // namespace wfgen::onnx_import::detail
