@@ -681,3 +681,19 @@ TEST_CASE("CumSum is the stdlib's cumsum along the last axis, another axis swapp
   CHECK_THAT(r.err, Catch::Contains("cannot import operator CumSum of opset 14: axis 'axis' is not a constant integer initializer"));
   CHECK_FALSE(fs::exists(dir / "x.yaml"));
 }
+
+TEST_CASE("Pow keeps x's type: an integer exponent cast to a float base, an integer base raised in f64 and cast back", "[onnx]") {
+  fs::path dir = scratch("pow");
+  Run r = import("test_pow_types_int32_float32", dir / "i.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "i.yaml"), Catch::Contains("z = to_i32(to_f64(x) ** to_f64(y))  # Pow"));
+  r = import("test_pow_types_int", dir / "f.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "f.yaml"), Catch::Contains("z = x ** to_f32(y)  # Pow"));
+  // UINT32 has no dtype in wfgen: refused by name.
+  const std::string test = "test_pow_types_float32_uint32";
+  r = import(test, dir / "x.yaml", {}, kData + test + "/test_data_set_0");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot import operator Pow of opset 15: its input 'y' is a UINT32"));
+  CHECK_FALSE(fs::exists(dir / "x.yaml"));
+}

@@ -123,6 +123,8 @@ class Importer {
   void gather_computed(const onnx::NodeProto& node, const Value& x, std::int64_t axis);
   // Mod of INT64 and INT32 tensors, from the stdlib's integer division.
   void import_mod(const onnx::NodeProto& node, const OperatorRow& row);
+  // Pow with x's type as the result's: integer exponents, integer bases (in f64).
+  void import_pow(const onnx::NodeProto& node, const OperatorRow& row);
   std::int64_t rank_of(const onnx::NodeProto& node, const Value& v) const;
   std::int64_t axis_in(const onnx::NodeProto& node, std::int64_t axis, std::int64_t rank, bool plus_one = false) const;
   // numpy broadcasting of two shapes (unknown dims stay unknown).

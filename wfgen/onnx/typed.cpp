@@ -131,4 +131,25 @@ void Importer::import_mod(const onnx::NodeProto& node, const OperatorRow& row) {
   define(node, 0, t + " + " + y + " * abs(sign(" + t + ")) * (sign(" + t + ") != sign(" + y + "))", dims, dtype);
 }
 
+// Pow: the result has x's type (ONNX). A float x takes an integer exponent
+// cast to its dtype (small integers are exact). An integer x is raised in
+// f64 and cast back toward zero (numpy's power, then astype; the stdlib's
+// pow has float kernels only): exact while the result is below 2^53.
+void Importer::import_pow(const onnx::NodeProto& node, const OperatorRow& row) {
+  only_attributes(node, row.attributes);
+  need_one_output(node);
+  const Value x = operand(node, 0), y = operand(node, 1);
+  const std::optional<Dims> dims = broadcast(x.dims, y.dims);
+  const bool integer_base = !x.literal && (x.dtype == "i64" || x.dtype == "i32");
+  if (!integer_base) {
+    Value exponent = y;
+    if (!y.literal) exponent.body = as_dtype(y, "");
+    define(node, 0, binary(node, x, exponent, "**"), dims, x.literal ? std::string() : x.dtype);
+    return;
+  }
+  const bool f64_exponent = y.literal || (f64_ && y.dtype.empty());
+  const std::string exponent = f64_exponent ? y.body : "to_f64(" + y.body + ")";
+  define(node, 0, "to_" + x.dtype + "(to_f64(" + x.body + ") ** " + exponent + ")", dims, x.dtype);
+}
+
 }  // namespace wfgen::onnx_import::detail
