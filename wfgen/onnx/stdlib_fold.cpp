@@ -62,6 +62,13 @@ expr::Type scalar_type(spec::ArgType t) {
   }
 }
 
+// The stdlib's cpu element-wise implementation of `node_name`, or null.
+const spec::Impl* elementwise_impl(const spec::Spec& s, std::string_view node_name) {
+  for (const spec::Impl* i : s.impls_of(node_name))
+    if (i->device == "cpu" && i->kind == spec::BodyKind::Elementwise) return i;
+  return nullptr;
+}
+
 // A compiled kernel expression and what it reads.
 struct Kernel {
   expr::Expr e;
@@ -79,9 +86,7 @@ StdlibKernel stdlib_kernel(std::string_view node_name, int onnx_type, const std:
   const std::optional<rt::DType> dt = kernel_dtype(onnx_type);
   const std::string type_name = onnx::TensorProto::DataType_Name(onnx_type);
   if (!dt) return why = "constants of type " + type_name + " (no stdlib kernel computes them)", StdlibKernel{};
-  const spec::Impl* impl = nullptr;
-  for (const spec::Impl* i : s.impls_of(node_name))
-    if (i->device == "cpu" && i->kind == spec::BodyKind::Elementwise) impl = i;
+  const spec::Impl* impl = elementwise_impl(s, node_name);
   if (!node || !impl) return why = "the stdlib has no element-wise kernel '" + std::string(node_name) + "'", StdlibKernel{};
   if (std::find(impl->dtypes.begin(), impl->dtypes.end(), *dt) == impl->dtypes.end())
     return why = "constants of type " + type_name + ": the stdlib's " + node->name + " has no " + rt::dtype_name(*dt) + " kernel to fold them with", StdlibKernel{};
@@ -121,9 +126,7 @@ std::string stdlib_node_of(std::string_view op_type) {
   // Mean's handler scales the sum by 1 / n: not one call.
   if (!row || row->param.empty() || op_type == "Mean") return "";
   if (std::isalpha(static_cast<unsigned char>(row->param.front())) == 0) return std::string(trace::tensor_operator_node(row->param));
-  const spec::Spec& s = stdlib_spec();
-  for (const spec::Impl* i : s.impls_of(row->param))
-    if (i->device == "cpu" && i->kind == spec::BodyKind::Elementwise) return std::string(row->param);
+  if (elementwise_impl(stdlib_spec(), row->param)) return std::string(row->param);
   return "";  // argmax, softmax, mean (GlobalAveragePool): not element-wise
 }
 
