@@ -2,8 +2,9 @@
 """ONNX test models the backend suite lacks, in its layout, for conformance.py.
 
 Writes <out>/<test>/model.onnx and test_data_set_0/{input,output}_*.pb, like
-ONNX's backend node tests: grouped and depthwise convolutions (the node suite
-has none; its pytorch-converted ones are opset 6), Concat of computed tensors
+ONNX's backend node tests: grouped, depthwise and 1 x 1 convolutions (the
+node suite has none; its pytorch-converted ones are opset 6), a Conv with
+bias followed by Clip, Concat of computed tensors
 Trilu of FLOAT tensors (the suite's Trilu tests are all INT64), and And, Or,
 Xor, Not on computed BOOLs (the suite's take BOOL inputs) with a BOOL output,
 Pad (constant with a value and negative pads, edge, reflect) and Tile of
@@ -94,6 +95,19 @@ def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1
     node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], name="conv", **attrs)
     inits = [("W", w)] + ([("B", b)] if bias else [])
     write(out, name, [node], [("x", x)], [("y", y)], inits)
+
+
+def conv_clip_test(out, name, rng, n, c, hw, m, k, pad):
+    """Conv with bias, then Clip(0, 6) (MobileNet's relu6): the import adds
+    the bias where the Clip reads it, one fused pass."""
+    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+    b = (3 * rng.standard_normal((m,))).astype(np.float32)
+    y = np.clip(conv_reference(x, w, b, 1, 1, pad, 1), 0.0, 6.0).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "W", "B"], ["t"], name="conv", kernel_shape=[k, k], pads=[pad] * 4)
+    clip = helper.make_node("Clip", ["t", "lo", "hi"], ["y"], name="relu6")
+    inits = [("W", w), ("B", b), ("lo", np.array(0.0, np.float32)), ("hi", np.array(6.0, np.float32))]
+    write(out, name, [conv, clip], [("x", x)], [("y", y)], inits)
 
 
 def concat_test(out, name, rng, shapes, axis):
@@ -481,11 +495,15 @@ def spec_body(wfgen, out, test):
 
 
 def check_folded(wfgen, out):
-    """The constant subgraphs of test_shape_code_folded and test_constant_layout_folded left no statement in the spec."""
+    """The constant subgraphs of test_shape_code_folded and test_constant_layout_folded left no statement in the spec;
+    test_conv_pointwise_bias is a matmul on the input itself, without im2col."""
     for test, want, where in (
             ("test_shape_code_folded", ["r = x.reshape(-1, 3, 16)  # Reshape", "y = r * 0.57735026  # Mul", "return y"],
              'where: "x[batch 3 4 4] -> y[batch 3 16]"'),
-            ("test_constant_layout_folded", ["y = x + m  # Add", "return y"], 'where: "x[1 6] -> y[1 6]"')):
+            ("test_constant_layout_folded", ["y = x + m  # Add", "return y"], 'where: "x[1 6] -> y[1 6]"'),
+            ("test_conv_pointwise_bias",
+             ["y = (W.reshape(7, 5) @ (x).reshape(-1, 5, 36)).reshape(2, 7, 6, 6) + B.reshape(7, 1, 1)  # Conv 'conv'", "return y"],
+             'where: "x[2 5 6 6] -> y[2 7 6 6]"')):
         text, body = spec_body(wfgen, out, test)
         if body != want:
             sys.exit("%s: the spec's body is\n  %s\nnot\n  %s" % (test, "\n  ".join(body), "\n  ".join(want)))
@@ -539,6 +557,15 @@ def main():
     indexing_tests(out, rng)
     shape_code_test(out, "test_shape_code_folded", rng)
     constant_layout_test(out, "test_constant_layout_folded", rng)
+    # 1 x 1 convolutions: at stride 1 without padding a matmul on the input
+    # itself (no im2col), with bias, grouped, and followed by a Clip; strided
+    # or padded, through im2col.
+    conv_test(out, "test_conv_pointwise_bias", rng, n=2, c=5, hw=6, m=7, group=1, k=1)
+    conv_test(out, "test_conv_pointwise_groups", rng, n=1, c=6, hw=5, m=4, group=2, k=1, bias=False)
+    conv_test(out, "test_conv_pointwise_strided", rng, n=1, c=3, hw=7, m=5, group=1, k=1, stride=2)
+    conv_test(out, "test_conv_pointwise_padded", rng, n=1, c=3, hw=4, m=2, group=1, k=1, pad=1)
+    conv_clip_test(out, "test_conv_pointwise_clip", rng, n=1, c=4, hw=9, m=6, k=1, pad=0)
+    conv_clip_test(out, "test_conv_3x3_clip", rng, n=2, c=3, hw=6, m=4, k=3, pad=1)
 
 
 if __name__ == "__main__":

@@ -121,9 +121,10 @@ std::string Importer::depthwise(const onnx::NodeProto& node, const std::string& 
   return y + ".reshape(-1, " + s(c) + ", " + s(window_count(p)) + ")";
 }
 
-// Conv as im2col + one batched matmul, as the stdlib's conv2d; a depthwise
-// one (group = input channels = output channels, 2-D) as the
-// node depthwise_conv2d, which sums each output's taps in registers.
+// Conv as im2col + one batched matmul, as the stdlib's conv2d; a pointwise
+// one (1 x 1, stride 1, no padding) as the matmul alone; a depthwise one
+// (group = input channels = output channels, 2-D) as the node
+// depthwise_conv2d, which sums each output's taps in registers.
 void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
@@ -152,7 +153,13 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
   }
   const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, kernel, one_d));
   const bool depthwise_conv = groups > 1 && groups == c && m == c && p.size() == 2;
-  const std::string col = depthwise_conv ? "" : windows(node, image, c, p, "col");
+  // A 1 x 1 window at stride 1 without padding sees each pixel alone: the
+  // input viewed as [N C pixels] is already the product's right operand,
+  // which im2col would only copy (MobileNet's pointwise convolutions).
+  const bool pointwise = std::all_of(p.begin(), p.end(), [](const WindowAxis& a) {
+    return a.kernel == 1 && a.stride == 1 && a.begin == 0 && a.out == a.in;
+  });
+  const std::string col = depthwise_conv ? "" : pointwise ? "(" + image + ")" : windows(node, image, c, p, "col");
   const std::int64_t patch = c / groups * window_size(p), pixels = window_count(p);
   std::string expr;
   if (depthwise_conv) {
@@ -169,12 +176,16 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
            ".reshape(-1, " + g + ", " + std::to_string(patch) + ", " + std::to_string(pixels) + ")).reshape(-1, " + std::to_string(m) +
            ", " + std::to_string(pixels) + ")";
   }
-  if (node.input_size() > 2 && !node.input(2).empty()) {
-    Value b = operand(node, 2);
-    expr = "(" + expr + " + " + b.body + ".reshape(" + std::to_string(m) + ", 1))";
-  }
   Dims out = window_out(x, m, p);
-  define(node, 0, "(" + expr + ").reshape(" + reshape_args(node, out) + ")", out);
+  expr = "(" + expr + ").reshape(" + reshape_args(node, out) + ")";
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    // The bias added to the output's shape, where the activation after the
+    // Conv (Relu, Clip) reads it: fusion makes the two one element-wise pass.
+    std::string ones;
+    for (std::size_t k = 2; k < out.size(); ++k) ones += ", 1";
+    expr += " + " + operand(node, 2).body + ".reshape(" + std::to_string(m) + ones + ")";
+  }
+  define(node, 0, expr, out);
 }
 
 // MaxPool (2-D, no dilation) as the node max_pool; a dilated MaxPool and
