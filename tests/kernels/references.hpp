@@ -173,6 +173,7 @@ enum class Kind {
   ScatterAdd,  // DOUT[m d] IDX[m] LIKE[n d] OUT[n d]
   Col2im,      // COL[N C kh kw ho wo] LIKE[N C H W] OUT[N C H W]
   CausalMask,  // X[~ i j] OUT[~ i j], with a float argument
+  ScaledSoftmax,  // X[~ i j] OUT[~ i j], with a float (scale) and a bool (causal) argument
   ExtremeMask, // X[~ i] OUT[~ i], with a bool argument
   Concat,      // A[~ i] B[~ j] OUT[~ k], k = i + j
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
@@ -223,6 +224,7 @@ inline const char* kind_name(Kind k) {
     case Kind::Col2im: return "col2im";
     case Kind::Depthwise: return "depthwise";
     case Kind::CausalMask: return "causal-mask";
+    case Kind::ScaledSoftmax: return "scaled-softmax";
     case Kind::ExtremeMask: return "extreme-mask";
     case Kind::Concat: return "concat";
     case Kind::Transpose: return "transpose";
@@ -255,6 +257,7 @@ inline int kind_tensors(Kind k) {
     case Kind::Col2im: return 3;
     case Kind::Depthwise: return 3;
     case Kind::CausalMask: return 2;
+    case Kind::ScaledSoftmax: return 2;
     case Kind::Cast: return 2;
     case Kind::CumSum: return 2;
     case Kind::ExtremeMask: return 2;
@@ -479,6 +482,8 @@ inline const std::vector<NodeRef>& node_refs() {
        {"X", "W", "OUT"}},
       {"scatter_add", Kind::ScatterAdd, {D::Any}},
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
+      // The scales: attention's 1/sqrt(16), none, and a negative one (the max of scale * X is then at X's min).
+      {"scaled_softmax", Kind::ScaledSoftmax, {D::Any}, nullptr, nullptr, {0.25, 1.0, -1.5}},
       // Discrete values: rows with ties, where only the first extreme gets the 1.
       {"extreme_mask", Kind::ExtremeMask, {D::Discrete}},
       // X: four values (floats), so most windows tie and only the first
@@ -975,6 +980,33 @@ inline Expected ref_causal_mask(const Dense& X, double value, DType t) {
   for (std::int64_t k = 0; k < X.numel(); ++k) {
     const std::int64_t j = k % cols, i = (k / cols) % rows;
     e.val.f[static_cast<std::size_t>(k)] = j <= i ? X.f[static_cast<std::size_t>(k)] : v;
+  }
+  return e;
+}
+
+// OUT[.. i j] = exp(s x_j - max) / sum_k exp(s x_k - max) over the columns
+// k <= i (causal) or all, 0 in the others; from the definition, in double.
+// Tolerance: each exp's relative error and the rounding of s x in the
+// dtype (an absolute error of |s x| eps in the exponent), summed over the row.
+inline Expected ref_scaled_softmax(const Dense& X, double scale, bool causal, DType t) {
+  Expected e{Dense::make(X.shape, false), {}};
+  const std::size_t r = X.shape.size();
+  const std::int64_t rows = X.shape[r - 2], cols = X.shape[r - 1];
+  const Tol tol = tol_for(t);
+  e.tol.assign(static_cast<std::size_t>(X.numel()), 0.0);
+  for (std::int64_t row = 0; cols > 0 && row < X.numel() / cols; ++row) {
+    const std::int64_t i = row % rows, n = causal ? std::min(i + 1, cols) : cols;
+    const auto z = [&](std::int64_t j) { return scale * X.f[static_cast<std::size_t>(row * cols + j)]; };
+    double mx = -std::numeric_limits<double>::infinity(), big = 0;
+    for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, z(j));
+    double se = 0;
+    for (std::int64_t j = 0; j < n; ++j) se += std::exp(z(j) - mx), big = std::max(big, std::fabs(z(j)));
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::size_t o = static_cast<std::size_t>(row * cols + j);
+      const double y = j < n ? std::exp(z(j) - mx) / se : 0.0;
+      e.val.f[o] = y;
+      e.tol[o] = j < n ? tol.rtol * (std::sqrt(static_cast<double>(n)) + 2.0) * (1.0 + 2.0 * big) * y + tol.atol * 1e-2 : 0.0;
+    }
   }
   return e;
 }

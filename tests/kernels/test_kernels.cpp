@@ -477,6 +477,28 @@ Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
   return b;
 }
 
+// X[~ i j] -> OUT[~ i j]: the scales the NodeRef lists, causal in odd
+// cases, in every layout (strided rows take the scalar loop).
+Built build_scaled_softmax(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape shape = case_shape(c, e.rank, rng);
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, shape, lo, rng), lo);
+  cs.out = 1;
+  const double scale = r.scalars[static_cast<std::size_t>(c) % r.scalars.size()];
+  const bool causal = c % 2 == 1;
+  cs.s.push_back(float_arg(scale));
+  cs.s.push_back(bool_arg(causal));
+  cs.args = "scale=" + std::to_string(scale) + (causal ? " causal=true" : " causal=false");
+  b.reference = [scale, causal, dt](const std::vector<Dense>& in) { return ref_scaled_softmax(in[0], scale, causal, dt); };
+  return b;
+}
+
 // X[~ i] -> OUT[~ i], largest and smallest, on discrete values (ties).
 Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   Built b;
@@ -880,6 +902,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Col2im: return build_col2im(e, r, c, rng);
     case Kind::Depthwise: return build_depthwise(e, r, c, rng);
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
+    case Kind::ScaledSoftmax: return build_scaled_softmax(e, r, c, rng);
     case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
     case Kind::Concat: return build_concat(e, r, c, rng);
     case Kind::Cast: return build_cast(e, r, c, rng);
@@ -994,7 +1017,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
     const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im || r->kind == Kind::Depthwise ? 8
                              : r->kind == Kind::MaxPool || r->kind == Kind::MaxPoolGrad || r->kind == Kind::MaxPoolPick ? 6
-                             : r->kind == Kind::CumSum ? 2
+                             : r->kind == Kind::CumSum || r->kind == Kind::ScaledSoftmax ? 2
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||
                                 !r->scalars.empty())

@@ -348,6 +348,61 @@ void emit_causal_mask(CodeWriter& w, const KernelPlan& p) {
   w.close();
 }
 
+// OUT[..., i, :] = softmax(scale * X[..., i, :]) over the columns j <= i
+// (causal) or every column, 0 in the columns a causal row leaves out:
+// attention's scale, mask and softmax as one pass over a row instead of
+// three kernels (and the mask's -1e30 never stored). Rows are split across
+// the threads; a contiguous row runs through rt::math's vectorised row
+// helpers (the same max_row and exp as the fused softmax kernels), any
+// other layout through a scalar loop in double.
+void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& o = p.tensors[1];
+  const int r = p.rank;
+  std::string t = elem(p.dtype);
+  const std::string rows_axis = num(r - 2), last = num(r - 1);
+  w.comment(o.name + "[..., i, :] = softmax(scale * " + x.name + "[..., i, :]) over j <= i when causal (0 after), else over every j");
+  w.line("const std::int64_t wf_rows = " + o.cpp + ".shape[" + rows_axis + "], wf_cols = " + o.cpp + ".shape[" + last + "];");
+  w.line("std::int64_t wf_mats = 1;");
+  if (r > 2) w.line("for (int wf_d = 0; wf_d < " + num(r - 2) + "; ++wf_d) wf_mats *= " + o.cpp + ".shape[wf_d];");
+  w.line("const std::int64_t wf_sx = " + x.cpp + ".strides[" + last + "], wf_so = " + o.cpp + ".strides[" + last + "];");
+  w.line("const " + t + " wf_scale = static_cast<" + t + ">(" + scalar(p, "scale") + ");");
+  w.line("const bool wf_causal = " + scalar(p, "causal") + ";");
+  w.open("wfgen::rt::parallel_for(0, wf_mats * wf_rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, wf_cols)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("for (std::int64_t wf_q = wf_lo; wf_q < wf_hi; ++wf_q)");
+  w.line("const std::int64_t wf_i = wf_q % wf_rows;");
+  w.line("std::int64_t wf_ox = wf_i * " + x.cpp + ".strides[" + rows_axis + "], wf_oo = wf_i * " + o.cpp + ".strides[" + rows_axis + "];");
+  if (r > 2) {
+    w.line("std::int64_t wf_rest = wf_q / wf_rows;");
+    w.open("for (int wf_d = " + num(r - 3) + "; wf_d >= 0; --wf_d)");
+    w.line("const std::int64_t wf_k = wf_rest % " + o.cpp + ".shape[wf_d];");
+    w.line("wf_rest /= " + o.cpp + ".shape[wf_d];");
+    w.line("wf_ox += wf_k * " + x.cpp + ".strides[wf_d];");
+    w.line("wf_oo += wf_k * " + o.cpp + ".strides[wf_d];");
+    w.close();
+  }
+  w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_ox;");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_oo;");
+  w.line("const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps");
+  w.line("if (wf_n <= 0) continue;");
+  w.open("if (wf_sx == 1 && wf_so == 1)");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_dst[wf_j] = wf_scale * wf_src[wf_j];");
+  w.line("const " + t + " wf_max = wfgen::rt::math::max_row(wf_dst, wf_n);");
+  w.line("const " + t + " wf_inv = " + t + "(1) / wfgen::rt::math::exp_minus_max(wf_dst, wf_dst, wf_max, wf_n);");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_dst[wf_j] *= wf_inv;");
+  w.line("for (std::int64_t wf_j = wf_n; wf_j < wf_cols; ++wf_j) wf_dst[wf_j] = " + t + "(0);");
+  w.line("continue;");
+  w.close();
+  w.line("double wf_max = -std::numeric_limits<double>::infinity();");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_max = std::max(wf_max, static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]));");
+  w.line("double wf_sum = 0;");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_sum += std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max);");
+  w.line("for (std::int64_t wf_j = 0; wf_j < wf_cols; ++wf_j)");
+  w.line("  wf_dst[wf_j * wf_so] = wf_j < wf_n ? static_cast<" + t + ">(std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max) / wf_sum) : " + t + "(0);");
+  w.close();
+  w.close(");");
+}
+
 // OUT[..., :i] = A, OUT[..., i:] = B, row by row over the leading axes
 // (any strides: the rows of A, B and OUT are walked by one loop nest).
 void emit_concat_last(CodeWriter& w, const KernelPlan& p) {
@@ -956,6 +1011,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "col2im") emit_col2im(w, p);
   else if (b == "depthwise_conv2d") emit_depthwise_conv2d(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
+  else if (b == "scaled_softmax") emit_scaled_softmax(w, p);
   else if (b == "extreme_mask") emit_extreme_mask(w, p);
   else if (b == "max_pool") emit_max_pool(w, p, PoolMode::Value);
   else if (b == "max_pool_grad") emit_max_pool(w, p, PoolMode::Grad);

@@ -379,6 +379,17 @@ class Planner {
       error(diag(impl.loc, what + ": the builtin 'causal_mask' needs a float constructor argument 'value'"));
       return false;
     }
+    if (impl.builtin == "scaled_softmax") {
+      if (!want(2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]")) return false;
+      bool scale = false, causal = false;
+      for (const auto& s : p.scalars) {
+        scale = scale || (s.name == "scale" && s.type == ArgType::Float);
+        causal = causal || (s.name == "causal" && s.type == ArgType::Bool);
+      }
+      if (scale && causal) return true;
+      error(diag(impl.loc, what + ": the builtin 'scaled_softmax' needs a float constructor argument 'scale' and a bool 'causal'"));
+      return false;
+    }
     if (impl.builtin == "im2col" || impl.builtin == "col2im") {
       const bool forward = impl.builtin == "im2col";
       if (!want(forward ? 2 : 3, forward ? "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]"

@@ -628,116 +628,113 @@ void fused_add_add_add_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt
   fused_add_add_add_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_add_add_add_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_add_add_add_f32_r3", "in1"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_add_add_add_f32_r3", "in2"), wfgen::rt::view_of<const float, 3>(wf_t[3], "fused_add_add_add_f32_r3", "in3"), wfgen::rt::view_of<float, 3>(wf_t[4], "fused_add_add_add_f32_r3", "out"));
 }
 
-// fused_mul_add: in0[~] in1[~] in2[~] out[~] -> out[~]
-// fused from the calls of mul, add
-void fused_mul_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out) {
-  // out = in0 + in1 * in2
-  const wfgen::rt::LoopNest<3, 4> wf_nest(out.shape, {in0.strides, in1.strides, in2.strides, out.strides}, 3, true);
-  const bool wf_contiguous = wf_nest.inner_contiguous();
-  if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
-    wfgen::rt::out_of_line([&] {
-      wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
-        (void)wf_step;  // contiguous: every step is 1
-        const float* wf_p_in0 = in0.data + wf_off[0];
-        const float* wf_p_in1 = in1.data + wf_off[1];
-        const float* wf_p_in2 = in2.data + wf_off[2];
-        float* wf_p_out = out.data + wf_off[3];
-        if ((wf_p_in0 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in0, wf_n)) && (wf_p_in1 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in1, wf_n)) && (wf_p_in2 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in2, wf_n))) {
-          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float(wf_p_in0[wf_i] + wf_p_in1[wf_i] * wf_p_in2[wf_i]); });
-        } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wf_p_in0[wf_i] + wf_p_in1[wf_i] * wf_p_in2[wf_i];
+// fused_mul_sum_sub_mul_and_1: in0[~] in1[~] out[~] -> out[~]
+// fused from the calls of mul, sum, sub, mul, mul_scalar
+void fused_mul_sum_sub_mul_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out) {
+  // per row: row0 = sum(in0 * in1); out = in1 * (in0 - row0) * 0.25
+  const std::int64_t wf_len = in0.shape[2];
+  const wfgen::rt::LoopNest<2, 3> wf_nest(wfgen::rt::head<1>(out.shape), {wfgen::rt::head<1>(in0.strides), wfgen::rt::head<1>(in1.strides), wfgen::rt::head<1>(out.strides)}, 2);
+  const std::int64_t wf_s0 = in0.strides[2];
+  const std::int64_t wf_s1 = in1.strides[2];
+  const std::int64_t wf_s2 = out.strides[2];
+  const bool wf_unit = wf_s0 == 1 && wf_s1 == 1 && wf_s2 == 1;
+  const bool wf_stream = wf_unit && wfgen::rt::streams_output<float>(wf_nest.total() * wf_len);
+  wf_nest.run(16384 / (wf_len > 0 ? wf_len : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
+    std::int64_t wf_r = 0;
+    if (wf_unit && wf_len < 64) {
+      // rows shorter than 64: 16 rows at a time, one per lane (column c of a tile at [c * 16])
+      alignas(64) float wf_tile_in0[1024];
+      alignas(64) float wf_tile_in1[1024];
+      for (; wf_r + 16 <= wf_rows; wf_r += 16) {
+        [[maybe_unused]] const float* wf_in0 = in0.data + wf_off[0] + wf_r * wf_step[0];
+        [[maybe_unused]] const float* wf_in1 = in1.data + wf_off[1] + wf_r * wf_step[1];
+        [[maybe_unused]] float* wf_out = out.data + wf_off[2] + wf_r * wf_step[2];
+        wfgen::rt::rows_to_lanes<16>(wf_in0, wf_step[0], wf_len, wf_tile_in0);
+        wfgen::rt::rows_to_lanes<16>(wf_in1, wf_step[1], wf_len, wf_tile_in1);
+        float wf_acc0[16];
+        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0[wf_l] = float(0);
+        float wf_acc0_1[16];
+        float wf_acc0_2[16];
+        float wf_acc0_3[16];
+        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0_1[wf_l] = wf_acc0_2[wf_l] = wf_acc0_3[wf_l] = float(0);
+        std::int64_t wf_acc0_c = 0;
+        for (; wf_acc0_c + 4 <= wf_len; wf_acc0_c += 4) {
+          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0[wf_l] += wf_tile_in0[wf_acc0_c * 16 + wf_l] * wf_tile_in1[wf_acc0_c * 16 + wf_l];
+          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0_1[wf_l] += wf_tile_in0[(wf_acc0_c + 1) * 16 + wf_l] * wf_tile_in1[(wf_acc0_c + 1) * 16 + wf_l];
+          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0_2[wf_l] += wf_tile_in0[(wf_acc0_c + 2) * 16 + wf_l] * wf_tile_in1[(wf_acc0_c + 2) * 16 + wf_l];
+          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0_3[wf_l] += wf_tile_in0[(wf_acc0_c + 3) * 16 + wf_l] * wf_tile_in1[(wf_acc0_c + 3) * 16 + wf_l];
         }
-      });
-    });
-    return;
-  }
-  auto wf_row = [&](const float* wf_p_in0, const float* wf_p_in1, const float* wf_p_in2, float* wf_p_out, const std::int64_t* wf_step, std::int64_t wf_n) {
-    if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wf_p_in0[wf_i] + wf_p_in1[wf_i] * wf_p_in2[wf_i];
-    } else if (wf_step[3] == 1) {
-      const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1], wf_s2 = wf_step[2];
-      if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1 && (wf_s2 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0] * wf_p_in2[wf_s2 != 0 ? wf_i : 0];
-      } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1] * wf_p_in2[wf_i * wf_s2];
-      }
-    } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[3]] = wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]] * wf_p_in2[wf_i * wf_step[2]];
-    }
-  };
-  if (wf_nest.tiled()) {
-    wf_nest.run_tiles(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
-      const wfgen::rt::TileOperand<const float> wf_t_in0(in0.data + wf_off[0], wf_row_step[0], wf_col_step[0], wf_rows, wf_cols);
-      const wfgen::rt::TileOperand<const float> wf_t_in1(in1.data + wf_off[1], wf_row_step[1], wf_col_step[1], wf_rows, wf_cols);
-      const wfgen::rt::TileOperand<const float> wf_t_in2(in2.data + wf_off[2], wf_row_step[2], wf_col_step[2], wf_rows, wf_cols);
-      const std::int64_t wf_step[] = {wf_t_in0.step(), wf_t_in1.step(), wf_t_in2.step(), wf_col_step[3]};
-      for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) wf_row(wf_t_in0.row(wf_r), wf_t_in1.row(wf_r), wf_t_in2.row(wf_r), out.data + wf_off[3] + wf_r * wf_row_step[3], wf_step, wf_cols);
-    });
-    return;
-  }
-  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], in2.data + wf_off[2], out.data + wf_off[3], wf_step, wf_n); });
-}
-
-void fused_mul_add_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
-  (void)wf_s;
-  fused_mul_add_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_mul_add_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_mul_add_f32_r3", "in1"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_mul_add_f32_r3", "in2"), wfgen::rt::view_of<float, 3>(wf_t[3], "fused_mul_add_f32_r3", "out"));
-}
-
-// fused_div_add_mul: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
-// fused from the calls of div, add, mul
-void fused_div_add_mul_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<float, 3> out) {
-  // out = (in0 / in1 + in2) * in3
-  const wfgen::rt::LoopNest<3, 5> wf_nest(out.shape, {in0.strides, in1.strides, in2.strides, in3.strides, out.strides}, 4, true);
-  const bool wf_contiguous = wf_nest.inner_contiguous();
-  if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
-    wfgen::rt::out_of_line([&] {
-      wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
-        (void)wf_step;  // contiguous: every step is 1
-        const float* wf_p_in0 = in0.data + wf_off[0];
-        const float* wf_p_in1 = in1.data + wf_off[1];
-        const float* wf_p_in2 = in2.data + wf_off[2];
-        const float* wf_p_in3 = in3.data + wf_off[3];
-        float* wf_p_out = out.data + wf_off[4];
-        if ((wf_p_in0 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in0, wf_n)) && (wf_p_in1 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in1, wf_n)) && (wf_p_in2 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in2, wf_n)) && (wf_p_in3 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in3, wf_n))) {
-          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float((wf_p_in0[wf_i] / wf_p_in1[wf_i] + wf_p_in2[wf_i]) * wf_p_in3[wf_i]); });
-        } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = (wf_p_in0[wf_i] / wf_p_in1[wf_i] + wf_p_in2[wf_i]) * wf_p_in3[wf_i];
+        for (std::int64_t wf_c = wf_acc0_c; wf_c < wf_len; ++wf_c) {
+          for (int wf_l = 0; wf_l < 16; ++wf_l) {
+            const float wf_v = wf_tile_in0[wf_c * 16 + wf_l] * wf_tile_in1[wf_c * 16 + wf_l];
+            wf_acc0[wf_l] += wf_v;
+          }
         }
-      });
-    });
-    return;
-  }
-  auto wf_row = [&](const float* wf_p_in0, const float* wf_p_in1, const float* wf_p_in2, const float* wf_p_in3, float* wf_p_out, const std::int64_t* wf_step, std::int64_t wf_n) {
-    if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = (wf_p_in0[wf_i] / wf_p_in1[wf_i] + wf_p_in2[wf_i]) * wf_p_in3[wf_i];
-    } else if (wf_step[4] == 1) {
-      const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1], wf_s2 = wf_step[2], wf_s3 = wf_step[3];
-      if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1 && (wf_s2 | 1) == 1 && (wf_s3 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = (wf_p_in0[wf_s0 != 0 ? wf_i : 0] / wf_p_in1[wf_s1 != 0 ? wf_i : 0] + wf_p_in2[wf_s2 != 0 ? wf_i : 0]) * wf_p_in3[wf_s3 != 0 ? wf_i : 0];
-      } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = (wf_p_in0[wf_i * wf_s0] / wf_p_in1[wf_i * wf_s1] + wf_p_in2[wf_i * wf_s2]) * wf_p_in3[wf_i * wf_s3];
+        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0[wf_l] += (wf_acc0_1[wf_l] + wf_acc0_2[wf_l]) + wf_acc0_3[wf_l];
+        float wf_row0[16];
+        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_row0[wf_l] = wf_acc0[wf_l];
+        for (int wf_l = 0; wf_l < 16; ++wf_l) {
+          for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_l * wf_step[2] + wf_c] = wf_in1[wf_l * wf_step[1] + wf_c] * (wf_in0[wf_l * wf_step[0] + wf_c] - wf_row0[wf_l]) * 0.25f;
+        }
       }
-    } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[4]] = (wf_p_in0[wf_i * wf_step[0]] / wf_p_in1[wf_i * wf_step[1]] + wf_p_in2[wf_i * wf_step[2]]) * wf_p_in3[wf_i * wf_step[3]];
     }
-  };
-  if (wf_nest.tiled()) {
-    wf_nest.run_tiles(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
-      const wfgen::rt::TileOperand<const float> wf_t_in0(in0.data + wf_off[0], wf_row_step[0], wf_col_step[0], wf_rows, wf_cols);
-      const wfgen::rt::TileOperand<const float> wf_t_in1(in1.data + wf_off[1], wf_row_step[1], wf_col_step[1], wf_rows, wf_cols);
-      const wfgen::rt::TileOperand<const float> wf_t_in2(in2.data + wf_off[2], wf_row_step[2], wf_col_step[2], wf_rows, wf_cols);
-      const wfgen::rt::TileOperand<const float> wf_t_in3(in3.data + wf_off[3], wf_row_step[3], wf_col_step[3], wf_rows, wf_cols);
-      const std::int64_t wf_step[] = {wf_t_in0.step(), wf_t_in1.step(), wf_t_in2.step(), wf_t_in3.step(), wf_col_step[4]};
-      for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) wf_row(wf_t_in0.row(wf_r), wf_t_in1.row(wf_r), wf_t_in2.row(wf_r), wf_t_in3.row(wf_r), out.data + wf_off[4] + wf_r * wf_row_step[4], wf_step, wf_cols);
-    });
-    return;
-  }
-  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], in2.data + wf_off[2], in3.data + wf_off[3], out.data + wf_off[4], wf_step, wf_n); });
+    for (; wf_r < wf_rows; ++wf_r) {
+      [[maybe_unused]] const float* wf_in0 = in0.data + wf_off[0] + wf_r * wf_step[0];
+      [[maybe_unused]] const float* wf_in1 = in1.data + wf_off[1] + wf_r * wf_step[1];
+      [[maybe_unused]] float* wf_out = out.data + wf_off[2] + wf_r * wf_step[2];
+      if (wf_unit) {
+        if (wf_r + 2 < wf_rows) { if (wf_step[0] != 0) wfgen::rt::prefetch_row(wf_in0 + 2 * wf_step[0], wf_len); if (wf_step[1] != 0) wfgen::rt::prefetch_row(wf_in1 + 2 * wf_step[1], wf_len); }
+        const bool wf_stream_row = wf_stream && wfgen::rt::disjoint(wf_out, wf_len, wf_in0, wf_len) && wfgen::rt::disjoint(wf_out, wf_len, wf_in1, wf_len);
+        float wf_acc0_row = float(0);
+        if (wf_len >= 64) {
+          float wf_acc0[32];
+          for (int wf_l = 0; wf_l < 32; ++wf_l) wf_acc0[wf_l] = float(0);
+          std::int64_t wf_j0 = 0;
+          for (; wf_j0 + 32 <= wf_len; wf_j0 += 32) {
+            for (int wf_l = 0; wf_l < 32; ++wf_l) {
+              const float wf_v = wf_in0[wf_j0 + wf_l] * wf_in1[wf_j0 + wf_l];
+              wf_acc0[wf_l] += wf_v;
+            }
+          }
+          for (; wf_j0 < wf_len; ++wf_j0) {
+            const float wf_v = wf_in0[wf_j0] * wf_in1[wf_j0];
+            wf_acc0[0] += wf_v;
+          }
+          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0[wf_l] += wf_acc0[wf_l + 16];
+          for (int wf_l = 0; wf_l < 8; ++wf_l) wf_acc0[wf_l] += wf_acc0[wf_l + 8];
+          for (int wf_l = 0; wf_l < 4; ++wf_l) wf_acc0[wf_l] += wf_acc0[wf_l + 4];
+          for (int wf_l = 0; wf_l < 2; ++wf_l) wf_acc0[wf_l] += wf_acc0[wf_l + 2];
+          for (int wf_l = 0; wf_l < 1; ++wf_l) wf_acc0[wf_l] += wf_acc0[wf_l + 1];
+          wf_acc0_row = wf_acc0[0];
+        } else {
+          for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
+            const float wf_v = wf_in0[wf_c] * wf_in1[wf_c];
+            wf_acc0_row += wf_v;
+          }
+        }
+        const float wf_row0 = wf_acc0_row;
+        if (wf_stream_row) {
+          wfgen::rt::stream_store<false>(wf_out, wf_len, [&](std::int64_t wf_c) { return float(wf_in1[wf_c] * (wf_in0[wf_c] - wf_row0) * 0.25f); });
+        } else {
+          for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_c] = wf_in1[wf_c] * (wf_in0[wf_c] - wf_row0) * 0.25f;
+        }
+      } else {
+        float wf_acc0 = float(0);
+        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
+          const float wf_v = wf_in0[wf_c * wf_s0] * wf_in1[wf_c * wf_s1];
+          wf_acc0 += wf_v;
+        }
+        const float wf_row0 = wf_acc0;
+        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_c * wf_s2] = wf_in1[wf_c * wf_s1] * (wf_in0[wf_c * wf_s0] - wf_row0) * 0.25f;
+      }
+    }
+    if (wf_stream) wfgen::rt::stream_fence();
+  });
 }
 
-void fused_div_add_mul_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
+void fused_mul_sum_sub_mul_and_1_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
   (void)wf_s;
-  fused_div_add_mul_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_div_add_mul_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_div_add_mul_f32_r3", "in1"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_div_add_mul_f32_r3", "in2"), wfgen::rt::view_of<const float, 3>(wf_t[3], "fused_div_add_mul_f32_r3", "in3"), wfgen::rt::view_of<float, 3>(wf_t[4], "fused_div_add_mul_f32_r3", "out"));
+  fused_mul_sum_sub_mul_and_1_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_mul_sum_sub_mul_and_1_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_mul_sum_sub_mul_and_1_f32_r3", "in1"), wfgen::rt::view_of<float, 3>(wf_t[2], "fused_mul_sum_sub_mul_and_1_f32_r3", "out"));
 }
 
 // fused_inv_count_mul_add: in0[~] in1[~] in2[~] out[~] -> out[~]
@@ -1517,75 +1514,6 @@ void fused_add_add_add_add_and_1_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const
   fused_add_add_add_add_and_1_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_add_add_add_add_and_1_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_add_add_add_add_and_1_f32_r3", "in1"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_add_add_add_add_and_1_f32_r3", "in2"), wfgen::rt::view_of<const float, 3>(wf_t[3], "fused_add_add_add_add_and_1_f32_r3", "in3"), wfgen::rt::view_of<const float, 3>(wf_t[4], "fused_add_add_add_add_and_1_f32_r3", "in4"), wfgen::rt::view_of<const float, 3>(wf_t[5], "fused_add_add_add_add_and_1_f32_r3", "in5"), wfgen::rt::view_of<float, 3>(wf_t[6], "fused_add_add_add_add_and_1_f32_r3", "out"));
 }
 
-// fused_softmax: in0[~] out[~] -> out[~]
-// fused from the calls of max, sub, exp (model softmax)
-void fused_softmax_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out) {
-  // per row: row0 = max(in0); out = exp(in0 - row0)
-  const std::int64_t wf_len = in0.shape[2];
-  const wfgen::rt::LoopNest<2, 2> wf_nest(wfgen::rt::head<1>(out.shape), {wfgen::rt::head<1>(in0.strides), wfgen::rt::head<1>(out.strides)}, 1);
-  const std::int64_t wf_s0 = in0.strides[2];
-  const std::int64_t wf_s1 = out.strides[2];
-  const bool wf_unit = wf_s0 == 1 && wf_s1 == 1;
-  const bool wf_stream = wf_unit && wfgen::rt::streams_output<float>(wf_nest.total() * wf_len);
-  wf_nest.run(16384 / (wf_len > 0 ? wf_len : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
-    std::int64_t wf_r = 0;
-    if (wf_unit && wf_len < 64) {
-      // rows shorter than 64: 16 rows at a time, one per lane (column c of a tile at [c * 16])
-      alignas(64) float wf_tile_in0[1024];
-      for (; wf_r + 16 <= wf_rows; wf_r += 16) {
-        [[maybe_unused]] const float* wf_in0 = in0.data + wf_off[0] + wf_r * wf_step[0];
-        [[maybe_unused]] float* wf_out = out.data + wf_off[1] + wf_r * wf_step[1];
-        wfgen::rt::rows_to_lanes<16>(wf_in0, wf_step[0], wf_len, wf_tile_in0);
-        float wf_acc0[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0[wf_l] = wfgen::rt::lowest_value<float>();
-        int wf_nan0[16] = {};
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          for (int wf_l = 0; wf_l < 16; ++wf_l) {
-            const float wf_v = wf_tile_in0[wf_c * 16 + wf_l];
-            wf_acc0[wf_l] = wf_v > wf_acc0[wf_l] ? wf_v : wf_acc0[wf_l];
-            wf_nan0[wf_l] |= wf_v != wf_v;
-          }
-        }
-        for (int wf_l = 0; wf_l < 16; ++wf_l) if (wf_nan0[wf_l]) wf_acc0[wf_l] = std::numeric_limits<float>::quiet_NaN();
-        float wf_row0[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_row0[wf_l] = wf_acc0[wf_l];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) {
-          for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_l * wf_step[1] + wf_c] = wfgen::rt::math::exp(wf_in0[wf_l * wf_step[0] + wf_c] - wf_row0[wf_l]);
-        }
-      }
-    }
-    for (; wf_r < wf_rows; ++wf_r) {
-      [[maybe_unused]] const float* wf_in0 = in0.data + wf_off[0] + wf_r * wf_step[0];
-      [[maybe_unused]] float* wf_out = out.data + wf_off[1] + wf_r * wf_step[1];
-      if (wf_unit) {
-        if (wf_r + 2 < wf_rows) { if (wf_step[0] != 0) wfgen::rt::prefetch_row(wf_in0 + 2 * wf_step[0], wf_len); }
-        const bool wf_stream_row = wf_stream && wfgen::rt::disjoint(wf_out, wf_len, wf_in0, wf_len);
-        const float wf_acc0_row = wfgen::rt::math::max_row(wf_in0, wf_len);
-        const float wf_row0 = wf_acc0_row;
-        if (wf_stream_row) {
-          wfgen::rt::stream_store<false>(wf_out, wf_len, [&](std::int64_t wf_c) { return float(wfgen::rt::math::exp(wf_in0[wf_c] - wf_row0)); });
-        } else {
-          for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_c] = wfgen::rt::math::exp(wf_in0[wf_c] - wf_row0);
-        }
-      } else {
-        float wf_acc0 = wfgen::rt::lowest_value<float>();
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          const float wf_v = wf_in0[wf_c * wf_s0];
-          wf_acc0 = ((wf_v > wf_acc0) | ((wf_v != wf_v) & (wf_acc0 == wf_acc0))) ? wf_v : wf_acc0;
-        }
-        const float wf_row0 = wf_acc0;
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_c * wf_s1] = wfgen::rt::math::exp(wf_in0[wf_c * wf_s0] - wf_row0);
-      }
-    }
-    if (wf_stream) wfgen::rt::stream_fence();
-  });
-}
-
-void fused_softmax_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
-  (void)wf_s;
-  fused_softmax_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_softmax_f32_r3", "in0"), wfgen::rt::view_of<float, 3>(wf_t[1], "fused_softmax_f32_r3", "out"));
-}
-
 // fused_add_add_mean_sub_and_7: in0[~] in1[~] in2[~] in3[~] in4[~] out[~] -> out[~]
 // fused from the calls of add, add, mean, sub, mul, mean, add_scalar, sqrt, div, mul, add
 void fused_add_add_mean_sub_and_7_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<float, 3> out) {
@@ -1975,118 +1903,6 @@ void fused_layernorm_4_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::Vi
 void fused_layernorm_4_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
   (void)wf_s;
   fused_layernorm_4_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_layernorm_4_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_layernorm_4_f32_r3", "in1"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_layernorm_4_f32_r3", "in2"), wfgen::rt::view_of<float, 3>(wf_t[3], "fused_layernorm_4_f32_r3", "out"));
-}
-
-// fused_softmax_2: in0[~] out[~] -> out[~]
-// fused from the calls of max, sub, exp, sum, div (model softmax)
-void fused_softmax_2_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out) {
-  // per row: row0 = max(in0); row1 = sum(exp(in0 - row0)); out = exp(in0 - row0) / row1
-  const std::int64_t wf_len = in0.shape[2];
-  const wfgen::rt::LoopNest<2, 2> wf_nest(wfgen::rt::head<1>(out.shape), {wfgen::rt::head<1>(in0.strides), wfgen::rt::head<1>(out.strides)}, 1);
-  const std::int64_t wf_s0 = in0.strides[2];
-  const std::int64_t wf_s1 = out.strides[2];
-  const bool wf_unit = wf_s0 == 1 && wf_s1 == 1;
-  const bool wf_stream = wf_unit && wfgen::rt::streams_output<float>(wf_nest.total() * wf_len) && wf_len <= 4096;
-  wf_nest.run(16384 / (wf_len > 0 ? wf_len : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
-    alignas(64) float wf_scratch[4096];
-    std::int64_t wf_r = 0;
-    if (wf_unit && wf_len < 64) {
-      // rows shorter than 64: 16 rows at a time, one per lane (column c of a tile at [c * 16])
-      alignas(64) float wf_tile_in0[1024];
-      alignas(64) float wf_tile_out[1024];
-      alignas(64) float wf_tile_cache[1024];
-      for (; wf_r + 16 <= wf_rows; wf_r += 16) {
-        [[maybe_unused]] const float* wf_in0 = in0.data + wf_off[0] + wf_r * wf_step[0];
-        [[maybe_unused]] float* wf_out = out.data + wf_off[1] + wf_r * wf_step[1];
-        wfgen::rt::rows_to_lanes<16>(wf_in0, wf_step[0], wf_len, wf_tile_in0);
-        float wf_acc0[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc0[wf_l] = wfgen::rt::lowest_value<float>();
-        int wf_nan0[16] = {};
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          for (int wf_l = 0; wf_l < 16; ++wf_l) {
-            const float wf_v = wf_tile_in0[wf_c * 16 + wf_l];
-            wf_acc0[wf_l] = wf_v > wf_acc0[wf_l] ? wf_v : wf_acc0[wf_l];
-            wf_nan0[wf_l] |= wf_v != wf_v;
-          }
-        }
-        for (int wf_l = 0; wf_l < 16; ++wf_l) if (wf_nan0[wf_l]) wf_acc0[wf_l] = std::numeric_limits<float>::quiet_NaN();
-        float wf_row0[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_row0[wf_l] = wf_acc0[wf_l];
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_tile_cache[wf_c * 16 + wf_l] = wf_tile_in0[wf_c * 16 + wf_l] - wf_row0[wf_l];
-        }
-        wfgen::rt::math::exp_in_place(wf_tile_cache, wf_len * 16);
-        float wf_acc1[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1[wf_l] = float(0);
-        float wf_acc1_1[16];
-        float wf_acc1_2[16];
-        float wf_acc1_3[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1_1[wf_l] = wf_acc1_2[wf_l] = wf_acc1_3[wf_l] = float(0);
-        std::int64_t wf_acc1_c = 0;
-        for (; wf_acc1_c + 4 <= wf_len; wf_acc1_c += 4) {
-          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1[wf_l] += wf_tile_cache[wf_acc1_c * 16 + wf_l];
-          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1_1[wf_l] += wf_tile_cache[(wf_acc1_c + 1) * 16 + wf_l];
-          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1_2[wf_l] += wf_tile_cache[(wf_acc1_c + 2) * 16 + wf_l];
-          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1_3[wf_l] += wf_tile_cache[(wf_acc1_c + 3) * 16 + wf_l];
-        }
-        for (std::int64_t wf_c = wf_acc1_c; wf_c < wf_len; ++wf_c) {
-          for (int wf_l = 0; wf_l < 16; ++wf_l) {
-            const float wf_v = wf_tile_cache[wf_c * 16 + wf_l];
-            wf_acc1[wf_l] += wf_v;
-          }
-        }
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_acc1[wf_l] += (wf_acc1_1[wf_l] + wf_acc1_2[wf_l]) + wf_acc1_3[wf_l];
-        float wf_row1[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_row1[wf_l] = wf_acc1[wf_l];
-        float wf_inv0[16];
-        for (int wf_l = 0; wf_l < 16; ++wf_l) wf_inv0[wf_l] = float(1) / wf_row1[wf_l];
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          for (int wf_l = 0; wf_l < 16; ++wf_l) wf_tile_out[wf_c * 16 + wf_l] = wf_tile_cache[wf_c * 16 + wf_l] * wf_inv0[wf_l];
-        }
-        wfgen::rt::lanes_to_rows<16>(wf_tile_out, wf_len, wf_out, wf_step[1]);
-      }
-    }
-    for (; wf_r < wf_rows; ++wf_r) {
-      [[maybe_unused]] const float* wf_in0 = in0.data + wf_off[0] + wf_r * wf_step[0];
-      [[maybe_unused]] float* wf_out = out.data + wf_off[1] + wf_r * wf_step[1];
-      if (wf_unit && wfgen::rt::disjoint(wf_out, wf_len, wf_in0, wf_len)) {
-        const float* const wf_ahead = wf_r + 4 < wf_rows && wf_step[0] != 0 ? wf_in0 + 4 * wf_step[0] : nullptr;
-        const bool wf_stream_row = wf_stream;
-        float* const wf_cache = wf_stream_row ? wf_scratch : wf_out;
-        const float wf_acc0_row = wfgen::rt::math::max_row(wf_in0, wf_len);
-        const float wf_row0 = wf_acc0_row;
-        const float wf_exp_sum1 = wfgen::rt::math::exp_minus_max(wf_cache, wf_in0, float(wf_row0), wf_len, wf_ahead);
-        const float wf_row1 = wf_exp_sum1;
-        const float wf_inv0 = float(1) / wf_row1;
-        if (wf_stream_row) {
-          wfgen::rt::stream_store<false>(wf_out, wf_len, [&](std::int64_t wf_c) { return float(wf_cache[wf_c] * wf_inv0); });
-        } else {
-          for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_c] = wf_cache[wf_c] * wf_inv0;
-        }
-      } else {
-        float wf_acc0 = wfgen::rt::lowest_value<float>();
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          const float wf_v = wf_in0[wf_c * wf_s0];
-          wf_acc0 = ((wf_v > wf_acc0) | ((wf_v != wf_v) & (wf_acc0 == wf_acc0))) ? wf_v : wf_acc0;
-        }
-        const float wf_row0 = wf_acc0;
-        float wf_acc1 = float(0);
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) {
-          const float wf_v = wfgen::rt::math::exp(wf_in0[wf_c * wf_s0] - wf_row0);
-          wf_acc1 += wf_v;
-        }
-        const float wf_row1 = wf_acc1;
-        const float wf_inv0 = float(1) / wf_row1;
-        for (std::int64_t wf_c = 0; wf_c < wf_len; ++wf_c) wf_out[wf_c * wf_s1] = wfgen::rt::math::exp(wf_in0[wf_c * wf_s0] - wf_row0) * wf_inv0;
-      }
-    }
-    if (wf_stream) wfgen::rt::stream_fence();
-  });
-}
-
-void fused_softmax_2_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
-  (void)wf_s;
-  fused_softmax_2_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_softmax_2_f32_r3", "in0"), wfgen::rt::view_of<float, 3>(wf_t[1], "fused_softmax_2_f32_r3", "out"));
 }
 
 }  // namespace lm_example

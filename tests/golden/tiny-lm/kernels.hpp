@@ -29,10 +29,6 @@ void mul_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg
 void div_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<float, 3> OUT);
 void div_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// mul_scalar: X[~] OUT[~] -> OUT[~]
-void mul_scalar_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT, float value);
-void mul_scalar_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // gelu: X[~] OUT[~] -> OUT[~]
 void gelu_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
 void gelu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -85,13 +81,9 @@ void one_hot_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::Scala
 void scatter_add_f32_r2(wfgen::rt::View<const float, 2> DOUT, wfgen::rt::View<const float, 1> IDX, wfgen::rt::View<const float, 2> LIKE, wfgen::rt::View<float, 2> OUT);
 void scatter_add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// causal_mask: X[~ i j] OUT[~ i j] -> OUT[~ i j]
-void causal_mask_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT, float value);
-void causal_mask_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// extreme_mask: X[~ i] OUT[~ i] -> OUT[~ i]
-void extreme_mask_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT, bool largest);
-void extreme_mask_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// scaled_softmax: X[~ i j] OUT[~ i j] -> OUT[~ i j]
+void scaled_softmax_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT, float scale, bool causal);
+void scaled_softmax_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // gelu_grad: DOUT[~] X[~] OUT[~] -> OUT[~]
 void gelu_grad_f32_r3(wfgen::rt::View<const float, 3> DOUT, wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
@@ -141,13 +133,9 @@ void fused_add_add_add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen:
 void fused_add_add_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<float, 3> out);
 void fused_add_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_mul_add: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_mul_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_mul_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_div_add_mul: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
-void fused_div_add_mul_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<float, 3> out);
-void fused_div_add_mul_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_mul_sum_sub_mul_and_1: in0[~] in1[~] out[~] -> out[~]
+void fused_mul_sum_sub_mul_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
+void fused_mul_sum_sub_mul_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // fused_inv_count_mul_add: in0[~] in1[~] in2[~] out[~] -> out[~]
 void fused_inv_count_mul_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
@@ -181,10 +169,6 @@ void fused_add_add_2_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::r
 void fused_add_add_add_add_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<const float, 3> in5, wfgen::rt::View<float, 3> out);
 void fused_add_add_add_add_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_softmax: in0[~] out[~] -> out[~]
-void fused_softmax_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out);
-void fused_softmax_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // fused_add_add_mean_sub_and_7: in0[~] in1[~] in2[~] in3[~] in4[~] out[~] -> out[~]
 void fused_add_add_mean_sub_and_7_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<float, 3> out);
 void fused_add_add_mean_sub_and_7_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -196,10 +180,6 @@ void fused_add_gelu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt
 // fused_layernorm_4: in0[~] in1[~] in2[~] out[~] -> out[~]
 void fused_layernorm_4_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
 void fused_layernorm_4_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_softmax_2: in0[~] out[~] -> out[~]
-void fused_softmax_2_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out);
-void fused_softmax_2_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

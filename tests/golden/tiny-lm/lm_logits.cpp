@@ -51,73 +51,65 @@ namespace {
     {"TID33", TensorRole::View},
     {"TID34", TensorRole::Temp},
     {"scores", TensorRole::Temp},
-    {"scores.1", TensorRole::Temp},
-    {"TID37", TensorRole::Temp},
-    {"TID38", TensorRole::View},
+    {"TID36", TensorRole::View},
     {"o", TensorRole::Temp},
-    {"TID40", TensorRole::View},
-    {"TID41", TensorRole::View},
+    {"TID38", TensorRole::View},
+    {"TID39", TensorRole::View},
     {"part", TensorRole::Temp},
+    {"TID41", TensorRole::View},
+    {"TID42", TensorRole::View},
     {"TID43", TensorRole::View},
-    {"TID44", TensorRole::View},
-    {"TID45", TensorRole::View},
-    {"TID46", TensorRole::Temp},
-    {"scores.2", TensorRole::Temp},
-    {"scores.3", TensorRole::Temp},
-    {"TID49", TensorRole::Temp},
-    {"TID50", TensorRole::View},
+    {"TID44", TensorRole::Temp},
+    {"scores.1", TensorRole::Temp},
+    {"TID46", TensorRole::View},
     {"o.1", TensorRole::Temp},
+    {"TID48", TensorRole::View},
+    {"TID49", TensorRole::View},
+    {"part.1", TensorRole::Temp},
+    {"TID51", TensorRole::View},
     {"TID52", TensorRole::View},
     {"TID53", TensorRole::View},
-    {"part.1", TensorRole::Temp},
-    {"TID55", TensorRole::View},
+    {"TID54", TensorRole::Temp},
+    {"scores.2", TensorRole::Temp},
     {"TID56", TensorRole::View},
-    {"TID57", TensorRole::View},
-    {"TID58", TensorRole::Temp},
-    {"scores.4", TensorRole::Temp},
-    {"scores.5", TensorRole::Temp},
-    {"TID61", TensorRole::Temp},
-    {"TID62", TensorRole::View},
     {"o.2", TensorRole::Temp},
-    {"TID64", TensorRole::View},
-    {"TID65", TensorRole::View},
+    {"TID58", TensorRole::View},
+    {"TID59", TensorRole::View},
     {"part.2", TensorRole::Temp},
-    {"TID67", TensorRole::View},
+    {"TID61", TensorRole::View},
+    {"TID62", TensorRole::View},
+    {"TID63", TensorRole::View},
+    {"TID64", TensorRole::Temp},
+    {"scores.3", TensorRole::Temp},
+    {"TID66", TensorRole::View},
+    {"o.3", TensorRole::Temp},
     {"TID68", TensorRole::View},
     {"TID69", TensorRole::View},
-    {"TID70", TensorRole::Temp},
-    {"scores.6", TensorRole::Temp},
-    {"scores.7", TensorRole::Temp},
-    {"TID73", TensorRole::Temp},
-    {"TID74", TensorRole::View},
-    {"o.3", TensorRole::Temp},
-    {"TID76", TensorRole::View},
-    {"TID77", TensorRole::View},
     {"part.3", TensorRole::Temp},
-    {"TID79", TensorRole::View},
+    {"TID71", TensorRole::View},
     {"h", TensorRole::Temp},
     {"transformer_block_0/layernorm_1.gamma", TensorRole::Param},
     {"transformer_block_0/layernorm_1.beta", TensorRole::Param},
-    {"TID83", TensorRole::View},
-    {"TID84", TensorRole::View},
-    {"TID85", TensorRole::Temp},
+    {"TID75", TensorRole::View},
+    {"TID76", TensorRole::View},
+    {"TID77", TensorRole::Temp},
     {"transformer_block_0/linear_0.W", TensorRole::Param},
     {"transformer_block_0/linear_0.b", TensorRole::Param},
-    {"TID88", TensorRole::View},
-    {"TID89", TensorRole::Temp},
-    {"TID90", TensorRole::View},
-    {"TID91", TensorRole::Temp},
+    {"TID80", TensorRole::View},
+    {"TID81", TensorRole::Temp},
+    {"TID82", TensorRole::View},
+    {"TID83", TensorRole::Temp},
     {"transformer_block_0/linear_1.W", TensorRole::Param},
     {"transformer_block_0/linear_1.b", TensorRole::Param},
-    {"TID94", TensorRole::View},
-    {"TID95", TensorRole::Temp},
-    {"TID96", TensorRole::View},
+    {"TID86", TensorRole::View},
+    {"TID87", TensorRole::Temp},
+    {"TID88", TensorRole::View},
     {"x.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_2.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_2.beta", TensorRole::Param},
-    {"TID100", TensorRole::View},
-    {"TID101", TensorRole::View},
-    {"TID102", TensorRole::Temp},
+    {"TID92", TensorRole::View},
+    {"TID93", TensorRole::View},
+    {"TID94", TensorRole::Temp},
     {"transformer_block_1/multi_head_attention_1.Wq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wk", TensorRole::Param},
@@ -126,92 +118,84 @@ namespace {
     {"transformer_block_1/multi_head_attention_1.bv", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wo", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bo", TensorRole::Param},
+    {"TID103", TensorRole::View},
+    {"TID104", TensorRole::Temp},
+    {"TID105", TensorRole::View},
+    {"q.1", TensorRole::Temp},
+    {"TID107", TensorRole::View},
+    {"TID108", TensorRole::Temp},
+    {"TID109", TensorRole::View},
+    {"k.1", TensorRole::Temp},
     {"TID111", TensorRole::View},
     {"TID112", TensorRole::Temp},
     {"TID113", TensorRole::View},
-    {"q.1", TensorRole::Temp},
-    {"TID115", TensorRole::View},
-    {"TID116", TensorRole::Temp},
-    {"TID117", TensorRole::View},
-    {"k.1", TensorRole::Temp},
-    {"TID119", TensorRole::View},
-    {"TID120", TensorRole::Temp},
-    {"TID121", TensorRole::View},
     {"v.1", TensorRole::Temp},
-    {"TID123", TensorRole::View},
-    {"TID124", TensorRole::View},
-    {"TID125", TensorRole::View},
-    {"TID126", TensorRole::Temp},
-    {"scores.8", TensorRole::Temp},
-    {"scores.9", TensorRole::Temp},
-    {"TID129", TensorRole::Temp},
-    {"TID130", TensorRole::View},
+    {"TID115", TensorRole::View},
+    {"TID116", TensorRole::View},
+    {"TID117", TensorRole::View},
+    {"TID118", TensorRole::Temp},
+    {"scores.4", TensorRole::Temp},
+    {"TID120", TensorRole::View},
     {"o.4", TensorRole::Temp},
+    {"TID122", TensorRole::View},
+    {"TID123", TensorRole::View},
+    {"part.4", TensorRole::Temp},
+    {"TID125", TensorRole::View},
+    {"TID126", TensorRole::View},
+    {"TID127", TensorRole::View},
+    {"TID128", TensorRole::Temp},
+    {"scores.5", TensorRole::Temp},
+    {"TID130", TensorRole::View},
+    {"o.5", TensorRole::Temp},
     {"TID132", TensorRole::View},
     {"TID133", TensorRole::View},
-    {"part.4", TensorRole::Temp},
+    {"part.5", TensorRole::Temp},
     {"TID135", TensorRole::View},
     {"TID136", TensorRole::View},
     {"TID137", TensorRole::View},
     {"TID138", TensorRole::Temp},
-    {"scores.10", TensorRole::Temp},
-    {"scores.11", TensorRole::Temp},
-    {"TID141", TensorRole::Temp},
-    {"TID142", TensorRole::View},
-    {"o.5", TensorRole::Temp},
-    {"TID144", TensorRole::View},
-    {"TID145", TensorRole::View},
-    {"part.5", TensorRole::Temp},
-    {"TID147", TensorRole::View},
-    {"TID148", TensorRole::View},
-    {"TID149", TensorRole::View},
-    {"TID150", TensorRole::Temp},
-    {"scores.12", TensorRole::Temp},
-    {"scores.13", TensorRole::Temp},
-    {"TID153", TensorRole::Temp},
-    {"TID154", TensorRole::View},
+    {"scores.6", TensorRole::Temp},
+    {"TID140", TensorRole::View},
     {"o.6", TensorRole::Temp},
-    {"TID156", TensorRole::View},
-    {"TID157", TensorRole::View},
+    {"TID142", TensorRole::View},
+    {"TID143", TensorRole::View},
     {"part.6", TensorRole::Temp},
-    {"TID159", TensorRole::View},
-    {"TID160", TensorRole::View},
-    {"TID161", TensorRole::View},
-    {"TID162", TensorRole::Temp},
-    {"scores.14", TensorRole::Temp},
-    {"scores.15", TensorRole::Temp},
-    {"TID165", TensorRole::Temp},
-    {"TID166", TensorRole::View},
+    {"TID145", TensorRole::View},
+    {"TID146", TensorRole::View},
+    {"TID147", TensorRole::View},
+    {"TID148", TensorRole::Temp},
+    {"scores.7", TensorRole::Temp},
+    {"TID150", TensorRole::View},
     {"o.7", TensorRole::Temp},
-    {"TID168", TensorRole::View},
-    {"TID169", TensorRole::View},
+    {"TID152", TensorRole::View},
+    {"TID153", TensorRole::View},
     {"part.7", TensorRole::Temp},
-    {"TID171", TensorRole::View},
+    {"TID155", TensorRole::View},
     {"h.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_3.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_3.beta", TensorRole::Param},
+    {"TID159", TensorRole::View},
+    {"TID160", TensorRole::View},
+    {"TID161", TensorRole::Temp},
+    {"transformer_block_1/linear_2.W", TensorRole::Param},
+    {"transformer_block_1/linear_2.b", TensorRole::Param},
+    {"TID164", TensorRole::View},
+    {"TID165", TensorRole::Temp},
+    {"TID166", TensorRole::View},
+    {"TID167", TensorRole::Temp},
+    {"transformer_block_1/linear_3.W", TensorRole::Param},
+    {"transformer_block_1/linear_3.b", TensorRole::Param},
+    {"TID170", TensorRole::View},
+    {"TID171", TensorRole::Temp},
+    {"TID172", TensorRole::View},
+    {"layernorm_4.gamma", TensorRole::Param},
+    {"layernorm_4.beta", TensorRole::Param},
     {"TID175", TensorRole::View},
     {"TID176", TensorRole::View},
     {"TID177", TensorRole::Temp},
-    {"transformer_block_1/linear_2.W", TensorRole::Param},
-    {"transformer_block_1/linear_2.b", TensorRole::Param},
-    {"TID180", TensorRole::View},
-    {"TID181", TensorRole::Temp},
-    {"TID182", TensorRole::View},
-    {"TID183", TensorRole::Temp},
-    {"transformer_block_1/linear_3.W", TensorRole::Param},
-    {"transformer_block_1/linear_3.b", TensorRole::Param},
-    {"TID186", TensorRole::View},
-    {"TID187", TensorRole::Temp},
-    {"TID188", TensorRole::View},
-    {"layernorm_4.gamma", TensorRole::Param},
-    {"layernorm_4.beta", TensorRole::Param},
-    {"TID191", TensorRole::View},
-    {"TID192", TensorRole::View},
-    {"TID193", TensorRole::Temp},
-    {"TID194", TensorRole::View},
-    {"TID195", TensorRole::View},
-    {"TID196", TensorRole::Temp},
+    {"TID178", TensorRole::View},
+    {"TID179", TensorRole::View},
+    {"TID180", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -226,73 +210,57 @@ namespace {
     10, 27, 28, // matmul_blas_f32_r3
     28, 29, 30, // add_f32_r3
     31, 33, 34, // matmul_blas_f32_r3
-    34, 35, // mul_scalar_f32_r3
-    35, 36, // causal_mask_f32_r3
-    36, 37, // fused_softmax_2_f32_r3
-    37, 38, 39, // matmul_blas_f32_r3
-    39, 41, 42, // matmul_blas_f32_r3
-    43, 45, 46, // matmul_blas_f32_r3
-    46, 47, // mul_scalar_f32_r3
-    47, 48, // causal_mask_f32_r3
-    48, 49, // fused_softmax_2_f32_r3
-    49, 50, 51, // matmul_blas_f32_r3
+    34, 35, // scaled_softmax_f32_r3
+    35, 36, 37, // matmul_blas_f32_r3
+    37, 39, 40, // matmul_blas_f32_r3
+    41, 43, 44, // matmul_blas_f32_r3
+    44, 45, // scaled_softmax_f32_r3
+    45, 46, 47, // matmul_blas_f32_r3
+    47, 49, 50, // matmul_blas_f32_r3
     51, 53, 54, // matmul_blas_f32_r3
-    55, 57, 58, // matmul_blas_f32_r3
-    58, 59, // mul_scalar_f32_r3
-    59, 60, // causal_mask_f32_r3
-    60, 61, // fused_softmax_2_f32_r3
-    61, 62, 63, // matmul_blas_f32_r3
-    63, 65, 66, // matmul_blas_f32_r3
+    54, 55, // scaled_softmax_f32_r3
+    55, 56, 57, // matmul_blas_f32_r3
+    57, 59, 60, // matmul_blas_f32_r3
+    61, 63, 64, // matmul_blas_f32_r3
+    64, 65, // scaled_softmax_f32_r3
+    65, 66, 67, // matmul_blas_f32_r3
     67, 69, 70, // matmul_blas_f32_r3
-    70, 71, // mul_scalar_f32_r3
-    71, 72, // causal_mask_f32_r3
-    72, 73, // fused_softmax_2_f32_r3
-    73, 74, 75, // matmul_blas_f32_r3
-    75, 77, 78, // matmul_blas_f32_r3
-    5, 42, 54, 66, 78, 79, 80, // fused_add_add_add_add_and_1_f32_r3
-    80, 83, 84, 85, // fused_layernorm_4_f32_r3
-    85, 88, 89, // matmul_blas_f32_r3
-    89, 90, 91, // fused_add_gelu_f32_r3
-    91, 94, 95, // matmul_blas_f32_r3
-    80, 95, 96, 97, // fused_add_add_2_f32_r3
-    97, 100, 101, 102, // fused_layernorm_4_f32_r3
-    102, 111, 112, // matmul_blas_f32_r3
+    5, 40, 50, 60, 70, 71, 72, // fused_add_add_add_add_and_1_f32_r3
+    72, 75, 76, 77, // fused_layernorm_4_f32_r3
+    77, 80, 81, // matmul_blas_f32_r3
+    81, 82, 83, // fused_add_gelu_f32_r3
+    83, 86, 87, // matmul_blas_f32_r3
+    72, 87, 88, 89, // fused_add_add_2_f32_r3
+    89, 92, 93, 94, // fused_layernorm_4_f32_r3
+    94, 103, 104, // matmul_blas_f32_r3
+    104, 105, 106, // add_f32_r3
+    94, 107, 108, // matmul_blas_f32_r3
+    108, 109, 110, // add_f32_r3
+    94, 111, 112, // matmul_blas_f32_r3
     112, 113, 114, // add_f32_r3
-    102, 115, 116, // matmul_blas_f32_r3
-    116, 117, 118, // add_f32_r3
-    102, 119, 120, // matmul_blas_f32_r3
-    120, 121, 122, // add_f32_r3
-    123, 125, 126, // matmul_blas_f32_r3
-    126, 127, // mul_scalar_f32_r3
-    127, 128, // causal_mask_f32_r3
-    128, 129, // fused_softmax_2_f32_r3
+    115, 117, 118, // matmul_blas_f32_r3
+    118, 119, // scaled_softmax_f32_r3
+    119, 120, 121, // matmul_blas_f32_r3
+    121, 123, 124, // matmul_blas_f32_r3
+    125, 127, 128, // matmul_blas_f32_r3
+    128, 129, // scaled_softmax_f32_r3
     129, 130, 131, // matmul_blas_f32_r3
     131, 133, 134, // matmul_blas_f32_r3
     135, 137, 138, // matmul_blas_f32_r3
-    138, 139, // mul_scalar_f32_r3
-    139, 140, // causal_mask_f32_r3
-    140, 141, // fused_softmax_2_f32_r3
-    141, 142, 143, // matmul_blas_f32_r3
-    143, 145, 146, // matmul_blas_f32_r3
-    147, 149, 150, // matmul_blas_f32_r3
-    150, 151, // mul_scalar_f32_r3
-    151, 152, // causal_mask_f32_r3
-    152, 153, // fused_softmax_2_f32_r3
-    153, 154, 155, // matmul_blas_f32_r3
-    155, 157, 158, // matmul_blas_f32_r3
-    159, 161, 162, // matmul_blas_f32_r3
-    162, 163, // mul_scalar_f32_r3
-    163, 164, // causal_mask_f32_r3
-    164, 165, // fused_softmax_2_f32_r3
-    165, 166, 167, // matmul_blas_f32_r3
-    167, 169, 170, // matmul_blas_f32_r3
-    97, 134, 146, 158, 170, 171, 172, // fused_add_add_add_add_and_1_f32_r3
-    172, 175, 176, 177, // fused_layernorm_4_f32_r3
-    177, 180, 181, // matmul_blas_f32_r3
-    181, 182, 183, // fused_add_gelu_f32_r3
-    183, 186, 187, // matmul_blas_f32_r3
-    172, 187, 188, 191, 192, 193, // fused_add_add_mean_sub_and_7_f32_r3
-    193, 195, 196, // matmul_blas_f32_r3
+    138, 139, // scaled_softmax_f32_r3
+    139, 140, 141, // matmul_blas_f32_r3
+    141, 143, 144, // matmul_blas_f32_r3
+    145, 147, 148, // matmul_blas_f32_r3
+    148, 149, // scaled_softmax_f32_r3
+    149, 150, 151, // matmul_blas_f32_r3
+    151, 153, 154, // matmul_blas_f32_r3
+    89, 124, 134, 144, 154, 155, 156, // fused_add_add_add_add_and_1_f32_r3
+    156, 159, 160, 161, // fused_layernorm_4_f32_r3
+    161, 164, 165, // matmul_blas_f32_r3
+    165, 166, 167, // fused_add_gelu_f32_r3
+    167, 170, 171, // matmul_blas_f32_r3
+    156, 171, 172, 175, 176, 177, // fused_add_add_mean_sub_and_7_f32_r3
+    177, 179, 180, // matmul_blas_f32_r3
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -305,26 +273,18 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -342,26 +302,18 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -374,22 +326,14 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 12}, 
   };
   const wfgen::rt::ScalarArg kScalars[] = {
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
-    {.f = 0.25}, // mul_scalar_f32_r3
-    {.f = -1e+30}, // causal_mask_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
   };
 
   // [Forward]: one kernel call per line, commented with the body line it implements.
@@ -412,142 +356,110 @@ namespace {
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 22, 3, 4u, 0u, 0, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 0, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 0, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 31, 2, 2u, 0u, 0, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 33, 2, 2u, 0u, 1, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 35, 2, 2u, 0u, 2, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 37, 3, 4u, 0u, 2, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 40, 3, 4u, 0u, 2, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 43, 3, 4u, 0u, 2, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 46, 2, 2u, 0u, 2, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 48, 2, 2u, 0u, 3, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 50, 2, 2u, 0u, 4, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 52, 3, 4u, 0u, 4, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 4, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 4, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 61, 2, 2u, 0u, 4, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 63, 2, 2u, 0u, 5, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 65, 2, 2u, 0u, 6, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 67, 3, 4u, 0u, 6, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 70, 3, 4u, 0u, 6, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 73, 3, 4u, 0u, 6, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 76, 2, 2u, 0u, 6, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 78, 2, 2u, 0u, 7, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 80, 2, 2u, 0u, 8, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 82, 3, 4u, 0u, 8, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 85, 3, 4u, 0u, 8, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 0, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 0, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 33, 3, 4u, 0u, 2, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 2, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 39, 3, 4u, 0u, 2, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 2, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 4, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 4, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 50, 3, 4u, 0u, 4, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 4, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 6, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 6, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 61, 3, 4u, 0u, 6, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 6, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 66, 3, 4u, 0u, 8, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 8, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 88, 7, 64u, 0u, 8, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 72, 7, 64u, 0u, 8, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 95, 4, 8u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 79, 4, 8u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 99, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 83, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 102, 3, 4u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 86, 3, 4u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 105, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 89, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 108, 4, 8u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 92, 4, 8u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 112, 4, 8u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 96, 4, 8u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 116, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 100, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 119, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 103, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 122, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 106, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 125, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 109, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 128, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 112, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 131, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 134, 3, 4u, 0u, 8, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 137, 2, 2u, 0u, 8, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 139, 2, 2u, 0u, 9, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 141, 2, 2u, 0u, 10, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 143, 3, 4u, 0u, 10, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 146, 3, 4u, 0u, 10, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 149, 3, 4u, 0u, 10, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 152, 2, 2u, 0u, 10, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 154, 2, 2u, 0u, 11, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 156, 2, 2u, 0u, 12, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 158, 3, 4u, 0u, 12, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 161, 3, 4u, 0u, 12, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 164, 3, 4u, 0u, 12, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 167, 2, 2u, 0u, 12, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 169, 2, 2u, 0u, 13, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 171, 2, 2u, 0u, 14, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 173, 3, 4u, 0u, 14, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 176, 3, 4u, 0u, 14, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 179, 3, 4u, 0u, 14, 0, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)
-    {"MUL-SCALAR-CPU", "mul_scalar_f32_r3", &mul_scalar_f32_r3_erased, 182, 2, 2u, 0u, 14, 1, "scores = q[:, :, lo:hi] @ k[:, :, lo:hi].T * dh ** -0.5  (<stdlib>/models.yaml:181:18)"},
-    // scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)
-    {"CAUSAL-MASK-CPU", "causal_mask_f32_r3", &causal_mask_f32_r3_erased, 184, 2, 2u, 0u, 15, 1, "scores = causal_mask(scores)  (<stdlib>/models.yaml:183:20)"},
-    // z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)
-    {"FUSED-SOFTMAX-2-CPU", "fused_softmax_2_f32_r3", &fused_softmax_2_f32_r3_erased, 186, 2, 2u, 0u, 16, 0, "z = X - max(X, axis=axis, keepdims=true); e = exp(z); return e / sum(e, axis=axis, keepdims=true)  (<stdlib>/models.yaml:38:14)"},
-    // o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 188, 3, 4u, 0u, 16, 0, "o = softmax(scores, axis=-1) @ v[:, :, lo:hi]  (<stdlib>/models.yaml:184:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 191, 3, 4u, 0u, 16, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:185:16)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 115, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 118, 3, 4u, 0u, 8, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 121, 2, 2u, 0u, 8, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 123, 3, 4u, 0u, 10, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 126, 3, 4u, 0u, 10, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 129, 3, 4u, 0u, 10, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 132, 2, 2u, 0u, 10, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 134, 3, 4u, 0u, 12, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 137, 3, 4u, 0u, 12, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 140, 3, 4u, 0u, 12, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 143, 2, 2u, 0u, 12, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 145, 3, 4u, 0u, 14, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 148, 3, 4u, 0u, 14, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 151, 3, 4u, 0u, 14, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 154, 2, 2u, 0u, 14, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 156, 3, 4u, 0u, 16, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 159, 3, 4u, 0u, 16, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 194, 7, 64u, 0u, 16, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 162, 7, 64u, 0u, 16, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 201, 4, 8u, 0u, 16, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 169, 4, 8u, 0u, 16, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 205, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 173, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 208, 3, 4u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 176, 3, 4u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 211, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 179, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model); d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-MEAN-SUB-AND-7-CPU", "fused_add_add_mean_sub_and_7_f32_r3", &fused_add_add_mean_sub_and_7_f32_r3_erased, 214, 6, 32u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model); d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-MEAN-SUB-AND-7-CPU", "fused_add_add_mean_sub_and_7_f32_r3", &fused_add_add_mean_sub_and_7_f32_r3_erased, 182, 6, 32u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model); d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
     // return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 220, 3, 4u, 0u, 16, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 188, 3, 4u, 0u, 16, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 16), kForward, {}, kOperandSpecs};
@@ -671,7 +583,7 @@ lm_logits::lm_logits() : vm_(kProgram) {
   index_values_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(197);
+  table_.resize(181);
 }
 
 wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -687,13 +599,13 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   // Arena: 8 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -742,178 +654,162 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   table_[32] = wf_refs.slice("TID32", table_[26], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
   table_[33] = wf_refs.permute("TID33", table_[32], {0, 2, 1});
   table_[34] = wf_refs.contiguous("TID34", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID34 = matmul
-  table_[35] = wf_refs.contiguous("scores", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = mul_scalar
-  table_[36] = wf_refs.contiguous("scores.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = causal_mask
-  table_[37] = wf_refs.contiguous("TID37", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID37 = fused_softmax_2
-  table_[38] = wf_refs.slice("TID38", table_[30], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[39] = wf_refs.contiguous("o", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
-  table_[40] = wf_refs.slice("TID40", table_[17], {0, 0}, {1, 1}, {16, 64});
-  table_[41] = wf_refs.broadcast("TID41", table_[40], {batch, 16, 64});
-  table_[42] = wf_refs.contiguous("part", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
-  table_[43] = wf_refs.slice("TID43", table_[22], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[44] = wf_refs.slice("TID44", table_[26], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[45] = wf_refs.permute("TID45", table_[44], {0, 2, 1});
-  table_[46] = wf_refs.contiguous("TID46", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID46 = matmul
-  table_[47] = wf_refs.contiguous("scores.2", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = mul_scalar
-  table_[48] = wf_refs.contiguous("scores.3", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = causal_mask
-  table_[49] = wf_refs.contiguous("TID49", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID49 = fused_softmax_2
-  table_[50] = wf_refs.slice("TID50", table_[30], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[51] = wf_refs.contiguous("o.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
-  table_[52] = wf_refs.slice("TID52", table_[17], {16, 0}, {1, 1}, {16, 64});
-  table_[53] = wf_refs.broadcast("TID53", table_[52], {batch, 16, 64});
-  table_[54] = wf_refs.contiguous("part.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
-  table_[55] = wf_refs.slice("TID55", table_[22], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[56] = wf_refs.slice("TID56", table_[26], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[57] = wf_refs.permute("TID57", table_[56], {0, 2, 1});
-  table_[58] = wf_refs.contiguous("TID58", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID58 = matmul
-  table_[59] = wf_refs.contiguous("scores.4", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = mul_scalar
-  table_[60] = wf_refs.contiguous("scores.5", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = causal_mask
-  table_[61] = wf_refs.contiguous("TID61", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID61 = fused_softmax_2
-  table_[62] = wf_refs.slice("TID62", table_[30], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[63] = wf_refs.contiguous("o.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
-  table_[64] = wf_refs.slice("TID64", table_[17], {32, 0}, {1, 1}, {16, 64});
-  table_[65] = wf_refs.broadcast("TID65", table_[64], {batch, 16, 64});
-  table_[66] = wf_refs.contiguous("part.2", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
-  table_[67] = wf_refs.slice("TID67", table_[22], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[68] = wf_refs.slice("TID68", table_[26], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[69] = wf_refs.permute("TID69", table_[68], {0, 2, 1});
-  table_[70] = wf_refs.contiguous("TID70", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID70 = matmul
-  table_[71] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = mul_scalar
-  table_[72] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = causal_mask
-  table_[73] = wf_refs.contiguous("TID73", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID73 = fused_softmax_2
-  table_[74] = wf_refs.slice("TID74", table_[30], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[75] = wf_refs.contiguous("o.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
-  table_[76] = wf_refs.slice("TID76", table_[17], {48, 0}, {1, 1}, {16, 64});
-  table_[77] = wf_refs.broadcast("TID77", table_[76], {batch, 16, 64});
-  table_[78] = wf_refs.contiguous("part.3", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
-  table_[79] = wf_refs.broadcast("TID79", table_[18], {batch, 64, 64});
-  table_[80] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
-  table_[81] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
-  table_[82] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
-  table_[83] = wf_refs.broadcast("TID83", table_[81], {batch, 64, 64});
-  table_[84] = wf_refs.broadcast("TID84", table_[82], {batch, 64, 64});
-  table_[85] = wf_refs.contiguous("TID85", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID85 = fused_layernorm_4
-  table_[86] = params_[14].ref();  // transformer_block_0/linear_0.W
-  table_[87] = params_[15].ref();  // transformer_block_0/linear_0.b
-  table_[88] = wf_refs.broadcast("TID88", table_[86], {batch, 64, 256});
-  table_[89] = wf_refs.contiguous("TID89", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID89 = matmul
-  table_[90] = wf_refs.broadcast("TID90", table_[87], {batch, 64, 256});
-  table_[91] = wf_refs.contiguous("TID91", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID91 = fused_add_gelu
-  table_[92] = params_[16].ref();  // transformer_block_0/linear_1.W
-  table_[93] = params_[17].ref();  // transformer_block_0/linear_1.b
-  table_[94] = wf_refs.broadcast("TID94", table_[92], {batch, 256, 64});
-  table_[95] = wf_refs.contiguous("TID95", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID95 = matmul
-  table_[96] = wf_refs.broadcast("TID96", table_[93], {batch, 64, 64});
-  table_[97] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
-  table_[98] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
-  table_[99] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
-  table_[100] = wf_refs.broadcast("TID100", table_[98], {batch, 64, 64});
-  table_[101] = wf_refs.broadcast("TID101", table_[99], {batch, 64, 64});
-  table_[102] = wf_refs.contiguous("TID102", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID102 = fused_layernorm_4
-  table_[103] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
-  table_[104] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
-  table_[105] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
-  table_[106] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
-  table_[107] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
-  table_[108] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
-  table_[109] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
-  table_[110] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
-  table_[111] = wf_refs.broadcast("TID111", table_[103], {batch, 64, 64});
-  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
-  table_[113] = wf_refs.broadcast("TID113", table_[104], {batch, 64, 64});
-  table_[114] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
-  table_[115] = wf_refs.broadcast("TID115", table_[105], {batch, 64, 64});
-  table_[116] = wf_refs.contiguous("TID116", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID116 = matmul
-  table_[117] = wf_refs.broadcast("TID117", table_[106], {batch, 64, 64});
-  table_[118] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
-  table_[119] = wf_refs.broadcast("TID119", table_[107], {batch, 64, 64});
-  table_[120] = wf_refs.contiguous("TID120", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID120 = matmul
-  table_[121] = wf_refs.broadcast("TID121", table_[108], {batch, 64, 64});
-  table_[122] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
-  table_[123] = wf_refs.slice("TID123", table_[114], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[124] = wf_refs.slice("TID124", table_[118], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[125] = wf_refs.permute("TID125", table_[124], {0, 2, 1});
-  table_[126] = wf_refs.contiguous("TID126", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID126 = matmul
-  table_[127] = wf_refs.contiguous("scores.8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.8 = mul_scalar
-  table_[128] = wf_refs.contiguous("scores.9", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.9 = causal_mask
-  table_[129] = wf_refs.contiguous("TID129", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID129 = fused_softmax_2
-  table_[130] = wf_refs.slice("TID130", table_[122], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[131] = wf_refs.contiguous("o.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
-  table_[132] = wf_refs.slice("TID132", table_[109], {0, 0}, {1, 1}, {16, 64});
+  table_[35] = wf_refs.contiguous("scores", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
+  table_[36] = wf_refs.slice("TID36", table_[30], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[37] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
+  table_[38] = wf_refs.slice("TID38", table_[17], {0, 0}, {1, 1}, {16, 64});
+  table_[39] = wf_refs.broadcast("TID39", table_[38], {batch, 16, 64});
+  table_[40] = wf_refs.contiguous("part", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
+  table_[41] = wf_refs.slice("TID41", table_[22], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[42] = wf_refs.slice("TID42", table_[26], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[43] = wf_refs.permute("TID43", table_[42], {0, 2, 1});
+  table_[44] = wf_refs.contiguous("TID44", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID44 = matmul
+  table_[45] = wf_refs.contiguous("scores.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
+  table_[46] = wf_refs.slice("TID46", table_[30], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[47] = wf_refs.contiguous("o.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
+  table_[48] = wf_refs.slice("TID48", table_[17], {16, 0}, {1, 1}, {16, 64});
+  table_[49] = wf_refs.broadcast("TID49", table_[48], {batch, 16, 64});
+  table_[50] = wf_refs.contiguous("part.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
+  table_[51] = wf_refs.slice("TID51", table_[22], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[52] = wf_refs.slice("TID52", table_[26], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[53] = wf_refs.permute("TID53", table_[52], {0, 2, 1});
+  table_[54] = wf_refs.contiguous("TID54", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID54 = matmul
+  table_[55] = wf_refs.contiguous("scores.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
+  table_[56] = wf_refs.slice("TID56", table_[30], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[57] = wf_refs.contiguous("o.2", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
+  table_[58] = wf_refs.slice("TID58", table_[17], {32, 0}, {1, 1}, {16, 64});
+  table_[59] = wf_refs.broadcast("TID59", table_[58], {batch, 16, 64});
+  table_[60] = wf_refs.contiguous("part.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
+  table_[61] = wf_refs.slice("TID61", table_[22], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[62] = wf_refs.slice("TID62", table_[26], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[63] = wf_refs.permute("TID63", table_[62], {0, 2, 1});
+  table_[64] = wf_refs.contiguous("TID64", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID64 = matmul
+  table_[65] = wf_refs.contiguous("scores.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
+  table_[66] = wf_refs.slice("TID66", table_[30], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[67] = wf_refs.contiguous("o.3", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
+  table_[68] = wf_refs.slice("TID68", table_[17], {48, 0}, {1, 1}, {16, 64});
+  table_[69] = wf_refs.broadcast("TID69", table_[68], {batch, 16, 64});
+  table_[70] = wf_refs.contiguous("part.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
+  table_[71] = wf_refs.broadcast("TID71", table_[18], {batch, 64, 64});
+  table_[72] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
+  table_[73] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
+  table_[74] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
+  table_[75] = wf_refs.broadcast("TID75", table_[73], {batch, 64, 64});
+  table_[76] = wf_refs.broadcast("TID76", table_[74], {batch, 64, 64});
+  table_[77] = wf_refs.contiguous("TID77", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID77 = fused_layernorm_4
+  table_[78] = params_[14].ref();  // transformer_block_0/linear_0.W
+  table_[79] = params_[15].ref();  // transformer_block_0/linear_0.b
+  table_[80] = wf_refs.broadcast("TID80", table_[78], {batch, 64, 256});
+  table_[81] = wf_refs.contiguous("TID81", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID81 = matmul
+  table_[82] = wf_refs.broadcast("TID82", table_[79], {batch, 64, 256});
+  table_[83] = wf_refs.contiguous("TID83", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID83 = fused_add_gelu
+  table_[84] = params_[16].ref();  // transformer_block_0/linear_1.W
+  table_[85] = params_[17].ref();  // transformer_block_0/linear_1.b
+  table_[86] = wf_refs.broadcast("TID86", table_[84], {batch, 256, 64});
+  table_[87] = wf_refs.contiguous("TID87", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID87 = matmul
+  table_[88] = wf_refs.broadcast("TID88", table_[85], {batch, 64, 64});
+  table_[89] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
+  table_[90] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
+  table_[91] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
+  table_[92] = wf_refs.broadcast("TID92", table_[90], {batch, 64, 64});
+  table_[93] = wf_refs.broadcast("TID93", table_[91], {batch, 64, 64});
+  table_[94] = wf_refs.contiguous("TID94", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID94 = fused_layernorm_4
+  table_[95] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
+  table_[96] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
+  table_[97] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
+  table_[98] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
+  table_[99] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
+  table_[100] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
+  table_[101] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
+  table_[102] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
+  table_[103] = wf_refs.broadcast("TID103", table_[95], {batch, 64, 64});
+  table_[104] = wf_refs.contiguous("TID104", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID104 = matmul
+  table_[105] = wf_refs.broadcast("TID105", table_[96], {batch, 64, 64});
+  table_[106] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
+  table_[107] = wf_refs.broadcast("TID107", table_[97], {batch, 64, 64});
+  table_[108] = wf_refs.contiguous("TID108", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID108 = matmul
+  table_[109] = wf_refs.broadcast("TID109", table_[98], {batch, 64, 64});
+  table_[110] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
+  table_[111] = wf_refs.broadcast("TID111", table_[99], {batch, 64, 64});
+  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
+  table_[113] = wf_refs.broadcast("TID113", table_[100], {batch, 64, 64});
+  table_[114] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
+  table_[115] = wf_refs.slice("TID115", table_[106], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[116] = wf_refs.slice("TID116", table_[110], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[117] = wf_refs.permute("TID117", table_[116], {0, 2, 1});
+  table_[118] = wf_refs.contiguous("TID118", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID118 = matmul
+  table_[119] = wf_refs.contiguous("scores.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
+  table_[120] = wf_refs.slice("TID120", table_[114], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[121] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
+  table_[122] = wf_refs.slice("TID122", table_[101], {0, 0}, {1, 1}, {16, 64});
+  table_[123] = wf_refs.broadcast("TID123", table_[122], {batch, 16, 64});
+  table_[124] = wf_refs.contiguous("part.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
+  table_[125] = wf_refs.slice("TID125", table_[106], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[126] = wf_refs.slice("TID126", table_[110], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[127] = wf_refs.permute("TID127", table_[126], {0, 2, 1});
+  table_[128] = wf_refs.contiguous("TID128", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID128 = matmul
+  table_[129] = wf_refs.contiguous("scores.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
+  table_[130] = wf_refs.slice("TID130", table_[114], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[131] = wf_refs.contiguous("o.5", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
+  table_[132] = wf_refs.slice("TID132", table_[101], {16, 0}, {1, 1}, {16, 64});
   table_[133] = wf_refs.broadcast("TID133", table_[132], {batch, 16, 64});
-  table_[134] = wf_refs.contiguous("part.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
-  table_[135] = wf_refs.slice("TID135", table_[114], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[136] = wf_refs.slice("TID136", table_[118], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[134] = wf_refs.contiguous("part.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
+  table_[135] = wf_refs.slice("TID135", table_[106], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[136] = wf_refs.slice("TID136", table_[110], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
   table_[137] = wf_refs.permute("TID137", table_[136], {0, 2, 1});
-  table_[138] = wf_refs.contiguous("TID138", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID138 = matmul
-  table_[139] = wf_refs.contiguous("scores.10", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.10 = mul_scalar
-  table_[140] = wf_refs.contiguous("scores.11", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.11 = causal_mask
-  table_[141] = wf_refs.contiguous("TID141", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID141 = fused_softmax_2
-  table_[142] = wf_refs.slice("TID142", table_[122], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[143] = wf_refs.contiguous("o.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
-  table_[144] = wf_refs.slice("TID144", table_[109], {16, 0}, {1, 1}, {16, 64});
-  table_[145] = wf_refs.broadcast("TID145", table_[144], {batch, 16, 64});
-  table_[146] = wf_refs.contiguous("part.5", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
-  table_[147] = wf_refs.slice("TID147", table_[114], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[148] = wf_refs.slice("TID148", table_[118], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[149] = wf_refs.permute("TID149", table_[148], {0, 2, 1});
-  table_[150] = wf_refs.contiguous("TID150", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID150 = matmul
-  table_[151] = wf_refs.contiguous("scores.12", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.12 = mul_scalar
-  table_[152] = wf_refs.contiguous("scores.13", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.13 = causal_mask
-  table_[153] = wf_refs.contiguous("TID153", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID153 = fused_softmax_2
-  table_[154] = wf_refs.slice("TID154", table_[122], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[155] = wf_refs.contiguous("o.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
-  table_[156] = wf_refs.slice("TID156", table_[109], {32, 0}, {1, 1}, {16, 64});
-  table_[157] = wf_refs.broadcast("TID157", table_[156], {batch, 16, 64});
-  table_[158] = wf_refs.contiguous("part.6", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
-  table_[159] = wf_refs.slice("TID159", table_[114], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[160] = wf_refs.slice("TID160", table_[118], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[161] = wf_refs.permute("TID161", table_[160], {0, 2, 1});
-  table_[162] = wf_refs.contiguous("TID162", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID162 = matmul
-  table_[163] = wf_refs.contiguous("scores.14", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.14 = mul_scalar
-  table_[164] = wf_refs.contiguous("scores.15", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.15 = causal_mask
-  table_[165] = wf_refs.contiguous("TID165", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID165 = fused_softmax_2
-  table_[166] = wf_refs.slice("TID166", table_[122], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[167] = wf_refs.contiguous("o.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
-  table_[168] = wf_refs.slice("TID168", table_[109], {48, 0}, {1, 1}, {16, 64});
-  table_[169] = wf_refs.broadcast("TID169", table_[168], {batch, 16, 64});
-  table_[170] = wf_refs.contiguous("part.7", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
-  table_[171] = wf_refs.broadcast("TID171", table_[110], {batch, 64, 64});
-  table_[172] = wf_refs.contiguous("h.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
-  table_[173] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
-  table_[174] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
+  table_[138] = wf_refs.contiguous("TID138", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID138 = matmul
+  table_[139] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
+  table_[140] = wf_refs.slice("TID140", table_[114], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[141] = wf_refs.contiguous("o.6", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
+  table_[142] = wf_refs.slice("TID142", table_[101], {32, 0}, {1, 1}, {16, 64});
+  table_[143] = wf_refs.broadcast("TID143", table_[142], {batch, 16, 64});
+  table_[144] = wf_refs.contiguous("part.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
+  table_[145] = wf_refs.slice("TID145", table_[106], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[146] = wf_refs.slice("TID146", table_[110], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[147] = wf_refs.permute("TID147", table_[146], {0, 2, 1});
+  table_[148] = wf_refs.contiguous("TID148", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID148 = matmul
+  table_[149] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
+  table_[150] = wf_refs.slice("TID150", table_[114], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[151] = wf_refs.contiguous("o.7", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
+  table_[152] = wf_refs.slice("TID152", table_[101], {48, 0}, {1, 1}, {16, 64});
+  table_[153] = wf_refs.broadcast("TID153", table_[152], {batch, 16, 64});
+  table_[154] = wf_refs.contiguous("part.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
+  table_[155] = wf_refs.broadcast("TID155", table_[102], {batch, 64, 64});
+  table_[156] = wf_refs.contiguous("h.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
+  table_[157] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
+  table_[158] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
+  table_[159] = wf_refs.broadcast("TID159", table_[157], {batch, 64, 64});
+  table_[160] = wf_refs.broadcast("TID160", table_[158], {batch, 64, 64});
+  table_[161] = wf_refs.contiguous("TID161", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID161 = fused_layernorm_4
+  table_[162] = params_[30].ref();  // transformer_block_1/linear_2.W
+  table_[163] = params_[31].ref();  // transformer_block_1/linear_2.b
+  table_[164] = wf_refs.broadcast("TID164", table_[162], {batch, 64, 256});
+  table_[165] = wf_refs.contiguous("TID165", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID165 = matmul
+  table_[166] = wf_refs.broadcast("TID166", table_[163], {batch, 64, 256});
+  table_[167] = wf_refs.contiguous("TID167", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID167 = fused_add_gelu
+  table_[168] = params_[32].ref();  // transformer_block_1/linear_3.W
+  table_[169] = params_[33].ref();  // transformer_block_1/linear_3.b
+  table_[170] = wf_refs.broadcast("TID170", table_[168], {batch, 256, 64});
+  table_[171] = wf_refs.contiguous("TID171", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID171 = matmul
+  table_[172] = wf_refs.broadcast("TID172", table_[169], {batch, 64, 64});
+  table_[173] = params_[34].ref();  // layernorm_4.gamma
+  table_[174] = params_[35].ref();  // layernorm_4.beta
   table_[175] = wf_refs.broadcast("TID175", table_[173], {batch, 64, 64});
   table_[176] = wf_refs.broadcast("TID176", table_[174], {batch, 64, 64});
-  table_[177] = wf_refs.contiguous("TID177", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID177 = fused_layernorm_4
-  table_[178] = params_[30].ref();  // transformer_block_1/linear_2.W
-  table_[179] = params_[31].ref();  // transformer_block_1/linear_2.b
-  table_[180] = wf_refs.broadcast("TID180", table_[178], {batch, 64, 256});
-  table_[181] = wf_refs.contiguous("TID181", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID181 = matmul
-  table_[182] = wf_refs.broadcast("TID182", table_[179], {batch, 64, 256});
-  table_[183] = wf_refs.contiguous("TID183", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID183 = fused_add_gelu
-  table_[184] = params_[32].ref();  // transformer_block_1/linear_3.W
-  table_[185] = params_[33].ref();  // transformer_block_1/linear_3.b
-  table_[186] = wf_refs.broadcast("TID186", table_[184], {batch, 256, 64});
-  table_[187] = wf_refs.contiguous("TID187", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID187 = matmul
-  table_[188] = wf_refs.broadcast("TID188", table_[185], {batch, 64, 64});
-  table_[189] = params_[34].ref();  // layernorm_4.gamma
-  table_[190] = params_[35].ref();  // layernorm_4.beta
-  table_[191] = wf_refs.broadcast("TID191", table_[189], {batch, 64, 64});
-  table_[192] = wf_refs.broadcast("TID192", table_[190], {batch, 64, 64});
-  table_[193] = wf_refs.contiguous("TID193", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID193 = fused_add_add_mean_sub_and_7
-  table_[194] = wf_refs.permute("TID194", table_[1], {1, 0});
-  table_[195] = wf_refs.broadcast("TID195", table_[194], {batch, 64, 256});
-  table_[196] = wf_refs.contiguous("TID196", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID196 = matmul
+  table_[177] = wf_refs.contiguous("TID177", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID177 = fused_add_add_mean_sub_and_7
+  table_[178] = wf_refs.permute("TID178", table_[1], {1, 0});
+  table_[179] = wf_refs.broadcast("TID179", table_[178], {batch, 64, 256});
+  table_[180] = wf_refs.contiguous("TID180", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID180 = matmul
   // The output logits: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[196] = direct_outputs_[0].ref();
+    table_[180] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[196]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[180]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -1008,7 +904,7 @@ wfgen::rt::Status lm_logits::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_ch
   }
   if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[196]);  // logits
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[180]);  // logits
   return {};
 }
 
@@ -1097,7 +993,7 @@ wfgen::rt::Status lm_logits::copy_parameters_from_(const std::vector<std::pair<s
 }
 
 std::string lm_logits::summary() const {
-  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + batch * 16384 + max(batch * 16384, batch * 4096, batch * 65536) + batch * 16384 + batch * 16384 + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096) bytes (each slot rounded up to 64)\n  instructions: 77 forward\n";
+  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536) + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 61 forward\n";
 }
 
 std::string lm_logits::disassemble() {
