@@ -105,8 +105,13 @@ if [ "$torch_section" = 1 ]; then
   if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
     peer_dir="$bench_build/peer"
     /usr/bin/python3 "$root/bench/torch_peer.py" export "$peer_dir"
+    # --devices blas,cpu: the convolutions' GEMMs through OpenBLAS, which the
+    # bench links anyway (as the CNN example's spec lists blas): over
+    # ResNet-18's forward GEMMs ~25 % less time than wfgen's std-only GEMM
+    # (docs/performance.md, issue 38 item 3).
     for m in resnet18 mobilenetv2; do
-      "$WFGEN_EXE" import "$peer_dir/$m.onnx" -o "$peer_dir/$m.yaml" --params "$peer_dir/${m}_infer_1x3x224x224.wfparams" --name "$m" >/dev/null
+      "$WFGEN_EXE" import "$peer_dir/$m.onnx" -o "$peer_dir/$m.yaml" --params "$peer_dir/${m}_infer_1x3x224x224.wfparams" --name "$m" \
+        --devices blas,cpu >/dev/null
     done
     cmake -S "$root/bench" -B "$bench_build" -DBENCH_PEER_DIR="$peer_dir" >/dev/null
     ninja -C "$bench_build" wfgen_peer >/dev/null

@@ -496,7 +496,7 @@ def spec_body(wfgen, out, test):
 
 def check_folded(wfgen, out):
     """The constant subgraphs of test_shape_code_folded and test_constant_layout_folded left no statement in the spec;
-    test_conv_pointwise_bias is a matmul on the input itself, without im2col."""
+    test_conv_pointwise_bias is a matmul on the input itself, without im2col; and `wfgen import --devices`."""
     for test, want, where in (
             ("test_shape_code_folded", ["r = x.reshape(-1, 3, 16)  # Reshape", "y = r * 0.57735026  # Mul", "return y"],
              'where: "x[batch 3 4 4] -> y[batch 3 16]"'),
@@ -509,6 +509,17 @@ def check_folded(wfgen, out):
             sys.exit("%s: the spec's body is\n  %s\nnot\n  %s" % (test, "\n  ".join(body), "\n  ".join(want)))
         if where not in text:
             sys.exit("%s: the spec has no line %s:\n%s" % (test, where, text))
+        if ", devices: [cpu]}" not in text:
+            sys.exit("%s: the build is not on the cpu device alone:\n%s" % (test, text))
+    # --devices blas,cpu: the build's matmuls through cblas; blas alone is refused (most nodes have cpu kernels only).
+    model, spec = os.path.join(out, "test_conv_pointwise_bias", "model.onnx"), os.path.join(out, "devices.yaml")
+    subprocess.run([wfgen, "import", model, "-o", spec, "--devices", "blas,cpu"], check=True)
+    with open(spec) as f:
+        if ", devices: [blas, cpu]}" not in f.read():
+            sys.exit("--devices blas,cpu: the build does not list blas, cpu")
+    bad = subprocess.run([wfgen, "import", model, "-o", spec + ".bad", "--devices", "blas"], capture_output=True, text=True)
+    if bad.returncode != 2 or "--devices expects cpu or blas,cpu" not in bad.stderr or os.path.exists(spec + ".bad"):
+        sys.exit("--devices blas: exit %d, %s" % (bad.returncode, bad.stderr))
 
 
 def main():

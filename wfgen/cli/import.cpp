@@ -54,6 +54,16 @@ int import_onnx(const ImportOptions& o, Streams io) {
   opts.name = o.name.empty() ? fs::path(o.output).stem().string() : o.name;
   opts.freeze_dir = o.freeze_dir.string();
   opts.keep_integer_inputs = o.keep_integer_inputs;
+  if (!o.devices.empty()) {
+    // Every stdlib node has a cpu kernel; blas has the matmuls only, so cpu must follow it.
+    if (o.devices != std::vector<std::string>{"cpu"} && o.devices != std::vector<std::string>{"blas", "cpu"}) {
+      std::string got;
+      for (const auto& d : o.devices) got += (got.empty() ? "" : ",") + d;
+      io.err << "error: --devices expects cpu or blas,cpu (every node has a cpu kernel, blas only the matmuls), but got '" << quote(got) << "'\n";
+      return 2;
+    }
+    opts.devices = o.devices;
+  }
   if (!o.max_data.empty() && !parse_bytes(o.max_data, opts.max_data_bytes)) {
     io.err << "error: --max-data expects a size such as 8GiB, 512MiB or a number of bytes, but got '" << quote(o.max_data) << "'\n";
     return 2;

@@ -97,6 +97,9 @@ CLI::App* add_import(CLI::App& app, cli::ImportOptions& o) {
   import->add_flag("--keep-integer-inputs", o.keep_integer_inputs,
                    "With --freeze-inputs: INT64, INT32 and BOOL inputs that no node needs as a constant stay inputs of their own "
                    "dtype (typed_inputs) instead of being frozen");
+  import->add_option("--devices", o.devices,
+                     "The build's devices, in order of preference, comma-separated: cpu (default) or blas,cpu (matmuls "
+                     "through the BLAS wfgen_add_library links, everything else on cpu)")->delimiter(',');
   import->add_option("--max-data", o.max_data,
                      "The limit of the model's tensor data together (initializers, constants, external data) and of the file's "
                      "size, e.g. 8GiB (default 4GiB): past it, an error before the memory is taken");

@@ -606,7 +606,9 @@ Imported Importer::finish(const std::string& name) {
   for (std::string l; std::getline(lines, l);) y << "      " << l << "\n";
   y << "      return ";
   for (std::size_t k = 0; k < returned_.size(); ++k) y << (k ? ", " : "") << returned_[k];
-  y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: " << body_dtype() << ", devices: [cpu]";
+  y << "\nbuilds:\n  - {name: " << name << ", model: " << name << ", dtype: " << body_dtype() << ", devices: [";
+  for (std::size_t k = 0; k < options_.devices.size(); ++k) y << (k ? ", " : "") << options_.devices[k];
+  y << "]";
   if (!typed_inputs_.empty()) {
     y << ",\n     typed_inputs: {";
     for (std::size_t k = 0; k < typed_inputs_.size(); ++k) y << (k ? ", " : "") << typed_inputs_[k].first << ": " << typed_inputs_[k].second;

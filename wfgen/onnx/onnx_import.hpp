@@ -39,6 +39,9 @@ struct Options {
   // data, frozen inputs) and of the model file's size: past it, an error
   // before the memory is taken (`wfgen import --max-data`).
   std::uint64_t max_data_bytes = std::uint64_t{4} << 30;
+  // The build's devices, in order of preference (`wfgen import --devices`):
+  // "cpu", or "blas" then "cpu" (the matmuls through cblas).
+  std::vector<std::string> devices = {"cpu"};
 };
 
 struct Imported {
