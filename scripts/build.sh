@@ -7,11 +7,18 @@
 # WFGEN_DEBUG_INFO=0 (.ci/run sets it) builds the same -O2 code without -g:
 # about a third less compile time and much smaller objects to link. The
 # default keeps RelWithDebInfo's -g for debugging a failing test.
+#
+# WFGEN_FAST_COLD_BUILD=1 (scripts/test.sh and scripts/sanitize.sh set it)
+# precompiles the headers wfgen's files share and compiles the runtime as one
+# translation unit: a build from scratch compiles less; the default compiles
+# each file as written (the top-level CMakeLists.txt says why).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${WFGEN_BUILD_DIR:-$root/build}"
 if [ "${WFGEN_DEBUG_INFO:-1}" = 0 ]; then flags="-O2 -DNDEBUG"; else flags="-O2 -g -DNDEBUG"; fi
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" "$@" >/dev/null
+if [ "${WFGEN_FAST_COLD_BUILD:-0}" = 1 ]; then fast=ON; else fast=OFF; fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" \
+  "-DWFGEN_FAST_COLD_BUILD=$fast" "$@" >/dev/null
 if [ -n "${WFGEN_TARGETS:-}" ]; then
   # shellcheck disable=SC2086
   cmake --build "$build" -j "$(nproc)" --target $WFGEN_TARGETS

@@ -89,7 +89,7 @@ fi
 link=()
 if [ -x "$("$cxx" -print-prog-name=ld.lld)" ]; then link=("-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld"); fi
 start=$(date +%s)
-CXX="$cxx" WFGEN_BUILD_DIR="$build" WFGEN_TARGETS="$targets" bash "$root/scripts/build.sh" \
+CXX="$cxx" WFGEN_BUILD_DIR="$build" WFGEN_TARGETS="$targets" WFGEN_FAST_COLD_BUILD="${WFGEN_FAST_COLD_BUILD:-1}" bash "$root/scripts/build.sh" \
   -DWFGEN_SANITIZE=ON -DWFGEN_FUZZ=ON -DCMAKE_CXX_COMPILER="$(command -v "$cxx")" \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" -DWFGEN_TEST_CODE_OPT=-O0 "${link[@]}"
 built=$(date +%s)
