@@ -41,15 +41,7 @@ void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
   w.open("for (std::int64_t wf_q = wf_lo; wf_q < wf_hi; ++wf_q)");
   w.line("const std::int64_t wf_i = wf_q % wf_rows;");
   w.line("std::int64_t wf_ox = wf_i * " + x.cpp + ".strides[" + rows_axis + "], wf_oo = wf_i * " + o.cpp + ".strides[" + rows_axis + "];");
-  if (r > 2) {
-    w.line("std::int64_t wf_rest = wf_q / wf_rows;");
-    w.open("for (int wf_d = " + num(r - 3) + "; wf_d >= 0; --wf_d)");
-    w.line("const std::int64_t wf_k = wf_rest % " + o.cpp + ".shape[wf_d];");
-    w.line("wf_rest /= " + o.cpp + ".shape[wf_d];");
-    w.line("wf_ox += wf_k * " + x.cpp + ".strides[wf_d];");
-    w.line("wf_oo += wf_k * " + o.cpp + ".strides[wf_d];");
-    w.close();
-  }
+  builtin::add_batch_offsets(w, r, "wf_q / wf_rows", x, o, "wf_ox", "wf_oo");
   w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_ox;");
   w.line(t + "* wf_dst = " + o.cpp + ".data + wf_oo;");
   w.line("const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps");

@@ -324,15 +324,7 @@ void emit_causal_mask(CodeWriter& w, const KernelPlan& p) {
   if (r > 2) w.line("for (int wf_d = 0; wf_d < " + num(r - 2) + "; ++wf_d) wf_mats *= " + o.cpp + ".shape[wf_d];");
   w.open("for (std::int64_t wf_m = 0; wf_m < wf_mats; ++wf_m)");
   w.line("std::int64_t wf_ox = 0, wf_oo = 0;");
-  if (r > 2) {
-    w.line("std::int64_t wf_rest = wf_m;");
-    w.open("for (int wf_d = " + num(r - 3) + "; wf_d >= 0; --wf_d)");
-    w.line("const std::int64_t wf_i = wf_rest % " + o.cpp + ".shape[wf_d];");
-    w.line("wf_rest /= " + o.cpp + ".shape[wf_d];");
-    w.line("wf_ox += wf_i * " + x.cpp + ".strides[wf_d];");
-    w.line("wf_oo += wf_i * " + o.cpp + ".strides[wf_d];");
-    w.close();
-  }
+  builtin::add_batch_offsets(w, r, "wf_m", x, o, "wf_ox", "wf_oo");
   w.open("for (std::int64_t wf_i = 0; wf_i < wf_rows; ++wf_i)");
   w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_ox + wf_i * " + x.cpp + ".strides[" + num(r - 2) + "];");
   w.line(t + "* wf_dst = " + o.cpp + ".data + wf_oo + wf_i * " + o.cpp + ".strides[" + num(r - 2) + "];");
