@@ -287,6 +287,10 @@ inline const std::vector<NodeRef>& node_refs() {
        [](const std::int64_t* x, double, DType t) { return wrap(t, u(x[0]) * u(x[1])); }},
       {"div", Kind::Binary, {D::Any, D::Divisor}, [](const double* x, double) { return x[0] / x[1]; },
        [](const std::int64_t* x, double, DType t) { return int_div(t, x[0], x[1]); }},
+      // C's fmod by its definition, a - trunc(a / b) * b, in double: exact for f32 operands (Divisor keeps b away
+      // from 0, Any keeps |a / b| small), the sign of a, -0.0 compared equal to 0.
+      {"fmod", Kind::Binary, {D::Any, D::Divisor}, [](const double* x, double) { return x[0] - std::trunc(x[0] / x[1]) * x[1]; },
+       nullptr},
       {"pow", Kind::Binary, {D::PowBase, D::Any}, [](const double* x, double) { return std::exp(x[1] * std::log(x[0])); },
        nullptr},
       {"maximum", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] > x[1] ? x[0] : x[1]; },

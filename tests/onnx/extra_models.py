@@ -19,7 +19,12 @@ on FLOAT data with constant indices where the suite has only small or
 INT32 cases: ScatterElements with duplicates under add, mul and max,
 ScatterND of slices, GatherND with batch_dims, GatherElements on a middle
 axis, TopK smallest on a middle axis, and Einsum of attention's equations
-(checked against numpy.einsum); and the
+(checked against numpy.einsum); float Mod of computed tensors (both fmod
+forms) and Min and Max with a scalar constant operand; ReduceSum, ReduceMax,
+ReduceMin and ReduceProd of INT64 and INT32 tensors, and Pad and GatherND of
+INT32 and BOOL tensors, all computed by a Cast of the FLOAT input (the
+suite's integer tests feed integer inputs, which conformance.py freezes into
+constants, so their nodes are folded, not computed); and the
 shape code exporters write from x.shape (Shape -> Gather -> Div -> Cast ->
 Pow -> Unsqueeze -> Concat -> Reshape, and a 1/sqrt(C) scale) of an input
 whose batch is known only at run time, which wfgen folds when importing
@@ -32,6 +37,7 @@ ONNX runtime.
 Usage: tests/onnx/extra_models.py OUT_DIR
        tests/onnx/extra_models.py --check-folded WFGEN OUT_DIR   (after the first)
 """
+import math
 import os
 import subprocess
 import sys
@@ -162,15 +168,15 @@ def logic_test(out, name, rng, shape_x, shape_y):
           [("zero", np.array(0.0, dtype=np.float32)), ("half", np.array(0.5, dtype=np.float32))])
 
 
-def pad_test(out, name, rng, shape, pads, mode, value=0.0):
-    """Pad of a computed tensor (Relu's output), each output element mapped to
-    its input element by hand: constant (with negative pads cropping), edge
-    (clamped) or reflect (mirrored about the ends)."""
-    x = rng.standard_normal(shape).astype(np.float32)
+def pad_reference(x, pads, mode, value):
+    """Pad by hand: each output element mapped to its input element, constant
+    (with negative pads cropping), edge (clamped) or reflect (mirrored about
+    the ends)."""
+    shape = x.shape
     r = len(shape)
     begin, end = pads[:r], pads[r:]
     y_shape = tuple(shape[k] + begin[k] + end[k] for k in range(r))
-    y = np.zeros(y_shape, dtype=np.float32)
+    y = np.zeros(y_shape, dtype=x.dtype)
     for o in np.ndindex(*y_shape):
         index, inside = [], True
         for k in range(r):
@@ -182,7 +188,14 @@ def pad_test(out, name, rng, shape, pads, mode, value=0.0):
                     i = -i if i < 0 else 2 * (n - 1) - i
             inside = inside and 0 <= i < n
             index.append(i)
-        y[o] = max(x[tuple(index)], 0.0) if inside else value
+        y[o] = x[tuple(index)] if inside else value
+    return y
+
+
+def pad_test(out, name, rng, shape, pads, mode, value=0.0):
+    """Pad of a computed tensor (Relu's output)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = pad_reference(np.maximum(x, np.float32(0)), pads, mode, value)
     inits = [("pads", np.array(pads, dtype=np.int64))]
     ins = ["r", "pads"]
     if mode == "constant":
@@ -433,6 +446,80 @@ def indexing_tests(out, rng):
         y = np.einsum(eq, a.astype(np.float64), b.astype(np.float64)).astype(f)
         write(out, name, [helper.make_node("Einsum", ["a", "b"], ["y"], name="einsum", equation=eq)],
               [("a", a), ("b", b)], [("y", y)], [])
+def mod_and_extremes_test(out, name, rng):
+    """Float Mod of computed tensors (fmod 1: C's fmod, the dividend's sign;
+    fmod 0: Python's %, the divisor's), and Min and Max with a scalar
+    constant operand, element by element in Python's floats."""
+    f = np.float32
+    x = rng.uniform(-10.0, 10.0, (3, 4)).astype(f)
+    y = (rng.uniform(0.5, 3.0, (4,)) * np.array([1, -1, 1, -1])).astype(f)
+    xb, yb = np.broadcast_arrays(x, y)
+    z1, z0, lo, hi = (np.zeros(x.shape, dtype=f) for _ in range(4))
+    for i in np.ndindex(*x.shape):
+        p, q = float(xb[i]), float(yb[i])
+        z1[i], z0[i] = math.fmod(p, q), p % q
+        lo[i], hi[i] = min(p, 0.5), max(p, q, 2.0)
+    nodes = [helper.make_node("Mod", ["x", "y"], ["z1"], fmod=1), helper.make_node("Mod", ["x", "y"], ["z0"], fmod=0),
+             helper.make_node("Min", ["x", "half"], ["lo"]), helper.make_node("Max", ["x", "y", "two"], ["hi"])]
+    write(out, name, nodes, [("x", x), ("y", y)], [("z1", z1), ("z0", z0), ("lo", lo), ("hi", hi)],
+          [("half", np.array(0.5, dtype=f)), ("two", np.array(2.0, dtype=f))])
+
+
+def integer_reductions_test(out, name, rng):
+    """ReduceSum, ReduceMax, ReduceMin and ReduceProd of INT64 and INT32
+    tensors computed by a Cast (so not folded), by Python loops."""
+    x = rng.integers(-4, 5, (2, 3, 4)).astype(np.float32)
+    v = x.astype(np.int64)
+
+    def reduce(fn, axes, keep):
+        shape = [1 if k in axes else n for k, n in enumerate(v.shape)]
+        y = {}
+        for i in np.ndindex(*v.shape):
+            o = tuple(0 if k in axes else i[k] for k in range(3))
+            y[o] = fn(y[o], int(v[i])) if o in y else int(v[i])
+        r = np.zeros(shape, dtype=np.int64)
+        for o, total in y.items():
+            r[o] = total
+        return r if keep else r.reshape([n for k, n in enumerate(v.shape) if k not in axes])
+
+    add, mul = (lambda a, b: a + b), (lambda a, b: a * b)
+    nodes = [helper.make_node("Cast", ["x"], ["c64"], to=TensorProto.INT64), helper.make_node("Cast", ["x"], ["c32"], to=TensorProto.INT32),
+             helper.make_node("ReduceSum", ["c64", "axis1"], ["s"], keepdims=0),
+             helper.make_node("ReduceMax", ["c64"], ["mx"], axes=[2], keepdims=1),
+             helper.make_node("ReduceMin", ["c64"], ["mn"], axes=[0, 2], keepdims=0),
+             helper.make_node("ReduceProd", ["c64"], ["pr"], axes=[1], keepdims=1),
+             helper.make_node("ReduceSum", ["c32", "axis2"], ["s32"], keepdims=1),
+             helper.make_node("ReduceProd", ["c32"], ["pr32"], axes=[0], keepdims=0)]
+    outs = [("s", reduce(add, [1], False)), ("mx", reduce(max, [2], True)), ("mn", reduce(min, [0, 2], False)),
+            ("pr", reduce(mul, [1], True)), ("s32", reduce(add, [2], True).astype(np.int32)),
+            ("pr32", reduce(mul, [0], False).astype(np.int32))]
+    write(out, name, nodes, [("x", x)], outs,
+          [("axis1", np.array([1], dtype=np.int64)), ("axis2", np.array([2], dtype=np.int64))])
+
+
+def integer_indexing_test(out, name, rng):
+    """Pad (edge, reflect, constant) and GatherND of INT32 and BOOL tensors
+    computed by a Cast, by pad_reference and loops."""
+    x = rng.integers(-3, 4, (2, 3, 4)).astype(np.float32)
+    v, b = x.astype(np.int32), x != 0
+    pads = {"edge": [1, 0, 1, 0, 2, 3], "reflect": [0, 1, 2, 0, 2, 1], "constant": [0, 2, 0, 1, 0, 1]}
+    gi = np.array([[1, 2], [0, 1], [1, 0]], dtype=np.int64)
+    bi = np.array([[[2]], [[0]]], dtype=np.int64)
+    g = np.stack([v[i, j, :] for i, j in gi])
+    gb = np.stack([np.stack([b[k, bi[k, p, 0], :] for p in range(1)]) for k in range(2)])
+    nodes = [helper.make_node("Cast", ["x"], ["c32"], to=TensorProto.INT32), helper.make_node("Cast", ["x"], ["cb"], to=TensorProto.BOOL),
+             helper.make_node("GatherND", ["c32", "gi"], ["g"]), helper.make_node("GatherND", ["cb", "bi"], ["gb"], batch_dims=1),
+             helper.make_node("Pad", ["cb", "pads_b"], ["pb"], mode="constant")]
+    outs = [("g", g), ("gb", gb), ("pb", pad_reference(b, [0, 1, 0, 0, 0, 2], "constant", False))]
+    inits = [("gi", gi), ("bi", bi), ("pads_b", np.array([0, 1, 0, 0, 0, 2], dtype=np.int64)), ("seven", np.array(7, dtype=np.int32))]
+    for mode, p in pads.items():
+        inits.append(("pads_" + mode, np.array(p, dtype=np.int64)))
+        ins = ["c32", "pads_" + mode] + (["seven"] if mode == "constant" else [])
+        nodes.append(helper.make_node("Pad", ins, ["p_" + mode], mode=mode))
+        outs.append(("p_" + mode, pad_reference(v, p, mode, 7)))
+    write(out, name, nodes, [("x", x)], outs, inits)
+
+
 def shape_code_test(out, name, rng):
     """y = x.reshape(x.shape[0], C, (H // 2) ** 2 * 4) / sqrt(C), as exporters write it from x.shape."""
     def const(k, v):
@@ -566,6 +653,9 @@ def main():
     resize_test(out, "test_resize_bilinear_pytorch_batch", rng, (2, 3, 3, 4), [1.0, 1.0, 2.0, 2.5], "linear")
     resize_test(out, "test_resize_nearest_floor_batch", rng, (2, 2, 3, 4), [1.0, 1.0, 2.0, 1.5], "nearest")
     indexing_tests(out, rng)
+    mod_and_extremes_test(out, "test_mod_float_and_min_max_constant", rng)
+    integer_reductions_test(out, "test_integer_reductions_computed", rng)
+    integer_indexing_test(out, "test_integer_pad_gathernd_computed", rng)
     shape_code_test(out, "test_shape_code_folded", rng)
     constant_layout_test(out, "test_constant_layout_folded", rng)
     # 1 x 1 convolutions: at stride 1 without padding a matmul on the input

@@ -234,6 +234,10 @@ TEST_CASE("folded logic, Where, Mod and reductions: BOOL truth tables, the condi
   // By 0: what the run-time statements give (a - a / 0 * 0 is a; ONNX leaves it undefined).
   check_values(fold("Mod", {tensor(TensorProto::INT64, {-7, 7}), tensor(TensorProto::INT64, {0}, {1})}), {-7, 7});
   check_values(fold("Mod", {tensor(TensorProto::DOUBLE, {-7.5, 7.5}), tensor(TensorProto::DOUBLE, {2}, {1})}, {{"fmod", 1}}), {-1.5, 1.5});
+  // Floats: the stdlib's fmod in the constants' dtype, and fmod 0 (numpy.mod, ONNX's reference) the divisor's sign from it.
+  const TensorProto fa = tensor(TensorProto::FLOAT, {-7.5, 7.5, -7.5, 7.5, 6}), fb = tensor(TensorProto::FLOAT, {2, -2, -2, 2, 3});
+  check_values(fold("Mod", {fa, fb}, {{"fmod", 1}}), {-1.5, 1.5, -1.5, 1.5, 0});
+  check_values(fold("Mod", {fa, fb}), {0.5, -0.5, -1.5, 1.5, 0});
   // f32: 2^24 + 1 + 1 added in float stays 2^24 (each add rounds half to
   // even); in double it would be 2^24 + 2.
   const TensorProto big = tensor(TensorProto::FLOAT, {16777216, 1, 1}, {1, 3});
@@ -246,4 +250,18 @@ TEST_CASE("folded logic, Where, Mod and reductions: BOOL truth tables, the condi
   check_values(max_nan, {kNaN});
   check_values(fold("ReduceMin", {tensor(TensorProto::INT64, {4, -2, 3, 2}, {2, 2})}, {{"keepdims", 1}}, 13), {-2});
   check_values(fold("ReduceProd", {tensor(TensorProto::INT64, {4, -2, 3, 2}, {2, 2})}, {{"keepdims", 1}}, 13), {-48});
+}
+
+TEST_CASE("folded CumSum runs in the constant's type: f32 rounds at each add, INT32 stays INT32, exclusive and reverse", "[onnx][fold]") {
+  const TensorProto axis = tensor(TensorProto::INT64, {0}, {1});
+  // 2^24 + 1 rounds back to 2^24 in f32 (half to even); a sum in double would end at 2^24 + 2.
+  check_values(fold("CumSum", {tensor(TensorProto::FLOAT, {16777216, 1, 1}), axis}), {16777216, 16777216, 16777216});
+  check_values(fold("CumSum", {tensor(TensorProto::DOUBLE, {16777216, 1, 1}), axis}), {16777216, 16777217, 16777218});
+  const Folded i32 = fold("CumSum", {tensor(TensorProto::INT32, {7, -2, 5}), axis});
+  CHECK(i32.type == TensorProto::INT32);
+  check_values(i32, {7, 5, 10});
+  // Along axis 1 of [2 3], exclusive and reverse: y[i, j] = the sum of x[i, k] over k > j.
+  check_values(fold("CumSum", {tensor(TensorProto::INT64, {1, 2, 3, 4, 5, 6}, {2, 3}), tensor(TensorProto::INT64, {1}, {1})},
+                    {{"exclusive", 1}, {"reverse", 1}}),
+               {5, 3, 0, 11, 6, 0});
 }

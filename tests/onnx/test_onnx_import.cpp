@@ -629,7 +629,7 @@ TEST_CASE("the indexing operators gather at positions computed from constant ind
   CHECK_THAT(read(dir / "em.yaml"), Catch::Contains("(x.reshape(5, 2, 3) @ y.reshape(5, 3, 4)).reshape(5, 2, 4)"));
 }
 
-TEST_CASE("integer and bool tensors: typed inputs and outputs, casts, comparisons to bool, computed indices, Mod", "[onnx]") {
+TEST_CASE("integer and bool tensors: typed inputs and outputs, casts, comparisons to bool, computed indices, Mod of integers and floats", "[onnx]") {
   fs::path dir = scratch("typed");
   // INT64 indices computed at run time: a typed input, cast to the data's dtype for gather; a negative one counts from the end.
   Run r = import("test_gather_negative_indices", dir / "g.yaml");
@@ -659,10 +659,14 @@ TEST_CASE("integer and bool tensors: typed inputs and outputs, casts, comparison
   r = import("test_nonzero_example", dir / "x.yaml");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("cannot import operator NonZero of opset 13: the shape of its output depends on the values"));
-  r = import("test_mod_mixed_sign_float32", dir / "x.yaml");
+  r = import("test_mod_mixed_sign_float16", dir / "x.yaml");
   CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::Contains("cannot import operator Mod of opset 13: its input 'x' is FLOAT; wfgen imports Mod on INT64 INT32 tensors"));
+  CHECK_THAT(r.err, Catch::Contains("input 'x' has element type FLOAT16; wfgen's ONNX import supports FLOAT (f32) inputs"));
   CHECK_FALSE(fs::exists(dir / "x.yaml"));
+  // Float Mod: the stdlib's fmod (C's, fmod = 1), and Python's % from it (fmod = 0, ONNX's reference).
+  r = import("test_mod_mixed_sign_float32", dir / "f.yaml");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(read(dir / "f.yaml"), Catch::Contains("z = fmod(x, y)  # Mod"));
 }
 
 TEST_CASE("CumSum is the stdlib's cumsum along the last axis, another axis swapped there as a view, a computed axis refused", "[onnx]") {

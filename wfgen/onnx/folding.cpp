@@ -11,9 +11,9 @@
 // emitter, with no interpreter to run). What keeps its own code here is what
 // has no stdlib node: the index and layout arithmetic (Shape, Size, Gather,
 // Concat, Slice, Range, Transpose, Reshape, Expand, Tile, Trilu, EyeLike,
-// ConstantOfShape, CumSum's running order, in double), floating Mod and
-// BitShift. Integer Mod folds as its run-time statements over stdlib nodes;
-// Pow of integers (the stdlib's pow has float kernels only) with its f64
+// ConstantOfShape, CumSum's running order, its steps the stdlib's add) and
+// BitShift. Mod folds as its run-time statements over stdlib nodes (fmod on
+// floats); Pow of integers (the stdlib's pow has float kernels only) with its f64
 // kernel, cast back toward zero.
 #include <algorithm>
 #include <cmath>
@@ -275,14 +275,15 @@ int unsigned_bits(int type) {
   }
 }
 
-// Mod of integer constants: import_mod's statements with the stdlib's
-// kernels. t = a - a / b * b is C's remainder (fmod 1: the dividend's sign);
-// fmod 0 (Python's %, the divisor's sign) adds b where t is not 0 and its
-// sign is not b's: t + b * abs(sign(t)) * (sign(t) != sign(b)).
-bool fold_integer_mod_in(const Nd& a, const Nd& b, bool fmod, int type, Nd& out, std::string& why) {
+// Mod of constants: import_mod's statements with the stdlib's kernels. t is
+// C's remainder (fmod 1: the dividend's sign), the stdlib's fmod on floats,
+// a - a / b * b on integers; fmod 0 (Python's %, the divisor's sign) adds b
+// where t is not 0 and its sign is not b's: t + b * abs(sign(t)) * (sign(t) != sign(b)).
+bool fold_mod_in(const Nd& a, const Nd& b, bool fmod, bool floating, int type, Nd& out, std::string& why) {
   Nd q, qb, t;
-  if (!apply("Mod", "div", {&a, &b}, type, q, why) || !apply("Mod", "mul", {&q, &b}, type, qb, why) ||
-      !apply("Mod", "sub", {&a, &qb}, type, t, why))
+  if (floating ? !apply("Mod", "fmod", {&a, &b}, type, t, why)
+               : !apply("Mod", "div", {&a, &b}, type, q, why) || !apply("Mod", "mul", {&q, &b}, type, qb, why) ||
+                     !apply("Mod", "sub", {&a, &qb}, type, t, why))
     return false;
   if (fmod) return out = std::move(t), true;
   Nd st, sb, mag, differ, step, scaled;
@@ -291,54 +292,51 @@ bool fold_integer_mod_in(const Nd& a, const Nd& b, bool fmod, int type, Nd& out,
          apply("Mod", "mul", {&step, &differ}, type, scaled, why) && apply("Mod", "add", {&t, &scaled}, type, out, why);
 }
 
-// The narrow and unsigned types compute in i64, as the stdlib has no sign
-// of u8 (the run-time path maps INT64 and INT32 only).
-bool fold_integer_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string& why) {
-  const int type = a.type == onnx::TensorProto::INT32 ? a.type : onnx::TensorProto::INT64;
-  if (!fold_integer_mod_in(a, b, fmod, type, out, why)) return false;
+// The narrow and unsigned integer types compute in i64, as the stdlib has no
+// sign of u8 (the run-time path maps INT64 and INT32 only); FLOAT and DOUBLE
+// in their own dtype.
+bool fold_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string& why) {
+  const bool floating = a.type == onnx::TensorProto::FLOAT || a.type == onnx::TensorProto::DOUBLE;
+  const int type = floating || a.type == onnx::TensorProto::INT32 ? a.type : onnx::TensorProto::INT64;
+  if (!fold_mod_in(a, b, fmod, floating, type, out, why)) return false;
   out.type = a.type;
   return true;
 }
 
-// Mod and BitShift on constants. Integer Mod as the run-time statements
-// (fold_integer_mod); floating Mod (fmod 1 only in ONNX), which has no stdlib
-// node and no run-time mapping, is C's fmod. BitShift (unsigned, a left
-// shift wrapping at the type's width) has no stdlib node either.
+// Mod and BitShift on constants. Mod as the run-time statements (fold_mod).
+// BitShift (unsigned, a left shift wrapping at the type's width) has no
+// stdlib node.
 bool fold_integer(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
                   std::string& why) {
   const std::string& op = node.op_type();
   if (in.size() < 2 || !in[1]) return false;
-  const bool fmod = attr_int(node, "fmod", 0) != 0;
-  const bool floating = x[0].type == onnx::TensorProto::FLOAT || x[0].type == onnx::TensorProto::DOUBLE;
-  if (op == "Mod" && !floating) return fold_integer_mod(x[0], x[1], fmod, out, why);
-  std::function<double(double, double)> f;
-  if (op == "Mod") {
-    if (!fmod) return why = "Mod of floating-point numbers with fmod = 0 (ONNX requires fmod = 1)", false;
-    f = [](double a, double b) { return std::fmod(a, b); };
-  } else {
-    const int bits = unsigned_bits(x[0].type);
-    const std::string direction = attr_string(node, "direction");
-    if (bits == 0 || (direction != "LEFT" && direction != "RIGHT"))
-      return why = "BitShift of " + onnx::TensorProto::DataType_Name(x[0].type) + " with direction '" + direction + "'", false;
-    const bool left = direction == "LEFT";
-    f = [left, bits](double a, double b) {
-      if (b >= bits) return 0.0;
-      return left ? std::fmod(std::ldexp(a, static_cast<int>(b)), std::ldexp(1.0, bits)) : std::floor(std::ldexp(a, -static_cast<int>(b)));
-    };
-  }
+  if (op == "Mod") return fold_mod(x[0], x[1], attr_int(node, "fmod", 0) != 0, out, why);
+  const int bits = unsigned_bits(x[0].type);
+  const std::string direction = attr_string(node, "direction");
+  if (bits == 0 || (direction != "LEFT" && direction != "RIGHT"))
+    return why = "BitShift of " + onnx::TensorProto::DataType_Name(x[0].type) + " with direction '" + direction + "'", false;
+  const bool left = direction == "LEFT";
+  const std::function<double(double, double)> f = [left, bits](double a, double b) {
+    if (b >= bits) return 0.0;
+    return left ? std::fmod(std::ldexp(a, static_cast<int>(b)), std::ldexp(1.0, bits)) : std::floor(std::ldexp(a, -static_cast<int>(b)));
+  };
   if (!broadcast(x[0], x[1], out, f))
     return why = "the constant operands of " + op + " do not broadcast, or broadcast to more than 2^24 elements", false;
   out.type = x[0].type;
   return true;
 }
 
-// CumSum of a constant along its (constant) axis, exclusive and reverse as asked.
+// CumSum of a constant along its (constant) axis, exclusive and reverse as
+// asked: the stdlib cumsum's running sum, each step the stdlib's add in the
+// constant's type (an f32 sum rounds at each add, as the f32 kernel's).
 bool fold_cumsum(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
                  std::string& why) {
   if (in.size() < 2 || !in[1] || x[1].v.size() != 1) return false;
   const auto rank = static_cast<std::int64_t>(x[0].dims.size());
   const std::int64_t axis = axis_of(ints_of(*in[1]).at(0), rank);
   if (axis < 0 || axis >= rank) return why = "CumSum axis out of range", false;
+  const StdlibKernel add = stdlib_kernel("add", x[0].type, {}, why);
+  if (!add) return false;
   const bool exclusive = attr_int(node, "exclusive", 0) != 0, reverse = attr_int(node, "reverse", 0) != 0;
   const std::int64_t n = x[0].dims[static_cast<std::size_t>(axis)], stride = strides_of(x[0].dims)[static_cast<std::size_t>(axis)];
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(x[0].v.size()); ++i) {
@@ -346,10 +344,10 @@ bool fold_cumsum(const onnx::NodeProto& node, const std::vector<const onnx::Tens
     double sum = 0;
     for (std::int64_t k = 0; k < n; ++k) {
       const auto at = static_cast<std::size_t>(i + (reverse ? n - 1 - k : k) * stride);
-      const double v = x[0].v[at];
-      if (!exclusive) sum += v;
+      const double step[2] = {sum, x[0].v[at]};
+      if (!exclusive) sum = add.fn(step);
       out.v[at] = sum;
-      if (exclusive) sum += v;
+      if (exclusive) sum = add.fn(step);
     }
   }
   return true;

@@ -217,6 +217,12 @@ class Importer {
   // a scalar widened to a tensor): kept as a parameter, and its body value.
   Value float_parameter(const onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& dims,
                         const std::vector<float>& values);
+  // Operand k of `node` as a tensor of `dtype` and dims `out` (the
+  // result's), for the calls of element-wise nodes, which take operands of
+  // one shape: a smaller one broadcast to `out`, a scalar constant (a
+  // literal, which a node call does not take) a FLOAT parameter of dims
+  // [1 ... 1] first, cast to dtype.
+  std::string full_operand(const onnx::NodeProto& node, int k, const Value& v, const std::string& dtype, const std::optional<Dims>& out);
   // Cast and CastLike: folded when the input is a constant; on a computed
   // tensor only to FLOAT, the type every computed value has here.
   void import_cast(const onnx::NodeProto& node, const OperatorRow& row);
@@ -280,9 +286,10 @@ class Importer {
   // Integer (or BOOL) constant input k: indices, a condition, a k; `dims` gets its shape.
   std::vector<std::int64_t> index_constant(const onnx::NodeProto& node, int k, const char* what,
                                            std::vector<std::int64_t>* dims = nullptr);
-  // gather of `source` flattened (n elements) at the constant positions `from`, as `out`.
+  // gather of `source` flattened (n elements) at the constant positions `from`, as `out`;
+  // `dtype` is source's ("" float, i64, i32, u8).
   std::string pick(const onnx::NodeProto& node, const std::string& source, std::int64_t n, const std::vector<std::int64_t>& from,
-                   const std::vector<std::int64_t>& out, const std::string& tag);
+                   const std::vector<std::int64_t>& out, const std::string& tag, const std::string& dtype = "");
   void import_gather_indexed(const onnx::NodeProto& node, const OperatorRow& row);
   void import_scatter(const onnx::NodeProto& node, const OperatorRow& row);
   void import_topk(const onnx::NodeProto& node, const OperatorRow& row);

@@ -300,20 +300,30 @@ void Importer::import_leaky_relu(const onnx::NodeProto& node, const OperatorRow&
 void Importer::import_variadic(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
-  Value acc = operand(node, 0);
-  if (acc.literal) unsupported(node, "a constant operand");
-  std::string expr = acc.body;
-  std::optional<Dims> dims = acc.dims;
-  for (int k = 1; k < node.input_size(); ++k) {
-    Value v = operand(node, k);
-    if (v.literal) unsupported(node, "a constant operand");
-    dims = broadcast(dims, v.dims);
-    if (row.param == "+") expr = expr + " + " + v.body;
-    else expr = std::string(row.param) + "(" + expr + ", " + v.body + ")";
+  // maximum and minimum are node calls: each operand broadcast to the
+  // result's dims, a scalar constant (Min(x, 0) of ONNX's expanded
+  // functions) a parameter in the computed operands' dtype (full_operand).
+  std::vector<Value> v;
+  std::optional<std::string> dtype;
+  std::optional<Dims> dims;
+  for (int k = 0; k < node.input_size(); ++k) {
+    v.push_back(operand(node, k));
+    if (!v.back().literal && !dtype) dtype = v.back().dtype;
+    dims = k == 0 ? v[0].dims : broadcast(dims, v.back().dims);
+  }
+  if (!dtype) unsupported(node, "only constant operands");
+  const bool plus = row.param == "+";
+  std::string expr;
+  for (int k = 0; k < node.input_size(); ++k) {
+    if (plus && v[static_cast<std::size_t>(k)].literal) unsupported(node, "a constant operand");
+    const std::string term = plus ? v[static_cast<std::size_t>(k)].body : full_operand(node, k, v[static_cast<std::size_t>(k)], *dtype, dims);
+    if (k == 0) expr = term;
+    else if (plus) expr = expr + " + " + term;
+    else expr = std::string(row.param) + "(" + expr + ", " + term + ")";
   }
   if (node.op_type() == "Mean" && node.input_size() > 1) expr = "(" + expr + ") * " + format_float(1.0f / static_cast<float>(node.input_size()));
   if (node.input_size() == 1) expr += " * 1.0";
-  define(node, 0, expr, dims);
+  define(node, 0, expr, dims, *dtype);
 }
 
 void Importer::import_matmul(const onnx::NodeProto& node, const OperatorRow& row) {
@@ -805,7 +815,7 @@ void Importer::import_reduce(const onnx::NodeProto& node, const OperatorRow& row
   else axes = attr_ints(node, "axes").value_or(std::vector<std::int64_t>{});
   if (axes.empty()) {
     if (attr_int(node, "noop_with_empty_axes", 0) != 0) {
-      define(node, 0, x.body + " * 1.0", x.dims);
+      define(node, 0, x.body + " * 1.0", x.dims, x.dtype);
       return;
     }
     for (std::int64_t k = 0; k < rank; ++k) axes.push_back(k);
@@ -814,7 +824,7 @@ void Importer::import_reduce(const onnx::NodeProto& node, const OperatorRow& row
   for (auto a : axes) sorted.insert(axis_in(node, a, rank));
   const std::string& op = node.op_type();
   if (op == "ReduceProd") {
-    define(node, 0, product_over(node, x, sorted, keep), reduced_dims(*x.dims, sorted, keep));
+    define(node, 0, product_over(node, x, sorted, keep), reduced_dims(*x.dims, sorted, keep), x.dtype);
     return;
   }
   std::string fn = op == "ReduceMean" ? "mean" : op == "ReduceMax" ? "max" : op == "ReduceMin" ? "min" : "sum";
@@ -833,7 +843,7 @@ void Importer::import_reduce(const onnx::NodeProto& node, const OperatorRow& row
   }
   if (op == "ReduceL2") expr = "sqrt(" + expr + ")";
   if (op == "ReduceLogSum" || op == "ReduceLogSumExp") expr = "log(" + expr + ")";
-  define(node, 0, expr, d);
+  define(node, 0, expr, d, x.dtype);
 }
 
 void Importer::import_clip(const onnx::NodeProto& node, const OperatorRow& row) {

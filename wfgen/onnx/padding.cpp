@@ -103,7 +103,7 @@ void Importer::import_pad(const onnx::NodeProto& node, const OperatorRow& row) {
         std::vector<std::int64_t> ones(static_cast<std::size_t>(rank), 1);
         for (const auto& k : d)
           if (!k) unsupported(node, "constant padding of an input whose dims are known only at run time");
-        if (fill.empty()) fill = float_parameter(node, node.output(0) + "_value", ones, {value}).body;
+        if (fill.empty()) fill = as_dtype(float_parameter(node, node.output(0) + "_value", ones, {value}), x.dtype);
         return fill + ".broadcast_to(" + reshape_args(node, d) + ")";
       }
       if (mode == "edge") return narrow(cur, a, before ? 0 : *size - 1, 1) + ".broadcast_to(" + reshape_args(node, d) + ")";
@@ -123,7 +123,7 @@ void Importer::import_pad(const onnx::NodeProto& node, const OperatorRow& row) {
     line(step + " = " + expr, "Pad '" + node.name() + "': axis " + std::to_string(a));
     cur = step;
   }
-  define(node, 0, cur + " * 1.0", dims);
+  define(node, 0, cur + " * 1.0", dims, x.dtype);
 }
 
 // Tile: each repeated axis is the input joined to itself `repeats` times

@@ -6,6 +6,7 @@
 // where its row does not list the type of a computed input (check_dtypes).
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <string>
 
 #include "wfgen/onnx/importer.hpp"
@@ -102,11 +103,38 @@ void Importer::gather_computed(const onnx::NodeProto& node, const Value& x, std:
   define(node, 0, expr, out, x.dtype);
 }
 
-// Integers: t = a - (a / b) * b is C's remainder (fmod = 1: the sign of a);
-// fmod = 0 is Python's (the sign of b): b is added where t is not 0 and its
-// sign is not b's. Both with the stdlib's i64/i32 div (toward zero), sign,
-// abs and ne. A scalar constant becomes a one-element tensor (no integer
-// div_scalar). Float Mod (fmod = 1 only in ONNX) is not mapped.
+std::string Importer::full_operand(const onnx::NodeProto& node, int k, const Value& v, const std::string& dtype,
+                                   const std::optional<Dims>& out) {
+  if (!out) unsupported(node, "operands of unknown rank");
+  std::string base = v.body, body = as_dtype(v, dtype);
+  if (v.literal) {
+    const onnx::TensorProto* t = constant(node.input(k));
+    if (!t) unsupported(node, "its input '" + node.input(k) + "' is no constant");
+    // Not float_parameter: a parameter of rank 0 would read back as a literal.
+    auto p = std::make_unique<onnx::TensorProto>();
+    p->set_data_type(onnx::TensorProto::FLOAT);
+    for (std::size_t d = 0; d < out->size(); ++d) p->add_dims(1);
+    p->add_float_data(floats_of(*t).at(0));
+    const std::string name = node.output(0) + "_operand" + std::to_string(k);
+    keep_constant(name, std::move(p));
+    const Value param{identifier(name, "param"), false, Dims(out->size(), std::int64_t{1}), ""};
+    params_.push_back({param.body, constant(name)});
+    values_[name] = param;
+    base = param.body;
+    body = as_dtype(param, dtype);
+    if (*param.dims == *out) return body;
+  } else if (!v.dims || *v.dims == *out) {
+    return body;
+  }
+  return (body == base ? body : "(" + body + ")") + ".broadcast_to(" + reshape_args(node, *out) + ")";
+}
+
+// t is C's remainder, the sign of a (fmod = 1): the stdlib's fmod on floats,
+// t = a - (a / b) * b on integers (the stdlib's i64/i32 div, toward zero).
+// fmod = 0 is Python's and numpy's mod (the sign of b): b is added where t is
+// not 0 and its sign is not b's (ONNX asks fmod = 1 of floats; its reference,
+// numpy.mod, computes this form). The operands are broadcast to the
+// result's dims (full_operand: fmod is a node call).
 void Importer::import_mod(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
@@ -114,20 +142,18 @@ void Importer::import_mod(const onnx::NodeProto& node, const OperatorRow& row) {
   Value a = operand(node, 0), b = operand(node, 1);
   if (a.literal && b.literal) unsupported(node, "both operands are constants");
   const std::string dtype = a.literal ? b.dtype : a.dtype;
-  if (dtype != "i64" && dtype != "i32") unsupported(node, "operands of type " + type_name(dtype) + " (INT64 and INT32 are mapped)");
-  auto as_tensor = [&](const Value& v, int k) {
-    if (!v.literal) return v.body;
-    return as_dtype(float_parameter(node, node.output(0) + "_operand" + std::to_string(k), {1}, floats_of(*constant(node.input(k)))),
-                    dtype);
-  };
-  const std::string x = as_tensor(a, 0), y = as_tensor(b, 1);
+  const bool floating = dtype.empty();
+  if (!floating && dtype != "i64" && dtype != "i32")
+    unsupported(node, "operands of type " + type_name(dtype) + " (FLOAT, DOUBLE, INT64 and INT32 are mapped)");
   const std::optional<Dims> dims = broadcast(a.dims, b.dims);
+  const std::string x = full_operand(node, 0, a, dtype, dims), y = full_operand(node, 1, b, dtype, dims);
+  const std::string remainder = floating ? "fmod(" + x + ", " + y + ")" : x + " - " + x + " / " + y + " * " + y;
   if (fmod != 0) {
-    define(node, 0, x + " - " + x + " / " + y + " * " + y, dims, dtype);
+    define(node, 0, remainder, dims, dtype);
     return;
   }
   const std::string t = identifier(node.output(0) + "_rem", "rem");
-  line(t + " = " + x + " - " + x + " / " + y + " * " + y, node.op_type() + " remainder toward zero");
+  line(t + " = " + remainder, node.op_type() + " remainder toward zero");
   define(node, 0, t + " + " + y + " * abs(sign(" + t + ")) * (sign(" + t + ") != sign(" + y + "))", dims, dtype);
 }
 
