@@ -457,9 +457,11 @@ Built build_col2im(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   return b;
 }
 
-// X[~ i j] -> OUT[~ i j]: square, wide and tall matrices, with each value of
-// the node's argument the NodeRef lists.
-Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+// X and OUT of one shape (square, wide and tall matrices), each in a layout
+// case c draws: the set-up of the row builtins whose output has the input's
+// shape (causal_mask, scaled_softmax); the caller adds arguments and the
+// reference.
+Built same_shape_case(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   Built b;
   Case& cs = b.cs;
   const DType dt = e.dtype;
@@ -470,6 +472,15 @@ Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
   const Layout lo = output_layout(c, rng);
   cs.add("OUT", make_view(dt, shape, lo, rng), lo);
   cs.out = 1;
+  return b;
+}
+
+// X[~ i j] -> OUT[~ i j]: square, wide and tall matrices, with each value of
+// the node's argument the NodeRef lists.
+Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b = same_shape_case(e, r, c, rng);
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
   const double value = r.scalars[static_cast<std::size_t>(c) % r.scalars.size()];
   cs.s.push_back(float_arg(value));
   cs.args = "value=" + std::to_string(value);
@@ -480,16 +491,9 @@ Built build_causal_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng)
 // X[~ i j] -> OUT[~ i j]: the scales the NodeRef lists, causal in odd
 // cases, in every layout (strided rows take the scalar loop).
 Built build_scaled_softmax(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
-  Built b;
+  Built b = same_shape_case(e, r, c, rng);
   Case& cs = b.cs;
   const DType dt = e.dtype;
-  Shape shape = case_shape(c, e.rank, rng);
-  cs.label = std::to_string(c);
-  const Layout lx = input_layout(c, rng, true);
-  cs.add("X", make_operand(dt, shape, lx, rng, filler(r.dom[0], rng)), lx);
-  const Layout lo = output_layout(c, rng);
-  cs.add("OUT", make_view(dt, shape, lo, rng), lo);
-  cs.out = 1;
   const double scale = r.scalars[static_cast<std::size_t>(c) % r.scalars.size()];
   const bool causal = c % 2 == 1;
   cs.s.push_back(float_arg(scale));
