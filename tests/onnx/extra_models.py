@@ -613,7 +613,10 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--check-folded":
         check_folded(sys.argv[2], sys.argv[3])
         return
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):  # an option is not an output folder
         sys.exit(__doc__)
     out = sys.argv[1]
     rng = np.random.default_rng(7)
