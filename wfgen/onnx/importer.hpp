@@ -213,6 +213,9 @@ class Importer {
   // A constant known when importing (a Constant node, a folded Cast): an
   // initializer from here on.
   void keep_constant(const std::string& name, std::unique_ptr<onnx::TensorProto> t);
+  // Constant `t` (kept as `name`) as a parameter of the build: a tensor in
+  // the body, never a literal, whatever its rank (operand()'s last case).
+  Value parameter(const std::string& name, const onnx::TensorProto* t);
   // A FLOAT constant made while importing (indices, masks, one-hot targets,
   // a scalar widened to a tensor): kept as a parameter, and its body value.
   Value float_parameter(const onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& dims,

@@ -416,6 +416,10 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
     values_[name] = v;
     return v;
   }
+  return parameter(name, t);
+}
+
+Value Importer::parameter(const std::string& name, const onnx::TensorProto* t) {
   std::string body = identifier(name, "param");
   Dims d;
   for (auto x : t->dims()) d.push_back(x);

@@ -117,9 +117,7 @@ std::string Importer::full_operand(const onnx::NodeProto& node, int k, const Val
     p->add_float_data(floats_of(*t).at(0));
     const std::string name = node.output(0) + "_operand" + std::to_string(k);
     keep_constant(name, std::move(p));
-    const Value param{identifier(name, "param"), false, Dims(out->size(), std::int64_t{1}), ""};
-    params_.push_back({param.body, constant(name)});
-    values_[name] = param;
+    const Value param = parameter(name, constant(name));
     base = param.body;
     body = as_dtype(param, dtype);
     if (*param.dims == *out) return body;
