@@ -283,6 +283,9 @@ TEST_CASE("expr: type errors", "[expr][errors]") {
       {"max(a, flag)", DType::f32, "max needs numeric arguments, but argument 2 is bool", 7, 4},
       {"abs(a < b)", DType::f32, "abs needs numeric arguments, but its argument is bool", 4, 5},
       {"isnan(flag)", DType::f32, "isnan needs numeric arguments, but its argument is bool", 6, 4},
+      {"shl(a, 1)", DType::f32, "shl needs int arguments, but argument 1 is float", 4, 1},
+      {"shr(n, alpha)", DType::i32, "shr needs int arguments, but argument 2 is float", 7, 5},
+      {"shl(n, flag)", DType::i64, "shl needs numeric arguments, but argument 2 is bool", 7, 4},
       {"a + 3000000000", DType::i32, "integer literal 3000000000 does not fit in the int32 arithmetic of i32 kernels",
        4, 10},
       {"a + 3000000000", DType::u8, "integer literal 3000000000 does not fit in the int32 arithmetic of u8 kernels",
@@ -435,6 +438,18 @@ TEST_CASE("expr: interpreter against hand-computed values", "[expr][eval]") {
   CHECK(eval("sinh(0.5) + cosh(0.5)", DType::f64, v) == Approx(std::exp(0.5)));  // sinh + cosh = e^x
   CHECK(eval("asinh(0.5) + acosh(1.5) + atanh(0.5)", DType::f64, v) ==
         Approx(std::log(0.5 + std::sqrt(1.25)) + std::log(1.5 + std::sqrt(1.25)) + 0.5 * std::log(3.0)));
+  // Shifts: every count defined; u8 wraps on the final cast, as + does.
+  CHECK(eval("shl(a, 2)", DType::i32, {{"a", 5}}) == 20);
+  CHECK(eval("shl(a, 31)", DType::i32, {{"a", 1}}) == -2147483648.0);
+  CHECK(eval("shl(a, 32) + shl(a, 1000)", DType::i32, {{"a", 7}}) == 0);
+  CHECK(eval("shl(a, 63)", DType::i64, {{"a", 1}}) == -9223372036854775808.0);
+  CHECK(eval("shl(a, 64)", DType::i64, {{"a", 1}}) == 0);
+  CHECK(eval("shl(a, 1)", DType::u8, {{"a", 200}}) == 144);
+  CHECK(eval("shl(a, 8)", DType::u8, {{"a", 255}}) == 0);
+  CHECK(eval("shr(a, 3)", DType::u8, {{"a", 255}}) == 31);
+  CHECK(eval("shr(a, 1) + shr(a, 40)", DType::i32, {{"a", -7}}) == -5);  // floor(-7 / 2) = -4, then -1
+  CHECK(eval("shr(a, 200)", DType::i64, {{"a", 9}}) == 0);
+  CHECK(eval("shl(a, 0 - 3) + shr(a, 0 - 3)", DType::i64, {{"a", 9}}) == 18);  // a count below 0 counts as 0
   CHECK(eval("pi", DType::f64, v) == Approx(3.141592653589793));
   CHECK(eval("e", DType::f64, v) == Approx(2.718281828459045));
   CHECK(std::isinf(eval("inf", DType::f64, v)));
@@ -677,6 +692,8 @@ TEST_CASE("expr: generated C++ compiles, runs and matches the interpreter", "[ex
       "x * a + x",
       "clamp(a * alpha, 0, 200)",
       "a * 100000 * 100000",
+      "shl(a, c) + shr(a, c)",
+      "shl(m, n) - shr(a, b)",
   };
   struct Case {
     std::string text;

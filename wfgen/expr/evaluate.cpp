@@ -166,7 +166,7 @@ class Interpreter {
     if (f.rule == Rule::Select) return eval(e.args[0]).i != 0 ? eval(e.args[1]) : eval(e.args[2]);
     std::vector<Value> args;
     for (const auto& a : e.args) args.push_back(eval(a));
-    if (f.rule == Rule::Numeric && e.type == Type::Int) {
+    if ((f.rule == Rule::Numeric || f.rule == Rule::Integer) && e.type == Type::Int) {
       std::int64_t x[3] = {0, 0, 0};
       for (std::size_t i = 0; i < args.size(); ++i) x[i] = args[i].i;
       return Value::of_int(wrap(static_cast<std::uint64_t>(f.integer(x))));

@@ -89,8 +89,13 @@ const FnInfo kFunctions[] = {
     {"asinh", 1, Rule::Float, 20, "std::asinh($0)", "", REAL(std::asinh(x)), nullptr},
     {"acosh", 1, Rule::Float, 20, "std::acosh($0)", "", REAL(std::acosh(x)), nullptr},
     {"atanh", 1, Rule::Float, 20, "std::atanh($0)", "", REAL(std::atanh(x)), nullptr},
+    // Computed on the 64-bit value and wrapped to the kernel's Int by the
+    // interpreter: the same as the 32-bit helper for 32-bit Ints (x * 2^n
+    // keeps its low 32 bits; floor(x / 2^n) of an int32 x is 0 or -1 from n = 31).
+    {"shl", 2, Rule::Integer, 1, "", "@shl($0, $1)", nullptr, INT(M::shl(x, y))},
+    {"shr", 2, Rule::Integer, 1, "", "@shr($0, $1)", nullptr, INT(M::shr(x, y))},
 };
-static_assert(std::size(kFunctions) == kFnCount && kFnCount == static_cast<int>(Fn::Atanh) + 1);
+static_assert(std::size(kFunctions) == kFnCount && kFnCount == static_cast<int>(Fn::Shr) + 1);
 
 #undef REAL
 #undef INT
@@ -690,6 +695,15 @@ class Checker {
         for (auto& a : args) to_type(a, Type::Float);
         out.type = Type::Bool;
         break;
+      case Rule::Integer:
+        for (std::size_t i = 0; i < args.size(); ++i) {
+          if (args[i].type != Type::Int) {
+            std::string which = args.size() == 1 ? "its argument" : "argument " + std::to_string(i + 1);
+            throw TypeError(std::string(f.name) + " needs int arguments, but " + which + " is float", args[i].offset, args[i].length);
+          }
+        }
+        out.type = Type::Int;
+        break;
       case Rule::Select: break;
     }
   }
@@ -792,7 +806,7 @@ bool is_cheap(const Expr& e) {
   bool cheap = true;
   walk(e, [&](const Expr& n) {
     if (n.op == Op::Call && info(n.fn).rule != Rule::Numeric && info(n.fn).rule != Rule::Select &&
-        info(n.fn).rule != Rule::Predicate)
+        info(n.fn).rule != Rule::Predicate && info(n.fn).rule != Rule::Integer)
       cheap = false;
   });
   return cheap;

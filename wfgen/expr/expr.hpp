@@ -121,9 +121,9 @@ inline constexpr int kOpCount = 22;
 enum class Fn : std::uint8_t {
   Abs, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Erf,
   Pow, Fmod, Min, Max, Select, Floor, Ceil, Round, Sign, Clamp, Isnan, Isinf, Isfinite,
-  Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
+  Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Shl, Shr,
 };
-inline constexpr int kFnCount = 34;
+inline constexpr int kFnCount = 36;
 
 // "+", "&&", "?:", "-" (Neg), "call"...
 const char* op_spelling(Op op);

@@ -27,6 +27,7 @@ enum class Rule : std::uint8_t {
   Numeric,    // int or float, arguments unified; result of that type
   Select,     // select(bool, T, T) -> T
   Predicate,  // a test on a float (int arguments become float) -> bool
+  Integer,    // int arguments only (no implicit conversion from float); int result
 };
 
 using RealFn = double (*)(const double* args, bool f32);

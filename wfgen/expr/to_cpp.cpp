@@ -189,7 +189,7 @@ class CppPrinter {
   Out call(const Expr& e) {
     const FnInfo& f = info(e.fn);
     if (f.rule == Rule::Select) return conditional(print(e.args[0]), print(e.args[1]), print(e.args[2]));
-    bool int_args = f.rule == Rule::Numeric && e.type == Type::Int;
+    bool int_args = (f.rule == Rule::Numeric || f.rule == Rule::Integer) && e.type == Type::Int;
     std::string_view tmpl = int_args ? f.cpp_int : f.cpp_float;
     std::vector<Out> args;
     for (const auto& a : e.args) args.push_back(print(a));

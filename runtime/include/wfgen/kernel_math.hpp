@@ -82,6 +82,24 @@ constexpr T iabs(T a) {
   return a < 0 ? neg(a) : a;
 }
 
+// Shifts with every count defined (C++ leaves counts outside [0, bits)
+// undefined): shl(x, n) is x * 2^n wrapped, so 0 from n = bits on; shr(x, n)
+// is floor(x / 2^n), so 0 or -1 from n = bits on. A count below 0 counts as 0.
+template <KernelInt T>
+constexpr T shl(T x, T n) {
+  using U = std::make_unsigned_t<T>;
+  if (n < 0) return x;
+  if (n >= std::numeric_limits<U>::digits) return 0;
+  return static_cast<T>(static_cast<U>(x) << n);
+}
+
+template <KernelInt T>
+constexpr T shr(T x, T n) {
+  if (n < 0) return x;
+  constexpr T kLast = std::numeric_limits<T>::digits;  // 31 or 63: floor(x / 2^kLast) is already 0 or -1
+  return static_cast<T>(x >> (n < kLast ? n : kLast));  // C++20: >> of a negative is floor
+}
+
 // Float to an integer element type: truncates toward zero, saturates at the
 // type's limits, NaN gives 0.
 template <class I, KernelFloat F>
