@@ -17,8 +17,18 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${WFGEN_BUILD_DIR:-$root/build}"
 if [ "${WFGEN_DEBUG_INFO:-1}" = 0 ]; then flags="-O2 -DNDEBUG"; else flags="-O2 -g -DNDEBUG"; fi
 if [ "${WFGEN_FAST_COLD_BUILD:-0}" = 1 ]; then fast=ON; else fast=OFF; fi
+# lld (or else gold) links: ld.bfd spent ~2 s of CPU on each of the ~50
+# executables (test_spec: 1.94 s; gold 0.42 s, lld 0.22 s). The same objects
+# and libraries; only how they are put together is faster.
+link=()
+for ld in lld gold; do
+  if command -v "ld.$ld" >/dev/null; then
+    link=("-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=$ld")
+    break
+  fi
+done
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" \
-  "-DWFGEN_FAST_COLD_BUILD=$fast" "$@" >/dev/null
+  "-DWFGEN_FAST_COLD_BUILD=$fast" "${link[@]}" "$@" >/dev/null
 if [ -n "${WFGEN_TARGETS:-}" ]; then
   # shellcheck disable=SC2086
   cmake --build "$build" -j "$(nproc)" --target $WFGEN_TARGETS
