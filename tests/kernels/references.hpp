@@ -174,6 +174,9 @@ enum class Kind {
   Col2im,      // COL[N C kh kw ho wo] LIKE[N C H W] OUT[N C H W]
   CausalMask,  // X[~ i j] OUT[~ i j], with a float argument
   ScaledSoftmax,  // X[~ i j] OUT[~ i j], with a float (scale) and a bool (causal) argument
+  LayerNorm,           // X[~ f] G[f] B[f] OUT[~ f], with a float (eps) argument
+  LayerNormGrad,       // DOUT[~ f] X[~ f] G[f] OUT[~ f], with a float (eps) argument
+  LayerNormParamGrad,  // DOUT[n f] X[n f] OUT[f], with a float (eps) and a bool (beta) argument
   ExtremeMask, // X[~ i] OUT[~ i], with a bool argument
   Concat,      // A[~ i] B[~ j] OUT[~ k], k = i + j
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
@@ -225,6 +228,9 @@ inline const char* kind_name(Kind k) {
     case Kind::Depthwise: return "depthwise";
     case Kind::CausalMask: return "causal-mask";
     case Kind::ScaledSoftmax: return "scaled-softmax";
+    case Kind::LayerNorm: return "layer-norm";
+    case Kind::LayerNormGrad: return "layer-norm-grad";
+    case Kind::LayerNormParamGrad: return "layer-norm-param-grad";
     case Kind::ExtremeMask: return "extreme-mask";
     case Kind::Concat: return "concat";
     case Kind::Transpose: return "transpose";
@@ -258,6 +264,9 @@ inline int kind_tensors(Kind k) {
     case Kind::Depthwise: return 3;
     case Kind::CausalMask: return 2;
     case Kind::ScaledSoftmax: return 2;
+    case Kind::LayerNorm: return 4;
+    case Kind::LayerNormGrad: return 4;
+    case Kind::LayerNormParamGrad: return 3;
     case Kind::Cast: return 2;
     case Kind::CumSum: return 2;
     case Kind::ExtremeMask: return 2;
@@ -488,6 +497,10 @@ inline const std::vector<NodeRef>& node_refs() {
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
       // The scales: attention's 1/sqrt(16), none, and a negative one (the max of scale * X is then at X's min).
       {"scaled_softmax", Kind::ScaledSoftmax, {D::Any}, nullptr, nullptr, {0.25, 1.0, -1.5}},
+      // The eps values: the stdlib's default, and one that dominates a row's variance of values in [-3, 3].
+      {"layer_norm", Kind::LayerNorm, {D::Any, D::Any, D::Any}, nullptr, nullptr, {1e-5, 0.5}},
+      {"layer_norm_grad", Kind::LayerNormGrad, {D::Any, D::Any, D::Any}, nullptr, nullptr, {1e-5, 0.5}},
+      {"layer_norm_param_grad", Kind::LayerNormParamGrad, {D::Any, D::Any}, nullptr, nullptr, {1e-5, 0.5}},
       // Discrete values: rows with ties, where only the first extreme gets the 1.
       {"extreme_mask", Kind::ExtremeMask, {D::Discrete}},
       // X: four values (floats), so most windows tie and only the first

@@ -31,6 +31,7 @@
 #include "wfgen/blas_support.hpp"
 #include "kernels.hpp"
 #include "references.hpp"
+#include "ref_layer_norm.hpp"
 
 namespace {
 
@@ -503,6 +504,49 @@ Built build_scaled_softmax(const KernelEntry& e, const NodeRef& r, int c, Rng& r
   return b;
 }
 
+// The layer normalisation builtins, each operand in a layout case c draws,
+// with the eps values the NodeRef lists: layer_norm X[~ f] G[f] B[f] ->
+// OUT[~ f] and layer_norm_grad DOUT[~ f] X[~ f] G[f] -> OUT[~ f] on case
+// c's shapes (strided rows take the scalar loops in double);
+// layer_norm_param_grad DOUT[n f] X[n f] -> OUT[f] on matrices of up to
+// 300 rows, G's gradient in even cases and B's (beta) in odd ones.
+Built build_layer_norm(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  const bool params = r.kind == Kind::LayerNormParamGrad;
+  Shape shape = params ? Shape{c == 8 ? 0 : c == 7 ? 300 : rand_int(rng, 1, 9), c == 5 ? 0 : c == 7 ? 70 : rand_int(rng, 1, 40)}
+                       : case_shape(c, e.rank, rng);
+  const std::int64_t f = shape.back();
+  cs.label = std::to_string(c);
+  auto input = [&](const char* name, const Shape& s) {
+    const Layout l = input_layout(c, rng, true);
+    cs.add(name, make_operand(dt, s, l, rng, filler(Dom::Any, rng)), l);
+  };
+  if (r.kind != Kind::LayerNorm) input("DOUT", shape);
+  input("X", shape);
+  if (!params) input("G", {f});
+  if (r.kind == Kind::LayerNorm) input("B", {f});
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, params ? Shape{f} : shape, lo, rng), lo);
+  cs.out = static_cast<int>(cs.t.size()) - 1;
+  const double eps = r.scalars[static_cast<std::size_t>(c) % r.scalars.size()];
+  const bool beta = c % 2 == 1;
+  cs.s.push_back(float_arg(eps));
+  cs.args = "eps=" + std::to_string(eps);
+  if (params) {
+    cs.s.push_back(bool_arg(beta));
+    cs.args += beta ? " beta=true" : " beta=false";
+  }
+  const Kind kind = r.kind;
+  b.reference = [kind, eps, beta, dt](const std::vector<Dense>& in) {
+    if (kind == Kind::LayerNorm) return ref_layer_norm(in[0], in[1], in[2], eps, dt);
+    if (kind == Kind::LayerNormGrad) return ref_layer_norm_grad(in[0], in[1], in[2], eps, dt);
+    return ref_layer_norm_param_grad(in[0], in[1], eps, beta, dt);
+  };
+  return b;
+}
+
 // X[~ i] -> OUT[~ i], largest and smallest, on discrete values (ties).
 Built build_extreme_mask(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   Built b;
@@ -907,6 +951,9 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::Depthwise: return build_depthwise(e, r, c, rng);
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
     case Kind::ScaledSoftmax: return build_scaled_softmax(e, r, c, rng);
+    case Kind::LayerNorm:
+    case Kind::LayerNormGrad:
+    case Kind::LayerNormParamGrad: return build_layer_norm(e, r, c, rng);
     case Kind::ExtremeMask: return build_extreme_mask(e, r, c, rng);
     case Kind::Concat: return build_concat(e, r, c, rng);
     case Kind::Cast: return build_cast(e, r, c, rng);
@@ -1021,7 +1068,7 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
     const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im || r->kind == Kind::Depthwise ? 8
                              : r->kind == Kind::MaxPool || r->kind == Kind::MaxPoolGrad || r->kind == Kind::MaxPoolPick ? 6
-                             : r->kind == Kind::CumSum || r->kind == Kind::ScaledSoftmax ? 2
+                             : r->kind == Kind::CumSum || r->kind == Kind::ScaledSoftmax || r->kind == Kind::LayerNormParamGrad ? 2
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||
                                 !r->scalars.empty())

@@ -628,6 +628,8 @@ std::vector<OutputFile> emit_kernels(const std::vector<lower::KernelPlan>& plans
     w.line("#include \"kernels.hpp\"");
     if (ps.front()->impl->device == "blas") w.line("#include \"wfgen/blas_support.hpp\"");
     w.line("#include \"wfgen/kernel_math.hpp\"").line("#include \"wfgen/kernel_support.hpp\"");
+    // The layer_norm builtins' row helpers: a header of their own (outside the precompiled set).
+    if (ps.front()->impl->builtin.starts_with("layer_norm")) w.line("#include \"wfgen/layer_norm.hpp\"");
     if (!ps.front()->cpp_include.empty()) w.line("#include \"" + ps.front()->cpp_include + "\"");
     if (ps.front()->impl->kind == BodyKind::Build) w.line("#include \"" + ps.front()->impl->build + ".hpp\"").line("#include \"wfgen/runtime.hpp\"");
     w.line().line("namespace " + options.ns + " {").line();

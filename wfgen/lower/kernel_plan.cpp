@@ -390,6 +390,22 @@ class Planner {
       error(diag(impl.loc, what + ": the builtin 'scaled_softmax' needs a float constructor argument 'scale' and a bool 'causal'"));
       return false;
     }
+    if (impl.builtin == "layer_norm" || impl.builtin == "layer_norm_grad" || impl.builtin == "layer_norm_param_grad") {
+      const bool params = impl.builtin == "layer_norm_param_grad";
+      if (!want(params ? 3 : 4, impl.builtin == "layer_norm" ? "X[~ f] G[f] B[f] OUT[~ f] -> OUT[~ f]"
+                                : params                   ? "DOUT[n f] X[n f] OUT[f] -> OUT[f]"
+                                                           : "DOUT[~ f] X[~ f] G[f] OUT[~ f] -> OUT[~ f]"))
+        return false;
+      bool eps = false, beta = !params;
+      for (const auto& s : p.scalars) {
+        eps = eps || (s.name == "eps" && s.type == ArgType::Float);
+        beta = beta || (s.name == "beta" && s.type == ArgType::Bool);
+      }
+      if (eps && beta) return true;
+      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a float constructor argument 'eps'" +
+                               (params ? " and a bool 'beta'" : "")));
+      return false;
+    }
     if (impl.builtin == "im2col" || impl.builtin == "col2im") {
       const bool forward = impl.builtin == "im2col";
       if (!want(forward ? 2 : 3, forward ? "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]"

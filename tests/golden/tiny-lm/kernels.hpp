@@ -21,14 +21,6 @@ void add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg
 void add_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<float, 3> OUT);
 void add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// mul: A[~] B[~] OUT[~] -> OUT[~]
-void mul_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<float, 3> OUT);
-void mul_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// div: A[~] B[~] OUT[~] -> OUT[~]
-void div_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<float, 3> OUT);
-void div_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // gelu: X[~] OUT[~] -> OUT[~]
 void gelu_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
 void gelu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -85,6 +77,18 @@ void scatter_add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::S
 void scaled_softmax_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT, float scale, bool causal);
 void scaled_softmax_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
+// layer_norm: X[~ f] G[f] B[f] OUT[~ f] -> OUT[~ f]
+void layer_norm_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<const float, 1> G, wfgen::rt::View<const float, 1> B, wfgen::rt::View<float, 3> OUT, float eps);
+void layer_norm_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// layer_norm_grad: DOUT[~ f] X[~ f] G[f] OUT[~ f] -> OUT[~ f]
+void layer_norm_grad_f32_r3(wfgen::rt::View<const float, 3> DOUT, wfgen::rt::View<const float, 3> X, wfgen::rt::View<const float, 1> G, wfgen::rt::View<float, 3> OUT, float eps);
+void layer_norm_grad_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// layer_norm_param_grad: DOUT[n f] X[n f] OUT[f] -> OUT[f]
+void layer_norm_param_grad_f32_r1(wfgen::rt::View<const float, 2> DOUT, wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 1> OUT, float eps, bool beta);
+void layer_norm_param_grad_f32_r1_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
 // gelu_grad: DOUT[~] X[~] OUT[~] -> OUT[~]
 void gelu_grad_f32_r3(wfgen::rt::View<const float, 3> DOUT, wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
 void gelu_grad_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -105,22 +109,6 @@ void adamw_f32_r1_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarA
 void adamw_f32_r2(wfgen::rt::View<float, 2> P, wfgen::rt::View<const float, 2> G, wfgen::rt::View<float, 2> M, wfgen::rt::View<float, 2> V, float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step);
 void adamw_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_inv_count_mul_add_add: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
-void fused_inv_count_mul_add_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<float, 3> out);
-void fused_inv_count_mul_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_neg_sum: in0[~] out[~] -> out[~]
-void fused_neg_sum_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out);
-void fused_neg_sum_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_div_div_mul_scalar_inv_count_and_5: in0[~] in1[~] in2[~] in3[~] in4[~] in5[~] out[~] -> out[~]
-void fused_div_div_mul_scalar_inv_count_and_5_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<const float, 3> in5, wfgen::rt::View<float, 3> out);
-void fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_mul_div_neg_sum: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_mul_div_neg_sum_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_mul_div_neg_sum_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // fused_add_add: in0[~] in1[~] in2[~] out[~] -> out[~]
 void fused_add_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
 void fused_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -137,10 +125,6 @@ void fused_add_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen:
 void fused_mul_sum_sub_mul_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
 void fused_mul_sum_sub_mul_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_inv_count_mul_add: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_inv_count_mul_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_inv_count_mul_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // fused_mul_max_sub_exp_and_6: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
 void fused_mul_max_sub_exp_and_6_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<const float, 2> in2, wfgen::rt::View<const float, 2> in3, wfgen::rt::View<float, 2> out);
 void fused_mul_max_sub_exp_and_6_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -148,18 +132,6 @@ void fused_mul_max_sub_exp_and_6_f32_r2_erased(wfgen::rt::TensorRef* tensors, co
 // fused_inv_count_mul: in0[~] in1[~] out[~] -> out[~]
 void fused_inv_count_mul_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
 void fused_inv_count_mul_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_layernorm: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_layernorm_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_layernorm_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_layernorm_2: in0[~] out[~] -> out[~]
-void fused_layernorm_2_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out);
-void fused_layernorm_2_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_layernorm_3: in0[~] out[~] -> out[~]
-void fused_layernorm_3_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> out);
-void fused_layernorm_3_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // fused_add_add_2: in0[~] in1[~] in2[~] out[~] -> out[~]
 void fused_add_add_2_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
@@ -169,17 +141,9 @@ void fused_add_add_2_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::r
 void fused_add_add_add_add_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<const float, 3> in5, wfgen::rt::View<float, 3> out);
 void fused_add_add_add_add_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_add_mean_sub_and_7: in0[~] in1[~] in2[~] in3[~] in4[~] out[~] -> out[~]
-void fused_add_add_mean_sub_and_7_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<float, 3> out);
-void fused_add_add_mean_sub_and_7_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // fused_add_gelu: in0[~] in1[~] out[~] -> out[~]
 void fused_add_gelu_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
 void fused_add_gelu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_layernorm_4: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_layernorm_4_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_layernorm_4_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

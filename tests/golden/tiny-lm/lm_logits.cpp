@@ -23,9 +23,7 @@ namespace {
     {"x", TensorRole::Temp},
     {"transformer_block_0/layernorm_0.gamma", TensorRole::Param},
     {"transformer_block_0/layernorm_0.beta", TensorRole::Param},
-    {"TID8", TensorRole::View},
-    {"TID9", TensorRole::View},
-    {"TID10", TensorRole::Temp},
+    {"TID8", TensorRole::Temp},
     {"transformer_block_0/multi_head_attention_0.Wq", TensorRole::Param},
     {"transformer_block_0/multi_head_attention_0.bq", TensorRole::Param},
     {"transformer_block_0/multi_head_attention_0.Wk", TensorRole::Param},
@@ -34,82 +32,78 @@ namespace {
     {"transformer_block_0/multi_head_attention_0.bv", TensorRole::Param},
     {"transformer_block_0/multi_head_attention_0.Wo", TensorRole::Param},
     {"transformer_block_0/multi_head_attention_0.bo", TensorRole::Param},
+    {"TID17", TensorRole::View},
+    {"TID18", TensorRole::Temp},
     {"TID19", TensorRole::View},
-    {"TID20", TensorRole::Temp},
-    {"TID21", TensorRole::View},
     {"q", TensorRole::Temp},
+    {"TID21", TensorRole::View},
+    {"TID22", TensorRole::Temp},
     {"TID23", TensorRole::View},
-    {"TID24", TensorRole::Temp},
-    {"TID25", TensorRole::View},
     {"k", TensorRole::Temp},
+    {"TID25", TensorRole::View},
+    {"TID26", TensorRole::Temp},
     {"TID27", TensorRole::View},
-    {"TID28", TensorRole::Temp},
-    {"TID29", TensorRole::View},
     {"v", TensorRole::Temp},
+    {"TID29", TensorRole::View},
+    {"TID30", TensorRole::View},
     {"TID31", TensorRole::View},
-    {"TID32", TensorRole::View},
-    {"TID33", TensorRole::View},
-    {"TID34", TensorRole::Temp},
+    {"TID32", TensorRole::Temp},
     {"scores", TensorRole::Temp},
-    {"TID36", TensorRole::View},
+    {"TID34", TensorRole::View},
     {"o", TensorRole::Temp},
-    {"TID38", TensorRole::View},
-    {"TID39", TensorRole::View},
+    {"TID36", TensorRole::View},
+    {"TID37", TensorRole::View},
     {"part", TensorRole::Temp},
+    {"TID39", TensorRole::View},
+    {"TID40", TensorRole::View},
     {"TID41", TensorRole::View},
-    {"TID42", TensorRole::View},
-    {"TID43", TensorRole::View},
-    {"TID44", TensorRole::Temp},
+    {"TID42", TensorRole::Temp},
     {"scores.1", TensorRole::Temp},
-    {"TID46", TensorRole::View},
+    {"TID44", TensorRole::View},
     {"o.1", TensorRole::Temp},
-    {"TID48", TensorRole::View},
-    {"TID49", TensorRole::View},
+    {"TID46", TensorRole::View},
+    {"TID47", TensorRole::View},
     {"part.1", TensorRole::Temp},
+    {"TID49", TensorRole::View},
+    {"TID50", TensorRole::View},
     {"TID51", TensorRole::View},
-    {"TID52", TensorRole::View},
-    {"TID53", TensorRole::View},
-    {"TID54", TensorRole::Temp},
+    {"TID52", TensorRole::Temp},
     {"scores.2", TensorRole::Temp},
-    {"TID56", TensorRole::View},
+    {"TID54", TensorRole::View},
     {"o.2", TensorRole::Temp},
-    {"TID58", TensorRole::View},
-    {"TID59", TensorRole::View},
+    {"TID56", TensorRole::View},
+    {"TID57", TensorRole::View},
     {"part.2", TensorRole::Temp},
+    {"TID59", TensorRole::View},
+    {"TID60", TensorRole::View},
     {"TID61", TensorRole::View},
-    {"TID62", TensorRole::View},
-    {"TID63", TensorRole::View},
-    {"TID64", TensorRole::Temp},
+    {"TID62", TensorRole::Temp},
     {"scores.3", TensorRole::Temp},
-    {"TID66", TensorRole::View},
+    {"TID64", TensorRole::View},
     {"o.3", TensorRole::Temp},
-    {"TID68", TensorRole::View},
-    {"TID69", TensorRole::View},
+    {"TID66", TensorRole::View},
+    {"TID67", TensorRole::View},
     {"part.3", TensorRole::Temp},
-    {"TID71", TensorRole::View},
+    {"TID69", TensorRole::View},
     {"h", TensorRole::Temp},
     {"transformer_block_0/layernorm_1.gamma", TensorRole::Param},
     {"transformer_block_0/layernorm_1.beta", TensorRole::Param},
-    {"TID75", TensorRole::View},
-    {"TID76", TensorRole::View},
-    {"TID77", TensorRole::Temp},
+    {"TID73", TensorRole::Temp},
     {"transformer_block_0/linear_0.W", TensorRole::Param},
     {"transformer_block_0/linear_0.b", TensorRole::Param},
-    {"TID80", TensorRole::View},
-    {"TID81", TensorRole::Temp},
-    {"TID82", TensorRole::View},
-    {"TID83", TensorRole::Temp},
+    {"TID76", TensorRole::View},
+    {"TID77", TensorRole::Temp},
+    {"TID78", TensorRole::View},
+    {"TID79", TensorRole::Temp},
     {"transformer_block_0/linear_1.W", TensorRole::Param},
     {"transformer_block_0/linear_1.b", TensorRole::Param},
-    {"TID86", TensorRole::View},
-    {"TID87", TensorRole::Temp},
-    {"TID88", TensorRole::View},
+    {"TID82", TensorRole::View},
+    {"TID83", TensorRole::Temp},
+    {"TID84", TensorRole::View},
     {"x.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_2.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_2.beta", TensorRole::Param},
-    {"TID92", TensorRole::View},
-    {"TID93", TensorRole::View},
-    {"TID94", TensorRole::Temp},
+    {"TID88", TensorRole::Temp},
     {"transformer_block_1/multi_head_attention_1.Wq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wk", TensorRole::Param},
@@ -118,154 +112,152 @@ namespace {
     {"transformer_block_1/multi_head_attention_1.bv", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wo", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bo", TensorRole::Param},
-    {"TID103", TensorRole::View},
-    {"TID104", TensorRole::Temp},
-    {"TID105", TensorRole::View},
+    {"TID97", TensorRole::View},
+    {"TID98", TensorRole::Temp},
+    {"TID99", TensorRole::View},
     {"q.1", TensorRole::Temp},
-    {"TID107", TensorRole::View},
-    {"TID108", TensorRole::Temp},
-    {"TID109", TensorRole::View},
+    {"TID101", TensorRole::View},
+    {"TID102", TensorRole::Temp},
+    {"TID103", TensorRole::View},
     {"k.1", TensorRole::Temp},
+    {"TID105", TensorRole::View},
+    {"TID106", TensorRole::Temp},
+    {"TID107", TensorRole::View},
+    {"v.1", TensorRole::Temp},
+    {"TID109", TensorRole::View},
+    {"TID110", TensorRole::View},
     {"TID111", TensorRole::View},
     {"TID112", TensorRole::Temp},
-    {"TID113", TensorRole::View},
-    {"v.1", TensorRole::Temp},
-    {"TID115", TensorRole::View},
+    {"scores.4", TensorRole::Temp},
+    {"TID114", TensorRole::View},
+    {"o.4", TensorRole::Temp},
     {"TID116", TensorRole::View},
     {"TID117", TensorRole::View},
-    {"TID118", TensorRole::Temp},
-    {"scores.4", TensorRole::Temp},
-    {"TID120", TensorRole::View},
-    {"o.4", TensorRole::Temp},
-    {"TID122", TensorRole::View},
-    {"TID123", TensorRole::View},
     {"part.4", TensorRole::Temp},
-    {"TID125", TensorRole::View},
+    {"TID119", TensorRole::View},
+    {"TID120", TensorRole::View},
+    {"TID121", TensorRole::View},
+    {"TID122", TensorRole::Temp},
+    {"scores.5", TensorRole::Temp},
+    {"TID124", TensorRole::View},
+    {"o.5", TensorRole::Temp},
     {"TID126", TensorRole::View},
     {"TID127", TensorRole::View},
-    {"TID128", TensorRole::Temp},
-    {"scores.5", TensorRole::Temp},
-    {"TID130", TensorRole::View},
-    {"o.5", TensorRole::Temp},
-    {"TID132", TensorRole::View},
-    {"TID133", TensorRole::View},
     {"part.5", TensorRole::Temp},
-    {"TID135", TensorRole::View},
+    {"TID129", TensorRole::View},
+    {"TID130", TensorRole::View},
+    {"TID131", TensorRole::View},
+    {"TID132", TensorRole::Temp},
+    {"scores.6", TensorRole::Temp},
+    {"TID134", TensorRole::View},
+    {"o.6", TensorRole::Temp},
     {"TID136", TensorRole::View},
     {"TID137", TensorRole::View},
-    {"TID138", TensorRole::Temp},
-    {"scores.6", TensorRole::Temp},
-    {"TID140", TensorRole::View},
-    {"o.6", TensorRole::Temp},
-    {"TID142", TensorRole::View},
-    {"TID143", TensorRole::View},
     {"part.6", TensorRole::Temp},
-    {"TID145", TensorRole::View},
+    {"TID139", TensorRole::View},
+    {"TID140", TensorRole::View},
+    {"TID141", TensorRole::View},
+    {"TID142", TensorRole::Temp},
+    {"scores.7", TensorRole::Temp},
+    {"TID144", TensorRole::View},
+    {"o.7", TensorRole::Temp},
     {"TID146", TensorRole::View},
     {"TID147", TensorRole::View},
-    {"TID148", TensorRole::Temp},
-    {"scores.7", TensorRole::Temp},
-    {"TID150", TensorRole::View},
-    {"o.7", TensorRole::Temp},
-    {"TID152", TensorRole::View},
-    {"TID153", TensorRole::View},
     {"part.7", TensorRole::Temp},
-    {"TID155", TensorRole::View},
+    {"TID149", TensorRole::View},
     {"h.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_3.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_3.beta", TensorRole::Param},
-    {"TID159", TensorRole::View},
-    {"TID160", TensorRole::View},
-    {"TID161", TensorRole::Temp},
+    {"TID153", TensorRole::Temp},
     {"transformer_block_1/linear_2.W", TensorRole::Param},
     {"transformer_block_1/linear_2.b", TensorRole::Param},
-    {"TID164", TensorRole::View},
-    {"TID165", TensorRole::Temp},
-    {"TID166", TensorRole::View},
-    {"TID167", TensorRole::Temp},
+    {"TID156", TensorRole::View},
+    {"TID157", TensorRole::Temp},
+    {"TID158", TensorRole::View},
+    {"TID159", TensorRole::Temp},
     {"transformer_block_1/linear_3.W", TensorRole::Param},
     {"transformer_block_1/linear_3.b", TensorRole::Param},
-    {"TID170", TensorRole::View},
-    {"TID171", TensorRole::Temp},
-    {"TID172", TensorRole::View},
+    {"TID162", TensorRole::View},
+    {"TID163", TensorRole::Temp},
+    {"TID164", TensorRole::View},
+    {"x.2", TensorRole::Temp},
     {"layernorm_4.gamma", TensorRole::Param},
     {"layernorm_4.beta", TensorRole::Param},
-    {"TID175", TensorRole::View},
-    {"TID176", TensorRole::View},
-    {"TID177", TensorRole::Temp},
-    {"TID178", TensorRole::View},
-    {"TID179", TensorRole::View},
-    {"TID180", TensorRole::Temp},
+    {"TID168", TensorRole::Temp},
+    {"TID169", TensorRole::View},
+    {"TID170", TensorRole::View},
+    {"TID171", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     1, 0, 3, // gather_f32_r3
     3, 4, 5, // add_f32_r3
-    5, 8, 9, 10, // fused_layernorm_4_f32_r3
-    10, 19, 20, // matmul_blas_f32_r3
-    20, 21, 22, // add_f32_r3
-    10, 23, 24, // matmul_blas_f32_r3
-    24, 25, 26, // add_f32_r3
-    10, 27, 28, // matmul_blas_f32_r3
-    28, 29, 30, // add_f32_r3
-    31, 33, 34, // matmul_blas_f32_r3
-    34, 35, // scaled_softmax_f32_r3
-    35, 36, 37, // matmul_blas_f32_r3
-    37, 39, 40, // matmul_blas_f32_r3
-    41, 43, 44, // matmul_blas_f32_r3
-    44, 45, // scaled_softmax_f32_r3
-    45, 46, 47, // matmul_blas_f32_r3
-    47, 49, 50, // matmul_blas_f32_r3
-    51, 53, 54, // matmul_blas_f32_r3
-    54, 55, // scaled_softmax_f32_r3
-    55, 56, 57, // matmul_blas_f32_r3
-    57, 59, 60, // matmul_blas_f32_r3
-    61, 63, 64, // matmul_blas_f32_r3
-    64, 65, // scaled_softmax_f32_r3
-    65, 66, 67, // matmul_blas_f32_r3
-    67, 69, 70, // matmul_blas_f32_r3
-    5, 40, 50, 60, 70, 71, 72, // fused_add_add_add_add_and_1_f32_r3
-    72, 75, 76, 77, // fused_layernorm_4_f32_r3
-    77, 80, 81, // matmul_blas_f32_r3
-    81, 82, 83, // fused_add_gelu_f32_r3
-    83, 86, 87, // matmul_blas_f32_r3
-    72, 87, 88, 89, // fused_add_add_2_f32_r3
-    89, 92, 93, 94, // fused_layernorm_4_f32_r3
-    94, 103, 104, // matmul_blas_f32_r3
-    104, 105, 106, // add_f32_r3
-    94, 107, 108, // matmul_blas_f32_r3
-    108, 109, 110, // add_f32_r3
-    94, 111, 112, // matmul_blas_f32_r3
-    112, 113, 114, // add_f32_r3
+    5, 6, 7, 8, // layer_norm_f32_r3
+    8, 17, 18, // matmul_blas_f32_r3
+    18, 19, 20, // add_f32_r3
+    8, 21, 22, // matmul_blas_f32_r3
+    22, 23, 24, // add_f32_r3
+    8, 25, 26, // matmul_blas_f32_r3
+    26, 27, 28, // add_f32_r3
+    29, 31, 32, // matmul_blas_f32_r3
+    32, 33, // scaled_softmax_f32_r3
+    33, 34, 35, // matmul_blas_f32_r3
+    35, 37, 38, // matmul_blas_f32_r3
+    39, 41, 42, // matmul_blas_f32_r3
+    42, 43, // scaled_softmax_f32_r3
+    43, 44, 45, // matmul_blas_f32_r3
+    45, 47, 48, // matmul_blas_f32_r3
+    49, 51, 52, // matmul_blas_f32_r3
+    52, 53, // scaled_softmax_f32_r3
+    53, 54, 55, // matmul_blas_f32_r3
+    55, 57, 58, // matmul_blas_f32_r3
+    59, 61, 62, // matmul_blas_f32_r3
+    62, 63, // scaled_softmax_f32_r3
+    63, 64, 65, // matmul_blas_f32_r3
+    65, 67, 68, // matmul_blas_f32_r3
+    5, 38, 48, 58, 68, 69, 70, // fused_add_add_add_add_and_1_f32_r3
+    70, 71, 72, 73, // layer_norm_f32_r3
+    73, 76, 77, // matmul_blas_f32_r3
+    77, 78, 79, // fused_add_gelu_f32_r3
+    79, 82, 83, // matmul_blas_f32_r3
+    70, 83, 84, 85, // fused_add_add_2_f32_r3
+    85, 86, 87, 88, // layer_norm_f32_r3
+    88, 97, 98, // matmul_blas_f32_r3
+    98, 99, 100, // add_f32_r3
+    88, 101, 102, // matmul_blas_f32_r3
+    102, 103, 104, // add_f32_r3
+    88, 105, 106, // matmul_blas_f32_r3
+    106, 107, 108, // add_f32_r3
+    109, 111, 112, // matmul_blas_f32_r3
+    112, 113, // scaled_softmax_f32_r3
+    113, 114, 115, // matmul_blas_f32_r3
     115, 117, 118, // matmul_blas_f32_r3
-    118, 119, // scaled_softmax_f32_r3
-    119, 120, 121, // matmul_blas_f32_r3
-    121, 123, 124, // matmul_blas_f32_r3
+    119, 121, 122, // matmul_blas_f32_r3
+    122, 123, // scaled_softmax_f32_r3
+    123, 124, 125, // matmul_blas_f32_r3
     125, 127, 128, // matmul_blas_f32_r3
-    128, 129, // scaled_softmax_f32_r3
-    129, 130, 131, // matmul_blas_f32_r3
-    131, 133, 134, // matmul_blas_f32_r3
+    129, 131, 132, // matmul_blas_f32_r3
+    132, 133, // scaled_softmax_f32_r3
+    133, 134, 135, // matmul_blas_f32_r3
     135, 137, 138, // matmul_blas_f32_r3
-    138, 139, // scaled_softmax_f32_r3
-    139, 140, 141, // matmul_blas_f32_r3
-    141, 143, 144, // matmul_blas_f32_r3
+    139, 141, 142, // matmul_blas_f32_r3
+    142, 143, // scaled_softmax_f32_r3
+    143, 144, 145, // matmul_blas_f32_r3
     145, 147, 148, // matmul_blas_f32_r3
-    148, 149, // scaled_softmax_f32_r3
-    149, 150, 151, // matmul_blas_f32_r3
-    151, 153, 154, // matmul_blas_f32_r3
-    89, 124, 134, 144, 154, 155, 156, // fused_add_add_add_add_and_1_f32_r3
-    156, 159, 160, 161, // fused_layernorm_4_f32_r3
-    161, 164, 165, // matmul_blas_f32_r3
-    165, 166, 167, // fused_add_gelu_f32_r3
-    167, 170, 171, // matmul_blas_f32_r3
-    156, 171, 172, 175, 176, 177, // fused_add_add_mean_sub_and_7_f32_r3
-    177, 179, 180, // matmul_blas_f32_r3
+    85, 118, 128, 138, 148, 149, 150, // fused_add_add_add_add_and_1_f32_r3
+    150, 151, 152, 153, // layer_norm_f32_r3
+    153, 156, 157, // matmul_blas_f32_r3
+    157, 158, 159, // fused_add_gelu_f32_r3
+    159, 162, 163, // matmul_blas_f32_r3
+    150, 163, 164, 165, // fused_add_add_2_f32_r3
+    165, 166, 167, 168, // layer_norm_f32_r3
+    168, 170, 171, // matmul_blas_f32_r3
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -289,12 +281,12 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -318,22 +310,28 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 12}, 
   };
   const wfgen::rt::ScalarArg kScalars[] = {
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
   };
 
   // [Forward]: one kernel call per line, commented with the body line it implements.
@@ -342,127 +340,129 @@ namespace {
     {"GATHER-CPU", "gather_f32_r3", &gather_f32_r3_erased, 0, 3, 4u, 0u, 0, 0, "x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 3, 3, 4u, 0u, 0, 0, "x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
-    // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 6, 4, 8u, 0u, 0, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 6, 4, 8u, 0u, 0, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 10, 3, 4u, 0u, 0, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 10, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 13, 3, 4u, 0u, 0, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 13, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 16, 3, 4u, 0u, 0, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 16, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 19, 3, 4u, 0u, 0, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 19, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 22, 3, 4u, 0u, 0, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 0, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 0, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 0, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 33, 3, 4u, 0u, 2, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 2, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 3, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 39, 3, 4u, 0u, 2, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 2, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 4, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 4, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 50, 3, 4u, 0u, 4, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 4, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 6, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 6, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 61, 3, 4u, 0u, 6, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 6, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 66, 3, 4u, 0u, 8, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 8, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 72, 7, 64u, 0u, 8, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
-    // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 79, 4, 8u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 72, 7, 64u, 0u, 9, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 79, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 83, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 83, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 86, 3, 4u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 86, 3, 4u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 89, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 89, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 92, 4, 8u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
-    // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 96, 4, 8u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 92, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 96, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 100, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 100, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 103, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 103, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 106, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 106, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 109, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 109, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 112, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 112, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 115, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 115, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 118, 3, 4u, 0u, 8, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 118, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 121, 2, 2u, 0u, 8, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 121, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 123, 3, 4u, 0u, 10, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 123, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 126, 3, 4u, 0u, 10, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 126, 3, 4u, 0u, 13, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 129, 3, 4u, 0u, 10, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 129, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 132, 2, 2u, 0u, 10, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 132, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 134, 3, 4u, 0u, 12, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 134, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 137, 3, 4u, 0u, 12, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 137, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 140, 3, 4u, 0u, 12, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 140, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 143, 2, 2u, 0u, 12, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 143, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 145, 3, 4u, 0u, 14, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 145, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 148, 3, 4u, 0u, 14, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 148, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 151, 3, 4u, 0u, 14, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 151, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 154, 2, 2u, 0u, 14, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 154, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 156, 3, 4u, 0u, 16, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 156, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 159, 3, 4u, 0u, 16, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 159, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 162, 7, 64u, 0u, 16, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
-    // d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-4-CPU", "fused_layernorm_4_f32_r3", &fused_layernorm_4_f32_r3_erased, 169, 4, 8u, 0u, 16, 0, "d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 162, 7, 64u, 0u, 19, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 169, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 173, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 173, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 176, 3, 4u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 176, 3, 4u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 179, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model); d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-MEAN-SUB-AND-7-CPU", "fused_add_add_mean_sub_and_7_f32_r3", &fused_add_add_mean_sub_and_7_f32_r3_erased, 182, 6, 32u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model); d = X - mean(X, axis=-1, keepdims=true); var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 179, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
+    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 182, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 186, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 188, 3, 4u, 0u, 16, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 190, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 16), kForward, {}, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 21), kForward, {}, kOperandSpecs};
   const std::vector<std::string> kInputNames = {"ids"};
   const std::vector<std::string> kParamNames = {"token_embedding", "position_embedding", "transformer_block_0/layernorm_0.gamma", "transformer_block_0/layernorm_0.beta", "transformer_block_0/multi_head_attention_0.Wq", "transformer_block_0/multi_head_attention_0.bq", "transformer_block_0/multi_head_attention_0.Wk", "transformer_block_0/multi_head_attention_0.bk", "transformer_block_0/multi_head_attention_0.Wv", "transformer_block_0/multi_head_attention_0.bv", "transformer_block_0/multi_head_attention_0.Wo", "transformer_block_0/multi_head_attention_0.bo", "transformer_block_0/layernorm_1.gamma", "transformer_block_0/layernorm_1.beta", "transformer_block_0/linear_0.W", "transformer_block_0/linear_0.b", "transformer_block_0/linear_1.W", "transformer_block_0/linear_1.b", "transformer_block_1/layernorm_2.gamma", "transformer_block_1/layernorm_2.beta", "transformer_block_1/multi_head_attention_1.Wq", "transformer_block_1/multi_head_attention_1.bq", "transformer_block_1/multi_head_attention_1.Wk", "transformer_block_1/multi_head_attention_1.bk", "transformer_block_1/multi_head_attention_1.Wv", "transformer_block_1/multi_head_attention_1.bv", "transformer_block_1/multi_head_attention_1.Wo", "transformer_block_1/multi_head_attention_1.bo", "transformer_block_1/layernorm_3.gamma", "transformer_block_1/layernorm_3.beta", "transformer_block_1/linear_2.W", "transformer_block_1/linear_2.b", "transformer_block_1/linear_3.W", "transformer_block_1/linear_3.b", "layernorm_4.gamma", "layernorm_4.beta"};
   const char* const kSymbols[] = {"batch"};
@@ -583,7 +583,7 @@ lm_logits::lm_logits() : vm_(kProgram) {
   index_values_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(181);
+  table_.resize(172);
 }
 
 wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -598,9 +598,9 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   const wfgen::rt::Size batch = wf_binder.value(0);
   // Arena: 8 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
-  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
   const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
@@ -627,189 +627,180 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   table_[5] = wf_refs.contiguous("x", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x = add
   table_[6] = params_[2].ref();  // transformer_block_0/layernorm_0.gamma
   table_[7] = params_[3].ref();  // transformer_block_0/layernorm_0.beta
-  table_[8] = wf_refs.broadcast("TID8", table_[6], {batch, 64, 64});
-  table_[9] = wf_refs.broadcast("TID9", table_[7], {batch, 64, 64});
-  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID10 = fused_layernorm_4
-  table_[11] = params_[4].ref();  // transformer_block_0/multi_head_attention_0.Wq
-  table_[12] = params_[5].ref();  // transformer_block_0/multi_head_attention_0.bq
-  table_[13] = params_[6].ref();  // transformer_block_0/multi_head_attention_0.Wk
-  table_[14] = params_[7].ref();  // transformer_block_0/multi_head_attention_0.bk
-  table_[15] = params_[8].ref();  // transformer_block_0/multi_head_attention_0.Wv
-  table_[16] = params_[9].ref();  // transformer_block_0/multi_head_attention_0.bv
-  table_[17] = params_[10].ref();  // transformer_block_0/multi_head_attention_0.Wo
-  table_[18] = params_[11].ref();  // transformer_block_0/multi_head_attention_0.bo
-  table_[19] = wf_refs.broadcast("TID19", table_[11], {batch, 64, 64});
-  table_[20] = wf_refs.contiguous("TID20", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID20 = matmul
-  table_[21] = wf_refs.broadcast("TID21", table_[12], {batch, 64, 64});
-  table_[22] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = add
-  table_[23] = wf_refs.broadcast("TID23", table_[13], {batch, 64, 64});
-  table_[24] = wf_refs.contiguous("TID24", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID24 = matmul
-  table_[25] = wf_refs.broadcast("TID25", table_[14], {batch, 64, 64});
-  table_[26] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = add
-  table_[27] = wf_refs.broadcast("TID27", table_[15], {batch, 64, 64});
-  table_[28] = wf_refs.contiguous("TID28", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID28 = matmul
-  table_[29] = wf_refs.broadcast("TID29", table_[16], {batch, 64, 64});
-  table_[30] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = add
-  table_[31] = wf_refs.slice("TID31", table_[22], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[32] = wf_refs.slice("TID32", table_[26], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[33] = wf_refs.permute("TID33", table_[32], {0, 2, 1});
-  table_[34] = wf_refs.contiguous("TID34", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID34 = matmul
-  table_[35] = wf_refs.contiguous("scores", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
-  table_[36] = wf_refs.slice("TID36", table_[30], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[37] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
-  table_[38] = wf_refs.slice("TID38", table_[17], {0, 0}, {1, 1}, {16, 64});
-  table_[39] = wf_refs.broadcast("TID39", table_[38], {batch, 16, 64});
-  table_[40] = wf_refs.contiguous("part", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
-  table_[41] = wf_refs.slice("TID41", table_[22], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[42] = wf_refs.slice("TID42", table_[26], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[43] = wf_refs.permute("TID43", table_[42], {0, 2, 1});
-  table_[44] = wf_refs.contiguous("TID44", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID44 = matmul
-  table_[45] = wf_refs.contiguous("scores.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
-  table_[46] = wf_refs.slice("TID46", table_[30], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[47] = wf_refs.contiguous("o.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
-  table_[48] = wf_refs.slice("TID48", table_[17], {16, 0}, {1, 1}, {16, 64});
-  table_[49] = wf_refs.broadcast("TID49", table_[48], {batch, 16, 64});
-  table_[50] = wf_refs.contiguous("part.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
-  table_[51] = wf_refs.slice("TID51", table_[22], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[52] = wf_refs.slice("TID52", table_[26], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[53] = wf_refs.permute("TID53", table_[52], {0, 2, 1});
-  table_[54] = wf_refs.contiguous("TID54", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID54 = matmul
-  table_[55] = wf_refs.contiguous("scores.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
-  table_[56] = wf_refs.slice("TID56", table_[30], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[57] = wf_refs.contiguous("o.2", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
-  table_[58] = wf_refs.slice("TID58", table_[17], {32, 0}, {1, 1}, {16, 64});
-  table_[59] = wf_refs.broadcast("TID59", table_[58], {batch, 16, 64});
-  table_[60] = wf_refs.contiguous("part.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
-  table_[61] = wf_refs.slice("TID61", table_[22], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[62] = wf_refs.slice("TID62", table_[26], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[63] = wf_refs.permute("TID63", table_[62], {0, 2, 1});
-  table_[64] = wf_refs.contiguous("TID64", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID64 = matmul
-  table_[65] = wf_refs.contiguous("scores.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
-  table_[66] = wf_refs.slice("TID66", table_[30], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[67] = wf_refs.contiguous("o.3", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
-  table_[68] = wf_refs.slice("TID68", table_[17], {48, 0}, {1, 1}, {16, 64});
-  table_[69] = wf_refs.broadcast("TID69", table_[68], {batch, 16, 64});
-  table_[70] = wf_refs.contiguous("part.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
-  table_[71] = wf_refs.broadcast("TID71", table_[18], {batch, 64, 64});
-  table_[72] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
-  table_[73] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
-  table_[74] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
-  table_[75] = wf_refs.broadcast("TID75", table_[73], {batch, 64, 64});
-  table_[76] = wf_refs.broadcast("TID76", table_[74], {batch, 64, 64});
-  table_[77] = wf_refs.contiguous("TID77", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID77 = fused_layernorm_4
-  table_[78] = params_[14].ref();  // transformer_block_0/linear_0.W
-  table_[79] = params_[15].ref();  // transformer_block_0/linear_0.b
-  table_[80] = wf_refs.broadcast("TID80", table_[78], {batch, 64, 256});
-  table_[81] = wf_refs.contiguous("TID81", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID81 = matmul
-  table_[82] = wf_refs.broadcast("TID82", table_[79], {batch, 64, 256});
-  table_[83] = wf_refs.contiguous("TID83", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID83 = fused_add_gelu
-  table_[84] = params_[16].ref();  // transformer_block_0/linear_1.W
-  table_[85] = params_[17].ref();  // transformer_block_0/linear_1.b
-  table_[86] = wf_refs.broadcast("TID86", table_[84], {batch, 256, 64});
-  table_[87] = wf_refs.contiguous("TID87", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID87 = matmul
-  table_[88] = wf_refs.broadcast("TID88", table_[85], {batch, 64, 64});
-  table_[89] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
-  table_[90] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
-  table_[91] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
-  table_[92] = wf_refs.broadcast("TID92", table_[90], {batch, 64, 64});
-  table_[93] = wf_refs.broadcast("TID93", table_[91], {batch, 64, 64});
-  table_[94] = wf_refs.contiguous("TID94", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID94 = fused_layernorm_4
-  table_[95] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
-  table_[96] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
-  table_[97] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
-  table_[98] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
-  table_[99] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
-  table_[100] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
-  table_[101] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
-  table_[102] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
-  table_[103] = wf_refs.broadcast("TID103", table_[95], {batch, 64, 64});
-  table_[104] = wf_refs.contiguous("TID104", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID104 = matmul
-  table_[105] = wf_refs.broadcast("TID105", table_[96], {batch, 64, 64});
-  table_[106] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
-  table_[107] = wf_refs.broadcast("TID107", table_[97], {batch, 64, 64});
-  table_[108] = wf_refs.contiguous("TID108", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID108 = matmul
-  table_[109] = wf_refs.broadcast("TID109", table_[98], {batch, 64, 64});
-  table_[110] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
-  table_[111] = wf_refs.broadcast("TID111", table_[99], {batch, 64, 64});
-  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
-  table_[113] = wf_refs.broadcast("TID113", table_[100], {batch, 64, 64});
-  table_[114] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
-  table_[115] = wf_refs.slice("TID115", table_[106], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[116] = wf_refs.slice("TID116", table_[110], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[117] = wf_refs.permute("TID117", table_[116], {0, 2, 1});
-  table_[118] = wf_refs.contiguous("TID118", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID118 = matmul
-  table_[119] = wf_refs.contiguous("scores.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
-  table_[120] = wf_refs.slice("TID120", table_[114], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[121] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
-  table_[122] = wf_refs.slice("TID122", table_[101], {0, 0}, {1, 1}, {16, 64});
-  table_[123] = wf_refs.broadcast("TID123", table_[122], {batch, 16, 64});
-  table_[124] = wf_refs.contiguous("part.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
-  table_[125] = wf_refs.slice("TID125", table_[106], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[126] = wf_refs.slice("TID126", table_[110], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[127] = wf_refs.permute("TID127", table_[126], {0, 2, 1});
-  table_[128] = wf_refs.contiguous("TID128", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID128 = matmul
-  table_[129] = wf_refs.contiguous("scores.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
-  table_[130] = wf_refs.slice("TID130", table_[114], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[131] = wf_refs.contiguous("o.5", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
-  table_[132] = wf_refs.slice("TID132", table_[101], {16, 0}, {1, 1}, {16, 64});
-  table_[133] = wf_refs.broadcast("TID133", table_[132], {batch, 16, 64});
-  table_[134] = wf_refs.contiguous("part.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
-  table_[135] = wf_refs.slice("TID135", table_[106], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[136] = wf_refs.slice("TID136", table_[110], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[137] = wf_refs.permute("TID137", table_[136], {0, 2, 1});
-  table_[138] = wf_refs.contiguous("TID138", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID138 = matmul
-  table_[139] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
-  table_[140] = wf_refs.slice("TID140", table_[114], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[141] = wf_refs.contiguous("o.6", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
-  table_[142] = wf_refs.slice("TID142", table_[101], {32, 0}, {1, 1}, {16, 64});
-  table_[143] = wf_refs.broadcast("TID143", table_[142], {batch, 16, 64});
-  table_[144] = wf_refs.contiguous("part.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
-  table_[145] = wf_refs.slice("TID145", table_[106], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[146] = wf_refs.slice("TID146", table_[110], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[147] = wf_refs.permute("TID147", table_[146], {0, 2, 1});
-  table_[148] = wf_refs.contiguous("TID148", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID148 = matmul
-  table_[149] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
-  table_[150] = wf_refs.slice("TID150", table_[114], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[151] = wf_refs.contiguous("o.7", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
-  table_[152] = wf_refs.slice("TID152", table_[101], {48, 0}, {1, 1}, {16, 64});
-  table_[153] = wf_refs.broadcast("TID153", table_[152], {batch, 16, 64});
-  table_[154] = wf_refs.contiguous("part.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
-  table_[155] = wf_refs.broadcast("TID155", table_[102], {batch, 64, 64});
-  table_[156] = wf_refs.contiguous("h.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
-  table_[157] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
-  table_[158] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
-  table_[159] = wf_refs.broadcast("TID159", table_[157], {batch, 64, 64});
-  table_[160] = wf_refs.broadcast("TID160", table_[158], {batch, 64, 64});
-  table_[161] = wf_refs.contiguous("TID161", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID161 = fused_layernorm_4
-  table_[162] = params_[30].ref();  // transformer_block_1/linear_2.W
-  table_[163] = params_[31].ref();  // transformer_block_1/linear_2.b
-  table_[164] = wf_refs.broadcast("TID164", table_[162], {batch, 64, 256});
-  table_[165] = wf_refs.contiguous("TID165", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID165 = matmul
-  table_[166] = wf_refs.broadcast("TID166", table_[163], {batch, 64, 256});
-  table_[167] = wf_refs.contiguous("TID167", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID167 = fused_add_gelu
-  table_[168] = params_[32].ref();  // transformer_block_1/linear_3.W
-  table_[169] = params_[33].ref();  // transformer_block_1/linear_3.b
-  table_[170] = wf_refs.broadcast("TID170", table_[168], {batch, 256, 64});
-  table_[171] = wf_refs.contiguous("TID171", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID171 = matmul
-  table_[172] = wf_refs.broadcast("TID172", table_[169], {batch, 64, 64});
-  table_[173] = params_[34].ref();  // layernorm_4.gamma
-  table_[174] = params_[35].ref();  // layernorm_4.beta
-  table_[175] = wf_refs.broadcast("TID175", table_[173], {batch, 64, 64});
-  table_[176] = wf_refs.broadcast("TID176", table_[174], {batch, 64, 64});
-  table_[177] = wf_refs.contiguous("TID177", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID177 = fused_add_add_mean_sub_and_7
-  table_[178] = wf_refs.permute("TID178", table_[1], {1, 0});
-  table_[179] = wf_refs.broadcast("TID179", table_[178], {batch, 64, 256});
-  table_[180] = wf_refs.contiguous("TID180", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID180 = matmul
+  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID8 = layer_norm
+  table_[9] = params_[4].ref();  // transformer_block_0/multi_head_attention_0.Wq
+  table_[10] = params_[5].ref();  // transformer_block_0/multi_head_attention_0.bq
+  table_[11] = params_[6].ref();  // transformer_block_0/multi_head_attention_0.Wk
+  table_[12] = params_[7].ref();  // transformer_block_0/multi_head_attention_0.bk
+  table_[13] = params_[8].ref();  // transformer_block_0/multi_head_attention_0.Wv
+  table_[14] = params_[9].ref();  // transformer_block_0/multi_head_attention_0.bv
+  table_[15] = params_[10].ref();  // transformer_block_0/multi_head_attention_0.Wo
+  table_[16] = params_[11].ref();  // transformer_block_0/multi_head_attention_0.bo
+  table_[17] = wf_refs.broadcast("TID17", table_[9], {batch, 64, 64});
+  table_[18] = wf_refs.contiguous("TID18", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID18 = matmul
+  table_[19] = wf_refs.broadcast("TID19", table_[10], {batch, 64, 64});
+  table_[20] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = add
+  table_[21] = wf_refs.broadcast("TID21", table_[11], {batch, 64, 64});
+  table_[22] = wf_refs.contiguous("TID22", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID22 = matmul
+  table_[23] = wf_refs.broadcast("TID23", table_[12], {batch, 64, 64});
+  table_[24] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = add
+  table_[25] = wf_refs.broadcast("TID25", table_[13], {batch, 64, 64});
+  table_[26] = wf_refs.contiguous("TID26", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID26 = matmul
+  table_[27] = wf_refs.broadcast("TID27", table_[14], {batch, 64, 64});
+  table_[28] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = add
+  table_[29] = wf_refs.slice("TID29", table_[20], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[30] = wf_refs.slice("TID30", table_[24], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[31] = wf_refs.permute("TID31", table_[30], {0, 2, 1});
+  table_[32] = wf_refs.contiguous("TID32", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID32 = matmul
+  table_[33] = wf_refs.contiguous("scores", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
+  table_[34] = wf_refs.slice("TID34", table_[28], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[35] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
+  table_[36] = wf_refs.slice("TID36", table_[15], {0, 0}, {1, 1}, {16, 64});
+  table_[37] = wf_refs.broadcast("TID37", table_[36], {batch, 16, 64});
+  table_[38] = wf_refs.contiguous("part", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
+  table_[39] = wf_refs.slice("TID39", table_[20], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[40] = wf_refs.slice("TID40", table_[24], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[41] = wf_refs.permute("TID41", table_[40], {0, 2, 1});
+  table_[42] = wf_refs.contiguous("TID42", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID42 = matmul
+  table_[43] = wf_refs.contiguous("scores.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
+  table_[44] = wf_refs.slice("TID44", table_[28], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[45] = wf_refs.contiguous("o.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
+  table_[46] = wf_refs.slice("TID46", table_[15], {16, 0}, {1, 1}, {16, 64});
+  table_[47] = wf_refs.broadcast("TID47", table_[46], {batch, 16, 64});
+  table_[48] = wf_refs.contiguous("part.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
+  table_[49] = wf_refs.slice("TID49", table_[20], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[50] = wf_refs.slice("TID50", table_[24], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[51] = wf_refs.permute("TID51", table_[50], {0, 2, 1});
+  table_[52] = wf_refs.contiguous("TID52", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID52 = matmul
+  table_[53] = wf_refs.contiguous("scores.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
+  table_[54] = wf_refs.slice("TID54", table_[28], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[55] = wf_refs.contiguous("o.2", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
+  table_[56] = wf_refs.slice("TID56", table_[15], {32, 0}, {1, 1}, {16, 64});
+  table_[57] = wf_refs.broadcast("TID57", table_[56], {batch, 16, 64});
+  table_[58] = wf_refs.contiguous("part.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
+  table_[59] = wf_refs.slice("TID59", table_[20], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[60] = wf_refs.slice("TID60", table_[24], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[61] = wf_refs.permute("TID61", table_[60], {0, 2, 1});
+  table_[62] = wf_refs.contiguous("TID62", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID62 = matmul
+  table_[63] = wf_refs.contiguous("scores.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
+  table_[64] = wf_refs.slice("TID64", table_[28], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[65] = wf_refs.contiguous("o.3", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
+  table_[66] = wf_refs.slice("TID66", table_[15], {48, 0}, {1, 1}, {16, 64});
+  table_[67] = wf_refs.broadcast("TID67", table_[66], {batch, 16, 64});
+  table_[68] = wf_refs.contiguous("part.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
+  table_[69] = wf_refs.broadcast("TID69", table_[16], {batch, 64, 64});
+  table_[70] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
+  table_[71] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
+  table_[72] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
+  table_[73] = wf_refs.contiguous("TID73", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID73 = layer_norm
+  table_[74] = params_[14].ref();  // transformer_block_0/linear_0.W
+  table_[75] = params_[15].ref();  // transformer_block_0/linear_0.b
+  table_[76] = wf_refs.broadcast("TID76", table_[74], {batch, 64, 256});
+  table_[77] = wf_refs.contiguous("TID77", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID77 = matmul
+  table_[78] = wf_refs.broadcast("TID78", table_[75], {batch, 64, 256});
+  table_[79] = wf_refs.contiguous("TID79", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID79 = fused_add_gelu
+  table_[80] = params_[16].ref();  // transformer_block_0/linear_1.W
+  table_[81] = params_[17].ref();  // transformer_block_0/linear_1.b
+  table_[82] = wf_refs.broadcast("TID82", table_[80], {batch, 256, 64});
+  table_[83] = wf_refs.contiguous("TID83", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID83 = matmul
+  table_[84] = wf_refs.broadcast("TID84", table_[81], {batch, 64, 64});
+  table_[85] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
+  table_[86] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
+  table_[87] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
+  table_[88] = wf_refs.contiguous("TID88", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID88 = layer_norm
+  table_[89] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
+  table_[90] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
+  table_[91] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
+  table_[92] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
+  table_[93] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
+  table_[94] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
+  table_[95] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
+  table_[96] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
+  table_[97] = wf_refs.broadcast("TID97", table_[89], {batch, 64, 64});
+  table_[98] = wf_refs.contiguous("TID98", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID98 = matmul
+  table_[99] = wf_refs.broadcast("TID99", table_[90], {batch, 64, 64});
+  table_[100] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
+  table_[101] = wf_refs.broadcast("TID101", table_[91], {batch, 64, 64});
+  table_[102] = wf_refs.contiguous("TID102", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID102 = matmul
+  table_[103] = wf_refs.broadcast("TID103", table_[92], {batch, 64, 64});
+  table_[104] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
+  table_[105] = wf_refs.broadcast("TID105", table_[93], {batch, 64, 64});
+  table_[106] = wf_refs.contiguous("TID106", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID106 = matmul
+  table_[107] = wf_refs.broadcast("TID107", table_[94], {batch, 64, 64});
+  table_[108] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
+  table_[109] = wf_refs.slice("TID109", table_[100], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[110] = wf_refs.slice("TID110", table_[104], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[111] = wf_refs.permute("TID111", table_[110], {0, 2, 1});
+  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
+  table_[113] = wf_refs.contiguous("scores.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
+  table_[114] = wf_refs.slice("TID114", table_[108], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[115] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
+  table_[116] = wf_refs.slice("TID116", table_[95], {0, 0}, {1, 1}, {16, 64});
+  table_[117] = wf_refs.broadcast("TID117", table_[116], {batch, 16, 64});
+  table_[118] = wf_refs.contiguous("part.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
+  table_[119] = wf_refs.slice("TID119", table_[100], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[120] = wf_refs.slice("TID120", table_[104], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[121] = wf_refs.permute("TID121", table_[120], {0, 2, 1});
+  table_[122] = wf_refs.contiguous("TID122", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID122 = matmul
+  table_[123] = wf_refs.contiguous("scores.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
+  table_[124] = wf_refs.slice("TID124", table_[108], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[125] = wf_refs.contiguous("o.5", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
+  table_[126] = wf_refs.slice("TID126", table_[95], {16, 0}, {1, 1}, {16, 64});
+  table_[127] = wf_refs.broadcast("TID127", table_[126], {batch, 16, 64});
+  table_[128] = wf_refs.contiguous("part.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
+  table_[129] = wf_refs.slice("TID129", table_[100], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[130] = wf_refs.slice("TID130", table_[104], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[131] = wf_refs.permute("TID131", table_[130], {0, 2, 1});
+  table_[132] = wf_refs.contiguous("TID132", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID132 = matmul
+  table_[133] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
+  table_[134] = wf_refs.slice("TID134", table_[108], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[135] = wf_refs.contiguous("o.6", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
+  table_[136] = wf_refs.slice("TID136", table_[95], {32, 0}, {1, 1}, {16, 64});
+  table_[137] = wf_refs.broadcast("TID137", table_[136], {batch, 16, 64});
+  table_[138] = wf_refs.contiguous("part.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
+  table_[139] = wf_refs.slice("TID139", table_[100], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[140] = wf_refs.slice("TID140", table_[104], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[141] = wf_refs.permute("TID141", table_[140], {0, 2, 1});
+  table_[142] = wf_refs.contiguous("TID142", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID142 = matmul
+  table_[143] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
+  table_[144] = wf_refs.slice("TID144", table_[108], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[145] = wf_refs.contiguous("o.7", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
+  table_[146] = wf_refs.slice("TID146", table_[95], {48, 0}, {1, 1}, {16, 64});
+  table_[147] = wf_refs.broadcast("TID147", table_[146], {batch, 16, 64});
+  table_[148] = wf_refs.contiguous("part.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
+  table_[149] = wf_refs.broadcast("TID149", table_[96], {batch, 64, 64});
+  table_[150] = wf_refs.contiguous("h.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
+  table_[151] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
+  table_[152] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
+  table_[153] = wf_refs.contiguous("TID153", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID153 = layer_norm
+  table_[154] = params_[30].ref();  // transformer_block_1/linear_2.W
+  table_[155] = params_[31].ref();  // transformer_block_1/linear_2.b
+  table_[156] = wf_refs.broadcast("TID156", table_[154], {batch, 64, 256});
+  table_[157] = wf_refs.contiguous("TID157", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID157 = matmul
+  table_[158] = wf_refs.broadcast("TID158", table_[155], {batch, 64, 256});
+  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID159 = fused_add_gelu
+  table_[160] = params_[32].ref();  // transformer_block_1/linear_3.W
+  table_[161] = params_[33].ref();  // transformer_block_1/linear_3.b
+  table_[162] = wf_refs.broadcast("TID162", table_[160], {batch, 256, 64});
+  table_[163] = wf_refs.contiguous("TID163", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID163 = matmul
+  table_[164] = wf_refs.broadcast("TID164", table_[161], {batch, 64, 64});
+  table_[165] = wf_refs.contiguous("x.2", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_add_add_2
+  table_[166] = params_[34].ref();  // layernorm_4.gamma
+  table_[167] = params_[35].ref();  // layernorm_4.beta
+  table_[168] = wf_refs.contiguous("TID168", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID168 = layer_norm
+  table_[169] = wf_refs.permute("TID169", table_[1], {1, 0});
+  table_[170] = wf_refs.broadcast("TID170", table_[169], {batch, 64, 256});
+  table_[171] = wf_refs.contiguous("TID171", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID171 = matmul
   // The output logits: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[180] = direct_outputs_[0].ref();
+    table_[171] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[180]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[171]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -904,7 +895,7 @@ wfgen::rt::Status lm_logits::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_ch
   }
   if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[180]);  // logits
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[171]);  // logits
   return {};
 }
 
@@ -993,7 +984,7 @@ wfgen::rt::Status lm_logits::copy_parameters_from_(const std::vector<std::pair<s
 }
 
 std::string lm_logits::summary() const {
-  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536) + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 61 forward\n";
+  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536) + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 62 forward\n";
 }
 
 std::string lm_logits::disassemble() {

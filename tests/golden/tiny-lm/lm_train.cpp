@@ -24,14 +24,7 @@ namespace {
     {"x", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_0/layernorm_0.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/layernorm_0.beta", TensorRole::Param},
-    {"d", TensorRole::Temp},
-    {"TID10", TensorRole::Temp},
-    {"TID11", TensorRole::Temp},
-    {"TID12", TensorRole::View},
-    {"TID13", TensorRole::Temp},
-    {"TID14", TensorRole::View},
-    {"TID15", TensorRole::View},
-    {"TID16", TensorRole::Temp},
+    {"TID9", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", TensorRole::Param},
@@ -40,93 +33,79 @@ namespace {
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", TensorRole::Param},
-    {"TID25", TensorRole::View},
-    {"TID26", TensorRole::Temp},
-    {"TID27", TensorRole::View},
+    {"TID18", TensorRole::View},
+    {"TID19", TensorRole::Temp},
+    {"TID20", TensorRole::View},
     {"q", TensorRole::Temp},
-    {"TID29", TensorRole::View},
-    {"TID30", TensorRole::Temp},
-    {"TID31", TensorRole::View},
+    {"TID22", TensorRole::View},
+    {"TID23", TensorRole::Temp},
+    {"TID24", TensorRole::View},
     {"k", TensorRole::Temp},
-    {"TID33", TensorRole::View},
-    {"TID34", TensorRole::Temp},
-    {"TID35", TensorRole::View},
+    {"TID26", TensorRole::View},
+    {"TID27", TensorRole::Temp},
+    {"TID28", TensorRole::View},
     {"v", TensorRole::Temp},
+    {"TID30", TensorRole::View},
+    {"TID31", TensorRole::View},
+    {"TID32", TensorRole::View},
+    {"TID33", TensorRole::Temp},
+    {"scores", TensorRole::Temp},
+    {"TID35", TensorRole::View},
+    {"o", TensorRole::Temp},
     {"TID37", TensorRole::View},
     {"TID38", TensorRole::View},
-    {"TID39", TensorRole::View},
-    {"TID40", TensorRole::Temp},
-    {"scores", TensorRole::Temp},
-    {"TID42", TensorRole::View},
-    {"o", TensorRole::Temp},
-    {"TID44", TensorRole::View},
-    {"TID45", TensorRole::View},
     {"part", TensorRole::Temp},
+    {"TID40", TensorRole::View},
+    {"TID41", TensorRole::View},
+    {"TID42", TensorRole::View},
+    {"TID43", TensorRole::Temp},
+    {"scores.1", TensorRole::Temp},
+    {"TID45", TensorRole::View},
+    {"o.1", TensorRole::Temp},
     {"TID47", TensorRole::View},
     {"TID48", TensorRole::View},
-    {"TID49", TensorRole::View},
-    {"TID50", TensorRole::Temp},
-    {"scores.1", TensorRole::Temp},
-    {"TID52", TensorRole::View},
-    {"o.1", TensorRole::Temp},
-    {"TID54", TensorRole::View},
-    {"TID55", TensorRole::View},
     {"part.1", TensorRole::Temp},
+    {"TID50", TensorRole::View},
+    {"TID51", TensorRole::View},
+    {"TID52", TensorRole::View},
+    {"TID53", TensorRole::Temp},
+    {"scores.2", TensorRole::Temp},
+    {"TID55", TensorRole::View},
+    {"o.2", TensorRole::Temp},
     {"TID57", TensorRole::View},
     {"TID58", TensorRole::View},
-    {"TID59", TensorRole::View},
-    {"TID60", TensorRole::Temp},
-    {"scores.2", TensorRole::Temp},
-    {"TID62", TensorRole::View},
-    {"o.2", TensorRole::Temp},
-    {"TID64", TensorRole::View},
-    {"TID65", TensorRole::View},
     {"part.2", TensorRole::Temp},
+    {"TID60", TensorRole::View},
+    {"TID61", TensorRole::View},
+    {"TID62", TensorRole::View},
+    {"TID63", TensorRole::Temp},
+    {"scores.3", TensorRole::Temp},
+    {"TID65", TensorRole::View},
+    {"o.3", TensorRole::Temp},
     {"TID67", TensorRole::View},
     {"TID68", TensorRole::View},
-    {"TID69", TensorRole::View},
-    {"TID70", TensorRole::Temp},
-    {"scores.3", TensorRole::Temp},
-    {"TID72", TensorRole::View},
-    {"o.3", TensorRole::Temp},
-    {"TID74", TensorRole::View},
-    {"TID75", TensorRole::View},
     {"part.3", TensorRole::Temp},
-    {"TID77", TensorRole::View},
+    {"TID70", TensorRole::View},
     {"h", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_0/layernorm_1.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/layernorm_1.beta", TensorRole::Param},
-    {"d.1", TensorRole::Temp},
-    {"TID82", TensorRole::Temp},
-    {"TID83", TensorRole::Temp},
+    {"TID74", TensorRole::Temp},
+    {"tiny_lm_0/transformer_block_0/linear_0.W", TensorRole::Param},
+    {"tiny_lm_0/transformer_block_0/linear_0.b", TensorRole::Param},
+    {"TID77", TensorRole::View},
+    {"TID78", TensorRole::Temp},
+    {"TID79", TensorRole::View},
+    {"TID80", TensorRole::Temp},
+    {"TID81", TensorRole::Temp},
+    {"tiny_lm_0/transformer_block_0/linear_1.W", TensorRole::Param},
+    {"tiny_lm_0/transformer_block_0/linear_1.b", TensorRole::Param},
     {"TID84", TensorRole::View},
     {"TID85", TensorRole::Temp},
     {"TID86", TensorRole::View},
-    {"TID87", TensorRole::View},
-    {"TID88", TensorRole::Temp},
-    {"tiny_lm_0/transformer_block_0/linear_0.W", TensorRole::Param},
-    {"tiny_lm_0/transformer_block_0/linear_0.b", TensorRole::Param},
-    {"TID91", TensorRole::View},
-    {"TID92", TensorRole::Temp},
-    {"TID93", TensorRole::View},
-    {"TID94", TensorRole::Temp},
-    {"TID95", TensorRole::Temp},
-    {"tiny_lm_0/transformer_block_0/linear_1.W", TensorRole::Param},
-    {"tiny_lm_0/transformer_block_0/linear_1.b", TensorRole::Param},
-    {"TID98", TensorRole::View},
-    {"TID99", TensorRole::Temp},
-    {"TID100", TensorRole::View},
     {"x.1", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/layernorm_2.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/layernorm_2.beta", TensorRole::Param},
-    {"d.2", TensorRole::Temp},
-    {"TID105", TensorRole::Temp},
-    {"TID106", TensorRole::Temp},
-    {"TID107", TensorRole::View},
-    {"TID108", TensorRole::Temp},
-    {"TID109", TensorRole::View},
-    {"TID110", TensorRole::View},
-    {"TID111", TensorRole::Temp},
+    {"TID90", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", TensorRole::Param},
@@ -135,105 +114,91 @@ namespace {
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", TensorRole::Param},
-    {"TID120", TensorRole::View},
-    {"TID121", TensorRole::Temp},
-    {"TID122", TensorRole::View},
+    {"TID99", TensorRole::View},
+    {"TID100", TensorRole::Temp},
+    {"TID101", TensorRole::View},
     {"q.1", TensorRole::Temp},
-    {"TID124", TensorRole::View},
-    {"TID125", TensorRole::Temp},
-    {"TID126", TensorRole::View},
+    {"TID103", TensorRole::View},
+    {"TID104", TensorRole::Temp},
+    {"TID105", TensorRole::View},
     {"k.1", TensorRole::Temp},
-    {"TID128", TensorRole::View},
-    {"TID129", TensorRole::Temp},
-    {"TID130", TensorRole::View},
+    {"TID107", TensorRole::View},
+    {"TID108", TensorRole::Temp},
+    {"TID109", TensorRole::View},
     {"v.1", TensorRole::Temp},
+    {"TID111", TensorRole::View},
+    {"TID112", TensorRole::View},
+    {"TID113", TensorRole::View},
+    {"TID114", TensorRole::Temp},
+    {"scores.4", TensorRole::Temp},
+    {"TID116", TensorRole::View},
+    {"o.4", TensorRole::Temp},
+    {"TID118", TensorRole::View},
+    {"TID119", TensorRole::View},
+    {"part.4", TensorRole::Temp},
+    {"TID121", TensorRole::View},
+    {"TID122", TensorRole::View},
+    {"TID123", TensorRole::View},
+    {"TID124", TensorRole::Temp},
+    {"scores.5", TensorRole::Temp},
+    {"TID126", TensorRole::View},
+    {"o.5", TensorRole::Temp},
+    {"TID128", TensorRole::View},
+    {"TID129", TensorRole::View},
+    {"part.5", TensorRole::Temp},
+    {"TID131", TensorRole::View},
     {"TID132", TensorRole::View},
     {"TID133", TensorRole::View},
-    {"TID134", TensorRole::View},
-    {"TID135", TensorRole::Temp},
-    {"scores.4", TensorRole::Temp},
-    {"TID137", TensorRole::View},
-    {"o.4", TensorRole::Temp},
+    {"TID134", TensorRole::Temp},
+    {"scores.6", TensorRole::Temp},
+    {"TID136", TensorRole::View},
+    {"o.6", TensorRole::Temp},
+    {"TID138", TensorRole::View},
     {"TID139", TensorRole::View},
-    {"TID140", TensorRole::View},
-    {"part.4", TensorRole::Temp},
+    {"part.6", TensorRole::Temp},
+    {"TID141", TensorRole::View},
     {"TID142", TensorRole::View},
     {"TID143", TensorRole::View},
-    {"TID144", TensorRole::View},
-    {"TID145", TensorRole::Temp},
-    {"scores.5", TensorRole::Temp},
-    {"TID147", TensorRole::View},
-    {"o.5", TensorRole::Temp},
-    {"TID149", TensorRole::View},
-    {"TID150", TensorRole::View},
-    {"part.5", TensorRole::Temp},
-    {"TID152", TensorRole::View},
-    {"TID153", TensorRole::View},
-    {"TID154", TensorRole::View},
-    {"TID155", TensorRole::Temp},
-    {"scores.6", TensorRole::Temp},
-    {"TID157", TensorRole::View},
-    {"o.6", TensorRole::Temp},
-    {"TID159", TensorRole::View},
-    {"TID160", TensorRole::View},
-    {"part.6", TensorRole::Temp},
-    {"TID162", TensorRole::View},
-    {"TID163", TensorRole::View},
-    {"TID164", TensorRole::View},
-    {"TID165", TensorRole::Temp},
+    {"TID144", TensorRole::Temp},
     {"scores.7", TensorRole::Temp},
-    {"TID167", TensorRole::View},
+    {"TID146", TensorRole::View},
     {"o.7", TensorRole::Temp},
-    {"TID169", TensorRole::View},
-    {"TID170", TensorRole::View},
+    {"TID148", TensorRole::View},
+    {"TID149", TensorRole::View},
     {"part.7", TensorRole::Temp},
-    {"TID172", TensorRole::View},
+    {"TID151", TensorRole::View},
     {"h.1", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/layernorm_3.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/layernorm_3.beta", TensorRole::Param},
-    {"d.3", TensorRole::Temp},
-    {"TID177", TensorRole::Temp},
-    {"TID178", TensorRole::Temp},
-    {"TID179", TensorRole::View},
-    {"TID180", TensorRole::Temp},
-    {"TID181", TensorRole::View},
-    {"TID182", TensorRole::View},
-    {"TID183", TensorRole::Temp},
+    {"TID155", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/linear_2.W", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/linear_2.b", TensorRole::Param},
-    {"TID186", TensorRole::View},
-    {"TID187", TensorRole::Temp},
-    {"TID188", TensorRole::View},
-    {"TID189", TensorRole::Temp},
-    {"TID190", TensorRole::Temp},
+    {"TID158", TensorRole::View},
+    {"TID159", TensorRole::Temp},
+    {"TID160", TensorRole::View},
+    {"TID161", TensorRole::Temp},
+    {"TID162", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/linear_3.W", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/linear_3.b", TensorRole::Param},
-    {"TID193", TensorRole::View},
-    {"TID194", TensorRole::Temp},
-    {"TID195", TensorRole::View},
+    {"TID165", TensorRole::View},
+    {"TID166", TensorRole::Temp},
+    {"TID167", TensorRole::View},
     {"x.2", TensorRole::Temp},
     {"tiny_lm_0/layernorm_4.gamma", TensorRole::Param},
     {"tiny_lm_0/layernorm_4.beta", TensorRole::Param},
-    {"d.4", TensorRole::Temp},
-    {"TID200", TensorRole::Temp},
-    {"TID201", TensorRole::Temp},
-    {"TID202", TensorRole::View},
-    {"TID203", TensorRole::Temp},
-    {"TID204", TensorRole::View},
-    {"TID205", TensorRole::View},
-    {"TID206", TensorRole::Temp},
-    {"TID207", TensorRole::View},
-    {"TID208", TensorRole::View},
+    {"TID171", TensorRole::Temp},
+    {"TID172", TensorRole::View},
+    {"TID173", TensorRole::View},
     {"logits", TensorRole::Temp},
-    {"TID210", TensorRole::View},
-    {"TID211", TensorRole::View},
-    {"TID212", TensorRole::Temp},
-    {"TID213", TensorRole::Temp},
-    {"TID214", TensorRole::Temp},
-    {"TID215", TensorRole::View},
-    {"TID216", TensorRole::Temp},
-    {"TID217", TensorRole::View},
-    {"TID218", TensorRole::View},
+    {"TID175", TensorRole::View},
+    {"TID176", TensorRole::View},
+    {"TID177", TensorRole::Temp},
+    {"TID178", TensorRole::Temp},
+    {"TID179", TensorRole::Temp},
+    {"TID180", TensorRole::View},
+    {"TID181", TensorRole::Temp},
+    {"TID182", TensorRole::View},
+    {"TID183", TensorRole::View},
     {"grad:tiny_lm_0.token_embedding", TensorRole::Grad},
     {"grad:tiny_lm_0.position_embedding", TensorRole::Grad},
     {"grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma", TensorRole::Grad},
@@ -271,161 +236,196 @@ namespace {
     {"grad:tiny_lm_0/layernorm_4.gamma", TensorRole::Grad},
     {"grad:tiny_lm_0/layernorm_4.beta", TensorRole::Grad},
     {"dloss", TensorRole::Grad},
+    {"TID221", TensorRole::View},
+    {"TID222", TensorRole::View},
+    {"TID223", TensorRole::Temp},
+    {"TID224", TensorRole::View},
+    {"TID225", TensorRole::View},
+    {"TID226", TensorRole::Temp},
+    {"TID227", TensorRole::Temp},
+    {"TID228", TensorRole::View},
+    {"TID229", TensorRole::View},
+    {"TID230", TensorRole::Temp},
+    {"TID231", TensorRole::View},
+    {"TID232", TensorRole::View},
+    {"TID233", TensorRole::View},
+    {"TID234", TensorRole::Temp},
+    {"TID235", TensorRole::View},
+    {"TID236", TensorRole::Temp},
+    {"TID237", TensorRole::View},
+    {"TID238", TensorRole::View},
+    {"TID239", TensorRole::Temp},
+    {"TID240", TensorRole::View},
+    {"TID241", TensorRole::View},
+    {"TID242", TensorRole::Temp},
+    {"TID243", TensorRole::Temp},
+    {"TID244", TensorRole::Temp},
+    {"TID245", TensorRole::View},
+    {"TID246", TensorRole::Temp},
+    {"TID247", TensorRole::View},
+    {"TID248", TensorRole::View},
+    {"TID249", TensorRole::Temp},
+    {"TID250", TensorRole::View},
+    {"TID251", TensorRole::View},
+    {"TID252", TensorRole::View},
+    {"TID253", TensorRole::Temp},
+    {"TID254", TensorRole::View},
+    {"TID255", TensorRole::View},
     {"TID256", TensorRole::View},
-    {"TID257", TensorRole::View},
+    {"TID257", TensorRole::Temp},
     {"TID258", TensorRole::Temp},
-    {"TID259", TensorRole::View},
+    {"TID259", TensorRole::Temp},
     {"TID260", TensorRole::View},
     {"TID261", TensorRole::Temp},
-    {"TID262", TensorRole::Temp},
+    {"TID262", TensorRole::View},
     {"TID263", TensorRole::View},
-    {"TID264", TensorRole::View},
-    {"TID265", TensorRole::Temp},
+    {"TID264", TensorRole::Temp},
+    {"TID265", TensorRole::View},
     {"TID266", TensorRole::View},
     {"TID267", TensorRole::View},
-    {"TID268", TensorRole::View},
-    {"TID269", TensorRole::Temp},
+    {"TID268", TensorRole::Temp},
+    {"TID269", TensorRole::View},
     {"TID270", TensorRole::View},
     {"TID271", TensorRole::View},
     {"TID272", TensorRole::Temp},
-    {"TID273", TensorRole::View},
-    {"TID274", TensorRole::View},
-    {"TID275", TensorRole::Temp},
+    {"TID273", TensorRole::Temp},
+    {"TID274", TensorRole::Temp},
+    {"TID275", TensorRole::View},
     {"TID276", TensorRole::View},
-    {"TID277", TensorRole::View},
-    {"TID278", TensorRole::Temp},
-    {"TID279", TensorRole::Temp},
-    {"TID280", TensorRole::View},
+    {"TID277", TensorRole::Temp},
+    {"TID278", TensorRole::View},
+    {"TID279", TensorRole::View},
+    {"TID280", TensorRole::Temp},
     {"TID281", TensorRole::Temp},
-    {"TID282", TensorRole::View},
-    {"TID283", TensorRole::View},
-    {"TID284", TensorRole::Temp},
-    {"TID285", TensorRole::View},
+    {"TID282", TensorRole::Temp},
+    {"TID283", TensorRole::Temp},
+    {"TID284", TensorRole::View},
+    {"TID285", TensorRole::Temp},
     {"TID286", TensorRole::View},
-    {"TID287", TensorRole::Temp},
-    {"TID288", TensorRole::View},
-    {"TID289", TensorRole::Temp},
-    {"TID290", TensorRole::Temp},
+    {"TID287", TensorRole::View},
+    {"TID288", TensorRole::Temp},
+    {"TID289", TensorRole::View},
+    {"TID290", TensorRole::View},
     {"TID291", TensorRole::View},
     {"TID292", TensorRole::Temp},
-    {"TID293", TensorRole::Temp},
-    {"TID294", TensorRole::Temp},
+    {"TID293", TensorRole::View},
+    {"TID294", TensorRole::View},
     {"TID295", TensorRole::View},
     {"TID296", TensorRole::Temp},
-    {"TID297", TensorRole::View},
+    {"TID297", TensorRole::Temp},
     {"TID298", TensorRole::View},
     {"TID299", TensorRole::Temp},
     {"TID300", TensorRole::View},
-    {"TID301", TensorRole::View},
+    {"TID301", TensorRole::Temp},
     {"TID302", TensorRole::View},
     {"TID303", TensorRole::Temp},
-    {"TID304", TensorRole::View},
+    {"TID304", TensorRole::Temp},
     {"TID305", TensorRole::View},
-    {"TID306", TensorRole::View},
+    {"TID306", TensorRole::Temp},
     {"TID307", TensorRole::Temp},
-    {"TID308", TensorRole::Temp},
+    {"TID308", TensorRole::View},
     {"TID309", TensorRole::Temp},
     {"TID310", TensorRole::View},
     {"TID311", TensorRole::Temp},
     {"TID312", TensorRole::View},
-    {"TID313", TensorRole::View},
-    {"TID314", TensorRole::Temp},
-    {"TID315", TensorRole::View},
-    {"TID316", TensorRole::View},
+    {"TID313", TensorRole::Temp},
+    {"TID314", TensorRole::View},
+    {"TID315", TensorRole::Temp},
+    {"TID316", TensorRole::Temp},
     {"TID317", TensorRole::View},
     {"TID318", TensorRole::Temp},
     {"TID319", TensorRole::View},
-    {"TID320", TensorRole::View},
+    {"TID320", TensorRole::Temp},
     {"TID321", TensorRole::View},
-    {"TID322", TensorRole::Temp},
-    {"TID323", TensorRole::Temp},
-    {"TID324", TensorRole::View},
+    {"TID322", TensorRole::View},
+    {"TID323", TensorRole::View},
+    {"TID324", TensorRole::Temp},
     {"TID325", TensorRole::Temp},
     {"TID326", TensorRole::View},
-    {"TID327", TensorRole::View},
-    {"TID328", TensorRole::Temp},
-    {"TID329", TensorRole::View},
+    {"TID327", TensorRole::Temp},
+    {"TID328", TensorRole::View},
+    {"TID329", TensorRole::Temp},
     {"TID330", TensorRole::View},
     {"TID331", TensorRole::Temp},
     {"TID332", TensorRole::Temp},
     {"TID333", TensorRole::View},
     {"TID334", TensorRole::Temp},
-    {"TID335", TensorRole::View},
+    {"TID335", TensorRole::Temp},
     {"TID336", TensorRole::View},
     {"TID337", TensorRole::Temp},
     {"TID338", TensorRole::View},
-    {"TID339", TensorRole::View},
-    {"TID340", TensorRole::Temp},
-    {"TID341", TensorRole::View},
-    {"TID342", TensorRole::Temp},
+    {"TID339", TensorRole::Temp},
+    {"TID340", TensorRole::View},
+    {"TID341", TensorRole::Temp},
+    {"TID342", TensorRole::View},
     {"TID343", TensorRole::Temp},
-    {"TID344", TensorRole::View},
-    {"TID345", TensorRole::Temp},
+    {"TID344", TensorRole::Temp},
+    {"TID345", TensorRole::View},
     {"TID346", TensorRole::Temp},
-    {"TID347", TensorRole::Temp},
-    {"TID348", TensorRole::View},
-    {"TID349", TensorRole::Temp},
+    {"TID347", TensorRole::View},
+    {"TID348", TensorRole::Temp},
+    {"TID349", TensorRole::View},
     {"TID350", TensorRole::View},
     {"TID351", TensorRole::View},
     {"TID352", TensorRole::Temp},
-    {"TID353", TensorRole::View},
+    {"TID353", TensorRole::Temp},
     {"TID354", TensorRole::View},
-    {"TID355", TensorRole::View},
-    {"TID356", TensorRole::Temp},
-    {"TID357", TensorRole::View},
+    {"TID355", TensorRole::Temp},
+    {"TID356", TensorRole::View},
+    {"TID357", TensorRole::Temp},
     {"TID358", TensorRole::View},
-    {"TID359", TensorRole::View},
+    {"TID359", TensorRole::Temp},
     {"TID360", TensorRole::Temp},
-    {"TID361", TensorRole::Temp},
-    {"TID362", TensorRole::View},
+    {"TID361", TensorRole::View},
+    {"TID362", TensorRole::Temp},
     {"TID363", TensorRole::Temp},
     {"TID364", TensorRole::View},
     {"TID365", TensorRole::Temp},
     {"TID366", TensorRole::View},
     {"TID367", TensorRole::Temp},
-    {"TID368", TensorRole::Temp},
-    {"TID369", TensorRole::View},
-    {"TID370", TensorRole::Temp},
+    {"TID368", TensorRole::View},
+    {"TID369", TensorRole::Temp},
+    {"TID370", TensorRole::View},
     {"TID371", TensorRole::Temp},
-    {"TID372", TensorRole::View},
-    {"TID373", TensorRole::Temp},
-    {"TID374", TensorRole::View},
-    {"TID375", TensorRole::Temp},
-    {"TID376", TensorRole::View},
-    {"TID377", TensorRole::Temp},
+    {"TID372", TensorRole::Temp},
+    {"TID373", TensorRole::View},
+    {"TID374", TensorRole::Temp},
+    {"TID375", TensorRole::View},
+    {"TID376", TensorRole::Temp},
+    {"TID377", TensorRole::View},
     {"TID378", TensorRole::View},
-    {"TID379", TensorRole::Temp},
+    {"TID379", TensorRole::View},
     {"TID380", TensorRole::Temp},
-    {"TID381", TensorRole::View},
-    {"TID382", TensorRole::Temp},
-    {"TID383", TensorRole::View},
-    {"TID384", TensorRole::Temp},
-    {"TID385", TensorRole::View},
+    {"TID381", TensorRole::Temp},
+    {"TID382", TensorRole::View},
+    {"TID383", TensorRole::Temp},
+    {"TID384", TensorRole::View},
+    {"TID385", TensorRole::Temp},
     {"TID386", TensorRole::View},
-    {"TID387", TensorRole::View},
+    {"TID387", TensorRole::Temp},
     {"TID388", TensorRole::Temp},
-    {"TID389", TensorRole::Temp},
-    {"TID390", TensorRole::View},
+    {"TID389", TensorRole::View},
+    {"TID390", TensorRole::Temp},
     {"TID391", TensorRole::Temp},
     {"TID392", TensorRole::View},
     {"TID393", TensorRole::Temp},
     {"TID394", TensorRole::View},
     {"TID395", TensorRole::Temp},
-    {"TID396", TensorRole::Temp},
-    {"TID397", TensorRole::View},
-    {"TID398", TensorRole::Temp},
+    {"TID396", TensorRole::View},
+    {"TID397", TensorRole::Temp},
+    {"TID398", TensorRole::View},
     {"TID399", TensorRole::Temp},
-    {"TID400", TensorRole::View},
-    {"TID401", TensorRole::Temp},
-    {"TID402", TensorRole::View},
+    {"TID400", TensorRole::Temp},
+    {"TID401", TensorRole::View},
+    {"TID402", TensorRole::Temp},
     {"TID403", TensorRole::Temp},
     {"TID404", TensorRole::View},
     {"TID405", TensorRole::Temp},
     {"TID406", TensorRole::View},
-    {"TID407", TensorRole::Temp},
+    {"TID407", TensorRole::View},
     {"TID408", TensorRole::Temp},
     {"TID409", TensorRole::View},
-    {"TID410", TensorRole::Temp},
+    {"TID410", TensorRole::View},
     {"TID411", TensorRole::View},
     {"TID412", TensorRole::Temp},
     {"TID413", TensorRole::View},
@@ -436,24 +436,24 @@ namespace {
     {"TID418", TensorRole::View},
     {"TID419", TensorRole::Temp},
     {"TID420", TensorRole::View},
-    {"TID421", TensorRole::Temp},
-    {"TID422", TensorRole::View},
-    {"TID423", TensorRole::Temp},
-    {"TID424", TensorRole::Temp},
+    {"TID421", TensorRole::View},
+    {"TID422", TensorRole::Temp},
+    {"TID423", TensorRole::View},
+    {"TID424", TensorRole::View},
     {"TID425", TensorRole::View},
     {"TID426", TensorRole::Temp},
-    {"TID427", TensorRole::Temp},
+    {"TID427", TensorRole::View},
     {"TID428", TensorRole::View},
-    {"TID429", TensorRole::Temp},
-    {"TID430", TensorRole::View},
+    {"TID429", TensorRole::View},
+    {"TID430", TensorRole::Temp},
     {"TID431", TensorRole::Temp},
     {"TID432", TensorRole::View},
     {"TID433", TensorRole::Temp},
     {"TID434", TensorRole::View},
-    {"TID435", TensorRole::Temp},
+    {"TID435", TensorRole::View},
     {"TID436", TensorRole::Temp},
     {"TID437", TensorRole::View},
-    {"TID438", TensorRole::Temp},
+    {"TID438", TensorRole::View},
     {"TID439", TensorRole::View},
     {"TID440", TensorRole::Temp},
     {"TID441", TensorRole::View},
@@ -461,188 +461,188 @@ namespace {
     {"TID443", TensorRole::View},
     {"TID444", TensorRole::Temp},
     {"TID445", TensorRole::Temp},
-    {"TID446", TensorRole::View},
+    {"TID446", TensorRole::Temp},
     {"TID447", TensorRole::Temp},
-    {"TID448", TensorRole::View},
+    {"TID448", TensorRole::Temp},
     {"TID449", TensorRole::Temp},
-    {"TID450", TensorRole::View},
+    {"TID450", TensorRole::Temp},
     {"TID451", TensorRole::Temp},
     {"TID452", TensorRole::Temp},
     {"TID453", TensorRole::View},
-    {"TID454", TensorRole::Temp},
+    {"TID454", TensorRole::View},
     {"TID455", TensorRole::Temp},
     {"TID456", TensorRole::View},
-    {"TID457", TensorRole::Temp},
-    {"TID458", TensorRole::View},
+    {"TID457", TensorRole::View},
+    {"TID458", TensorRole::Temp},
     {"TID459", TensorRole::Temp},
-    {"TID460", TensorRole::View},
+    {"TID460", TensorRole::Temp},
     {"TID461", TensorRole::Temp},
     {"TID462", TensorRole::View},
     {"TID463", TensorRole::Temp},
-    {"TID464", TensorRole::Temp},
+    {"TID464", TensorRole::View},
     {"TID465", TensorRole::View},
     {"TID466", TensorRole::Temp},
-    {"TID467", TensorRole::Temp},
+    {"TID467", TensorRole::View},
     {"TID468", TensorRole::View},
-    {"TID469", TensorRole::Temp},
-    {"TID470", TensorRole::View},
+    {"TID469", TensorRole::View},
+    {"TID470", TensorRole::Temp},
     {"TID471", TensorRole::View},
-    {"TID472", TensorRole::Temp},
+    {"TID472", TensorRole::View},
     {"TID473", TensorRole::View},
-    {"TID474", TensorRole::View},
-    {"TID475", TensorRole::View},
+    {"TID474", TensorRole::Temp},
+    {"TID475", TensorRole::Temp},
     {"TID476", TensorRole::Temp},
     {"TID477", TensorRole::View},
-    {"TID478", TensorRole::View},
+    {"TID478", TensorRole::Temp},
     {"TID479", TensorRole::View},
-    {"TID480", TensorRole::Temp},
+    {"TID480", TensorRole::View},
     {"TID481", TensorRole::Temp},
     {"TID482", TensorRole::View},
-    {"TID483", TensorRole::Temp},
+    {"TID483", TensorRole::View},
     {"TID484", TensorRole::View},
-    {"TID485", TensorRole::View},
-    {"TID486", TensorRole::Temp},
+    {"TID485", TensorRole::Temp},
+    {"TID486", TensorRole::View},
     {"TID487", TensorRole::View},
     {"TID488", TensorRole::View},
-    {"TID489", TensorRole::View},
+    {"TID489", TensorRole::Temp},
     {"TID490", TensorRole::Temp},
-    {"TID491", TensorRole::View},
+    {"TID491", TensorRole::Temp},
     {"TID492", TensorRole::View},
     {"TID493", TensorRole::View},
     {"TID494", TensorRole::Temp},
-    {"TID495", TensorRole::Temp},
+    {"TID495", TensorRole::View},
     {"TID496", TensorRole::View},
     {"TID497", TensorRole::Temp},
-    {"TID498", TensorRole::View},
-    {"TID499", TensorRole::View},
+    {"TID498", TensorRole::Temp},
+    {"TID499", TensorRole::Temp},
     {"TID500", TensorRole::Temp},
     {"TID501", TensorRole::View},
-    {"TID502", TensorRole::View},
+    {"TID502", TensorRole::Temp},
     {"TID503", TensorRole::View},
-    {"TID504", TensorRole::Temp},
-    {"TID505", TensorRole::View},
+    {"TID504", TensorRole::View},
+    {"TID505", TensorRole::Temp},
     {"TID506", TensorRole::View},
     {"TID507", TensorRole::View},
-    {"TID508", TensorRole::Temp},
+    {"TID508", TensorRole::View},
     {"TID509", TensorRole::Temp},
-    {"TID510", TensorRole::Temp},
-    {"TID511", TensorRole::Temp},
-    {"TID512", TensorRole::Temp},
+    {"TID510", TensorRole::View},
+    {"TID511", TensorRole::View},
+    {"TID512", TensorRole::View},
     {"TID513", TensorRole::Temp},
     {"TID514", TensorRole::Temp},
-    {"TID515", TensorRole::Temp},
-    {"TID516", TensorRole::View},
-    {"TID517", TensorRole::Temp},
-    {"TID518", TensorRole::View},
+    {"TID515", TensorRole::View},
+    {"TID516", TensorRole::Temp},
+    {"TID517", TensorRole::View},
+    {"TID518", TensorRole::Temp},
     {"TID519", TensorRole::View},
     {"TID520", TensorRole::Temp},
-    {"TID521", TensorRole::View},
+    {"TID521", TensorRole::Temp},
     {"TID522", TensorRole::View},
     {"TID523", TensorRole::Temp},
     {"TID524", TensorRole::Temp},
     {"TID525", TensorRole::View},
     {"TID526", TensorRole::Temp},
     {"TID527", TensorRole::View},
-    {"TID528", TensorRole::View},
-    {"TID529", TensorRole::Temp},
-    {"TID530", TensorRole::View},
+    {"TID528", TensorRole::Temp},
+    {"TID529", TensorRole::View},
+    {"TID530", TensorRole::Temp},
     {"TID531", TensorRole::View},
     {"TID532", TensorRole::Temp},
-    {"TID533", TensorRole::View},
-    {"TID534", TensorRole::Temp},
+    {"TID533", TensorRole::Temp},
+    {"TID534", TensorRole::View},
     {"TID535", TensorRole::Temp},
     {"TID536", TensorRole::View},
     {"TID537", TensorRole::Temp},
-    {"TID538", TensorRole::Temp},
-    {"TID539", TensorRole::Temp},
+    {"TID538", TensorRole::View},
+    {"TID539", TensorRole::View},
     {"TID540", TensorRole::View},
     {"TID541", TensorRole::Temp},
-    {"TID542", TensorRole::View},
+    {"TID542", TensorRole::Temp},
     {"TID543", TensorRole::View},
     {"TID544", TensorRole::Temp},
     {"TID545", TensorRole::View},
-    {"TID546", TensorRole::View},
+    {"TID546", TensorRole::Temp},
     {"TID547", TensorRole::View},
     {"TID548", TensorRole::Temp},
-    {"TID549", TensorRole::View},
+    {"TID549", TensorRole::Temp},
     {"TID550", TensorRole::View},
-    {"TID551", TensorRole::View},
+    {"TID551", TensorRole::Temp},
     {"TID552", TensorRole::Temp},
-    {"TID553", TensorRole::Temp},
+    {"TID553", TensorRole::View},
     {"TID554", TensorRole::Temp},
     {"TID555", TensorRole::View},
     {"TID556", TensorRole::Temp},
     {"TID557", TensorRole::View},
-    {"TID558", TensorRole::View},
-    {"TID559", TensorRole::Temp},
-    {"TID560", TensorRole::View},
-    {"TID561", TensorRole::View},
+    {"TID558", TensorRole::Temp},
+    {"TID559", TensorRole::View},
+    {"TID560", TensorRole::Temp},
+    {"TID561", TensorRole::Temp},
     {"TID562", TensorRole::View},
     {"TID563", TensorRole::Temp},
     {"TID564", TensorRole::View},
-    {"TID565", TensorRole::View},
+    {"TID565", TensorRole::Temp},
     {"TID566", TensorRole::View},
-    {"TID567", TensorRole::Temp},
-    {"TID568", TensorRole::Temp},
-    {"TID569", TensorRole::View},
+    {"TID567", TensorRole::View},
+    {"TID568", TensorRole::View},
+    {"TID569", TensorRole::Temp},
     {"TID570", TensorRole::Temp},
     {"TID571", TensorRole::View},
-    {"TID572", TensorRole::View},
-    {"TID573", TensorRole::Temp},
-    {"TID574", TensorRole::View},
+    {"TID572", TensorRole::Temp},
+    {"TID573", TensorRole::View},
+    {"TID574", TensorRole::Temp},
     {"TID575", TensorRole::View},
     {"TID576", TensorRole::Temp},
     {"TID577", TensorRole::Temp},
     {"TID578", TensorRole::View},
     {"TID579", TensorRole::Temp},
-    {"TID580", TensorRole::View},
+    {"TID580", TensorRole::Temp},
     {"TID581", TensorRole::View},
     {"TID582", TensorRole::Temp},
     {"TID583", TensorRole::View},
-    {"TID584", TensorRole::View},
-    {"TID585", TensorRole::Temp},
-    {"TID586", TensorRole::View},
-    {"TID587", TensorRole::Temp},
+    {"TID584", TensorRole::Temp},
+    {"TID585", TensorRole::View},
+    {"TID586", TensorRole::Temp},
+    {"TID587", TensorRole::View},
     {"TID588", TensorRole::Temp},
-    {"TID589", TensorRole::View},
-    {"TID590", TensorRole::Temp},
+    {"TID589", TensorRole::Temp},
+    {"TID590", TensorRole::View},
     {"TID591", TensorRole::Temp},
-    {"TID592", TensorRole::Temp},
-    {"TID593", TensorRole::View},
-    {"TID594", TensorRole::Temp},
+    {"TID592", TensorRole::View},
+    {"TID593", TensorRole::Temp},
+    {"TID594", TensorRole::View},
     {"TID595", TensorRole::View},
     {"TID596", TensorRole::View},
     {"TID597", TensorRole::Temp},
-    {"TID598", TensorRole::View},
+    {"TID598", TensorRole::Temp},
     {"TID599", TensorRole::View},
-    {"TID600", TensorRole::View},
-    {"TID601", TensorRole::Temp},
-    {"TID602", TensorRole::View},
+    {"TID600", TensorRole::Temp},
+    {"TID601", TensorRole::View},
+    {"TID602", TensorRole::Temp},
     {"TID603", TensorRole::View},
-    {"TID604", TensorRole::View},
+    {"TID604", TensorRole::Temp},
     {"TID605", TensorRole::Temp},
-    {"TID606", TensorRole::Temp},
-    {"TID607", TensorRole::View},
+    {"TID606", TensorRole::View},
+    {"TID607", TensorRole::Temp},
     {"TID608", TensorRole::Temp},
     {"TID609", TensorRole::View},
     {"TID610", TensorRole::Temp},
     {"TID611", TensorRole::View},
     {"TID612", TensorRole::Temp},
-    {"TID613", TensorRole::Temp},
-    {"TID614", TensorRole::View},
-    {"TID615", TensorRole::Temp},
+    {"TID613", TensorRole::View},
+    {"TID614", TensorRole::Temp},
+    {"TID615", TensorRole::View},
     {"TID616", TensorRole::Temp},
-    {"TID617", TensorRole::View},
-    {"TID618", TensorRole::Temp},
-    {"TID619", TensorRole::View},
+    {"TID617", TensorRole::Temp},
+    {"TID618", TensorRole::View},
+    {"TID619", TensorRole::Temp},
     {"TID620", TensorRole::Temp},
     {"TID621", TensorRole::View},
     {"TID622", TensorRole::Temp},
     {"TID623", TensorRole::View},
-    {"TID624", TensorRole::Temp},
+    {"TID624", TensorRole::View},
     {"TID625", TensorRole::Temp},
     {"TID626", TensorRole::View},
-    {"TID627", TensorRole::Temp},
+    {"TID627", TensorRole::View},
     {"TID628", TensorRole::View},
     {"TID629", TensorRole::Temp},
     {"TID630", TensorRole::View},
@@ -653,24 +653,24 @@ namespace {
     {"TID635", TensorRole::View},
     {"TID636", TensorRole::Temp},
     {"TID637", TensorRole::View},
-    {"TID638", TensorRole::Temp},
-    {"TID639", TensorRole::View},
-    {"TID640", TensorRole::Temp},
-    {"TID641", TensorRole::Temp},
+    {"TID638", TensorRole::View},
+    {"TID639", TensorRole::Temp},
+    {"TID640", TensorRole::View},
+    {"TID641", TensorRole::View},
     {"TID642", TensorRole::View},
     {"TID643", TensorRole::Temp},
-    {"TID644", TensorRole::Temp},
+    {"TID644", TensorRole::View},
     {"TID645", TensorRole::View},
-    {"TID646", TensorRole::Temp},
-    {"TID647", TensorRole::View},
+    {"TID646", TensorRole::View},
+    {"TID647", TensorRole::Temp},
     {"TID648", TensorRole::Temp},
     {"TID649", TensorRole::View},
     {"TID650", TensorRole::Temp},
     {"TID651", TensorRole::View},
-    {"TID652", TensorRole::Temp},
+    {"TID652", TensorRole::View},
     {"TID653", TensorRole::Temp},
     {"TID654", TensorRole::View},
-    {"TID655", TensorRole::Temp},
+    {"TID655", TensorRole::View},
     {"TID656", TensorRole::View},
     {"TID657", TensorRole::Temp},
     {"TID658", TensorRole::View},
@@ -678,499 +678,338 @@ namespace {
     {"TID660", TensorRole::View},
     {"TID661", TensorRole::Temp},
     {"TID662", TensorRole::Temp},
-    {"TID663", TensorRole::View},
+    {"TID663", TensorRole::Temp},
     {"TID664", TensorRole::Temp},
-    {"TID665", TensorRole::View},
+    {"TID665", TensorRole::Temp},
     {"TID666", TensorRole::Temp},
-    {"TID667", TensorRole::View},
+    {"TID667", TensorRole::Temp},
     {"TID668", TensorRole::Temp},
     {"TID669", TensorRole::Temp},
     {"TID670", TensorRole::View},
-    {"TID671", TensorRole::Temp},
+    {"TID671", TensorRole::View},
     {"TID672", TensorRole::Temp},
     {"TID673", TensorRole::View},
-    {"TID674", TensorRole::Temp},
-    {"TID675", TensorRole::View},
+    {"TID674", TensorRole::View},
+    {"TID675", TensorRole::Temp},
     {"TID676", TensorRole::Temp},
-    {"TID677", TensorRole::View},
+    {"TID677", TensorRole::Temp},
     {"TID678", TensorRole::Temp},
     {"TID679", TensorRole::View},
     {"TID680", TensorRole::Temp},
-    {"TID681", TensorRole::Temp},
+    {"TID681", TensorRole::View},
     {"TID682", TensorRole::View},
-    {"TID683", TensorRole::Temp},
+    {"TID683", TensorRole::View},
     {"TID684", TensorRole::View},
     {"TID685", TensorRole::Temp},
-    {"TID686", TensorRole::View},
-    {"TID687", TensorRole::View},
-    {"TID688", TensorRole::View},
-    {"TID689", TensorRole::Temp},
-    {"TID690", TensorRole::Temp},
-    {"TID691", TensorRole::View},
-    {"TID692", TensorRole::Temp},
-    {"TID693", TensorRole::View},
-    {"TID694", TensorRole::Temp},
-    {"TID695", TensorRole::View},
-    {"TID696", TensorRole::Temp},
-    {"TID697", TensorRole::Temp},
-    {"TID698", TensorRole::View},
-    {"TID699", TensorRole::Temp},
-    {"TID700", TensorRole::Temp},
-    {"TID701", TensorRole::View},
-    {"TID702", TensorRole::Temp},
-    {"TID703", TensorRole::View},
-    {"TID704", TensorRole::Temp},
-    {"TID705", TensorRole::View},
-    {"TID706", TensorRole::Temp},
-    {"TID707", TensorRole::View},
-    {"TID708", TensorRole::Temp},
-    {"TID709", TensorRole::Temp},
-    {"TID710", TensorRole::View},
-    {"TID711", TensorRole::Temp},
-    {"TID712", TensorRole::Temp},
-    {"TID713", TensorRole::View},
-    {"TID714", TensorRole::Temp},
-    {"TID715", TensorRole::View},
-    {"TID716", TensorRole::View},
-    {"TID717", TensorRole::Temp},
-    {"TID718", TensorRole::View},
-    {"TID719", TensorRole::View},
-    {"TID720", TensorRole::View},
-    {"TID721", TensorRole::Temp},
-    {"TID722", TensorRole::View},
-    {"TID723", TensorRole::View},
-    {"TID724", TensorRole::View},
-    {"TID725", TensorRole::Temp},
-    {"TID726", TensorRole::Temp},
-    {"TID727", TensorRole::View},
-    {"TID728", TensorRole::Temp},
-    {"TID729", TensorRole::View},
-    {"TID730", TensorRole::View},
-    {"TID731", TensorRole::Temp},
-    {"TID732", TensorRole::View},
-    {"TID733", TensorRole::View},
-    {"TID734", TensorRole::View},
-    {"TID735", TensorRole::Temp},
-    {"TID736", TensorRole::View},
-    {"TID737", TensorRole::View},
-    {"TID738", TensorRole::View},
-    {"TID739", TensorRole::Temp},
-    {"TID740", TensorRole::Temp},
-    {"TID741", TensorRole::View},
-    {"TID742", TensorRole::Temp},
-    {"TID743", TensorRole::View},
-    {"TID744", TensorRole::View},
-    {"TID745", TensorRole::Temp},
-    {"TID746", TensorRole::View},
-    {"TID747", TensorRole::View},
-    {"TID748", TensorRole::View},
-    {"TID749", TensorRole::Temp},
-    {"TID750", TensorRole::View},
-    {"TID751", TensorRole::View},
-    {"TID752", TensorRole::View},
-    {"TID753", TensorRole::Temp},
-    {"TID754", TensorRole::Temp},
-    {"TID755", TensorRole::Temp},
-    {"TID756", TensorRole::Temp},
-    {"TID757", TensorRole::Temp},
-    {"TID758", TensorRole::Temp},
-    {"TID759", TensorRole::Temp},
-    {"TID760", TensorRole::Temp},
-    {"TID761", TensorRole::View},
-    {"TID762", TensorRole::Temp},
-    {"TID763", TensorRole::View},
-    {"TID764", TensorRole::View},
-    {"TID765", TensorRole::Temp},
-    {"TID766", TensorRole::View},
-    {"TID767", TensorRole::View},
-    {"TID768", TensorRole::Temp},
-    {"TID769", TensorRole::Temp},
-    {"TID770", TensorRole::View},
-    {"TID771", TensorRole::Temp},
-    {"TID772", TensorRole::View},
-    {"TID773", TensorRole::View},
-    {"TID774", TensorRole::Temp},
-    {"TID775", TensorRole::View},
-    {"TID776", TensorRole::View},
-    {"TID777", TensorRole::Temp},
-    {"TID778", TensorRole::View},
-    {"TID779", TensorRole::Temp},
-    {"TID780", TensorRole::Temp},
-    {"TID781", TensorRole::View},
-    {"TID782", TensorRole::Temp},
-    {"TID783", TensorRole::Temp},
-    {"TID784", TensorRole::Temp},
-    {"TID785", TensorRole::View},
-    {"TID786", TensorRole::Temp},
-    {"TID787", TensorRole::View},
-    {"TID788", TensorRole::View},
-    {"TID789", TensorRole::View},
-    {"TID790", TensorRole::View},
-    {"TID791", TensorRole::Temp},
-    {"TID792", TensorRole::Temp},
-    {"TID793", TensorRole::Temp},
-    {"TID794", TensorRole::Temp},
+    {"TID686", TensorRole::Temp},
+    {"TID687", TensorRole::Temp},
+    {"TID688", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     2, 0, 4, // gather_f32_r3
     4, 5, 6, // add_f32_r3
-    6, 9, // fused_layernorm_3_f32_r3
-    9, 9, 10, // mul_f32_r3
-    10, 11, // fused_layernorm_2_f32_r3
-    9, 12, 13, // div_f32_r3
-    13, 14, 15, 16, // fused_layernorm_f32_r3
-    16, 25, 26, // matmul_blas_f32_r3
-    26, 27, 28, // add_f32_r3
-    16, 29, 30, // matmul_blas_f32_r3
-    30, 31, 32, // add_f32_r3
-    16, 33, 34, // matmul_blas_f32_r3
-    34, 35, 36, // add_f32_r3
-    37, 39, 40, // matmul_blas_f32_r3
-    40, 41, // scaled_softmax_f32_r3
-    41, 42, 43, // matmul_blas_f32_r3
-    43, 45, 46, // matmul_blas_f32_r3
-    47, 49, 50, // matmul_blas_f32_r3
-    50, 51, // scaled_softmax_f32_r3
-    51, 52, 53, // matmul_blas_f32_r3
-    53, 55, 56, // matmul_blas_f32_r3
-    57, 59, 60, // matmul_blas_f32_r3
-    60, 61, // scaled_softmax_f32_r3
-    61, 62, 63, // matmul_blas_f32_r3
-    63, 65, 66, // matmul_blas_f32_r3
-    67, 69, 70, // matmul_blas_f32_r3
-    70, 71, // scaled_softmax_f32_r3
-    71, 72, 73, // matmul_blas_f32_r3
-    73, 75, 76, // matmul_blas_f32_r3
-    6, 46, 56, 66, 76, 77, 78, // fused_add_add_add_add_and_1_f32_r3
-    78, 81, // fused_layernorm_3_f32_r3
-    81, 81, 82, // mul_f32_r3
-    82, 83, // fused_layernorm_2_f32_r3
-    81, 84, 85, // div_f32_r3
-    85, 86, 87, 88, // fused_layernorm_f32_r3
-    88, 91, 92, // matmul_blas_f32_r3
-    92, 93, 94, // add_f32_r3
-    94, 95, // gelu_f32_r3
-    95, 98, 99, // matmul_blas_f32_r3
-    78, 99, 100, 101, // fused_add_add_2_f32_r3
-    101, 104, // fused_layernorm_3_f32_r3
-    104, 104, 105, // mul_f32_r3
-    105, 106, // fused_layernorm_2_f32_r3
-    104, 107, 108, // div_f32_r3
-    108, 109, 110, 111, // fused_layernorm_f32_r3
-    111, 120, 121, // matmul_blas_f32_r3
-    121, 122, 123, // add_f32_r3
-    111, 124, 125, // matmul_blas_f32_r3
-    125, 126, 127, // add_f32_r3
-    111, 128, 129, // matmul_blas_f32_r3
-    129, 130, 131, // add_f32_r3
-    132, 134, 135, // matmul_blas_f32_r3
-    135, 136, // scaled_softmax_f32_r3
-    136, 137, 138, // matmul_blas_f32_r3
-    138, 140, 141, // matmul_blas_f32_r3
-    142, 144, 145, // matmul_blas_f32_r3
-    145, 146, // scaled_softmax_f32_r3
-    146, 147, 148, // matmul_blas_f32_r3
-    148, 150, 151, // matmul_blas_f32_r3
-    152, 154, 155, // matmul_blas_f32_r3
-    155, 156, // scaled_softmax_f32_r3
-    156, 157, 158, // matmul_blas_f32_r3
-    158, 160, 161, // matmul_blas_f32_r3
-    162, 164, 165, // matmul_blas_f32_r3
-    165, 166, // scaled_softmax_f32_r3
-    166, 167, 168, // matmul_blas_f32_r3
-    168, 170, 171, // matmul_blas_f32_r3
-    101, 141, 151, 161, 171, 172, 173, // fused_add_add_add_add_and_1_f32_r3
-    173, 176, // fused_layernorm_3_f32_r3
-    176, 176, 177, // mul_f32_r3
-    177, 178, // fused_layernorm_2_f32_r3
-    176, 179, 180, // div_f32_r3
-    180, 181, 182, 183, // fused_layernorm_f32_r3
-    183, 186, 187, // matmul_blas_f32_r3
-    187, 188, 189, // add_f32_r3
-    189, 190, // gelu_f32_r3
-    190, 193, 194, // matmul_blas_f32_r3
-    173, 194, 195, 196, // fused_add_add_2_f32_r3
-    196, 199, // fused_layernorm_3_f32_r3
-    199, 199, 200, // mul_f32_r3
-    200, 201, // fused_layernorm_2_f32_r3
-    199, 202, 203, // div_f32_r3
-    203, 204, 205, 206, // fused_layernorm_f32_r3
-    206, 208, 209, // matmul_blas_f32_r3
-    211, 212, // one_hot_f32_r2
-    210, 212, 213, // softmax_cross_entropy_f32_r2
-    213, 214, // mean_f32_r2
-    215, 216, // mean_f32_r2
-    215, 257, 258, // fused_inv_count_mul_f32_r2
-    213, 261, // inv_count_f32_r2
-    260, 261, 210, 212, 262, // fused_mul_max_sub_exp_and_6_f32_r2
-    263, 264, 265, // matmul_blas_f32_r3
-    268, 267, 269, // matmul_blas_f32_r2
-    271, 272, // sum_f32_r3
-    274, 275, // sum_f32_r3
-    265, 204, 278, // mul_f32_r3
-    265, 203, 279, // mul_f32_r3
-    280, 281, // sum_f32_r3
-    283, 284, // sum_f32_r3
-    278, 203, 202, 287, // fused_mul_div_neg_sum_f32_r3
-    288, 201, 200, 278, 202, 199, 289, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    289, 290, // fused_neg_sum_f32_r3
-    254, 277, 292, // add_f32_r1
-    253, 286, 293, // add_f32_r1
-    196, 291, 289, 294, // fused_inv_count_mul_add_f32_r3
-    295, 296, // sum_f32_r3
-    298, 299, // sum_f32_r3
-    294, 302, 303, // matmul_blas_f32_r3
-    306, 305, 307, // matmul_acc_blas_f32_r2
-    252, 301, 308, // add_f32_r1
-    303, 189, 309, // gelu_grad_f32_r3
-    310, 311, // sum_f32_r3
-    313, 314, // sum_f32_r3
-    309, 317, 318, // matmul_blas_f32_r3
-    321, 320, 322, // matmul_acc_blas_f32_r2
-    250, 316, 323, // add_f32_r1
-    324, 325, // sum_f32_r3
-    327, 328, // sum_f32_r3
-    318, 181, 331, // mul_f32_r3
-    318, 180, 332, // mul_f32_r3
-    333, 334, // sum_f32_r3
-    336, 337, // sum_f32_r3
-    331, 180, 179, 340, // fused_mul_div_neg_sum_f32_r3
-    341, 178, 177, 331, 179, 176, 342, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    342, 343, // fused_neg_sum_f32_r3
-    248, 330, 345, // add_f32_r1
-    247, 339, 346, // add_f32_r1
-    173, 344, 294, 342, 347, // fused_inv_count_mul_add_add_f32_r3
-    348, 349, // sum_f32_r3
-    351, 352, // sum_f32_r3
-    347, 355, 356, // matmul_blas_f32_r3
-    359, 358, 360, // matmul_blas_f32_r2
-    361, // fill_f32_r2
-    360, 363, // copy_f32_r2
-    356, 364, 365, // matmul_blas_f32_r3
-    366, 356, 367, // matmul_blas_f32_r3
-    368, // fill_f32_r3
-    367, 370, // copy_f32_r3
-    365, 166, 371, // fused_mul_sum_sub_mul_and_1_f32_r3
-    371, 372, 373, // matmul_blas_f32_r3
-    374, 371, 375, // matmul_blas_f32_r3
-    377, // fill_f32_r3
-    376, 379, // copy_f32_r3
-    380, // fill_f32_r3
-    373, 382, // copy_f32_r3
-    347, 383, 384, // matmul_blas_f32_r3
-    387, 386, 388, // matmul_blas_f32_r2
-    389, // fill_f32_r2
-    388, 391, // copy_f32_r2
-    384, 392, 393, // matmul_blas_f32_r3
-    394, 384, 395, // matmul_blas_f32_r3
-    396, // fill_f32_r3
-    395, 398, // copy_f32_r3
-    393, 156, 399, // fused_mul_sum_sub_mul_and_1_f32_r3
-    399, 400, 401, // matmul_blas_f32_r3
-    402, 399, 403, // matmul_blas_f32_r3
-    405, // fill_f32_r3
-    404, 407, // copy_f32_r3
-    408, // fill_f32_r3
-    401, 410, // copy_f32_r3
-    347, 411, 412, // matmul_blas_f32_r3
-    415, 414, 416, // matmul_blas_f32_r2
-    417, // fill_f32_r2
-    416, 419, // copy_f32_r2
-    412, 420, 421, // matmul_blas_f32_r3
-    422, 412, 423, // matmul_blas_f32_r3
-    424, // fill_f32_r3
-    423, 426, // copy_f32_r3
-    421, 146, 427, // fused_mul_sum_sub_mul_and_1_f32_r3
-    427, 428, 429, // matmul_blas_f32_r3
-    430, 427, 431, // matmul_blas_f32_r3
-    433, // fill_f32_r3
-    432, 435, // copy_f32_r3
-    436, // fill_f32_r3
-    429, 438, // copy_f32_r3
-    347, 439, 440, // matmul_blas_f32_r3
-    443, 442, 444, // matmul_blas_f32_r2
-    445, // fill_f32_r2
-    444, 447, // copy_f32_r2
-    440, 448, 449, // matmul_blas_f32_r3
-    450, 440, 451, // matmul_blas_f32_r3
-    452, // fill_f32_r3
-    451, 454, // copy_f32_r3
-    449, 136, 455, // fused_mul_sum_sub_mul_and_1_f32_r3
-    455, 456, 457, // matmul_blas_f32_r3
-    458, 455, 459, // matmul_blas_f32_r3
-    461, // fill_f32_r3
-    460, 463, // copy_f32_r3
-    464, // fill_f32_r3
-    457, 466, // copy_f32_r3
-    368, 396, 424, 452, 467, // fused_add_add_add_f32_r3
-    468, 469, // sum_f32_r3
-    471, 472, // sum_f32_r3
-    467, 475, 476, // matmul_blas_f32_r3
-    479, 478, 480, // matmul_acc_blas_f32_r2
-    377, 405, 433, 461, 481, // fused_add_add_add_f32_r3
-    482, 483, // sum_f32_r3
-    485, 486, // sum_f32_r3
-    481, 489, 490, // matmul_blas_f32_r3
-    493, 492, 494, // matmul_acc_blas_f32_r2
-    380, 408, 436, 464, 495, // fused_add_add_add_f32_r3
-    496, 497, // sum_f32_r3
-    499, 500, // sum_f32_r3
-    495, 503, 504, // matmul_blas_f32_r3
-    507, 506, 508, // matmul_acc_blas_f32_r2
-    246, 354, 509, // add_f32_r1
-    361, 389, 417, 445, 510, // fused_add_add_add_f32_r2
-    245, 510, 511, // add_f32_r2
-    244, 474, 512, // add_f32_r1
-    242, 488, 513, // add_f32_r1
-    240, 502, 514, // add_f32_r1
-    476, 490, 504, 515, // fused_add_add_f32_r3
-    516, 517, // sum_f32_r3
-    519, 520, // sum_f32_r3
-    515, 109, 523, // mul_f32_r3
-    515, 108, 524, // mul_f32_r3
-    525, 526, // sum_f32_r3
-    528, 529, // sum_f32_r3
-    523, 108, 107, 532, // fused_mul_div_neg_sum_f32_r3
-    533, 106, 105, 523, 107, 104, 534, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    534, 535, // fused_neg_sum_f32_r3
-    238, 522, 537, // add_f32_r1
-    237, 531, 538, // add_f32_r1
-    101, 536, 347, 534, 539, // fused_inv_count_mul_add_add_f32_r3
-    540, 541, // sum_f32_r3
-    543, 544, // sum_f32_r3
-    539, 547, 548, // matmul_blas_f32_r3
-    551, 550, 552, // matmul_acc_blas_f32_r2
-    236, 546, 553, // add_f32_r1
-    548, 94, 554, // gelu_grad_f32_r3
-    555, 556, // sum_f32_r3
-    558, 559, // sum_f32_r3
-    554, 562, 563, // matmul_blas_f32_r3
-    566, 565, 567, // matmul_acc_blas_f32_r2
-    234, 561, 568, // add_f32_r1
-    569, 570, // sum_f32_r3
-    572, 573, // sum_f32_r3
-    563, 86, 576, // mul_f32_r3
-    563, 85, 577, // mul_f32_r3
-    578, 579, // sum_f32_r3
-    581, 582, // sum_f32_r3
-    576, 85, 84, 585, // fused_mul_div_neg_sum_f32_r3
-    586, 83, 82, 576, 84, 81, 587, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    587, 588, // fused_neg_sum_f32_r3
-    232, 575, 590, // add_f32_r1
-    231, 584, 591, // add_f32_r1
-    78, 589, 539, 587, 592, // fused_inv_count_mul_add_add_f32_r3
-    593, 594, // sum_f32_r3
-    596, 597, // sum_f32_r3
-    592, 600, 601, // matmul_blas_f32_r3
-    604, 603, 605, // matmul_blas_f32_r2
-    606, // fill_f32_r2
-    605, 608, // copy_f32_r2
-    601, 609, 610, // matmul_blas_f32_r3
-    611, 601, 612, // matmul_blas_f32_r3
-    613, // fill_f32_r3
-    612, 615, // copy_f32_r3
-    610, 71, 616, // fused_mul_sum_sub_mul_and_1_f32_r3
-    616, 617, 618, // matmul_blas_f32_r3
-    619, 616, 620, // matmul_blas_f32_r3
-    622, // fill_f32_r3
-    621, 624, // copy_f32_r3
-    625, // fill_f32_r3
-    618, 627, // copy_f32_r3
-    592, 628, 629, // matmul_blas_f32_r3
-    632, 631, 633, // matmul_blas_f32_r2
-    634, // fill_f32_r2
-    633, 636, // copy_f32_r2
-    629, 637, 638, // matmul_blas_f32_r3
-    639, 629, 640, // matmul_blas_f32_r3
-    641, // fill_f32_r3
-    640, 643, // copy_f32_r3
-    638, 61, 644, // fused_mul_sum_sub_mul_and_1_f32_r3
-    644, 645, 646, // matmul_blas_f32_r3
-    647, 644, 648, // matmul_blas_f32_r3
-    650, // fill_f32_r3
-    649, 652, // copy_f32_r3
-    653, // fill_f32_r3
-    646, 655, // copy_f32_r3
-    592, 656, 657, // matmul_blas_f32_r3
-    660, 659, 661, // matmul_blas_f32_r2
-    662, // fill_f32_r2
-    661, 664, // copy_f32_r2
-    657, 665, 666, // matmul_blas_f32_r3
-    667, 657, 668, // matmul_blas_f32_r3
-    669, // fill_f32_r3
-    668, 671, // copy_f32_r3
-    666, 51, 672, // fused_mul_sum_sub_mul_and_1_f32_r3
-    672, 673, 674, // matmul_blas_f32_r3
-    675, 672, 676, // matmul_blas_f32_r3
-    678, // fill_f32_r3
-    677, 680, // copy_f32_r3
-    681, // fill_f32_r3
-    674, 683, // copy_f32_r3
-    592, 684, 685, // matmul_blas_f32_r3
-    688, 687, 689, // matmul_blas_f32_r2
-    690, // fill_f32_r2
-    689, 692, // copy_f32_r2
-    685, 693, 694, // matmul_blas_f32_r3
-    695, 685, 696, // matmul_blas_f32_r3
-    697, // fill_f32_r3
-    696, 699, // copy_f32_r3
-    694, 41, 700, // fused_mul_sum_sub_mul_and_1_f32_r3
-    700, 701, 702, // matmul_blas_f32_r3
-    703, 700, 704, // matmul_blas_f32_r3
-    706, // fill_f32_r3
-    705, 708, // copy_f32_r3
-    709, // fill_f32_r3
-    702, 711, // copy_f32_r3
-    613, 641, 669, 697, 712, // fused_add_add_add_f32_r3
-    713, 714, // sum_f32_r3
-    716, 717, // sum_f32_r3
-    712, 720, 721, // matmul_blas_f32_r3
-    724, 723, 725, // matmul_acc_blas_f32_r2
-    622, 650, 678, 706, 726, // fused_add_add_add_f32_r3
-    727, 728, // sum_f32_r3
-    730, 731, // sum_f32_r3
-    726, 734, 735, // matmul_blas_f32_r3
-    738, 737, 739, // matmul_acc_blas_f32_r2
-    625, 653, 681, 709, 740, // fused_add_add_add_f32_r3
-    741, 742, // sum_f32_r3
-    744, 745, // sum_f32_r3
-    740, 748, 749, // matmul_blas_f32_r3
-    752, 751, 753, // matmul_acc_blas_f32_r2
-    230, 599, 754, // add_f32_r1
-    606, 634, 662, 690, 755, // fused_add_add_add_f32_r2
-    229, 755, 756, // add_f32_r2
-    228, 719, 757, // add_f32_r1
-    226, 733, 758, // add_f32_r1
-    224, 747, 759, // add_f32_r1
-    721, 735, 749, 760, // fused_add_add_f32_r3
-    761, 762, // sum_f32_r3
-    764, 765, // sum_f32_r3
-    760, 14, 768, // mul_f32_r3
-    760, 13, 769, // mul_f32_r3
-    770, 771, // sum_f32_r3
-    773, 774, // sum_f32_r3
-    768, 13, 12, 777, // fused_mul_div_neg_sum_f32_r3
-    778, 11, 10, 768, 12, 9, 779, // fused_div_div_mul_scalar_inv_count_and_5_f32_r3
-    779, 780, // fused_neg_sum_f32_r3
-    222, 767, 782, // add_f32_r1
-    221, 776, 783, // add_f32_r1
-    6, 781, 592, 779, 784, // fused_inv_count_mul_add_add_f32_r3
-    785, 786, // sum_f32_r3
-    789, 790, 2, 791, // scatter_add_f32_r2
-    220, 788, 792, // add_f32_r2
-    270, 791, 793, // add_f32_r2
-    219, 793, 794, // add_f32_r2
+    6, 7, 8, 9, // layer_norm_f32_r3
+    9, 18, 19, // matmul_blas_f32_r3
+    19, 20, 21, // add_f32_r3
+    9, 22, 23, // matmul_blas_f32_r3
+    23, 24, 25, // add_f32_r3
+    9, 26, 27, // matmul_blas_f32_r3
+    27, 28, 29, // add_f32_r3
+    30, 32, 33, // matmul_blas_f32_r3
+    33, 34, // scaled_softmax_f32_r3
+    34, 35, 36, // matmul_blas_f32_r3
+    36, 38, 39, // matmul_blas_f32_r3
+    40, 42, 43, // matmul_blas_f32_r3
+    43, 44, // scaled_softmax_f32_r3
+    44, 45, 46, // matmul_blas_f32_r3
+    46, 48, 49, // matmul_blas_f32_r3
+    50, 52, 53, // matmul_blas_f32_r3
+    53, 54, // scaled_softmax_f32_r3
+    54, 55, 56, // matmul_blas_f32_r3
+    56, 58, 59, // matmul_blas_f32_r3
+    60, 62, 63, // matmul_blas_f32_r3
+    63, 64, // scaled_softmax_f32_r3
+    64, 65, 66, // matmul_blas_f32_r3
+    66, 68, 69, // matmul_blas_f32_r3
+    6, 39, 49, 59, 69, 70, 71, // fused_add_add_add_add_and_1_f32_r3
+    71, 72, 73, 74, // layer_norm_f32_r3
+    74, 77, 78, // matmul_blas_f32_r3
+    78, 79, 80, // add_f32_r3
+    80, 81, // gelu_f32_r3
+    81, 84, 85, // matmul_blas_f32_r3
+    71, 85, 86, 87, // fused_add_add_2_f32_r3
+    87, 88, 89, 90, // layer_norm_f32_r3
+    90, 99, 100, // matmul_blas_f32_r3
+    100, 101, 102, // add_f32_r3
+    90, 103, 104, // matmul_blas_f32_r3
+    104, 105, 106, // add_f32_r3
+    90, 107, 108, // matmul_blas_f32_r3
+    108, 109, 110, // add_f32_r3
+    111, 113, 114, // matmul_blas_f32_r3
+    114, 115, // scaled_softmax_f32_r3
+    115, 116, 117, // matmul_blas_f32_r3
+    117, 119, 120, // matmul_blas_f32_r3
+    121, 123, 124, // matmul_blas_f32_r3
+    124, 125, // scaled_softmax_f32_r3
+    125, 126, 127, // matmul_blas_f32_r3
+    127, 129, 130, // matmul_blas_f32_r3
+    131, 133, 134, // matmul_blas_f32_r3
+    134, 135, // scaled_softmax_f32_r3
+    135, 136, 137, // matmul_blas_f32_r3
+    137, 139, 140, // matmul_blas_f32_r3
+    141, 143, 144, // matmul_blas_f32_r3
+    144, 145, // scaled_softmax_f32_r3
+    145, 146, 147, // matmul_blas_f32_r3
+    147, 149, 150, // matmul_blas_f32_r3
+    87, 120, 130, 140, 150, 151, 152, // fused_add_add_add_add_and_1_f32_r3
+    152, 153, 154, 155, // layer_norm_f32_r3
+    155, 158, 159, // matmul_blas_f32_r3
+    159, 160, 161, // add_f32_r3
+    161, 162, // gelu_f32_r3
+    162, 165, 166, // matmul_blas_f32_r3
+    152, 166, 167, 168, // fused_add_add_2_f32_r3
+    168, 169, 170, 171, // layer_norm_f32_r3
+    171, 173, 174, // matmul_blas_f32_r3
+    176, 177, // one_hot_f32_r2
+    175, 177, 178, // softmax_cross_entropy_f32_r2
+    178, 179, // mean_f32_r2
+    180, 181, // mean_f32_r2
+    180, 222, 223, // fused_inv_count_mul_f32_r2
+    178, 226, // inv_count_f32_r2
+    225, 226, 175, 177, 227, // fused_mul_max_sub_exp_and_6_f32_r2
+    228, 229, 230, // matmul_blas_f32_r3
+    233, 232, 234, // matmul_blas_f32_r2
+    230, 168, 169, 236, // layer_norm_grad_f32_r3
+    237, 238, 239, // layer_norm_param_grad_f32_r1
+    240, 241, 242, // layer_norm_param_grad_f32_r1
+    219, 242, 243, // add_f32_r1
+    218, 239, 244, // add_f32_r1
+    245, 246, // sum_f32_r3
+    248, 249, // sum_f32_r3
+    236, 252, 253, // matmul_blas_f32_r3
+    256, 255, 257, // matmul_acc_blas_f32_r2
+    217, 251, 258, // add_f32_r1
+    253, 161, 259, // gelu_grad_f32_r3
+    260, 261, // sum_f32_r3
+    263, 264, // sum_f32_r3
+    259, 267, 268, // matmul_blas_f32_r3
+    271, 270, 272, // matmul_acc_blas_f32_r2
+    215, 266, 273, // add_f32_r1
+    268, 152, 153, 274, // layer_norm_grad_f32_r3
+    275, 276, 277, // layer_norm_param_grad_f32_r1
+    278, 279, 280, // layer_norm_param_grad_f32_r1
+    213, 280, 281, // add_f32_r1
+    212, 277, 282, // add_f32_r1
+    236, 274, 283, // add_f32_r3
+    284, 285, // sum_f32_r3
+    287, 288, // sum_f32_r3
+    283, 291, 292, // matmul_blas_f32_r3
+    295, 294, 296, // matmul_blas_f32_r2
+    297, // fill_f32_r2
+    296, 299, // copy_f32_r2
+    292, 300, 301, // matmul_blas_f32_r3
+    302, 292, 303, // matmul_blas_f32_r3
+    304, // fill_f32_r3
+    303, 306, // copy_f32_r3
+    301, 145, 307, // fused_mul_sum_sub_mul_and_1_f32_r3
+    307, 308, 309, // matmul_blas_f32_r3
+    310, 307, 311, // matmul_blas_f32_r3
+    313, // fill_f32_r3
+    312, 315, // copy_f32_r3
+    316, // fill_f32_r3
+    309, 318, // copy_f32_r3
+    283, 319, 320, // matmul_blas_f32_r3
+    323, 322, 324, // matmul_blas_f32_r2
+    325, // fill_f32_r2
+    324, 327, // copy_f32_r2
+    320, 328, 329, // matmul_blas_f32_r3
+    330, 320, 331, // matmul_blas_f32_r3
+    332, // fill_f32_r3
+    331, 334, // copy_f32_r3
+    329, 135, 335, // fused_mul_sum_sub_mul_and_1_f32_r3
+    335, 336, 337, // matmul_blas_f32_r3
+    338, 335, 339, // matmul_blas_f32_r3
+    341, // fill_f32_r3
+    340, 343, // copy_f32_r3
+    344, // fill_f32_r3
+    337, 346, // copy_f32_r3
+    283, 347, 348, // matmul_blas_f32_r3
+    351, 350, 352, // matmul_blas_f32_r2
+    353, // fill_f32_r2
+    352, 355, // copy_f32_r2
+    348, 356, 357, // matmul_blas_f32_r3
+    358, 348, 359, // matmul_blas_f32_r3
+    360, // fill_f32_r3
+    359, 362, // copy_f32_r3
+    357, 125, 363, // fused_mul_sum_sub_mul_and_1_f32_r3
+    363, 364, 365, // matmul_blas_f32_r3
+    366, 363, 367, // matmul_blas_f32_r3
+    369, // fill_f32_r3
+    368, 371, // copy_f32_r3
+    372, // fill_f32_r3
+    365, 374, // copy_f32_r3
+    283, 375, 376, // matmul_blas_f32_r3
+    379, 378, 380, // matmul_blas_f32_r2
+    381, // fill_f32_r2
+    380, 383, // copy_f32_r2
+    376, 384, 385, // matmul_blas_f32_r3
+    386, 376, 387, // matmul_blas_f32_r3
+    388, // fill_f32_r3
+    387, 390, // copy_f32_r3
+    385, 115, 391, // fused_mul_sum_sub_mul_and_1_f32_r3
+    391, 392, 393, // matmul_blas_f32_r3
+    394, 391, 395, // matmul_blas_f32_r3
+    397, // fill_f32_r3
+    396, 399, // copy_f32_r3
+    400, // fill_f32_r3
+    393, 402, // copy_f32_r3
+    304, 332, 360, 388, 403, // fused_add_add_add_f32_r3
+    404, 405, // sum_f32_r3
+    407, 408, // sum_f32_r3
+    403, 411, 412, // matmul_blas_f32_r3
+    415, 414, 416, // matmul_acc_blas_f32_r2
+    313, 341, 369, 397, 417, // fused_add_add_add_f32_r3
+    418, 419, // sum_f32_r3
+    421, 422, // sum_f32_r3
+    417, 425, 426, // matmul_blas_f32_r3
+    429, 428, 430, // matmul_acc_blas_f32_r2
+    316, 344, 372, 400, 431, // fused_add_add_add_f32_r3
+    432, 433, // sum_f32_r3
+    435, 436, // sum_f32_r3
+    431, 439, 440, // matmul_blas_f32_r3
+    443, 442, 444, // matmul_acc_blas_f32_r2
+    211, 290, 445, // add_f32_r1
+    297, 325, 353, 381, 446, // fused_add_add_add_f32_r2
+    210, 446, 447, // add_f32_r2
+    209, 410, 448, // add_f32_r1
+    207, 424, 449, // add_f32_r1
+    205, 438, 450, // add_f32_r1
+    412, 426, 440, 451, // fused_add_add_f32_r3
+    451, 87, 88, 452, // layer_norm_grad_f32_r3
+    453, 454, 455, // layer_norm_param_grad_f32_r1
+    456, 457, 458, // layer_norm_param_grad_f32_r1
+    203, 458, 459, // add_f32_r1
+    202, 455, 460, // add_f32_r1
+    283, 452, 461, // add_f32_r3
+    462, 463, // sum_f32_r3
+    465, 466, // sum_f32_r3
+    461, 469, 470, // matmul_blas_f32_r3
+    473, 472, 474, // matmul_acc_blas_f32_r2
+    201, 468, 475, // add_f32_r1
+    470, 80, 476, // gelu_grad_f32_r3
+    477, 478, // sum_f32_r3
+    480, 481, // sum_f32_r3
+    476, 484, 485, // matmul_blas_f32_r3
+    488, 487, 489, // matmul_acc_blas_f32_r2
+    199, 483, 490, // add_f32_r1
+    485, 71, 72, 491, // layer_norm_grad_f32_r3
+    492, 493, 494, // layer_norm_param_grad_f32_r1
+    495, 496, 497, // layer_norm_param_grad_f32_r1
+    197, 497, 498, // add_f32_r1
+    196, 494, 499, // add_f32_r1
+    461, 491, 500, // add_f32_r3
+    501, 502, // sum_f32_r3
+    504, 505, // sum_f32_r3
+    500, 508, 509, // matmul_blas_f32_r3
+    512, 511, 513, // matmul_blas_f32_r2
+    514, // fill_f32_r2
+    513, 516, // copy_f32_r2
+    509, 517, 518, // matmul_blas_f32_r3
+    519, 509, 520, // matmul_blas_f32_r3
+    521, // fill_f32_r3
+    520, 523, // copy_f32_r3
+    518, 64, 524, // fused_mul_sum_sub_mul_and_1_f32_r3
+    524, 525, 526, // matmul_blas_f32_r3
+    527, 524, 528, // matmul_blas_f32_r3
+    530, // fill_f32_r3
+    529, 532, // copy_f32_r3
+    533, // fill_f32_r3
+    526, 535, // copy_f32_r3
+    500, 536, 537, // matmul_blas_f32_r3
+    540, 539, 541, // matmul_blas_f32_r2
+    542, // fill_f32_r2
+    541, 544, // copy_f32_r2
+    537, 545, 546, // matmul_blas_f32_r3
+    547, 537, 548, // matmul_blas_f32_r3
+    549, // fill_f32_r3
+    548, 551, // copy_f32_r3
+    546, 54, 552, // fused_mul_sum_sub_mul_and_1_f32_r3
+    552, 553, 554, // matmul_blas_f32_r3
+    555, 552, 556, // matmul_blas_f32_r3
+    558, // fill_f32_r3
+    557, 560, // copy_f32_r3
+    561, // fill_f32_r3
+    554, 563, // copy_f32_r3
+    500, 564, 565, // matmul_blas_f32_r3
+    568, 567, 569, // matmul_blas_f32_r2
+    570, // fill_f32_r2
+    569, 572, // copy_f32_r2
+    565, 573, 574, // matmul_blas_f32_r3
+    575, 565, 576, // matmul_blas_f32_r3
+    577, // fill_f32_r3
+    576, 579, // copy_f32_r3
+    574, 44, 580, // fused_mul_sum_sub_mul_and_1_f32_r3
+    580, 581, 582, // matmul_blas_f32_r3
+    583, 580, 584, // matmul_blas_f32_r3
+    586, // fill_f32_r3
+    585, 588, // copy_f32_r3
+    589, // fill_f32_r3
+    582, 591, // copy_f32_r3
+    500, 592, 593, // matmul_blas_f32_r3
+    596, 595, 597, // matmul_blas_f32_r2
+    598, // fill_f32_r2
+    597, 600, // copy_f32_r2
+    593, 601, 602, // matmul_blas_f32_r3
+    603, 593, 604, // matmul_blas_f32_r3
+    605, // fill_f32_r3
+    604, 607, // copy_f32_r3
+    602, 34, 608, // fused_mul_sum_sub_mul_and_1_f32_r3
+    608, 609, 610, // matmul_blas_f32_r3
+    611, 608, 612, // matmul_blas_f32_r3
+    614, // fill_f32_r3
+    613, 616, // copy_f32_r3
+    617, // fill_f32_r3
+    610, 619, // copy_f32_r3
+    521, 549, 577, 605, 620, // fused_add_add_add_f32_r3
+    621, 622, // sum_f32_r3
+    624, 625, // sum_f32_r3
+    620, 628, 629, // matmul_blas_f32_r3
+    632, 631, 633, // matmul_acc_blas_f32_r2
+    530, 558, 586, 614, 634, // fused_add_add_add_f32_r3
+    635, 636, // sum_f32_r3
+    638, 639, // sum_f32_r3
+    634, 642, 643, // matmul_blas_f32_r3
+    646, 645, 647, // matmul_acc_blas_f32_r2
+    533, 561, 589, 617, 648, // fused_add_add_add_f32_r3
+    649, 650, // sum_f32_r3
+    652, 653, // sum_f32_r3
+    648, 656, 657, // matmul_blas_f32_r3
+    660, 659, 661, // matmul_acc_blas_f32_r2
+    195, 507, 662, // add_f32_r1
+    514, 542, 570, 598, 663, // fused_add_add_add_f32_r2
+    194, 663, 664, // add_f32_r2
+    193, 627, 665, // add_f32_r1
+    191, 641, 666, // add_f32_r1
+    189, 655, 667, // add_f32_r1
+    629, 643, 657, 668, // fused_add_add_f32_r3
+    668, 6, 7, 669, // layer_norm_grad_f32_r3
+    670, 671, 672, // layer_norm_param_grad_f32_r1
+    673, 674, 675, // layer_norm_param_grad_f32_r1
+    187, 675, 676, // add_f32_r1
+    186, 672, 677, // add_f32_r1
+    500, 669, 678, // add_f32_r3
+    679, 680, // sum_f32_r3
+    683, 684, 2, 685, // scatter_add_f32_r2
+    185, 682, 686, // add_f32_r2
+    235, 685, 687, // add_f32_r2
+    184, 687, 688, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1194,21 +1033,13 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1232,21 +1063,13 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
@@ -1257,18 +1080,11 @@ namespace {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1280,18 +1096,12 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1376,18 +1186,12 @@ namespace {
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1399,18 +1203,12 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1495,18 +1293,12 @@ namespace {
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
@@ -1514,15 +1306,26 @@ namespace {
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
   };
   const wfgen::rt::ScalarArg kScalars[] = {
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
     {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.i = 256}, // one_hot_f32_r2
+    {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
+    {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
+    {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
     {.f = 0.0}, // fill_f32_r2
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
@@ -1539,6 +1342,12 @@ namespace {
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
+    {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
+    {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
     {.f = 0.0}, // fill_f32_r2
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
@@ -1555,6 +1364,9 @@ namespace {
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
+    {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
+    {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
+    {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
   };
 
   // [Forward]: one kernel call per line, commented with the body line it implements.
@@ -1563,705 +1375,603 @@ namespace {
     {"GATHER-CPU", "gather_f32_r3", &gather_f32_r3_erased, 0, 3, 4u, 0u, 0, 0, "x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 3, 3, 4u, 0u, 0, 0, "x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
-    // d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-LAYERNORM-3-CPU", "fused_layernorm_3_f32_r3", &fused_layernorm_3_f32_r3_erased, 6, 2, 2u, 0u, 0, 0, "d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 8, 3, 4u, 0u, 0, 0, "var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)"},
-    // var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)
-    {"FUSED-LAYERNORM-2-CPU", "fused_layernorm_2_f32_r3", &fused_layernorm_2_f32_r3_erased, 11, 2, 2u, 0u, 0, 0, "var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"DIV-CPU", "div_f32_r3", &div_f32_r3_erased, 13, 3, 4u, 0u, 0, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-CPU", "fused_layernorm_f32_r3", &fused_layernorm_f32_r3_erased, 16, 4, 8u, 0u, 0, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 6, 4, 8u, 0u, 0, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 20, 3, 4u, 0u, 0, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 10, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 23, 3, 4u, 0u, 0, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 13, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 26, 3, 4u, 0u, 0, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 16, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 29, 3, 4u, 0u, 0, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 19, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 32, 3, 4u, 0u, 0, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 35, 3, 4u, 0u, 0, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 38, 3, 4u, 0u, 0, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 41, 2, 2u, 0u, 0, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 43, 3, 4u, 0u, 2, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 46, 3, 4u, 0u, 2, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 3, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 49, 3, 4u, 0u, 2, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 52, 2, 2u, 0u, 2, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 54, 3, 4u, 0u, 4, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 57, 3, 4u, 0u, 4, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 60, 3, 4u, 0u, 4, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 63, 2, 2u, 0u, 4, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 65, 3, 4u, 0u, 6, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 68, 3, 4u, 0u, 6, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 71, 3, 4u, 0u, 6, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 74, 2, 2u, 0u, 6, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 76, 3, 4u, 0u, 8, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 79, 3, 4u, 0u, 8, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 82, 7, 64u, 0u, 8, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
-    // d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-LAYERNORM-3-CPU", "fused_layernorm_3_f32_r3", &fused_layernorm_3_f32_r3_erased, 89, 2, 2u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 91, 3, 4u, 0u, 8, 0, "var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)"},
-    // var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)
-    {"FUSED-LAYERNORM-2-CPU", "fused_layernorm_2_f32_r3", &fused_layernorm_2_f32_r3_erased, 94, 2, 2u, 0u, 8, 0, "var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"DIV-CPU", "div_f32_r3", &div_f32_r3_erased, 96, 3, 4u, 0u, 8, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-CPU", "fused_layernorm_f32_r3", &fused_layernorm_f32_r3_erased, 99, 4, 8u, 0u, 8, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 72, 7, 64u, 0u, 9, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 79, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 103, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 83, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 106, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 86, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 109, 2, 2u, 0u, 8, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 89, 2, 2u, 0u, 10, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 111, 3, 4u, 0u, 8, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 91, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 114, 4, 8u, 0u, 8, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
-    // d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-LAYERNORM-3-CPU", "fused_layernorm_3_f32_r3", &fused_layernorm_3_f32_r3_erased, 118, 2, 2u, 0u, 8, 0, "d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 120, 3, 4u, 0u, 8, 0, "var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)"},
-    // var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)
-    {"FUSED-LAYERNORM-2-CPU", "fused_layernorm_2_f32_r3", &fused_layernorm_2_f32_r3_erased, 123, 2, 2u, 0u, 8, 0, "var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"DIV-CPU", "div_f32_r3", &div_f32_r3_erased, 125, 3, 4u, 0u, 8, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-CPU", "fused_layernorm_f32_r3", &fused_layernorm_f32_r3_erased, 128, 4, 8u, 0u, 8, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 94, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 98, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 132, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 102, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 135, 3, 4u, 0u, 8, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 105, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 138, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 108, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 141, 3, 4u, 0u, 8, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 111, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 144, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 114, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 147, 3, 4u, 0u, 8, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 117, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 150, 3, 4u, 0u, 8, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 120, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 153, 2, 2u, 0u, 8, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 123, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 155, 3, 4u, 0u, 10, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 125, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 158, 3, 4u, 0u, 10, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 128, 3, 4u, 0u, 13, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 161, 3, 4u, 0u, 10, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 131, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 164, 2, 2u, 0u, 10, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 134, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 166, 3, 4u, 0u, 12, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 136, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 169, 3, 4u, 0u, 12, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 139, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 172, 3, 4u, 0u, 12, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 142, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 175, 2, 2u, 0u, 12, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 145, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 177, 3, 4u, 0u, 14, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 147, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 180, 3, 4u, 0u, 14, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 150, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 183, 3, 4u, 0u, 14, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 153, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 186, 2, 2u, 0u, 14, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 156, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 188, 3, 4u, 0u, 16, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 158, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 191, 3, 4u, 0u, 16, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 161, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 194, 7, 64u, 0u, 16, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
-    // d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-LAYERNORM-3-CPU", "fused_layernorm_3_f32_r3", &fused_layernorm_3_f32_r3_erased, 201, 2, 2u, 0u, 16, 0, "d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 203, 3, 4u, 0u, 16, 0, "var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)"},
-    // var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)
-    {"FUSED-LAYERNORM-2-CPU", "fused_layernorm_2_f32_r3", &fused_layernorm_2_f32_r3_erased, 206, 2, 2u, 0u, 16, 0, "var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"DIV-CPU", "div_f32_r3", &div_f32_r3_erased, 208, 3, 4u, 0u, 16, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-CPU", "fused_layernorm_f32_r3", &fused_layernorm_f32_r3_erased, 211, 4, 8u, 0u, 16, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 164, 7, 64u, 0u, 19, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 171, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 215, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 175, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 218, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 178, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 221, 2, 2u, 0u, 16, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 181, 2, 2u, 0u, 20, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 223, 3, 4u, 0u, 16, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 183, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 226, 4, 8u, 0u, 16, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
-    // d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-LAYERNORM-3-CPU", "fused_layernorm_3_f32_r3", &fused_layernorm_3_f32_r3_erased, 230, 2, 2u, 0u, 16, 0, "d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 232, 3, 4u, 0u, 16, 0, "var = mean(d * d, axis=-1, keepdims=true)  (<stdlib>/models.yaml:62:18)"},
-    // var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)
-    {"FUSED-LAYERNORM-2-CPU", "fused_layernorm_2_f32_r3", &fused_layernorm_2_f32_r3_erased, 235, 2, 2u, 0u, 16, 0, "var = mean(d * d, axis=-1, keepdims=true); return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:18)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"DIV-CPU", "div_f32_r3", &div_f32_r3_erased, 237, 3, 4u, 0u, 16, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-LAYERNORM-CPU", "fused_layernorm_f32_r3", &fused_layernorm_f32_r3_erased, 240, 4, 8u, 0u, 16, 0, "return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 186, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 190, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 244, 3, 4u, 0u, 16, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 194, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
     // return cross_entropy(logits, one_hot(labels, classes=logits.size(-1)))  (<stdlib>/models.yaml:80:36)
-    {"ONE-HOT-CPU", "one_hot_f32_r2", &one_hot_f32_r2_erased, 247, 2, 2u, 0u, 16, 1, "return cross_entropy(logits, one_hot(labels, classes=logits.size(-1)))  (<stdlib>/models.yaml:80:36)"},
+    {"ONE-HOT-CPU", "one_hot_f32_r2", &one_hot_f32_r2_erased, 197, 2, 2u, 0u, 21, 1, "return cross_entropy(logits, one_hot(labels, classes=logits.size(-1)))  (<stdlib>/models.yaml:80:36)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 249, 3, 4u, 0u, 17, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 199, 3, 4u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 252, 2, 2u, 0u, 17, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 202, 2, 2u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 254, 2, 2u, 0u, 17, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 204, 2, 2u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
   };
 
   // [Pullback]: the backward pass, derived by wfgen from the nodes' backward expressions.
   const wfgen::rt::Instruction kBackward[] = {
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 256, 3, 4u, 0u, 17, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 206, 3, 4u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 259, 2, 2u, 0u, 17, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 209, 2, 2u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 261, 5, 16u, 0u, 17, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 211, 5, 16u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 266, 3, 4u, 0u, 17, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 216, 3, 4u, 0u, 22, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
     // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 269, 3, 4u, 0u, 17, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 272, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 274, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 276, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 279, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 282, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 284, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 286, 4, 8u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 290, 7, 64u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 297, 2, 2u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 219, 3, 4u, 0u, 22, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 222, 4, 8u, 0u, 22, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 226, 3, 4u, 0u, 23, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 229, 3, 4u, 0u, 25, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 299, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 232, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 302, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-INV-COUNT-MUL-ADD-CPU", "fused_inv_count_mul_add_f32_r3", &fused_inv_count_mul_add_f32_r3_erased, 305, 4, 8u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 235, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 309, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 238, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 311, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 240, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 313, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 242, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 316, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 245, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 319, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 248, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 322, 3, 4u, 0u, 17, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 251, 3, 4u, 0u, 27, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 325, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 254, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 327, 2, 2u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 256, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 329, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 258, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 332, 3, 4u, 0u, 17, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 261, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 335, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 338, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 340, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 342, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 345, 3, 4u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 348, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 350, 2, 2u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 352, 4, 8u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 356, 7, 64u, 0u, 17, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 363, 2, 2u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 264, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 267, 4, 8u, 0u, 27, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 271, 3, 4u, 0u, 28, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 274, 3, 4u, 0u, 30, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 365, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 277, 3, 4u, 0u, 32, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 368, 3, 4u, 0u, 17, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 371, 5, 16u, 0u, 17, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 280, 3, 4u, 0u, 32, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)"},
+    // grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 283, 3, 4u, 0u, 32, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 376, 2, 2u, 0u, 17, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 286, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 378, 2, 2u, 0u, 17, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 288, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 380, 3, 4u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 290, 3, 4u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 383, 3, 4u, 0u, 17, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 293, 3, 4u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 386, 1, 1u, 0u, 17, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 296, 1, 1u, 0u, 32, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 387, 2, 2u, 0u, 18, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 297, 2, 2u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 389, 3, 4u, 0u, 18, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 299, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 392, 3, 4u, 0u, 18, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 302, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 395, 1, 1u, 0u, 18, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 305, 1, 1u, 0u, 33, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 396, 2, 2u, 0u, 19, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 306, 2, 2u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 398, 3, 4u, 0u, 19, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 308, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 401, 3, 4u, 0u, 19, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 311, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 404, 3, 4u, 0u, 19, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 314, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 407, 1, 1u, 0u, 19, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 317, 1, 1u, 0u, 34, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 408, 2, 2u, 0u, 20, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 318, 2, 2u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 410, 1, 1u, 0u, 20, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 320, 1, 1u, 0u, 35, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 411, 2, 2u, 0u, 21, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 321, 2, 2u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 413, 3, 4u, 0u, 21, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 323, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 416, 3, 4u, 0u, 21, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 326, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 419, 1, 1u, 0u, 21, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 329, 1, 1u, 0u, 36, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 420, 2, 2u, 0u, 22, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 330, 2, 2u, 0u, 37, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 422, 3, 4u, 0u, 22, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 332, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 425, 3, 4u, 0u, 22, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 335, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 428, 1, 1u, 0u, 22, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 338, 1, 1u, 0u, 37, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 429, 2, 2u, 0u, 23, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 339, 2, 2u, 0u, 38, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 431, 3, 4u, 0u, 23, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 341, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 434, 3, 4u, 0u, 23, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 344, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 437, 3, 4u, 0u, 23, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 347, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 440, 1, 1u, 0u, 23, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 350, 1, 1u, 0u, 38, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 441, 2, 2u, 0u, 24, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 351, 2, 2u, 0u, 39, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 443, 1, 1u, 0u, 24, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 353, 1, 1u, 0u, 39, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 444, 2, 2u, 0u, 25, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 354, 2, 2u, 0u, 40, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 446, 3, 4u, 0u, 25, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 356, 3, 4u, 0u, 40, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 449, 3, 4u, 0u, 25, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 359, 3, 4u, 0u, 40, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 452, 1, 1u, 0u, 25, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 362, 1, 1u, 0u, 40, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 453, 2, 2u, 0u, 26, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 363, 2, 2u, 0u, 41, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 455, 3, 4u, 0u, 26, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 365, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 458, 3, 4u, 0u, 26, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 368, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 461, 1, 1u, 0u, 26, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 371, 1, 1u, 0u, 41, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 462, 2, 2u, 0u, 27, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 372, 2, 2u, 0u, 42, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 464, 3, 4u, 0u, 27, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 374, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 467, 3, 4u, 0u, 27, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 377, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 470, 3, 4u, 0u, 27, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 380, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 473, 1, 1u, 0u, 27, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 383, 1, 1u, 0u, 42, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 474, 2, 2u, 0u, 28, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 384, 2, 2u, 0u, 43, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 476, 1, 1u, 0u, 28, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 386, 1, 1u, 0u, 43, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 477, 2, 2u, 0u, 29, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 387, 2, 2u, 0u, 44, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 479, 3, 4u, 0u, 29, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 389, 3, 4u, 0u, 44, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 482, 3, 4u, 0u, 29, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 392, 3, 4u, 0u, 44, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 485, 1, 1u, 0u, 29, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 395, 1, 1u, 0u, 44, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 486, 2, 2u, 0u, 30, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 396, 2, 2u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 488, 3, 4u, 0u, 30, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 398, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 491, 3, 4u, 0u, 30, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 401, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 494, 1, 1u, 0u, 30, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 404, 1, 1u, 0u, 45, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 495, 2, 2u, 0u, 31, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 405, 2, 2u, 0u, 46, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 497, 3, 4u, 0u, 31, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 407, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 500, 3, 4u, 0u, 31, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 410, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 503, 3, 4u, 0u, 31, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 413, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 506, 1, 1u, 0u, 31, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 416, 1, 1u, 0u, 46, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 507, 2, 2u, 0u, 32, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 417, 2, 2u, 0u, 47, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 509, 1, 1u, 0u, 32, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 419, 1, 1u, 0u, 47, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 510, 2, 2u, 0u, 33, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 420, 2, 2u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 512, 5, 16u, 0u, 33, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 422, 5, 16u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 517, 2, 2u, 0u, 33, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 427, 2, 2u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 519, 2, 2u, 0u, 33, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 429, 2, 2u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 521, 3, 4u, 0u, 33, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 431, 3, 4u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 524, 3, 4u, 0u, 33, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 434, 3, 4u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 527, 5, 16u, 0u, 33, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 437, 5, 16u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 532, 2, 2u, 0u, 33, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 442, 2, 2u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 534, 2, 2u, 0u, 33, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 444, 2, 2u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 536, 3, 4u, 0u, 33, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 446, 3, 4u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 539, 3, 4u, 0u, 33, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 449, 3, 4u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 542, 5, 16u, 0u, 33, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 452, 5, 16u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 547, 2, 2u, 0u, 33, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 457, 2, 2u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 549, 2, 2u, 0u, 33, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 459, 2, 2u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 551, 3, 4u, 0u, 33, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 461, 3, 4u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 554, 3, 4u, 0u, 33, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 464, 3, 4u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 557, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 467, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 560, 5, 16u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 470, 5, 16u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 565, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 475, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 568, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 478, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 571, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 481, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 574, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 577, 4, 8u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 581, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 583, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 585, 3, 4u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 588, 3, 4u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 591, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 593, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 595, 4, 8u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 599, 7, 64u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 606, 2, 2u, 0u, 33, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 484, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 487, 4, 8u, 0u, 48, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 491, 4, 8u, 0u, 48, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 495, 3, 4u, 0u, 49, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 498, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 608, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 501, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 611, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 614, 5, 16u, 0u, 33, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 504, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
+    // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 507, 3, 4u, 0u, 53, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 619, 2, 2u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 510, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 621, 2, 2u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 512, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 623, 3, 4u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 514, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 626, 3, 4u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 517, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 629, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 520, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 632, 3, 4u, 0u, 33, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 523, 3, 4u, 0u, 53, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 635, 2, 2u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 526, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 637, 2, 2u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 528, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 639, 3, 4u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 530, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 642, 3, 4u, 0u, 33, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 533, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 645, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 648, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 650, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 652, 3, 4u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 655, 3, 4u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 658, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 660, 2, 2u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 662, 4, 8u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 666, 7, 64u, 0u, 33, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 673, 2, 2u, 0u, 33, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 536, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 539, 4, 8u, 0u, 53, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 543, 3, 4u, 0u, 54, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 546, 3, 4u, 0u, 56, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 675, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 549, 3, 4u, 0u, 58, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 678, 3, 4u, 0u, 33, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 681, 5, 16u, 0u, 33, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 552, 3, 4u, 0u, 58, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
+    // grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 555, 3, 4u, 0u, 58, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 686, 2, 2u, 0u, 33, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 558, 2, 2u, 0u, 58, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 688, 2, 2u, 0u, 33, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 560, 2, 2u, 0u, 58, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 690, 3, 4u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 562, 3, 4u, 0u, 58, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 693, 3, 4u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 565, 3, 4u, 0u, 58, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 696, 1, 1u, 0u, 33, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 568, 1, 1u, 0u, 58, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 697, 2, 2u, 0u, 34, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 569, 2, 2u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 699, 3, 4u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 571, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 702, 3, 4u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 574, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 705, 1, 1u, 0u, 34, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 577, 1, 1u, 0u, 59, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 706, 2, 2u, 0u, 35, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 578, 2, 2u, 0u, 60, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 708, 3, 4u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 580, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 711, 3, 4u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 583, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 714, 3, 4u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 586, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 717, 1, 1u, 0u, 35, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 589, 1, 1u, 0u, 60, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 718, 2, 2u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 590, 2, 2u, 0u, 61, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 720, 1, 1u, 0u, 36, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 592, 1, 1u, 0u, 61, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 721, 2, 2u, 0u, 37, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 593, 2, 2u, 0u, 62, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 723, 3, 4u, 0u, 37, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 595, 3, 4u, 0u, 62, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 726, 3, 4u, 0u, 37, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 598, 3, 4u, 0u, 62, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 729, 1, 1u, 0u, 37, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 601, 1, 1u, 0u, 62, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 730, 2, 2u, 0u, 38, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 602, 2, 2u, 0u, 63, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 732, 3, 4u, 0u, 38, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 604, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 735, 3, 4u, 0u, 38, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 607, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 738, 1, 1u, 0u, 38, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 610, 1, 1u, 0u, 63, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 739, 2, 2u, 0u, 39, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 611, 2, 2u, 0u, 64, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 741, 3, 4u, 0u, 39, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 613, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 744, 3, 4u, 0u, 39, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 616, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 747, 3, 4u, 0u, 39, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 619, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 750, 1, 1u, 0u, 39, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 622, 1, 1u, 0u, 64, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 751, 2, 2u, 0u, 40, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 623, 2, 2u, 0u, 65, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 753, 1, 1u, 0u, 40, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 625, 1, 1u, 0u, 65, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 754, 2, 2u, 0u, 41, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 626, 2, 2u, 0u, 66, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 756, 3, 4u, 0u, 41, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 628, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 759, 3, 4u, 0u, 41, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 631, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 762, 1, 1u, 0u, 41, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 634, 1, 1u, 0u, 66, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 763, 2, 2u, 0u, 42, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 635, 2, 2u, 0u, 67, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 765, 3, 4u, 0u, 42, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 637, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 768, 3, 4u, 0u, 42, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 640, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 771, 1, 1u, 0u, 42, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 643, 1, 1u, 0u, 67, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 772, 2, 2u, 0u, 43, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 644, 2, 2u, 0u, 68, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 774, 3, 4u, 0u, 43, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 646, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 777, 3, 4u, 0u, 43, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 649, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 780, 3, 4u, 0u, 43, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 652, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 783, 1, 1u, 0u, 43, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 655, 1, 1u, 0u, 68, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 784, 2, 2u, 0u, 44, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 656, 2, 2u, 0u, 69, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 786, 1, 1u, 0u, 44, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 658, 1, 1u, 0u, 69, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 787, 2, 2u, 0u, 45, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 659, 2, 2u, 0u, 70, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 789, 3, 4u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 661, 3, 4u, 0u, 70, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 792, 3, 4u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 664, 3, 4u, 0u, 70, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 795, 1, 1u, 0u, 45, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 667, 1, 1u, 0u, 70, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 796, 2, 2u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 668, 2, 2u, 0u, 71, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 798, 3, 4u, 0u, 46, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 670, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 801, 3, 4u, 0u, 46, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 673, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 804, 1, 1u, 0u, 46, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 676, 1, 1u, 0u, 71, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 805, 2, 2u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 677, 2, 2u, 0u, 72, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 807, 3, 4u, 0u, 47, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 679, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 810, 3, 4u, 0u, 47, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 682, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 813, 3, 4u, 0u, 47, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 685, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 816, 1, 1u, 0u, 47, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 688, 1, 1u, 0u, 72, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 817, 2, 2u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 689, 2, 2u, 0u, 73, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 819, 1, 1u, 0u, 48, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 691, 1, 1u, 0u, 73, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 820, 2, 2u, 0u, 49, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 692, 2, 2u, 0u, 74, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 822, 5, 16u, 0u, 49, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 694, 5, 16u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 827, 2, 2u, 0u, 49, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 699, 2, 2u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 829, 2, 2u, 0u, 49, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 701, 2, 2u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 831, 3, 4u, 0u, 49, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 703, 3, 4u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 834, 3, 4u, 0u, 49, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 706, 3, 4u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 837, 5, 16u, 0u, 49, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 709, 5, 16u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 842, 2, 2u, 0u, 49, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 714, 2, 2u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 844, 2, 2u, 0u, 49, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 716, 2, 2u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 846, 3, 4u, 0u, 49, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 718, 3, 4u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 849, 3, 4u, 0u, 49, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 721, 3, 4u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 852, 5, 16u, 0u, 49, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 724, 5, 16u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 857, 2, 2u, 0u, 49, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 729, 2, 2u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 859, 2, 2u, 0u, 49, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 731, 2, 2u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 861, 3, 4u, 0u, 49, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 733, 3, 4u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 864, 3, 4u, 0u, 49, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 736, 3, 4u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 867, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 739, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 870, 5, 16u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 742, 5, 16u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 875, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 747, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 878, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 750, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 881, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 753, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 884, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 887, 4, 8u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 891, 2, 2u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 893, 2, 2u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 895, 3, 4u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"MUL-CPU", "mul_f32_r3", &mul_f32_r3_erased, 898, 3, 4u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 901, 2, 2u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 903, 2, 2u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)
-    {"FUSED-MUL-DIV-NEG-SUM-CPU", "fused_mul_div_neg_sum_f32_r3", &fused_mul_div_neg_sum_f32_r3_erased, 905, 4, 8u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-DIV-DIV-MUL-SCALAR-INV-COUNT-AND-5-CPU", "fused_div_div_mul_scalar_inv_count_and_5_f32_r3", &fused_div_div_mul_scalar_inv_count_and_5_f32_r3_erased, 909, 7, 64u, 0u, 49, 0, "grad of: return d / sqrt(var + eps) * gamma + beta; grad of: var = mean(d * d, axis=-1, keepdims=true); grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)
-    {"FUSED-NEG-SUM-CPU", "fused_neg_sum_f32_r3", &fused_neg_sum_f32_r3_erased, 916, 2, 2u, 0u, 49, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true)  (<stdlib>/models.yaml:61:11)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 756, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 759, 4, 8u, 0u, 74, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 763, 4, 8u, 0u, 74, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 767, 3, 4u, 0u, 75, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 770, 3, 4u, 0u, 77, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 918, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 773, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 921, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
-    // grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"FUSED-INV-COUNT-MUL-ADD-ADD-CPU", "fused_inv_count_mul_add_add_f32_r3", &fused_inv_count_mul_add_add_f32_r3_erased, 924, 5, 16u, 0u, 49, 0, "grad of: d = X - mean(X, axis=-1, keepdims=true); grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 776, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 929, 2, 2u, 0u, 49, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 779, 3, 4u, 0u, 79, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 931, 4, 8u, 0u, 49, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 782, 2, 2u, 0u, 79, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
+    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 784, 4, 8u, 0u, 79, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 935, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 788, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 938, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 791, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 941, 3, 4u, 0u, 49, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 794, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 49), kForward, kBackward, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 79), kForward, kBackward, kOperandSpecs};
   const std::vector<std::string> kInputNames = {"ids", "targets"};
   const std::vector<std::string> kParamNames = {"tiny_lm_0.token_embedding", "tiny_lm_0.position_embedding", "tiny_lm_0/transformer_block_0/layernorm_0.gamma", "tiny_lm_0/transformer_block_0/layernorm_0.beta", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", "tiny_lm_0/transformer_block_0/layernorm_1.gamma", "tiny_lm_0/transformer_block_0/layernorm_1.beta", "tiny_lm_0/transformer_block_0/linear_0.W", "tiny_lm_0/transformer_block_0/linear_0.b", "tiny_lm_0/transformer_block_0/linear_1.W", "tiny_lm_0/transformer_block_0/linear_1.b", "tiny_lm_0/transformer_block_1/layernorm_2.gamma", "tiny_lm_0/transformer_block_1/layernorm_2.beta", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", "tiny_lm_0/transformer_block_1/layernorm_3.gamma", "tiny_lm_0/transformer_block_1/layernorm_3.beta", "tiny_lm_0/transformer_block_1/linear_2.W", "tiny_lm_0/transformer_block_1/linear_2.b", "tiny_lm_0/transformer_block_1/linear_3.W", "tiny_lm_0/transformer_block_1/linear_3.b", "tiny_lm_0/layernorm_4.gamma", "tiny_lm_0/layernorm_4.beta"};
   const std::vector<std::string> kGradNames = {"tiny_lm_0.token_embedding", "tiny_lm_0.position_embedding", "tiny_lm_0/transformer_block_0/layernorm_0.gamma", "tiny_lm_0/transformer_block_0/layernorm_0.beta", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", "tiny_lm_0/transformer_block_0/layernorm_1.gamma", "tiny_lm_0/transformer_block_0/layernorm_1.beta", "tiny_lm_0/transformer_block_0/linear_0.W", "tiny_lm_0/transformer_block_0/linear_0.b", "tiny_lm_0/transformer_block_0/linear_1.W", "tiny_lm_0/transformer_block_0/linear_1.b", "tiny_lm_0/transformer_block_1/layernorm_2.gamma", "tiny_lm_0/transformer_block_1/layernorm_2.beta", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", "tiny_lm_0/transformer_block_1/layernorm_3.gamma", "tiny_lm_0/transformer_block_1/layernorm_3.beta", "tiny_lm_0/transformer_block_1/linear_2.W", "tiny_lm_0/transformer_block_1/linear_2.b", "tiny_lm_0/transformer_block_1/linear_3.W", "tiny_lm_0/transformer_block_1/linear_3.b", "tiny_lm_0/layernorm_4.gamma", "tiny_lm_0/layernorm_4.beta"};
@@ -2383,7 +2093,7 @@ lm_train::lm_train() : vm_(kProgram) {
   index_values_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(795);
+  table_.resize(689);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(36);
   seeds_.resize(1);
@@ -2510,70 +2220,50 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   if (wfgen::rt::Status wf_s = wf_binder.check("targets", inputs_[1], wfgen::rt::DType::i64, {{"batch", 0}, {nullptr, 64}}); !wf_s.ok()) return wf_s;
   // Run-time dims: checked arithmetic (an overflow is reported by the arena plan, never wrapped).
   const wfgen::rt::Size batch = wf_binder.value(0);
-  // Arena: 62 slots, each as large as the largest tensor it holds.
+  // Arena: 42 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot35 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot37 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot38 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot39 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot40 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot41 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot42 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot43 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot44 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot45 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot46 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot47 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot48 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot49 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot50 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot51 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot52 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot53 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot54 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot55 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot56 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot57 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256})});
-  const std::size_t wf_slot58 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot59 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1})});
-  const std::size_t wf_slot60 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
-  const std::size_t wf_slot61 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot35 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot37 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256})});
+  const std::size_t wf_slot38 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot39 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot40 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
+  const std::size_t wf_slot41 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -2598,797 +2288,691 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[6] = wf_refs.contiguous("x", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x = add
   table_[7] = params_[2].ref();  // tiny_lm_0/transformer_block_0/layernorm_0.gamma
   table_[8] = params_[3].ref();  // tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[9] = wf_refs.contiguous("d", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // d = fused_layernorm_3
-  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID10 = mul
-  table_[11] = wf_refs.contiguous("TID11", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 1});  // TID11 = fused_layernorm_2
-  table_[12] = wf_refs.broadcast("TID12", table_[11], {batch, 64, 64});
-  table_[13] = wf_refs.contiguous("TID13", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID13 = div
-  table_[14] = wf_refs.broadcast("TID14", table_[7], {batch, 64, 64});
-  table_[15] = wf_refs.broadcast("TID15", table_[8], {batch, 64, 64});
-  table_[16] = wf_refs.contiguous("TID16", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID16 = fused_layernorm
-  table_[17] = params_[4].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[18] = params_[5].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[19] = params_[6].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[20] = params_[7].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[21] = params_[8].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[22] = params_[9].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[23] = params_[10].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[24] = params_[11].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[25] = wf_refs.broadcast("TID25", table_[17], {batch, 64, 64});
-  table_[26] = wf_refs.contiguous("TID26", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID26 = matmul
-  table_[27] = wf_refs.broadcast("TID27", table_[18], {batch, 64, 64});
-  table_[28] = wf_refs.contiguous("q", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // q = add
-  table_[29] = wf_refs.broadcast("TID29", table_[19], {batch, 64, 64});
-  table_[30] = wf_refs.contiguous("TID30", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID30 = matmul
-  table_[31] = wf_refs.broadcast("TID31", table_[20], {batch, 64, 64});
-  table_[32] = wf_refs.contiguous("k", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // k = add
-  table_[33] = wf_refs.broadcast("TID33", table_[21], {batch, 64, 64});
-  table_[34] = wf_refs.contiguous("TID34", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID34 = matmul
-  table_[35] = wf_refs.broadcast("TID35", table_[22], {batch, 64, 64});
-  table_[36] = wf_refs.contiguous("v", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // v = add
-  table_[37] = wf_refs.slice("TID37", table_[28], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[38] = wf_refs.slice("TID38", table_[32], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[39] = wf_refs.permute("TID39", table_[38], {0, 2, 1});
-  table_[40] = wf_refs.contiguous("TID40", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID40 = matmul
-  table_[41] = wf_refs.contiguous("scores", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
-  table_[42] = wf_refs.slice("TID42", table_[36], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[43] = wf_refs.contiguous("o", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
-  table_[44] = wf_refs.slice("TID44", table_[23], {0, 0}, {1, 1}, {16, 64});
-  table_[45] = wf_refs.broadcast("TID45", table_[44], {batch, 16, 64});
-  table_[46] = wf_refs.contiguous("part", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
-  table_[47] = wf_refs.slice("TID47", table_[28], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[48] = wf_refs.slice("TID48", table_[32], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[49] = wf_refs.permute("TID49", table_[48], {0, 2, 1});
-  table_[50] = wf_refs.contiguous("TID50", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // TID50 = matmul
-  table_[51] = wf_refs.contiguous("scores.1", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
-  table_[52] = wf_refs.slice("TID52", table_[36], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[53] = wf_refs.contiguous("o.1", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
-  table_[54] = wf_refs.slice("TID54", table_[23], {16, 0}, {1, 1}, {16, 64});
-  table_[55] = wf_refs.broadcast("TID55", table_[54], {batch, 16, 64});
-  table_[56] = wf_refs.contiguous("part.1", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
-  table_[57] = wf_refs.slice("TID57", table_[28], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[58] = wf_refs.slice("TID58", table_[32], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[59] = wf_refs.permute("TID59", table_[58], {0, 2, 1});
-  table_[60] = wf_refs.contiguous("TID60", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID60 = matmul
-  table_[61] = wf_refs.contiguous("scores.2", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
-  table_[62] = wf_refs.slice("TID62", table_[36], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[63] = wf_refs.contiguous("o.2", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
-  table_[64] = wf_refs.slice("TID64", table_[23], {32, 0}, {1, 1}, {16, 64});
-  table_[65] = wf_refs.broadcast("TID65", table_[64], {batch, 16, 64});
-  table_[66] = wf_refs.contiguous("part.2", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
-  table_[67] = wf_refs.slice("TID67", table_[28], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[68] = wf_refs.slice("TID68", table_[32], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[69] = wf_refs.permute("TID69", table_[68], {0, 2, 1});
-  table_[70] = wf_refs.contiguous("TID70", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID70 = matmul
-  table_[71] = wf_refs.contiguous("scores.3", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
-  table_[72] = wf_refs.slice("TID72", table_[36], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[73] = wf_refs.contiguous("o.3", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
-  table_[74] = wf_refs.slice("TID74", table_[23], {48, 0}, {1, 1}, {16, 64});
-  table_[75] = wf_refs.broadcast("TID75", table_[74], {batch, 16, 64});
-  table_[76] = wf_refs.contiguous("part.3", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
-  table_[77] = wf_refs.broadcast("TID77", table_[24], {batch, 64, 64});
-  table_[78] = wf_refs.contiguous("h", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
-  table_[79] = params_[12].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[80] = params_[13].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[81] = wf_refs.contiguous("d.1", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // d.1 = fused_layernorm_3
-  table_[82] = wf_refs.contiguous("TID82", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID82 = mul
-  table_[83] = wf_refs.contiguous("TID83", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 1});  // TID83 = fused_layernorm_2
-  table_[84] = wf_refs.broadcast("TID84", table_[83], {batch, 64, 64});
-  table_[85] = wf_refs.contiguous("TID85", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID85 = div
-  table_[86] = wf_refs.broadcast("TID86", table_[79], {batch, 64, 64});
-  table_[87] = wf_refs.broadcast("TID87", table_[80], {batch, 64, 64});
-  table_[88] = wf_refs.contiguous("TID88", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID88 = fused_layernorm
-  table_[89] = params_[14].ref();  // tiny_lm_0/transformer_block_0/linear_0.W
-  table_[90] = params_[15].ref();  // tiny_lm_0/transformer_block_0/linear_0.b
-  table_[91] = wf_refs.broadcast("TID91", table_[89], {batch, 64, 256});
-  table_[92] = wf_refs.contiguous("TID92", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 256});  // TID92 = matmul
-  table_[93] = wf_refs.broadcast("TID93", table_[90], {batch, 64, 256});
-  table_[94] = wf_refs.contiguous("TID94", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 256});  // TID94 = add
-  table_[95] = wf_refs.contiguous("TID95", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 256});  // TID95 = gelu
-  table_[96] = params_[16].ref();  // tiny_lm_0/transformer_block_0/linear_1.W
-  table_[97] = params_[17].ref();  // tiny_lm_0/transformer_block_0/linear_1.b
-  table_[98] = wf_refs.broadcast("TID98", table_[96], {batch, 256, 64});
-  table_[99] = wf_refs.contiguous("TID99", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID99 = matmul
-  table_[100] = wf_refs.broadcast("TID100", table_[97], {batch, 64, 64});
-  table_[101] = wf_refs.contiguous("x.1", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
-  table_[102] = params_[18].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[103] = params_[19].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[104] = wf_refs.contiguous("d.2", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // d.2 = fused_layernorm_3
-  table_[105] = wf_refs.contiguous("TID105", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID105 = mul
-  table_[106] = wf_refs.contiguous("TID106", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 1});  // TID106 = fused_layernorm_2
-  table_[107] = wf_refs.broadcast("TID107", table_[106], {batch, 64, 64});
-  table_[108] = wf_refs.contiguous("TID108", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID108 = div
-  table_[109] = wf_refs.broadcast("TID109", table_[102], {batch, 64, 64});
-  table_[110] = wf_refs.broadcast("TID110", table_[103], {batch, 64, 64});
-  table_[111] = wf_refs.contiguous("TID111", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID111 = fused_layernorm
-  table_[112] = params_[20].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[113] = params_[21].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[114] = params_[22].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[115] = params_[23].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[116] = params_[24].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[117] = params_[25].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[118] = params_[26].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[119] = params_[27].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[120] = wf_refs.broadcast("TID120", table_[112], {batch, 64, 64});
-  table_[121] = wf_refs.contiguous("TID121", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID121 = matmul
-  table_[122] = wf_refs.broadcast("TID122", table_[113], {batch, 64, 64});
-  table_[123] = wf_refs.contiguous("q.1", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
-  table_[124] = wf_refs.broadcast("TID124", table_[114], {batch, 64, 64});
-  table_[125] = wf_refs.contiguous("TID125", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID125 = matmul
-  table_[126] = wf_refs.broadcast("TID126", table_[115], {batch, 64, 64});
-  table_[127] = wf_refs.contiguous("k.1", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
-  table_[128] = wf_refs.broadcast("TID128", table_[116], {batch, 64, 64});
-  table_[129] = wf_refs.contiguous("TID129", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID129 = matmul
-  table_[130] = wf_refs.broadcast("TID130", table_[117], {batch, 64, 64});
-  table_[131] = wf_refs.contiguous("v.1", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
-  table_[132] = wf_refs.slice("TID132", table_[123], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[133] = wf_refs.slice("TID133", table_[127], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[134] = wf_refs.permute("TID134", table_[133], {0, 2, 1});
-  table_[135] = wf_refs.contiguous("TID135", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID135 = matmul
-  table_[136] = wf_refs.contiguous("scores.4", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
-  table_[137] = wf_refs.slice("TID137", table_[131], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[138] = wf_refs.contiguous("o.4", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
-  table_[139] = wf_refs.slice("TID139", table_[118], {0, 0}, {1, 1}, {16, 64});
-  table_[140] = wf_refs.broadcast("TID140", table_[139], {batch, 16, 64});
-  table_[141] = wf_refs.contiguous("part.4", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
-  table_[142] = wf_refs.slice("TID142", table_[123], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[143] = wf_refs.slice("TID143", table_[127], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[144] = wf_refs.permute("TID144", table_[143], {0, 2, 1});
-  table_[145] = wf_refs.contiguous("TID145", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 64});  // TID145 = matmul
-  table_[146] = wf_refs.contiguous("scores.5", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
-  table_[147] = wf_refs.slice("TID147", table_[131], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[148] = wf_refs.contiguous("o.5", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
-  table_[149] = wf_refs.slice("TID149", table_[118], {16, 0}, {1, 1}, {16, 64});
-  table_[150] = wf_refs.broadcast("TID150", table_[149], {batch, 16, 64});
-  table_[151] = wf_refs.contiguous("part.5", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
-  table_[152] = wf_refs.slice("TID152", table_[123], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[153] = wf_refs.slice("TID153", table_[127], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[154] = wf_refs.permute("TID154", table_[153], {0, 2, 1});
-  table_[155] = wf_refs.contiguous("TID155", wf_arena + wf_slot40, wfgen::rt::DType::f32, {batch, 64, 64});  // TID155 = matmul
-  table_[156] = wf_refs.contiguous("scores.6", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
-  table_[157] = wf_refs.slice("TID157", table_[131], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[158] = wf_refs.contiguous("o.6", wf_arena + wf_slot40, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
-  table_[159] = wf_refs.slice("TID159", table_[118], {32, 0}, {1, 1}, {16, 64});
-  table_[160] = wf_refs.broadcast("TID160", table_[159], {batch, 16, 64});
-  table_[161] = wf_refs.contiguous("part.6", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
-  table_[162] = wf_refs.slice("TID162", table_[123], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[163] = wf_refs.slice("TID163", table_[127], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[164] = wf_refs.permute("TID164", table_[163], {0, 2, 1});
-  table_[165] = wf_refs.contiguous("TID165", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 64});  // TID165 = matmul
-  table_[166] = wf_refs.contiguous("scores.7", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
-  table_[167] = wf_refs.slice("TID167", table_[131], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[168] = wf_refs.contiguous("o.7", wf_arena + wf_slot43, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
-  table_[169] = wf_refs.slice("TID169", table_[118], {48, 0}, {1, 1}, {16, 64});
-  table_[170] = wf_refs.broadcast("TID170", table_[169], {batch, 16, 64});
-  table_[171] = wf_refs.contiguous("part.7", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
-  table_[172] = wf_refs.broadcast("TID172", table_[119], {batch, 64, 64});
-  table_[173] = wf_refs.contiguous("h.1", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
-  table_[174] = params_[28].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[175] = params_[29].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[176] = wf_refs.contiguous("d.3", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // d.3 = fused_layernorm_3
-  table_[177] = wf_refs.contiguous("TID177", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 64});  // TID177 = mul
-  table_[178] = wf_refs.contiguous("TID178", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 1});  // TID178 = fused_layernorm_2
-  table_[179] = wf_refs.broadcast("TID179", table_[178], {batch, 64, 64});
-  table_[180] = wf_refs.contiguous("TID180", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID180 = div
-  table_[181] = wf_refs.broadcast("TID181", table_[174], {batch, 64, 64});
-  table_[182] = wf_refs.broadcast("TID182", table_[175], {batch, 64, 64});
-  table_[183] = wf_refs.contiguous("TID183", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 64, 64});  // TID183 = fused_layernorm
-  table_[184] = params_[30].ref();  // tiny_lm_0/transformer_block_1/linear_2.W
-  table_[185] = params_[31].ref();  // tiny_lm_0/transformer_block_1/linear_2.b
-  table_[186] = wf_refs.broadcast("TID186", table_[184], {batch, 64, 256});
-  table_[187] = wf_refs.contiguous("TID187", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 256});  // TID187 = matmul
-  table_[188] = wf_refs.broadcast("TID188", table_[185], {batch, 64, 256});
-  table_[189] = wf_refs.contiguous("TID189", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 256});  // TID189 = add
-  table_[190] = wf_refs.contiguous("TID190", wf_arena + wf_slot49, wfgen::rt::DType::f32, {batch, 64, 256});  // TID190 = gelu
-  table_[191] = params_[32].ref();  // tiny_lm_0/transformer_block_1/linear_3.W
-  table_[192] = params_[33].ref();  // tiny_lm_0/transformer_block_1/linear_3.b
-  table_[193] = wf_refs.broadcast("TID193", table_[191], {batch, 256, 64});
-  table_[194] = wf_refs.contiguous("TID194", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // TID194 = matmul
-  table_[195] = wf_refs.broadcast("TID195", table_[192], {batch, 64, 64});
-  table_[196] = wf_refs.contiguous("x.2", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_add_add_2
-  table_[197] = params_[34].ref();  // tiny_lm_0/layernorm_4.gamma
-  table_[198] = params_[35].ref();  // tiny_lm_0/layernorm_4.beta
-  table_[199] = wf_refs.contiguous("d.4", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // d.4 = fused_layernorm_3
-  table_[200] = wf_refs.contiguous("TID200", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID200 = mul
-  table_[201] = wf_refs.contiguous("TID201", wf_arena + wf_slot53, wfgen::rt::DType::f32, {batch, 64, 1});  // TID201 = fused_layernorm_2
-  table_[202] = wf_refs.broadcast("TID202", table_[201], {batch, 64, 64});
-  table_[203] = wf_refs.contiguous("TID203", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 64, 64});  // TID203 = div
-  table_[204] = wf_refs.broadcast("TID204", table_[197], {batch, 64, 64});
-  table_[205] = wf_refs.broadcast("TID205", table_[198], {batch, 64, 64});
-  table_[206] = wf_refs.contiguous("TID206", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 64, 64});  // TID206 = fused_layernorm
-  table_[207] = wf_refs.permute("TID207", table_[2], {1, 0});
-  table_[208] = wf_refs.broadcast("TID208", table_[207], {batch, 64, 256});
-  table_[209] = wf_refs.contiguous("logits", wf_arena + wf_slot56, wfgen::rt::DType::f32, {batch, 64, 256});  // logits = matmul
-  table_[210] = wf_refs.reshape("TID210", table_[209], {batch * 64, 256});
-  table_[211] = wf_refs.reshape("TID211", table_[1], {batch * 64});
-  table_[212] = wf_refs.contiguous("TID212", wf_arena + wf_slot57, wfgen::rt::DType::f32, {batch * 64, 256});  // TID212 = one_hot
-  table_[213] = wf_refs.contiguous("TID213", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch * 64, 1});  // TID213 = softmax_cross_entropy
-  table_[214] = wf_refs.contiguous("TID214", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch * 64, 1});  // TID214 = mean
-  table_[215] = wf_refs.permute("TID215", table_[214], {1, 0});
-  table_[216] = wf_refs.contiguous("TID216", wf_arena + wf_slot60, wfgen::rt::DType::f32, {1, 1});  // TID216 = mean
-  table_[217] = wf_refs.permute("TID217", table_[216], {1, 0});
-  table_[218] = wf_refs.reshape("TID218", table_[217], {1});
-  table_[219] = grads_[0].ref();  // grad:tiny_lm_0.token_embedding
-  table_[220] = grads_[1].ref();  // grad:tiny_lm_0.position_embedding
-  table_[221] = grads_[2].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[222] = grads_[3].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[223] = grads_[4].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[224] = grads_[5].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[225] = grads_[6].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[226] = grads_[7].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[227] = grads_[8].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[228] = grads_[9].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[229] = grads_[10].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[230] = grads_[11].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[231] = grads_[12].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[232] = grads_[13].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[233] = grads_[14].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[234] = grads_[15].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[235] = grads_[16].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[236] = grads_[17].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[237] = grads_[18].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[238] = grads_[19].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[239] = grads_[20].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[240] = grads_[21].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[241] = grads_[22].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[242] = grads_[23].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[243] = grads_[24].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[244] = grads_[25].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[245] = grads_[26].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[246] = grads_[27].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[247] = grads_[28].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[248] = grads_[29].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[249] = grads_[30].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.W
-  table_[250] = grads_[31].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.b
-  table_[251] = grads_[32].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.W
-  table_[252] = grads_[33].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.b
-  table_[253] = grads_[34].ref();  // grad:tiny_lm_0/layernorm_4.gamma
-  table_[254] = grads_[35].ref();  // grad:tiny_lm_0/layernorm_4.beta
+  table_[9] = wf_refs.contiguous("TID9", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID9 = layer_norm
+  table_[10] = params_[4].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[11] = params_[5].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[12] = params_[6].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[13] = params_[7].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[14] = params_[8].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[15] = params_[9].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[16] = params_[10].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[17] = params_[11].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[18] = wf_refs.broadcast("TID18", table_[10], {batch, 64, 64});
+  table_[19] = wf_refs.contiguous("TID19", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID19 = matmul
+  table_[20] = wf_refs.broadcast("TID20", table_[11], {batch, 64, 64});
+  table_[21] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = add
+  table_[22] = wf_refs.broadcast("TID22", table_[12], {batch, 64, 64});
+  table_[23] = wf_refs.contiguous("TID23", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID23 = matmul
+  table_[24] = wf_refs.broadcast("TID24", table_[13], {batch, 64, 64});
+  table_[25] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = add
+  table_[26] = wf_refs.broadcast("TID26", table_[14], {batch, 64, 64});
+  table_[27] = wf_refs.contiguous("TID27", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID27 = matmul
+  table_[28] = wf_refs.broadcast("TID28", table_[15], {batch, 64, 64});
+  table_[29] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = add
+  table_[30] = wf_refs.slice("TID30", table_[21], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[31] = wf_refs.slice("TID31", table_[25], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[32] = wf_refs.permute("TID32", table_[31], {0, 2, 1});
+  table_[33] = wf_refs.contiguous("TID33", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID33 = matmul
+  table_[34] = wf_refs.contiguous("scores", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
+  table_[35] = wf_refs.slice("TID35", table_[29], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[36] = wf_refs.contiguous("o", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
+  table_[37] = wf_refs.slice("TID37", table_[16], {0, 0}, {1, 1}, {16, 64});
+  table_[38] = wf_refs.broadcast("TID38", table_[37], {batch, 16, 64});
+  table_[39] = wf_refs.contiguous("part", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
+  table_[40] = wf_refs.slice("TID40", table_[21], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[41] = wf_refs.slice("TID41", table_[25], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[42] = wf_refs.permute("TID42", table_[41], {0, 2, 1});
+  table_[43] = wf_refs.contiguous("TID43", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID43 = matmul
+  table_[44] = wf_refs.contiguous("scores.1", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
+  table_[45] = wf_refs.slice("TID45", table_[29], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[46] = wf_refs.contiguous("o.1", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
+  table_[47] = wf_refs.slice("TID47", table_[16], {16, 0}, {1, 1}, {16, 64});
+  table_[48] = wf_refs.broadcast("TID48", table_[47], {batch, 16, 64});
+  table_[49] = wf_refs.contiguous("part.1", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
+  table_[50] = wf_refs.slice("TID50", table_[21], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[51] = wf_refs.slice("TID51", table_[25], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[52] = wf_refs.permute("TID52", table_[51], {0, 2, 1});
+  table_[53] = wf_refs.contiguous("TID53", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID53 = matmul
+  table_[54] = wf_refs.contiguous("scores.2", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
+  table_[55] = wf_refs.slice("TID55", table_[29], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[56] = wf_refs.contiguous("o.2", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
+  table_[57] = wf_refs.slice("TID57", table_[16], {32, 0}, {1, 1}, {16, 64});
+  table_[58] = wf_refs.broadcast("TID58", table_[57], {batch, 16, 64});
+  table_[59] = wf_refs.contiguous("part.2", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
+  table_[60] = wf_refs.slice("TID60", table_[21], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[61] = wf_refs.slice("TID61", table_[25], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[62] = wf_refs.permute("TID62", table_[61], {0, 2, 1});
+  table_[63] = wf_refs.contiguous("TID63", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID63 = matmul
+  table_[64] = wf_refs.contiguous("scores.3", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
+  table_[65] = wf_refs.slice("TID65", table_[29], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[66] = wf_refs.contiguous("o.3", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
+  table_[67] = wf_refs.slice("TID67", table_[16], {48, 0}, {1, 1}, {16, 64});
+  table_[68] = wf_refs.broadcast("TID68", table_[67], {batch, 16, 64});
+  table_[69] = wf_refs.contiguous("part.3", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
+  table_[70] = wf_refs.broadcast("TID70", table_[17], {batch, 64, 64});
+  table_[71] = wf_refs.contiguous("h", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
+  table_[72] = params_[12].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[73] = params_[13].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[74] = wf_refs.contiguous("TID74", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID74 = layer_norm
+  table_[75] = params_[14].ref();  // tiny_lm_0/transformer_block_0/linear_0.W
+  table_[76] = params_[15].ref();  // tiny_lm_0/transformer_block_0/linear_0.b
+  table_[77] = wf_refs.broadcast("TID77", table_[75], {batch, 64, 256});
+  table_[78] = wf_refs.contiguous("TID78", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 256});  // TID78 = matmul
+  table_[79] = wf_refs.broadcast("TID79", table_[76], {batch, 64, 256});
+  table_[80] = wf_refs.contiguous("TID80", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 256});  // TID80 = add
+  table_[81] = wf_refs.contiguous("TID81", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 256});  // TID81 = gelu
+  table_[82] = params_[16].ref();  // tiny_lm_0/transformer_block_0/linear_1.W
+  table_[83] = params_[17].ref();  // tiny_lm_0/transformer_block_0/linear_1.b
+  table_[84] = wf_refs.broadcast("TID84", table_[82], {batch, 256, 64});
+  table_[85] = wf_refs.contiguous("TID85", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID85 = matmul
+  table_[86] = wf_refs.broadcast("TID86", table_[83], {batch, 64, 64});
+  table_[87] = wf_refs.contiguous("x.1", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
+  table_[88] = params_[18].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[89] = params_[19].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[90] = wf_refs.contiguous("TID90", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID90 = layer_norm
+  table_[91] = params_[20].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[92] = params_[21].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[93] = params_[22].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[94] = params_[23].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[95] = params_[24].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[96] = params_[25].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[97] = params_[26].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[98] = params_[27].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[99] = wf_refs.broadcast("TID99", table_[91], {batch, 64, 64});
+  table_[100] = wf_refs.contiguous("TID100", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID100 = matmul
+  table_[101] = wf_refs.broadcast("TID101", table_[92], {batch, 64, 64});
+  table_[102] = wf_refs.contiguous("q.1", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
+  table_[103] = wf_refs.broadcast("TID103", table_[93], {batch, 64, 64});
+  table_[104] = wf_refs.contiguous("TID104", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID104 = matmul
+  table_[105] = wf_refs.broadcast("TID105", table_[94], {batch, 64, 64});
+  table_[106] = wf_refs.contiguous("k.1", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
+  table_[107] = wf_refs.broadcast("TID107", table_[95], {batch, 64, 64});
+  table_[108] = wf_refs.contiguous("TID108", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID108 = matmul
+  table_[109] = wf_refs.broadcast("TID109", table_[96], {batch, 64, 64});
+  table_[110] = wf_refs.contiguous("v.1", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
+  table_[111] = wf_refs.slice("TID111", table_[102], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[112] = wf_refs.slice("TID112", table_[106], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[113] = wf_refs.permute("TID113", table_[112], {0, 2, 1});
+  table_[114] = wf_refs.contiguous("TID114", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID114 = matmul
+  table_[115] = wf_refs.contiguous("scores.4", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
+  table_[116] = wf_refs.slice("TID116", table_[110], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[117] = wf_refs.contiguous("o.4", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
+  table_[118] = wf_refs.slice("TID118", table_[97], {0, 0}, {1, 1}, {16, 64});
+  table_[119] = wf_refs.broadcast("TID119", table_[118], {batch, 16, 64});
+  table_[120] = wf_refs.contiguous("part.4", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
+  table_[121] = wf_refs.slice("TID121", table_[102], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[122] = wf_refs.slice("TID122", table_[106], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[123] = wf_refs.permute("TID123", table_[122], {0, 2, 1});
+  table_[124] = wf_refs.contiguous("TID124", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID124 = matmul
+  table_[125] = wf_refs.contiguous("scores.5", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
+  table_[126] = wf_refs.slice("TID126", table_[110], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[127] = wf_refs.contiguous("o.5", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
+  table_[128] = wf_refs.slice("TID128", table_[97], {16, 0}, {1, 1}, {16, 64});
+  table_[129] = wf_refs.broadcast("TID129", table_[128], {batch, 16, 64});
+  table_[130] = wf_refs.contiguous("part.5", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
+  table_[131] = wf_refs.slice("TID131", table_[102], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[132] = wf_refs.slice("TID132", table_[106], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[133] = wf_refs.permute("TID133", table_[132], {0, 2, 1});
+  table_[134] = wf_refs.contiguous("TID134", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID134 = matmul
+  table_[135] = wf_refs.contiguous("scores.6", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
+  table_[136] = wf_refs.slice("TID136", table_[110], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[137] = wf_refs.contiguous("o.6", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
+  table_[138] = wf_refs.slice("TID138", table_[97], {32, 0}, {1, 1}, {16, 64});
+  table_[139] = wf_refs.broadcast("TID139", table_[138], {batch, 16, 64});
+  table_[140] = wf_refs.contiguous("part.6", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
+  table_[141] = wf_refs.slice("TID141", table_[102], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[142] = wf_refs.slice("TID142", table_[106], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[143] = wf_refs.permute("TID143", table_[142], {0, 2, 1});
+  table_[144] = wf_refs.contiguous("TID144", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID144 = matmul
+  table_[145] = wf_refs.contiguous("scores.7", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
+  table_[146] = wf_refs.slice("TID146", table_[110], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[147] = wf_refs.contiguous("o.7", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
+  table_[148] = wf_refs.slice("TID148", table_[97], {48, 0}, {1, 1}, {16, 64});
+  table_[149] = wf_refs.broadcast("TID149", table_[148], {batch, 16, 64});
+  table_[150] = wf_refs.contiguous("part.7", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
+  table_[151] = wf_refs.broadcast("TID151", table_[98], {batch, 64, 64});
+  table_[152] = wf_refs.contiguous("h.1", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
+  table_[153] = params_[28].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[154] = params_[29].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[155] = wf_refs.contiguous("TID155", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID155 = layer_norm
+  table_[156] = params_[30].ref();  // tiny_lm_0/transformer_block_1/linear_2.W
+  table_[157] = params_[31].ref();  // tiny_lm_0/transformer_block_1/linear_2.b
+  table_[158] = wf_refs.broadcast("TID158", table_[156], {batch, 64, 256});
+  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 256});  // TID159 = matmul
+  table_[160] = wf_refs.broadcast("TID160", table_[157], {batch, 64, 256});
+  table_[161] = wf_refs.contiguous("TID161", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 256});  // TID161 = add
+  table_[162] = wf_refs.contiguous("TID162", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 256});  // TID162 = gelu
+  table_[163] = params_[32].ref();  // tiny_lm_0/transformer_block_1/linear_3.W
+  table_[164] = params_[33].ref();  // tiny_lm_0/transformer_block_1/linear_3.b
+  table_[165] = wf_refs.broadcast("TID165", table_[163], {batch, 256, 64});
+  table_[166] = wf_refs.contiguous("TID166", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID166 = matmul
+  table_[167] = wf_refs.broadcast("TID167", table_[164], {batch, 64, 64});
+  table_[168] = wf_refs.contiguous("x.2", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_add_add_2
+  table_[169] = params_[34].ref();  // tiny_lm_0/layernorm_4.gamma
+  table_[170] = params_[35].ref();  // tiny_lm_0/layernorm_4.beta
+  table_[171] = wf_refs.contiguous("TID171", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID171 = layer_norm
+  table_[172] = wf_refs.permute("TID172", table_[2], {1, 0});
+  table_[173] = wf_refs.broadcast("TID173", table_[172], {batch, 64, 256});
+  table_[174] = wf_refs.contiguous("logits", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 256});  // logits = matmul
+  table_[175] = wf_refs.reshape("TID175", table_[174], {batch * 64, 256});
+  table_[176] = wf_refs.reshape("TID176", table_[1], {batch * 64});
+  table_[177] = wf_refs.contiguous("TID177", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch * 64, 256});  // TID177 = one_hot
+  table_[178] = wf_refs.contiguous("TID178", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch * 64, 1});  // TID178 = softmax_cross_entropy
+  table_[179] = wf_refs.contiguous("TID179", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch * 64, 1});  // TID179 = mean
+  table_[180] = wf_refs.permute("TID180", table_[179], {1, 0});
+  table_[181] = wf_refs.contiguous("TID181", wf_arena + wf_slot40, wfgen::rt::DType::f32, {1, 1});  // TID181 = mean
+  table_[182] = wf_refs.permute("TID182", table_[181], {1, 0});
+  table_[183] = wf_refs.reshape("TID183", table_[182], {1});
+  table_[184] = grads_[0].ref();  // grad:tiny_lm_0.token_embedding
+  table_[185] = grads_[1].ref();  // grad:tiny_lm_0.position_embedding
+  table_[186] = grads_[2].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[187] = grads_[3].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[188] = grads_[4].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[189] = grads_[5].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[190] = grads_[6].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[191] = grads_[7].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[192] = grads_[8].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[193] = grads_[9].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[194] = grads_[10].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[195] = grads_[11].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[196] = grads_[12].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[197] = grads_[13].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[198] = grads_[14].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[199] = grads_[15].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[200] = grads_[16].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[201] = grads_[17].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[202] = grads_[18].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[203] = grads_[19].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[204] = grads_[20].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[205] = grads_[21].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[206] = grads_[22].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[207] = grads_[23].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[208] = grads_[24].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[209] = grads_[25].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[210] = grads_[26].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[211] = grads_[27].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[212] = grads_[28].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[213] = grads_[29].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[214] = grads_[30].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.W
+  table_[215] = grads_[31].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.b
+  table_[216] = grads_[32].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.W
+  table_[217] = grads_[33].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.b
+  table_[218] = grads_[34].ref();  // grad:tiny_lm_0/layernorm_4.gamma
+  table_[219] = grads_[35].ref();  // grad:tiny_lm_0/layernorm_4.beta
   if (wfgen::rt::Status wf_s = wfgen::rt::try_zeros(seeds_[0], wfgen::rt::DType::f32, {1}); !wf_s.ok()) return wf_s;
-  table_[255] = seeds_[0].ref();  // dloss
-  table_[256] = wf_refs.reshape("TID256", table_[255], {1, 1});
-  table_[257] = wf_refs.permute("TID257", table_[256], {1, 0});
-  table_[258] = wf_refs.contiguous("TID258", wf_arena + wf_slot61, wfgen::rt::DType::f32, {1, 1});  // TID258 = fused_inv_count_mul
-  table_[259] = wf_refs.broadcast("TID259", table_[258], {1, batch * 64});
-  table_[260] = wf_refs.permute("TID260", table_[259], {1, 0});
-  table_[261] = wf_refs.contiguous("TID261", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch * 64, 1});  // TID261 = inv_count
-  table_[262] = wf_refs.contiguous("TID262", wf_arena + wf_slot58, wfgen::rt::DType::f32, {batch * 64, 256});  // TID262 = fused_mul_max_sub_exp_and_6
-  table_[263] = wf_refs.reshape("TID263", table_[262], {batch, 64, 256});
-  table_[264] = wf_refs.permute("TID264", table_[208], {0, 2, 1});
-  table_[265] = wf_refs.contiguous("TID265", wf_arena + wf_slot56, wfgen::rt::DType::f32, {batch, 64, 64});  // TID265 = matmul
-  table_[266] = wf_refs.reshape("TID266", table_[206], {batch * 64, 64});
-  table_[267] = wf_refs.reshape("TID267", table_[263], {batch * 64, 256});
-  table_[268] = wf_refs.permute("TID268", table_[266], {1, 0});
-  table_[269] = wf_refs.contiguous("TID269", wf_arena + wf_slot57, wfgen::rt::DType::f32, {64, 256});  // TID269 = matmul
-  table_[270] = wf_refs.permute("TID270", table_[269], {1, 0});
-  table_[271] = wf_refs.permute("TID271", table_[265], {0, 2, 1});
-  table_[272] = wf_refs.contiguous("TID272", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 64, 1});  // TID272 = sum
-  table_[273] = wf_refs.permute("TID273", table_[272], {0, 2, 1});
-  table_[274] = wf_refs.permute("TID274", table_[273], {1, 2, 0});
-  table_[275] = wf_refs.contiguous("TID275", wf_arena + wf_slot58, wfgen::rt::DType::f32, {1, 64, 1});  // TID275 = sum
-  table_[276] = wf_refs.permute("TID276", table_[275], {2, 0, 1});
-  table_[277] = wf_refs.reshape("TID277", table_[276], {64});
-  table_[278] = wf_refs.contiguous("TID278", wf_arena + wf_slot55, wfgen::rt::DType::f32, {batch, 64, 64});  // TID278 = mul
-  table_[279] = wf_refs.contiguous("TID279", wf_arena + wf_slot56, wfgen::rt::DType::f32, {batch, 64, 64});  // TID279 = mul
-  table_[280] = wf_refs.permute("TID280", table_[279], {0, 2, 1});
-  table_[281] = wf_refs.contiguous("TID281", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 1});  // TID281 = sum
-  table_[282] = wf_refs.permute("TID282", table_[281], {0, 2, 1});
-  table_[283] = wf_refs.permute("TID283", table_[282], {1, 2, 0});
-  table_[284] = wf_refs.contiguous("TID284", wf_arena + wf_slot56, wfgen::rt::DType::f32, {1, 64, 1});  // TID284 = sum
-  table_[285] = wf_refs.permute("TID285", table_[284], {2, 0, 1});
-  table_[286] = wf_refs.reshape("TID286", table_[285], {64});
-  table_[287] = wf_refs.contiguous("TID287", wf_arena + wf_slot59, wfgen::rt::DType::f32, {batch, 64, 1});  // TID287 = fused_mul_div_neg_sum
-  table_[288] = wf_refs.reshape("TID288", table_[287], {batch, 64, 1});
-  table_[289] = wf_refs.contiguous("TID289", wf_arena + wf_slot54, wfgen::rt::DType::f32, {batch, 64, 64});  // TID289 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[290] = wf_refs.contiguous("TID290", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 1});  // TID290 = fused_neg_sum
-  table_[291] = wf_refs.reshape("TID291", table_[290], {batch, 64, 1});
-  table_[292] = table_[254];  // add into grad:tiny_lm_0/layernorm_4.beta
-  table_[293] = table_[253];  // add into grad:tiny_lm_0/layernorm_4.gamma
-  table_[294] = wf_refs.contiguous("TID294", wf_arena + wf_slot52, wfgen::rt::DType::f32, {batch, 64, 64});  // TID294 = fused_inv_count_mul_add
-  table_[295] = wf_refs.permute("TID295", table_[294], {0, 2, 1});
-  table_[296] = wf_refs.contiguous("TID296", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 1});  // TID296 = sum
-  table_[297] = wf_refs.permute("TID297", table_[296], {0, 2, 1});
-  table_[298] = wf_refs.permute("TID298", table_[297], {1, 2, 0});
-  table_[299] = wf_refs.contiguous("TID299", wf_arena + wf_slot51, wfgen::rt::DType::f32, {1, 64, 1});  // TID299 = sum
-  table_[300] = wf_refs.permute("TID300", table_[299], {2, 0, 1});
-  table_[301] = wf_refs.reshape("TID301", table_[300], {64});
-  table_[302] = wf_refs.permute("TID302", table_[193], {0, 2, 1});
-  table_[303] = wf_refs.contiguous("TID303", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 256});  // TID303 = matmul
-  table_[304] = wf_refs.reshape("TID304", table_[190], {batch * 64, 256});
-  table_[305] = wf_refs.reshape("TID305", table_[294], {batch * 64, 64});
-  table_[306] = wf_refs.permute("TID306", table_[304], {1, 0});
-  table_[307] = table_[251];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_3.W
-  table_[308] = table_[252];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.b
-  table_[309] = wf_refs.contiguous("TID309", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 256});  // TID309 = gelu_grad
-  table_[310] = wf_refs.permute("TID310", table_[309], {0, 2, 1});
-  table_[311] = wf_refs.contiguous("TID311", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 256, 1});  // TID311 = sum
+  table_[220] = seeds_[0].ref();  // dloss
+  table_[221] = wf_refs.reshape("TID221", table_[220], {1, 1});
+  table_[222] = wf_refs.permute("TID222", table_[221], {1, 0});
+  table_[223] = wf_refs.contiguous("TID223", wf_arena + wf_slot41, wfgen::rt::DType::f32, {1, 1});  // TID223 = fused_inv_count_mul
+  table_[224] = wf_refs.broadcast("TID224", table_[223], {1, batch * 64});
+  table_[225] = wf_refs.permute("TID225", table_[224], {1, 0});
+  table_[226] = wf_refs.contiguous("TID226", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch * 64, 1});  // TID226 = inv_count
+  table_[227] = wf_refs.contiguous("TID227", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch * 64, 256});  // TID227 = fused_mul_max_sub_exp_and_6
+  table_[228] = wf_refs.reshape("TID228", table_[227], {batch, 64, 256});
+  table_[229] = wf_refs.permute("TID229", table_[173], {0, 2, 1});
+  table_[230] = wf_refs.contiguous("TID230", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID230 = matmul
+  table_[231] = wf_refs.reshape("TID231", table_[171], {batch * 64, 64});
+  table_[232] = wf_refs.reshape("TID232", table_[228], {batch * 64, 256});
+  table_[233] = wf_refs.permute("TID233", table_[231], {1, 0});
+  table_[234] = wf_refs.contiguous("TID234", wf_arena + wf_slot37, wfgen::rt::DType::f32, {64, 256});  // TID234 = matmul
+  table_[235] = wf_refs.permute("TID235", table_[234], {1, 0});
+  table_[236] = wf_refs.contiguous("TID236", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID236 = layer_norm_grad
+  table_[237] = wf_refs.reshape("TID237", table_[230], {batch * 64, 64});
+  table_[238] = wf_refs.reshape("TID238", table_[168], {batch * 64, 64});
+  table_[239] = wf_refs.contiguous("TID239", wf_arena + wf_slot38, wfgen::rt::DType::f32, {64});  // TID239 = layer_norm_param_grad
+  table_[240] = wf_refs.reshape("TID240", table_[230], {batch * 64, 64});
+  table_[241] = wf_refs.reshape("TID241", table_[168], {batch * 64, 64});
+  table_[242] = wf_refs.contiguous("TID242", wf_arena + wf_slot39, wfgen::rt::DType::f32, {64});  // TID242 = layer_norm_param_grad
+  table_[243] = table_[219];  // add into grad:tiny_lm_0/layernorm_4.beta
+  table_[244] = table_[218];  // add into grad:tiny_lm_0/layernorm_4.gamma
+  table_[245] = wf_refs.permute("TID245", table_[236], {0, 2, 1});
+  table_[246] = wf_refs.contiguous("TID246", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 1});  // TID246 = sum
+  table_[247] = wf_refs.permute("TID247", table_[246], {0, 2, 1});
+  table_[248] = wf_refs.permute("TID248", table_[247], {1, 2, 0});
+  table_[249] = wf_refs.contiguous("TID249", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 64, 1});  // TID249 = sum
+  table_[250] = wf_refs.permute("TID250", table_[249], {2, 0, 1});
+  table_[251] = wf_refs.reshape("TID251", table_[250], {64});
+  table_[252] = wf_refs.permute("TID252", table_[165], {0, 2, 1});
+  table_[253] = wf_refs.contiguous("TID253", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 256});  // TID253 = matmul
+  table_[254] = wf_refs.reshape("TID254", table_[162], {batch * 64, 256});
+  table_[255] = wf_refs.reshape("TID255", table_[236], {batch * 64, 64});
+  table_[256] = wf_refs.permute("TID256", table_[254], {1, 0});
+  table_[257] = table_[216];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_3.W
+  table_[258] = table_[217];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.b
+  table_[259] = wf_refs.contiguous("TID259", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 256});  // TID259 = gelu_grad
+  table_[260] = wf_refs.permute("TID260", table_[259], {0, 2, 1});
+  table_[261] = wf_refs.contiguous("TID261", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 256, 1});  // TID261 = sum
+  table_[262] = wf_refs.permute("TID262", table_[261], {0, 2, 1});
+  table_[263] = wf_refs.permute("TID263", table_[262], {1, 2, 0});
+  table_[264] = wf_refs.contiguous("TID264", wf_arena + wf_slot33, wfgen::rt::DType::f32, {1, 256, 1});  // TID264 = sum
+  table_[265] = wf_refs.permute("TID265", table_[264], {2, 0, 1});
+  table_[266] = wf_refs.reshape("TID266", table_[265], {256});
+  table_[267] = wf_refs.permute("TID267", table_[158], {0, 2, 1});
+  table_[268] = wf_refs.contiguous("TID268", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID268 = matmul
+  table_[269] = wf_refs.reshape("TID269", table_[155], {batch * 64, 64});
+  table_[270] = wf_refs.reshape("TID270", table_[259], {batch * 64, 256});
+  table_[271] = wf_refs.permute("TID271", table_[269], {1, 0});
+  table_[272] = table_[214];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_2.W
+  table_[273] = table_[215];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.b
+  table_[274] = wf_refs.contiguous("TID274", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID274 = layer_norm_grad
+  table_[275] = wf_refs.reshape("TID275", table_[268], {batch * 64, 64});
+  table_[276] = wf_refs.reshape("TID276", table_[152], {batch * 64, 64});
+  table_[277] = wf_refs.contiguous("TID277", wf_arena + wf_slot33, wfgen::rt::DType::f32, {64});  // TID277 = layer_norm_param_grad
+  table_[278] = wf_refs.reshape("TID278", table_[268], {batch * 64, 64});
+  table_[279] = wf_refs.reshape("TID279", table_[152], {batch * 64, 64});
+  table_[280] = wf_refs.contiguous("TID280", wf_arena + wf_slot34, wfgen::rt::DType::f32, {64});  // TID280 = layer_norm_param_grad
+  table_[281] = table_[213];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[282] = table_[212];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[283] = wf_refs.contiguous("TID283", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID283 = add
+  table_[284] = wf_refs.permute("TID284", table_[283], {0, 2, 1});
+  table_[285] = wf_refs.contiguous("TID285", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 1});  // TID285 = sum
+  table_[286] = wf_refs.permute("TID286", table_[285], {0, 2, 1});
+  table_[287] = wf_refs.permute("TID287", table_[286], {1, 2, 0});
+  table_[288] = wf_refs.contiguous("TID288", wf_arena + wf_slot27, wfgen::rt::DType::f32, {1, 64, 1});  // TID288 = sum
+  table_[289] = wf_refs.permute("TID289", table_[288], {2, 0, 1});
+  table_[290] = wf_refs.reshape("TID290", table_[289], {64});
+  table_[291] = wf_refs.permute("TID291", table_[149], {0, 2, 1});
+  table_[292] = wf_refs.contiguous("TID292", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID292 = matmul
+  table_[293] = wf_refs.reshape("TID293", table_[147], {batch * 64, 16});
+  table_[294] = wf_refs.reshape("TID294", table_[283], {batch * 64, 64});
+  table_[295] = wf_refs.permute("TID295", table_[293], {1, 0});
+  table_[296] = wf_refs.contiguous("TID296", wf_arena + wf_slot30, wfgen::rt::DType::f32, {16, 64});  // TID296 = matmul
+  table_[297] = wf_refs.contiguous("TID297", wf_arena + wf_slot31, wfgen::rt::DType::f32, {64, 64});  // TID297 = fill
+  table_[298] = wf_refs.slice("TID298", table_[297], {48, 0}, {1, 1}, {16, 64});
+  table_[299] = table_[298];  // copy into TID298
+  table_[300] = wf_refs.permute("TID300", table_[146], {0, 2, 1});
+  table_[301] = wf_refs.contiguous("TID301", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID301 = matmul
+  table_[302] = wf_refs.permute("TID302", table_[145], {0, 2, 1});
+  table_[303] = wf_refs.contiguous("TID303", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 16});  // TID303 = matmul
+  table_[304] = wf_refs.contiguous("TID304", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID304 = fill
+  table_[305] = wf_refs.slice("TID305", table_[304], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[306] = table_[305];  // copy into TID305
+  table_[307] = wf_refs.contiguous("TID307", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID307 = fused_mul_sum_sub_mul_and_1
+  table_[308] = wf_refs.permute("TID308", table_[143], {0, 2, 1});
+  table_[309] = wf_refs.contiguous("TID309", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 16});  // TID309 = matmul
+  table_[310] = wf_refs.permute("TID310", table_[141], {0, 2, 1});
+  table_[311] = wf_refs.contiguous("TID311", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 16, 64});  // TID311 = matmul
   table_[312] = wf_refs.permute("TID312", table_[311], {0, 2, 1});
-  table_[313] = wf_refs.permute("TID313", table_[312], {1, 2, 0});
-  table_[314] = wf_refs.contiguous("TID314", wf_arena + wf_slot49, wfgen::rt::DType::f32, {1, 256, 1});  // TID314 = sum
-  table_[315] = wf_refs.permute("TID315", table_[314], {2, 0, 1});
-  table_[316] = wf_refs.reshape("TID316", table_[315], {256});
-  table_[317] = wf_refs.permute("TID317", table_[186], {0, 2, 1});
-  table_[318] = wf_refs.contiguous("TID318", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 64});  // TID318 = matmul
-  table_[319] = wf_refs.reshape("TID319", table_[183], {batch * 64, 64});
-  table_[320] = wf_refs.reshape("TID320", table_[309], {batch * 64, 256});
-  table_[321] = wf_refs.permute("TID321", table_[319], {1, 0});
-  table_[322] = table_[249];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_2.W
-  table_[323] = table_[250];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.b
-  table_[324] = wf_refs.permute("TID324", table_[318], {0, 2, 1});
-  table_[325] = wf_refs.contiguous("TID325", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 64, 1});  // TID325 = sum
-  table_[326] = wf_refs.permute("TID326", table_[325], {0, 2, 1});
-  table_[327] = wf_refs.permute("TID327", table_[326], {1, 2, 0});
-  table_[328] = wf_refs.contiguous("TID328", wf_arena + wf_slot49, wfgen::rt::DType::f32, {1, 64, 1});  // TID328 = sum
-  table_[329] = wf_refs.permute("TID329", table_[328], {2, 0, 1});
-  table_[330] = wf_refs.reshape("TID330", table_[329], {64});
-  table_[331] = wf_refs.contiguous("TID331", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 64, 64});  // TID331 = mul
-  table_[332] = wf_refs.contiguous("TID332", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 64});  // TID332 = mul
-  table_[333] = wf_refs.permute("TID333", table_[332], {0, 2, 1});
-  table_[334] = wf_refs.contiguous("TID334", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 1});  // TID334 = sum
-  table_[335] = wf_refs.permute("TID335", table_[334], {0, 2, 1});
-  table_[336] = wf_refs.permute("TID336", table_[335], {1, 2, 0});
-  table_[337] = wf_refs.contiguous("TID337", wf_arena + wf_slot48, wfgen::rt::DType::f32, {1, 64, 1});  // TID337 = sum
-  table_[338] = wf_refs.permute("TID338", table_[337], {2, 0, 1});
-  table_[339] = wf_refs.reshape("TID339", table_[338], {64});
-  table_[340] = wf_refs.contiguous("TID340", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 1});  // TID340 = fused_mul_div_neg_sum
-  table_[341] = wf_refs.reshape("TID341", table_[340], {batch, 64, 1});
-  table_[342] = wf_refs.contiguous("TID342", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID342 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[343] = wf_refs.contiguous("TID343", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 1});  // TID343 = fused_neg_sum
-  table_[344] = wf_refs.reshape("TID344", table_[343], {batch, 64, 1});
-  table_[345] = table_[248];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[346] = table_[247];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[347] = wf_refs.contiguous("TID347", wf_arena + wf_slot42, wfgen::rt::DType::f32, {batch, 64, 64});  // TID347 = fused_inv_count_mul_add_add
-  table_[348] = wf_refs.permute("TID348", table_[347], {0, 2, 1});
-  table_[349] = wf_refs.contiguous("TID349", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 1});  // TID349 = sum
-  table_[350] = wf_refs.permute("TID350", table_[349], {0, 2, 1});
-  table_[351] = wf_refs.permute("TID351", table_[350], {1, 2, 0});
-  table_[352] = wf_refs.contiguous("TID352", wf_arena + wf_slot39, wfgen::rt::DType::f32, {1, 64, 1});  // TID352 = sum
-  table_[353] = wf_refs.permute("TID353", table_[352], {2, 0, 1});
-  table_[354] = wf_refs.reshape("TID354", table_[353], {64});
-  table_[355] = wf_refs.permute("TID355", table_[170], {0, 2, 1});
-  table_[356] = wf_refs.contiguous("TID356", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 16});  // TID356 = matmul
-  table_[357] = wf_refs.reshape("TID357", table_[168], {batch * 64, 16});
-  table_[358] = wf_refs.reshape("TID358", table_[347], {batch * 64, 64});
-  table_[359] = wf_refs.permute("TID359", table_[357], {1, 0});
-  table_[360] = wf_refs.contiguous("TID360", wf_arena + wf_slot45, wfgen::rt::DType::f32, {16, 64});  // TID360 = matmul
-  table_[361] = wf_refs.contiguous("TID361", wf_arena + wf_slot43, wfgen::rt::DType::f32, {64, 64});  // TID361 = fill
-  table_[362] = wf_refs.slice("TID362", table_[361], {48, 0}, {1, 1}, {16, 64});
-  table_[363] = table_[362];  // copy into TID362
-  table_[364] = wf_refs.permute("TID364", table_[167], {0, 2, 1});
-  table_[365] = wf_refs.contiguous("TID365", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID365 = matmul
-  table_[366] = wf_refs.permute("TID366", table_[166], {0, 2, 1});
-  table_[367] = wf_refs.contiguous("TID367", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 16});  // TID367 = matmul
-  table_[368] = wf_refs.contiguous("TID368", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID368 = fill
-  table_[369] = wf_refs.slice("TID369", table_[368], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[370] = table_[369];  // copy into TID369
-  table_[371] = wf_refs.contiguous("TID371", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID371 = fused_mul_sum_sub_mul_and_1
-  table_[372] = wf_refs.permute("TID372", table_[164], {0, 2, 1});
-  table_[373] = wf_refs.contiguous("TID373", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 16});  // TID373 = matmul
-  table_[374] = wf_refs.permute("TID374", table_[162], {0, 2, 1});
-  table_[375] = wf_refs.contiguous("TID375", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 16, 64});  // TID375 = matmul
-  table_[376] = wf_refs.permute("TID376", table_[375], {0, 2, 1});
-  table_[377] = wf_refs.contiguous("TID377", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID377 = fill
-  table_[378] = wf_refs.slice("TID378", table_[377], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[379] = table_[378];  // copy into TID378
-  table_[380] = wf_refs.contiguous("TID380", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID380 = fill
-  table_[381] = wf_refs.slice("TID381", table_[380], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[382] = table_[381];  // copy into TID381
-  table_[383] = wf_refs.permute("TID383", table_[160], {0, 2, 1});
-  table_[384] = wf_refs.contiguous("TID384", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 16});  // TID384 = matmul
-  table_[385] = wf_refs.reshape("TID385", table_[158], {batch * 64, 16});
-  table_[386] = wf_refs.reshape("TID386", table_[347], {batch * 64, 64});
-  table_[387] = wf_refs.permute("TID387", table_[385], {1, 0});
-  table_[388] = wf_refs.contiguous("TID388", wf_arena + wf_slot47, wfgen::rt::DType::f32, {16, 64});  // TID388 = matmul
-  table_[389] = wf_refs.contiguous("TID389", wf_arena + wf_slot40, wfgen::rt::DType::f32, {64, 64});  // TID389 = fill
-  table_[390] = wf_refs.slice("TID390", table_[389], {32, 0}, {1, 1}, {16, 64});
-  table_[391] = table_[390];  // copy into TID390
-  table_[392] = wf_refs.permute("TID392", table_[157], {0, 2, 1});
-  table_[393] = wf_refs.contiguous("TID393", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 64, 64});  // TID393 = matmul
-  table_[394] = wf_refs.permute("TID394", table_[156], {0, 2, 1});
-  table_[395] = wf_refs.contiguous("TID395", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 16});  // TID395 = matmul
-  table_[396] = wf_refs.contiguous("TID396", wf_arena + wf_slot44, wfgen::rt::DType::f32, {batch, 64, 64});  // TID396 = fill
-  table_[397] = wf_refs.slice("TID397", table_[396], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[398] = table_[397];  // copy into TID397
-  table_[399] = wf_refs.contiguous("TID399", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 64});  // TID399 = fused_mul_sum_sub_mul_and_1
-  table_[400] = wf_refs.permute("TID400", table_[154], {0, 2, 1});
-  table_[401] = wf_refs.contiguous("TID401", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 16});  // TID401 = matmul
-  table_[402] = wf_refs.permute("TID402", table_[152], {0, 2, 1});
-  table_[403] = wf_refs.contiguous("TID403", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 16, 64});  // TID403 = matmul
+  table_[313] = wf_refs.contiguous("TID313", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID313 = fill
+  table_[314] = wf_refs.slice("TID314", table_[313], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[315] = table_[314];  // copy into TID314
+  table_[316] = wf_refs.contiguous("TID316", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID316 = fill
+  table_[317] = wf_refs.slice("TID317", table_[316], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[318] = table_[317];  // copy into TID317
+  table_[319] = wf_refs.permute("TID319", table_[139], {0, 2, 1});
+  table_[320] = wf_refs.contiguous("TID320", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 16});  // TID320 = matmul
+  table_[321] = wf_refs.reshape("TID321", table_[137], {batch * 64, 16});
+  table_[322] = wf_refs.reshape("TID322", table_[283], {batch * 64, 64});
+  table_[323] = wf_refs.permute("TID323", table_[321], {1, 0});
+  table_[324] = wf_refs.contiguous("TID324", wf_arena + wf_slot34, wfgen::rt::DType::f32, {16, 64});  // TID324 = matmul
+  table_[325] = wf_refs.contiguous("TID325", wf_arena + wf_slot28, wfgen::rt::DType::f32, {64, 64});  // TID325 = fill
+  table_[326] = wf_refs.slice("TID326", table_[325], {32, 0}, {1, 1}, {16, 64});
+  table_[327] = table_[326];  // copy into TID326
+  table_[328] = wf_refs.permute("TID328", table_[136], {0, 2, 1});
+  table_[329] = wf_refs.contiguous("TID329", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID329 = matmul
+  table_[330] = wf_refs.permute("TID330", table_[135], {0, 2, 1});
+  table_[331] = wf_refs.contiguous("TID331", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 16});  // TID331 = matmul
+  table_[332] = wf_refs.contiguous("TID332", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID332 = fill
+  table_[333] = wf_refs.slice("TID333", table_[332], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[334] = table_[333];  // copy into TID333
+  table_[335] = wf_refs.contiguous("TID335", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID335 = fused_mul_sum_sub_mul_and_1
+  table_[336] = wf_refs.permute("TID336", table_[133], {0, 2, 1});
+  table_[337] = wf_refs.contiguous("TID337", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 16});  // TID337 = matmul
+  table_[338] = wf_refs.permute("TID338", table_[131], {0, 2, 1});
+  table_[339] = wf_refs.contiguous("TID339", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 16, 64});  // TID339 = matmul
+  table_[340] = wf_refs.permute("TID340", table_[339], {0, 2, 1});
+  table_[341] = wf_refs.contiguous("TID341", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID341 = fill
+  table_[342] = wf_refs.slice("TID342", table_[341], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[343] = table_[342];  // copy into TID342
+  table_[344] = wf_refs.contiguous("TID344", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID344 = fill
+  table_[345] = wf_refs.slice("TID345", table_[344], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[346] = table_[345];  // copy into TID345
+  table_[347] = wf_refs.permute("TID347", table_[129], {0, 2, 1});
+  table_[348] = wf_refs.contiguous("TID348", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 16});  // TID348 = matmul
+  table_[349] = wf_refs.reshape("TID349", table_[127], {batch * 64, 16});
+  table_[350] = wf_refs.reshape("TID350", table_[283], {batch * 64, 64});
+  table_[351] = wf_refs.permute("TID351", table_[349], {1, 0});
+  table_[352] = wf_refs.contiguous("TID352", wf_arena + wf_slot38, wfgen::rt::DType::f32, {16, 64});  // TID352 = matmul
+  table_[353] = wf_refs.contiguous("TID353", wf_arena + wf_slot25, wfgen::rt::DType::f32, {64, 64});  // TID353 = fill
+  table_[354] = wf_refs.slice("TID354", table_[353], {16, 0}, {1, 1}, {16, 64});
+  table_[355] = table_[354];  // copy into TID354
+  table_[356] = wf_refs.permute("TID356", table_[126], {0, 2, 1});
+  table_[357] = wf_refs.contiguous("TID357", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 64});  // TID357 = matmul
+  table_[358] = wf_refs.permute("TID358", table_[125], {0, 2, 1});
+  table_[359] = wf_refs.contiguous("TID359", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 16});  // TID359 = matmul
+  table_[360] = wf_refs.contiguous("TID360", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID360 = fill
+  table_[361] = wf_refs.slice("TID361", table_[360], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[362] = table_[361];  // copy into TID361
+  table_[363] = wf_refs.contiguous("TID363", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // TID363 = fused_mul_sum_sub_mul_and_1
+  table_[364] = wf_refs.permute("TID364", table_[123], {0, 2, 1});
+  table_[365] = wf_refs.contiguous("TID365", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID365 = matmul
+  table_[366] = wf_refs.permute("TID366", table_[121], {0, 2, 1});
+  table_[367] = wf_refs.contiguous("TID367", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 16, 64});  // TID367 = matmul
+  table_[368] = wf_refs.permute("TID368", table_[367], {0, 2, 1});
+  table_[369] = wf_refs.contiguous("TID369", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // TID369 = fill
+  table_[370] = wf_refs.slice("TID370", table_[369], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[371] = table_[370];  // copy into TID370
+  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 64});  // TID372 = fill
+  table_[373] = wf_refs.slice("TID373", table_[372], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[374] = table_[373];  // copy into TID373
+  table_[375] = wf_refs.permute("TID375", table_[119], {0, 2, 1});
+  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID376 = matmul
+  table_[377] = wf_refs.reshape("TID377", table_[117], {batch * 64, 16});
+  table_[378] = wf_refs.reshape("TID378", table_[283], {batch * 64, 64});
+  table_[379] = wf_refs.permute("TID379", table_[377], {1, 0});
+  table_[380] = wf_refs.contiguous("TID380", wf_arena + wf_slot41, wfgen::rt::DType::f32, {16, 64});  // TID380 = matmul
+  table_[381] = wf_refs.contiguous("TID381", wf_arena + wf_slot22, wfgen::rt::DType::f32, {64, 64});  // TID381 = fill
+  table_[382] = wf_refs.slice("TID382", table_[381], {0, 0}, {1, 1}, {16, 64});
+  table_[383] = table_[382];  // copy into TID382
+  table_[384] = wf_refs.permute("TID384", table_[116], {0, 2, 1});
+  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 64});  // TID385 = matmul
+  table_[386] = wf_refs.permute("TID386", table_[115], {0, 2, 1});
+  table_[387] = wf_refs.contiguous("TID387", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 16});  // TID387 = matmul
+  table_[388] = wf_refs.contiguous("TID388", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID388 = fill
+  table_[389] = wf_refs.slice("TID389", table_[388], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[390] = table_[389];  // copy into TID389
+  table_[391] = wf_refs.contiguous("TID391", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID391 = fused_mul_sum_sub_mul_and_1
+  table_[392] = wf_refs.permute("TID392", table_[113], {0, 2, 1});
+  table_[393] = wf_refs.contiguous("TID393", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 16});  // TID393 = matmul
+  table_[394] = wf_refs.permute("TID394", table_[111], {0, 2, 1});
+  table_[395] = wf_refs.contiguous("TID395", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 16, 64});  // TID395 = matmul
+  table_[396] = wf_refs.permute("TID396", table_[395], {0, 2, 1});
+  table_[397] = wf_refs.contiguous("TID397", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID397 = fill
+  table_[398] = wf_refs.slice("TID398", table_[397], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[399] = table_[398];  // copy into TID398
+  table_[400] = wf_refs.contiguous("TID400", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID400 = fill
+  table_[401] = wf_refs.slice("TID401", table_[400], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[402] = table_[401];  // copy into TID401
+  table_[403] = wf_refs.contiguous("TID403", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID403 = fused_add_add_add
   table_[404] = wf_refs.permute("TID404", table_[403], {0, 2, 1});
-  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot48, wfgen::rt::DType::f32, {batch, 64, 64});  // TID405 = fill
-  table_[406] = wf_refs.slice("TID406", table_[405], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[407] = table_[406];  // copy into TID406
-  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot47, wfgen::rt::DType::f32, {batch, 64, 64});  // TID408 = fill
-  table_[409] = wf_refs.slice("TID409", table_[408], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[410] = table_[409];  // copy into TID409
-  table_[411] = wf_refs.permute("TID411", table_[150], {0, 2, 1});
-  table_[412] = wf_refs.contiguous("TID412", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 16});  // TID412 = matmul
-  table_[413] = wf_refs.reshape("TID413", table_[148], {batch * 64, 16});
-  table_[414] = wf_refs.reshape("TID414", table_[347], {batch * 64, 64});
+  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID405 = sum
+  table_[406] = wf_refs.permute("TID406", table_[405], {0, 2, 1});
+  table_[407] = wf_refs.permute("TID407", table_[406], {1, 2, 0});
+  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot23, wfgen::rt::DType::f32, {1, 64, 1});  // TID408 = sum
+  table_[409] = wf_refs.permute("TID409", table_[408], {2, 0, 1});
+  table_[410] = wf_refs.reshape("TID410", table_[409], {64});
+  table_[411] = wf_refs.permute("TID411", table_[107], {0, 2, 1});
+  table_[412] = wf_refs.contiguous("TID412", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID412 = matmul
+  table_[413] = wf_refs.reshape("TID413", table_[90], {batch * 64, 64});
+  table_[414] = wf_refs.reshape("TID414", table_[403], {batch * 64, 64});
   table_[415] = wf_refs.permute("TID415", table_[413], {1, 0});
-  table_[416] = wf_refs.contiguous("TID416", wf_arena + wf_slot49, wfgen::rt::DType::f32, {16, 64});  // TID416 = matmul
-  table_[417] = wf_refs.contiguous("TID417", wf_arena + wf_slot37, wfgen::rt::DType::f32, {64, 64});  // TID417 = fill
-  table_[418] = wf_refs.slice("TID418", table_[417], {16, 0}, {1, 1}, {16, 64});
-  table_[419] = table_[418];  // copy into TID418
-  table_[420] = wf_refs.permute("TID420", table_[147], {0, 2, 1});
-  table_[421] = wf_refs.contiguous("TID421", wf_arena + wf_slot49, wfgen::rt::DType::f32, {batch, 64, 64});  // TID421 = matmul
-  table_[422] = wf_refs.permute("TID422", table_[146], {0, 2, 1});
-  table_[423] = wf_refs.contiguous("TID423", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 16});  // TID423 = matmul
-  table_[424] = wf_refs.contiguous("TID424", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 64});  // TID424 = fill
-  table_[425] = wf_refs.slice("TID425", table_[424], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[426] = table_[425];  // copy into TID425
-  table_[427] = wf_refs.contiguous("TID427", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // TID427 = fused_mul_sum_sub_mul_and_1
-  table_[428] = wf_refs.permute("TID428", table_[144], {0, 2, 1});
-  table_[429] = wf_refs.contiguous("TID429", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 16});  // TID429 = matmul
-  table_[430] = wf_refs.permute("TID430", table_[142], {0, 2, 1});
-  table_[431] = wf_refs.contiguous("TID431", wf_arena + wf_slot49, wfgen::rt::DType::f32, {batch, 16, 64});  // TID431 = matmul
+  table_[416] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[417] = wf_refs.contiguous("TID417", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID417 = fused_add_add_add
+  table_[418] = wf_refs.permute("TID418", table_[417], {0, 2, 1});
+  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID419 = sum
+  table_[420] = wf_refs.permute("TID420", table_[419], {0, 2, 1});
+  table_[421] = wf_refs.permute("TID421", table_[420], {1, 2, 0});
+  table_[422] = wf_refs.contiguous("TID422", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID422 = sum
+  table_[423] = wf_refs.permute("TID423", table_[422], {2, 0, 1});
+  table_[424] = wf_refs.reshape("TID424", table_[423], {64});
+  table_[425] = wf_refs.permute("TID425", table_[103], {0, 2, 1});
+  table_[426] = wf_refs.contiguous("TID426", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID426 = matmul
+  table_[427] = wf_refs.reshape("TID427", table_[90], {batch * 64, 64});
+  table_[428] = wf_refs.reshape("TID428", table_[417], {batch * 64, 64});
+  table_[429] = wf_refs.permute("TID429", table_[427], {1, 0});
+  table_[430] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[431] = wf_refs.contiguous("TID431", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID431 = fused_add_add_add
   table_[432] = wf_refs.permute("TID432", table_[431], {0, 2, 1});
-  table_[433] = wf_refs.contiguous("TID433", wf_arena + wf_slot50, wfgen::rt::DType::f32, {batch, 64, 64});  // TID433 = fill
-  table_[434] = wf_refs.slice("TID434", table_[433], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[435] = table_[434];  // copy into TID434
-  table_[436] = wf_refs.contiguous("TID436", wf_arena + wf_slot49, wfgen::rt::DType::f32, {batch, 64, 64});  // TID436 = fill
-  table_[437] = wf_refs.slice("TID437", table_[436], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[438] = table_[437];  // copy into TID437
-  table_[439] = wf_refs.permute("TID439", table_[140], {0, 2, 1});
-  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 16});  // TID440 = matmul
-  table_[441] = wf_refs.reshape("TID441", table_[138], {batch * 64, 16});
-  table_[442] = wf_refs.reshape("TID442", table_[347], {batch * 64, 64});
+  table_[433] = wf_refs.contiguous("TID433", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 1});  // TID433 = sum
+  table_[434] = wf_refs.permute("TID434", table_[433], {0, 2, 1});
+  table_[435] = wf_refs.permute("TID435", table_[434], {1, 2, 0});
+  table_[436] = wf_refs.contiguous("TID436", wf_arena + wf_slot26, wfgen::rt::DType::f32, {1, 64, 1});  // TID436 = sum
+  table_[437] = wf_refs.permute("TID437", table_[436], {2, 0, 1});
+  table_[438] = wf_refs.reshape("TID438", table_[437], {64});
+  table_[439] = wf_refs.permute("TID439", table_[99], {0, 2, 1});
+  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID440 = matmul
+  table_[441] = wf_refs.reshape("TID441", table_[90], {batch * 64, 64});
+  table_[442] = wf_refs.reshape("TID442", table_[431], {batch * 64, 64});
   table_[443] = wf_refs.permute("TID443", table_[441], {1, 0});
-  table_[444] = wf_refs.contiguous("TID444", wf_arena + wf_slot51, wfgen::rt::DType::f32, {16, 64});  // TID444 = matmul
-  table_[445] = wf_refs.contiguous("TID445", wf_arena + wf_slot34, wfgen::rt::DType::f32, {64, 64});  // TID445 = fill
-  table_[446] = wf_refs.slice("TID446", table_[445], {0, 0}, {1, 1}, {16, 64});
-  table_[447] = table_[446];  // copy into TID446
-  table_[448] = wf_refs.permute("TID448", table_[137], {0, 2, 1});
-  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot51, wfgen::rt::DType::f32, {batch, 64, 64});  // TID449 = matmul
-  table_[450] = wf_refs.permute("TID450", table_[136], {0, 2, 1});
-  table_[451] = wf_refs.contiguous("TID451", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 16});  // TID451 = matmul
-  table_[452] = wf_refs.contiguous("TID452", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 64});  // TID452 = fill
-  table_[453] = wf_refs.slice("TID453", table_[452], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[454] = table_[453];  // copy into TID453
-  table_[455] = wf_refs.contiguous("TID455", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID455 = fused_mul_sum_sub_mul_and_1
-  table_[456] = wf_refs.permute("TID456", table_[134], {0, 2, 1});
-  table_[457] = wf_refs.contiguous("TID457", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 16});  // TID457 = matmul
-  table_[458] = wf_refs.permute("TID458", table_[132], {0, 2, 1});
-  table_[459] = wf_refs.contiguous("TID459", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 16, 64});  // TID459 = matmul
-  table_[460] = wf_refs.permute("TID460", table_[459], {0, 2, 1});
-  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID461 = fill
-  table_[462] = wf_refs.slice("TID462", table_[461], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[463] = table_[462];  // copy into TID462
-  table_[464] = wf_refs.contiguous("TID464", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID464 = fill
-  table_[465] = wf_refs.slice("TID465", table_[464], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[466] = table_[465];  // copy into TID465
-  table_[467] = wf_refs.contiguous("TID467", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID467 = fused_add_add_add
-  table_[468] = wf_refs.permute("TID468", table_[467], {0, 2, 1});
-  table_[469] = wf_refs.contiguous("TID469", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 1});  // TID469 = sum
-  table_[470] = wf_refs.permute("TID470", table_[469], {0, 2, 1});
-  table_[471] = wf_refs.permute("TID471", table_[470], {1, 2, 0});
-  table_[472] = wf_refs.contiguous("TID472", wf_arena + wf_slot35, wfgen::rt::DType::f32, {1, 64, 1});  // TID472 = sum
-  table_[473] = wf_refs.permute("TID473", table_[472], {2, 0, 1});
-  table_[474] = wf_refs.reshape("TID474", table_[473], {64});
-  table_[475] = wf_refs.permute("TID475", table_[128], {0, 2, 1});
-  table_[476] = wf_refs.contiguous("TID476", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID476 = matmul
-  table_[477] = wf_refs.reshape("TID477", table_[111], {batch * 64, 64});
-  table_[478] = wf_refs.reshape("TID478", table_[467], {batch * 64, 64});
-  table_[479] = wf_refs.permute("TID479", table_[477], {1, 0});
-  table_[480] = table_[243];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot46, wfgen::rt::DType::f32, {batch, 64, 64});  // TID481 = fused_add_add_add
-  table_[482] = wf_refs.permute("TID482", table_[481], {0, 2, 1});
-  table_[483] = wf_refs.contiguous("TID483", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 1});  // TID483 = sum
-  table_[484] = wf_refs.permute("TID484", table_[483], {0, 2, 1});
-  table_[485] = wf_refs.permute("TID485", table_[484], {1, 2, 0});
-  table_[486] = wf_refs.contiguous("TID486", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 64, 1});  // TID486 = sum
-  table_[487] = wf_refs.permute("TID487", table_[486], {2, 0, 1});
-  table_[488] = wf_refs.reshape("TID488", table_[487], {64});
-  table_[489] = wf_refs.permute("TID489", table_[124], {0, 2, 1});
-  table_[490] = wf_refs.contiguous("TID490", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID490 = matmul
-  table_[491] = wf_refs.reshape("TID491", table_[111], {batch * 64, 64});
-  table_[492] = wf_refs.reshape("TID492", table_[481], {batch * 64, 64});
-  table_[493] = wf_refs.permute("TID493", table_[491], {1, 0});
-  table_[494] = table_[241];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[495] = wf_refs.contiguous("TID495", wf_arena + wf_slot45, wfgen::rt::DType::f32, {batch, 64, 64});  // TID495 = fused_add_add_add
-  table_[496] = wf_refs.permute("TID496", table_[495], {0, 2, 1});
-  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 1});  // TID497 = sum
-  table_[498] = wf_refs.permute("TID498", table_[497], {0, 2, 1});
-  table_[499] = wf_refs.permute("TID499", table_[498], {1, 2, 0});
-  table_[500] = wf_refs.contiguous("TID500", wf_arena + wf_slot38, wfgen::rt::DType::f32, {1, 64, 1});  // TID500 = sum
-  table_[501] = wf_refs.permute("TID501", table_[500], {2, 0, 1});
-  table_[502] = wf_refs.reshape("TID502", table_[501], {64});
-  table_[503] = wf_refs.permute("TID503", table_[120], {0, 2, 1});
-  table_[504] = wf_refs.contiguous("TID504", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID504 = matmul
-  table_[505] = wf_refs.reshape("TID505", table_[111], {batch * 64, 64});
-  table_[506] = wf_refs.reshape("TID506", table_[495], {batch * 64, 64});
-  table_[507] = wf_refs.permute("TID507", table_[505], {1, 0});
-  table_[508] = table_[239];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[509] = table_[246];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[510] = wf_refs.contiguous("TID510", wf_arena + wf_slot43, wfgen::rt::DType::f32, {64, 64});  // TID510 = fused_add_add_add
-  table_[511] = table_[245];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[512] = table_[244];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[513] = table_[242];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[514] = table_[240];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[515] = wf_refs.contiguous("TID515", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID515 = fused_add_add
-  table_[516] = wf_refs.permute("TID516", table_[515], {0, 2, 1});
-  table_[517] = wf_refs.contiguous("TID517", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 1});  // TID517 = sum
-  table_[518] = wf_refs.permute("TID518", table_[517], {0, 2, 1});
-  table_[519] = wf_refs.permute("TID519", table_[518], {1, 2, 0});
-  table_[520] = wf_refs.contiguous("TID520", wf_arena + wf_slot31, wfgen::rt::DType::f32, {1, 64, 1});  // TID520 = sum
-  table_[521] = wf_refs.permute("TID521", table_[520], {2, 0, 1});
-  table_[522] = wf_refs.reshape("TID522", table_[521], {64});
-  table_[523] = wf_refs.contiguous("TID523", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID523 = mul
-  table_[524] = wf_refs.contiguous("TID524", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID524 = mul
-  table_[525] = wf_refs.permute("TID525", table_[524], {0, 2, 1});
-  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 1});  // TID526 = sum
-  table_[527] = wf_refs.permute("TID527", table_[526], {0, 2, 1});
-  table_[528] = wf_refs.permute("TID528", table_[527], {1, 2, 0});
-  table_[529] = wf_refs.contiguous("TID529", wf_arena + wf_slot33, wfgen::rt::DType::f32, {1, 64, 1});  // TID529 = sum
-  table_[530] = wf_refs.permute("TID530", table_[529], {2, 0, 1});
-  table_[531] = wf_refs.reshape("TID531", table_[530], {64});
-  table_[532] = wf_refs.contiguous("TID532", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 1});  // TID532 = fused_mul_div_neg_sum
-  table_[533] = wf_refs.reshape("TID533", table_[532], {batch, 64, 1});
-  table_[534] = wf_refs.contiguous("TID534", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID534 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[535] = wf_refs.contiguous("TID535", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 1});  // TID535 = fused_neg_sum
-  table_[536] = wf_refs.reshape("TID536", table_[535], {batch, 64, 1});
-  table_[537] = table_[238];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[538] = table_[237];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[539] = wf_refs.contiguous("TID539", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID539 = fused_inv_count_mul_add_add
-  table_[540] = wf_refs.permute("TID540", table_[539], {0, 2, 1});
-  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 1});  // TID541 = sum
-  table_[542] = wf_refs.permute("TID542", table_[541], {0, 2, 1});
-  table_[543] = wf_refs.permute("TID543", table_[542], {1, 2, 0});
-  table_[544] = wf_refs.contiguous("TID544", wf_arena + wf_slot26, wfgen::rt::DType::f32, {1, 64, 1});  // TID544 = sum
-  table_[545] = wf_refs.permute("TID545", table_[544], {2, 0, 1});
-  table_[546] = wf_refs.reshape("TID546", table_[545], {64});
-  table_[547] = wf_refs.permute("TID547", table_[98], {0, 2, 1});
-  table_[548] = wf_refs.contiguous("TID548", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 256});  // TID548 = matmul
-  table_[549] = wf_refs.reshape("TID549", table_[95], {batch * 64, 256});
-  table_[550] = wf_refs.reshape("TID550", table_[539], {batch * 64, 64});
-  table_[551] = wf_refs.permute("TID551", table_[549], {1, 0});
-  table_[552] = table_[235];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[553] = table_[236];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[554] = wf_refs.contiguous("TID554", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 256});  // TID554 = gelu_grad
-  table_[555] = wf_refs.permute("TID555", table_[554], {0, 2, 1});
-  table_[556] = wf_refs.contiguous("TID556", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 256, 1});  // TID556 = sum
+  table_[444] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[445] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot31, wfgen::rt::DType::f32, {64, 64});  // TID446 = fused_add_add_add
+  table_[447] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[448] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[449] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[450] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[451] = wf_refs.contiguous("TID451", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID451 = fused_add_add
+  table_[452] = wf_refs.contiguous("TID452", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID452 = layer_norm_grad
+  table_[453] = wf_refs.reshape("TID453", table_[451], {batch * 64, 64});
+  table_[454] = wf_refs.reshape("TID454", table_[87], {batch * 64, 64});
+  table_[455] = wf_refs.contiguous("TID455", wf_arena + wf_slot19, wfgen::rt::DType::f32, {64});  // TID455 = layer_norm_param_grad
+  table_[456] = wf_refs.reshape("TID456", table_[451], {batch * 64, 64});
+  table_[457] = wf_refs.reshape("TID457", table_[87], {batch * 64, 64});
+  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID458 = layer_norm_param_grad
+  table_[459] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[460] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID461 = add
+  table_[462] = wf_refs.permute("TID462", table_[461], {0, 2, 1});
+  table_[463] = wf_refs.contiguous("TID463", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID463 = sum
+  table_[464] = wf_refs.permute("TID464", table_[463], {0, 2, 1});
+  table_[465] = wf_refs.permute("TID465", table_[464], {1, 2, 0});
+  table_[466] = wf_refs.contiguous("TID466", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID466 = sum
+  table_[467] = wf_refs.permute("TID467", table_[466], {2, 0, 1});
+  table_[468] = wf_refs.reshape("TID468", table_[467], {64});
+  table_[469] = wf_refs.permute("TID469", table_[84], {0, 2, 1});
+  table_[470] = wf_refs.contiguous("TID470", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID470 = matmul
+  table_[471] = wf_refs.reshape("TID471", table_[81], {batch * 64, 256});
+  table_[472] = wf_refs.reshape("TID472", table_[461], {batch * 64, 64});
+  table_[473] = wf_refs.permute("TID473", table_[471], {1, 0});
+  table_[474] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[475] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[476] = wf_refs.contiguous("TID476", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID476 = gelu_grad
+  table_[477] = wf_refs.permute("TID477", table_[476], {0, 2, 1});
+  table_[478] = wf_refs.contiguous("TID478", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID478 = sum
+  table_[479] = wf_refs.permute("TID479", table_[478], {0, 2, 1});
+  table_[480] = wf_refs.permute("TID480", table_[479], {1, 2, 0});
+  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID481 = sum
+  table_[482] = wf_refs.permute("TID482", table_[481], {2, 0, 1});
+  table_[483] = wf_refs.reshape("TID483", table_[482], {256});
+  table_[484] = wf_refs.permute("TID484", table_[77], {0, 2, 1});
+  table_[485] = wf_refs.contiguous("TID485", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID485 = matmul
+  table_[486] = wf_refs.reshape("TID486", table_[74], {batch * 64, 64});
+  table_[487] = wf_refs.reshape("TID487", table_[476], {batch * 64, 256});
+  table_[488] = wf_refs.permute("TID488", table_[486], {1, 0});
+  table_[489] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[490] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[491] = wf_refs.contiguous("TID491", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID491 = layer_norm_grad
+  table_[492] = wf_refs.reshape("TID492", table_[485], {batch * 64, 64});
+  table_[493] = wf_refs.reshape("TID493", table_[71], {batch * 64, 64});
+  table_[494] = wf_refs.contiguous("TID494", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID494 = layer_norm_param_grad
+  table_[495] = wf_refs.reshape("TID495", table_[485], {batch * 64, 64});
+  table_[496] = wf_refs.reshape("TID496", table_[71], {batch * 64, 64});
+  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID497 = layer_norm_param_grad
+  table_[498] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[499] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[500] = wf_refs.contiguous("TID500", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID500 = add
+  table_[501] = wf_refs.permute("TID501", table_[500], {0, 2, 1});
+  table_[502] = wf_refs.contiguous("TID502", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID502 = sum
+  table_[503] = wf_refs.permute("TID503", table_[502], {0, 2, 1});
+  table_[504] = wf_refs.permute("TID504", table_[503], {1, 2, 0});
+  table_[505] = wf_refs.contiguous("TID505", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID505 = sum
+  table_[506] = wf_refs.permute("TID506", table_[505], {2, 0, 1});
+  table_[507] = wf_refs.reshape("TID507", table_[506], {64});
+  table_[508] = wf_refs.permute("TID508", table_[68], {0, 2, 1});
+  table_[509] = wf_refs.contiguous("TID509", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID509 = matmul
+  table_[510] = wf_refs.reshape("TID510", table_[66], {batch * 64, 16});
+  table_[511] = wf_refs.reshape("TID511", table_[500], {batch * 64, 64});
+  table_[512] = wf_refs.permute("TID512", table_[510], {1, 0});
+  table_[513] = wf_refs.contiguous("TID513", wf_arena + wf_slot13, wfgen::rt::DType::f32, {16, 64});  // TID513 = matmul
+  table_[514] = wf_refs.contiguous("TID514", wf_arena + wf_slot14, wfgen::rt::DType::f32, {64, 64});  // TID514 = fill
+  table_[515] = wf_refs.slice("TID515", table_[514], {48, 0}, {1, 1}, {16, 64});
+  table_[516] = table_[515];  // copy into TID515
+  table_[517] = wf_refs.permute("TID517", table_[65], {0, 2, 1});
+  table_[518] = wf_refs.contiguous("TID518", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID518 = matmul
+  table_[519] = wf_refs.permute("TID519", table_[64], {0, 2, 1});
+  table_[520] = wf_refs.contiguous("TID520", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID520 = matmul
+  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID521 = fill
+  table_[522] = wf_refs.slice("TID522", table_[521], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[523] = table_[522];  // copy into TID522
+  table_[524] = wf_refs.contiguous("TID524", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID524 = fused_mul_sum_sub_mul_and_1
+  table_[525] = wf_refs.permute("TID525", table_[62], {0, 2, 1});
+  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID526 = matmul
+  table_[527] = wf_refs.permute("TID527", table_[60], {0, 2, 1});
+  table_[528] = wf_refs.contiguous("TID528", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 16, 64});  // TID528 = matmul
+  table_[529] = wf_refs.permute("TID529", table_[528], {0, 2, 1});
+  table_[530] = wf_refs.contiguous("TID530", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID530 = fill
+  table_[531] = wf_refs.slice("TID531", table_[530], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[532] = table_[531];  // copy into TID531
+  table_[533] = wf_refs.contiguous("TID533", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID533 = fill
+  table_[534] = wf_refs.slice("TID534", table_[533], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[535] = table_[534];  // copy into TID534
+  table_[536] = wf_refs.permute("TID536", table_[58], {0, 2, 1});
+  table_[537] = wf_refs.contiguous("TID537", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID537 = matmul
+  table_[538] = wf_refs.reshape("TID538", table_[56], {batch * 64, 16});
+  table_[539] = wf_refs.reshape("TID539", table_[500], {batch * 64, 64});
+  table_[540] = wf_refs.permute("TID540", table_[538], {1, 0});
+  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot17, wfgen::rt::DType::f32, {16, 64});  // TID541 = matmul
+  table_[542] = wf_refs.contiguous("TID542", wf_arena + wf_slot11, wfgen::rt::DType::f32, {64, 64});  // TID542 = fill
+  table_[543] = wf_refs.slice("TID543", table_[542], {32, 0}, {1, 1}, {16, 64});
+  table_[544] = table_[543];  // copy into TID543
+  table_[545] = wf_refs.permute("TID545", table_[55], {0, 2, 1});
+  table_[546] = wf_refs.contiguous("TID546", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID546 = matmul
+  table_[547] = wf_refs.permute("TID547", table_[54], {0, 2, 1});
+  table_[548] = wf_refs.contiguous("TID548", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 16});  // TID548 = matmul
+  table_[549] = wf_refs.contiguous("TID549", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID549 = fill
+  table_[550] = wf_refs.slice("TID550", table_[549], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[551] = table_[550];  // copy into TID550
+  table_[552] = wf_refs.contiguous("TID552", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID552 = fused_mul_sum_sub_mul_and_1
+  table_[553] = wf_refs.permute("TID553", table_[52], {0, 2, 1});
+  table_[554] = wf_refs.contiguous("TID554", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // TID554 = matmul
+  table_[555] = wf_refs.permute("TID555", table_[50], {0, 2, 1});
+  table_[556] = wf_refs.contiguous("TID556", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 16, 64});  // TID556 = matmul
   table_[557] = wf_refs.permute("TID557", table_[556], {0, 2, 1});
-  table_[558] = wf_refs.permute("TID558", table_[557], {1, 2, 0});
-  table_[559] = wf_refs.contiguous("TID559", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 256, 1});  // TID559 = sum
-  table_[560] = wf_refs.permute("TID560", table_[559], {2, 0, 1});
-  table_[561] = wf_refs.reshape("TID561", table_[560], {256});
-  table_[562] = wf_refs.permute("TID562", table_[91], {0, 2, 1});
-  table_[563] = wf_refs.contiguous("TID563", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID563 = matmul
-  table_[564] = wf_refs.reshape("TID564", table_[88], {batch * 64, 64});
-  table_[565] = wf_refs.reshape("TID565", table_[554], {batch * 64, 256});
-  table_[566] = wf_refs.permute("TID566", table_[564], {1, 0});
-  table_[567] = table_[233];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[568] = table_[234];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[569] = wf_refs.permute("TID569", table_[563], {0, 2, 1});
-  table_[570] = wf_refs.contiguous("TID570", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 1});  // TID570 = sum
-  table_[571] = wf_refs.permute("TID571", table_[570], {0, 2, 1});
-  table_[572] = wf_refs.permute("TID572", table_[571], {1, 2, 0});
-  table_[573] = wf_refs.contiguous("TID573", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID573 = sum
-  table_[574] = wf_refs.permute("TID574", table_[573], {2, 0, 1});
-  table_[575] = wf_refs.reshape("TID575", table_[574], {64});
-  table_[576] = wf_refs.contiguous("TID576", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID576 = mul
-  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID577 = mul
-  table_[578] = wf_refs.permute("TID578", table_[577], {0, 2, 1});
-  table_[579] = wf_refs.contiguous("TID579", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 1});  // TID579 = sum
-  table_[580] = wf_refs.permute("TID580", table_[579], {0, 2, 1});
-  table_[581] = wf_refs.permute("TID581", table_[580], {1, 2, 0});
-  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot23, wfgen::rt::DType::f32, {1, 64, 1});  // TID582 = sum
-  table_[583] = wf_refs.permute("TID583", table_[582], {2, 0, 1});
-  table_[584] = wf_refs.reshape("TID584", table_[583], {64});
-  table_[585] = wf_refs.contiguous("TID585", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 1});  // TID585 = fused_mul_div_neg_sum
-  table_[586] = wf_refs.reshape("TID586", table_[585], {batch, 64, 1});
-  table_[587] = wf_refs.contiguous("TID587", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID587 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[588] = wf_refs.contiguous("TID588", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 1});  // TID588 = fused_neg_sum
-  table_[589] = wf_refs.reshape("TID589", table_[588], {batch, 64, 1});
-  table_[590] = table_[232];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[591] = table_[231];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[592] = wf_refs.contiguous("TID592", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID592 = fused_inv_count_mul_add_add
-  table_[593] = wf_refs.permute("TID593", table_[592], {0, 2, 1});
-  table_[594] = wf_refs.contiguous("TID594", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 1});  // TID594 = sum
-  table_[595] = wf_refs.permute("TID595", table_[594], {0, 2, 1});
-  table_[596] = wf_refs.permute("TID596", table_[595], {1, 2, 0});
-  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot14, wfgen::rt::DType::f32, {1, 64, 1});  // TID597 = sum
-  table_[598] = wf_refs.permute("TID598", table_[597], {2, 0, 1});
-  table_[599] = wf_refs.reshape("TID599", table_[598], {64});
-  table_[600] = wf_refs.permute("TID600", table_[75], {0, 2, 1});
-  table_[601] = wf_refs.contiguous("TID601", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // TID601 = matmul
-  table_[602] = wf_refs.reshape("TID602", table_[73], {batch * 64, 16});
-  table_[603] = wf_refs.reshape("TID603", table_[592], {batch * 64, 64});
-  table_[604] = wf_refs.permute("TID604", table_[602], {1, 0});
-  table_[605] = wf_refs.contiguous("TID605", wf_arena + wf_slot20, wfgen::rt::DType::f32, {16, 64});  // TID605 = matmul
-  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot18, wfgen::rt::DType::f32, {64, 64});  // TID606 = fill
-  table_[607] = wf_refs.slice("TID607", table_[606], {48, 0}, {1, 1}, {16, 64});
-  table_[608] = table_[607];  // copy into TID607
-  table_[609] = wf_refs.permute("TID609", table_[72], {0, 2, 1});
-  table_[610] = wf_refs.contiguous("TID610", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID610 = matmul
-  table_[611] = wf_refs.permute("TID611", table_[71], {0, 2, 1});
-  table_[612] = wf_refs.contiguous("TID612", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 16});  // TID612 = matmul
-  table_[613] = wf_refs.contiguous("TID613", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID613 = fill
-  table_[614] = wf_refs.slice("TID614", table_[613], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[615] = table_[614];  // copy into TID614
-  table_[616] = wf_refs.contiguous("TID616", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID616 = fused_mul_sum_sub_mul_and_1
-  table_[617] = wf_refs.permute("TID617", table_[69], {0, 2, 1});
-  table_[618] = wf_refs.contiguous("TID618", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 16});  // TID618 = matmul
-  table_[619] = wf_refs.permute("TID619", table_[67], {0, 2, 1});
-  table_[620] = wf_refs.contiguous("TID620", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 16, 64});  // TID620 = matmul
+  table_[558] = wf_refs.contiguous("TID558", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID558 = fill
+  table_[559] = wf_refs.slice("TID559", table_[558], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[560] = table_[559];  // copy into TID559
+  table_[561] = wf_refs.contiguous("TID561", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID561 = fill
+  table_[562] = wf_refs.slice("TID562", table_[561], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[563] = table_[562];  // copy into TID562
+  table_[564] = wf_refs.permute("TID564", table_[48], {0, 2, 1});
+  table_[565] = wf_refs.contiguous("TID565", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // TID565 = matmul
+  table_[566] = wf_refs.reshape("TID566", table_[46], {batch * 64, 16});
+  table_[567] = wf_refs.reshape("TID567", table_[500], {batch * 64, 64});
+  table_[568] = wf_refs.permute("TID568", table_[566], {1, 0});
+  table_[569] = wf_refs.contiguous("TID569", wf_arena + wf_slot19, wfgen::rt::DType::f32, {16, 64});  // TID569 = matmul
+  table_[570] = wf_refs.contiguous("TID570", wf_arena + wf_slot8, wfgen::rt::DType::f32, {64, 64});  // TID570 = fill
+  table_[571] = wf_refs.slice("TID571", table_[570], {16, 0}, {1, 1}, {16, 64});
+  table_[572] = table_[571];  // copy into TID571
+  table_[573] = wf_refs.permute("TID573", table_[45], {0, 2, 1});
+  table_[574] = wf_refs.contiguous("TID574", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID574 = matmul
+  table_[575] = wf_refs.permute("TID575", table_[44], {0, 2, 1});
+  table_[576] = wf_refs.contiguous("TID576", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 16});  // TID576 = matmul
+  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // TID577 = fill
+  table_[578] = wf_refs.slice("TID578", table_[577], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[579] = table_[578];  // copy into TID578
+  table_[580] = wf_refs.contiguous("TID580", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID580 = fused_mul_sum_sub_mul_and_1
+  table_[581] = wf_refs.permute("TID581", table_[42], {0, 2, 1});
+  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID582 = matmul
+  table_[583] = wf_refs.permute("TID583", table_[40], {0, 2, 1});
+  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 16, 64});  // TID584 = matmul
+  table_[585] = wf_refs.permute("TID585", table_[584], {0, 2, 1});
+  table_[586] = wf_refs.contiguous("TID586", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID586 = fill
+  table_[587] = wf_refs.slice("TID587", table_[586], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[588] = table_[587];  // copy into TID587
+  table_[589] = wf_refs.contiguous("TID589", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID589 = fill
+  table_[590] = wf_refs.slice("TID590", table_[589], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[591] = table_[590];  // copy into TID590
+  table_[592] = wf_refs.permute("TID592", table_[38], {0, 2, 1});
+  table_[593] = wf_refs.contiguous("TID593", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID593 = matmul
+  table_[594] = wf_refs.reshape("TID594", table_[36], {batch * 64, 16});
+  table_[595] = wf_refs.reshape("TID595", table_[500], {batch * 64, 64});
+  table_[596] = wf_refs.permute("TID596", table_[594], {1, 0});
+  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot21, wfgen::rt::DType::f32, {16, 64});  // TID597 = matmul
+  table_[598] = wf_refs.contiguous("TID598", wf_arena + wf_slot5, wfgen::rt::DType::f32, {64, 64});  // TID598 = fill
+  table_[599] = wf_refs.slice("TID599", table_[598], {0, 0}, {1, 1}, {16, 64});
+  table_[600] = table_[599];  // copy into TID599
+  table_[601] = wf_refs.permute("TID601", table_[35], {0, 2, 1});
+  table_[602] = wf_refs.contiguous("TID602", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID602 = matmul
+  table_[603] = wf_refs.permute("TID603", table_[34], {0, 2, 1});
+  table_[604] = wf_refs.contiguous("TID604", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 16});  // TID604 = matmul
+  table_[605] = wf_refs.contiguous("TID605", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID605 = fill
+  table_[606] = wf_refs.slice("TID606", table_[605], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[607] = table_[606];  // copy into TID606
+  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID608 = fused_mul_sum_sub_mul_and_1
+  table_[609] = wf_refs.permute("TID609", table_[32], {0, 2, 1});
+  table_[610] = wf_refs.contiguous("TID610", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 16});  // TID610 = matmul
+  table_[611] = wf_refs.permute("TID611", table_[30], {0, 2, 1});
+  table_[612] = wf_refs.contiguous("TID612", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 16, 64});  // TID612 = matmul
+  table_[613] = wf_refs.permute("TID613", table_[612], {0, 2, 1});
+  table_[614] = wf_refs.contiguous("TID614", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID614 = fill
+  table_[615] = wf_refs.slice("TID615", table_[614], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[616] = table_[615];  // copy into TID615
+  table_[617] = wf_refs.contiguous("TID617", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID617 = fill
+  table_[618] = wf_refs.slice("TID618", table_[617], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[619] = table_[618];  // copy into TID618
+  table_[620] = wf_refs.contiguous("TID620", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID620 = fused_add_add_add
   table_[621] = wf_refs.permute("TID621", table_[620], {0, 2, 1});
-  table_[622] = wf_refs.contiguous("TID622", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID622 = fill
-  table_[623] = wf_refs.slice("TID623", table_[622], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[624] = table_[623];  // copy into TID623
-  table_[625] = wf_refs.contiguous("TID625", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID625 = fill
-  table_[626] = wf_refs.slice("TID626", table_[625], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[627] = table_[626];  // copy into TID626
-  table_[628] = wf_refs.permute("TID628", table_[65], {0, 2, 1});
-  table_[629] = wf_refs.contiguous("TID629", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 16});  // TID629 = matmul
-  table_[630] = wf_refs.reshape("TID630", table_[63], {batch * 64, 16});
-  table_[631] = wf_refs.reshape("TID631", table_[592], {batch * 64, 64});
+  table_[622] = wf_refs.contiguous("TID622", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID622 = sum
+  table_[623] = wf_refs.permute("TID623", table_[622], {0, 2, 1});
+  table_[624] = wf_refs.permute("TID624", table_[623], {1, 2, 0});
+  table_[625] = wf_refs.contiguous("TID625", wf_arena + wf_slot6, wfgen::rt::DType::f32, {1, 64, 1});  // TID625 = sum
+  table_[626] = wf_refs.permute("TID626", table_[625], {2, 0, 1});
+  table_[627] = wf_refs.reshape("TID627", table_[626], {64});
+  table_[628] = wf_refs.permute("TID628", table_[26], {0, 2, 1});
+  table_[629] = wf_refs.contiguous("TID629", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID629 = matmul
+  table_[630] = wf_refs.reshape("TID630", table_[9], {batch * 64, 64});
+  table_[631] = wf_refs.reshape("TID631", table_[620], {batch * 64, 64});
   table_[632] = wf_refs.permute("TID632", table_[630], {1, 0});
-  table_[633] = wf_refs.contiguous("TID633", wf_arena + wf_slot22, wfgen::rt::DType::f32, {16, 64});  // TID633 = matmul
-  table_[634] = wf_refs.contiguous("TID634", wf_arena + wf_slot15, wfgen::rt::DType::f32, {64, 64});  // TID634 = fill
-  table_[635] = wf_refs.slice("TID635", table_[634], {32, 0}, {1, 1}, {16, 64});
-  table_[636] = table_[635];  // copy into TID635
-  table_[637] = wf_refs.permute("TID637", table_[62], {0, 2, 1});
-  table_[638] = wf_refs.contiguous("TID638", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID638 = matmul
-  table_[639] = wf_refs.permute("TID639", table_[61], {0, 2, 1});
-  table_[640] = wf_refs.contiguous("TID640", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 16});  // TID640 = matmul
-  table_[641] = wf_refs.contiguous("TID641", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID641 = fill
-  table_[642] = wf_refs.slice("TID642", table_[641], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[643] = table_[642];  // copy into TID642
-  table_[644] = wf_refs.contiguous("TID644", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID644 = fused_mul_sum_sub_mul_and_1
-  table_[645] = wf_refs.permute("TID645", table_[59], {0, 2, 1});
-  table_[646] = wf_refs.contiguous("TID646", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID646 = matmul
-  table_[647] = wf_refs.permute("TID647", table_[57], {0, 2, 1});
-  table_[648] = wf_refs.contiguous("TID648", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 16, 64});  // TID648 = matmul
+  table_[633] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[634] = wf_refs.contiguous("TID634", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID634 = fused_add_add_add
+  table_[635] = wf_refs.permute("TID635", table_[634], {0, 2, 1});
+  table_[636] = wf_refs.contiguous("TID636", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID636 = sum
+  table_[637] = wf_refs.permute("TID637", table_[636], {0, 2, 1});
+  table_[638] = wf_refs.permute("TID638", table_[637], {1, 2, 0});
+  table_[639] = wf_refs.contiguous("TID639", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID639 = sum
+  table_[640] = wf_refs.permute("TID640", table_[639], {2, 0, 1});
+  table_[641] = wf_refs.reshape("TID641", table_[640], {64});
+  table_[642] = wf_refs.permute("TID642", table_[22], {0, 2, 1});
+  table_[643] = wf_refs.contiguous("TID643", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID643 = matmul
+  table_[644] = wf_refs.reshape("TID644", table_[9], {batch * 64, 64});
+  table_[645] = wf_refs.reshape("TID645", table_[634], {batch * 64, 64});
+  table_[646] = wf_refs.permute("TID646", table_[644], {1, 0});
+  table_[647] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[648] = wf_refs.contiguous("TID648", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID648 = fused_add_add_add
   table_[649] = wf_refs.permute("TID649", table_[648], {0, 2, 1});
-  table_[650] = wf_refs.contiguous("TID650", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID650 = fill
-  table_[651] = wf_refs.slice("TID651", table_[650], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[652] = table_[651];  // copy into TID651
-  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID653 = fill
-  table_[654] = wf_refs.slice("TID654", table_[653], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[655] = table_[654];  // copy into TID654
-  table_[656] = wf_refs.permute("TID656", table_[55], {0, 2, 1});
-  table_[657] = wf_refs.contiguous("TID657", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID657 = matmul
-  table_[658] = wf_refs.reshape("TID658", table_[53], {batch * 64, 16});
-  table_[659] = wf_refs.reshape("TID659", table_[592], {batch * 64, 64});
+  table_[650] = wf_refs.contiguous("TID650", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 1});  // TID650 = sum
+  table_[651] = wf_refs.permute("TID651", table_[650], {0, 2, 1});
+  table_[652] = wf_refs.permute("TID652", table_[651], {1, 2, 0});
+  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot9, wfgen::rt::DType::f32, {1, 64, 1});  // TID653 = sum
+  table_[654] = wf_refs.permute("TID654", table_[653], {2, 0, 1});
+  table_[655] = wf_refs.reshape("TID655", table_[654], {64});
+  table_[656] = wf_refs.permute("TID656", table_[18], {0, 2, 1});
+  table_[657] = wf_refs.contiguous("TID657", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID657 = matmul
+  table_[658] = wf_refs.reshape("TID658", table_[9], {batch * 64, 64});
+  table_[659] = wf_refs.reshape("TID659", table_[648], {batch * 64, 64});
   table_[660] = wf_refs.permute("TID660", table_[658], {1, 0});
-  table_[661] = wf_refs.contiguous("TID661", wf_arena + wf_slot24, wfgen::rt::DType::f32, {16, 64});  // TID661 = matmul
-  table_[662] = wf_refs.contiguous("TID662", wf_arena + wf_slot12, wfgen::rt::DType::f32, {64, 64});  // TID662 = fill
-  table_[663] = wf_refs.slice("TID663", table_[662], {16, 0}, {1, 1}, {16, 64});
-  table_[664] = table_[663];  // copy into TID663
-  table_[665] = wf_refs.permute("TID665", table_[52], {0, 2, 1});
-  table_[666] = wf_refs.contiguous("TID666", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID666 = matmul
-  table_[667] = wf_refs.permute("TID667", table_[51], {0, 2, 1});
-  table_[668] = wf_refs.contiguous("TID668", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // TID668 = matmul
-  table_[669] = wf_refs.contiguous("TID669", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID669 = fill
-  table_[670] = wf_refs.slice("TID670", table_[669], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[671] = table_[670];  // copy into TID670
-  table_[672] = wf_refs.contiguous("TID672", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID672 = fused_mul_sum_sub_mul_and_1
-  table_[673] = wf_refs.permute("TID673", table_[49], {0, 2, 1});
-  table_[674] = wf_refs.contiguous("TID674", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID674 = matmul
-  table_[675] = wf_refs.permute("TID675", table_[47], {0, 2, 1});
-  table_[676] = wf_refs.contiguous("TID676", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 16, 64});  // TID676 = matmul
-  table_[677] = wf_refs.permute("TID677", table_[676], {0, 2, 1});
-  table_[678] = wf_refs.contiguous("TID678", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID678 = fill
-  table_[679] = wf_refs.slice("TID679", table_[678], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[680] = table_[679];  // copy into TID679
-  table_[681] = wf_refs.contiguous("TID681", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID681 = fill
-  table_[682] = wf_refs.slice("TID682", table_[681], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[683] = table_[682];  // copy into TID682
-  table_[684] = wf_refs.permute("TID684", table_[45], {0, 2, 1});
-  table_[685] = wf_refs.contiguous("TID685", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID685 = matmul
-  table_[686] = wf_refs.reshape("TID686", table_[43], {batch * 64, 16});
-  table_[687] = wf_refs.reshape("TID687", table_[592], {batch * 64, 64});
-  table_[688] = wf_refs.permute("TID688", table_[686], {1, 0});
-  table_[689] = wf_refs.contiguous("TID689", wf_arena + wf_slot26, wfgen::rt::DType::f32, {16, 64});  // TID689 = matmul
-  table_[690] = wf_refs.contiguous("TID690", wf_arena + wf_slot9, wfgen::rt::DType::f32, {64, 64});  // TID690 = fill
-  table_[691] = wf_refs.slice("TID691", table_[690], {0, 0}, {1, 1}, {16, 64});
-  table_[692] = table_[691];  // copy into TID691
-  table_[693] = wf_refs.permute("TID693", table_[42], {0, 2, 1});
-  table_[694] = wf_refs.contiguous("TID694", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID694 = matmul
-  table_[695] = wf_refs.permute("TID695", table_[41], {0, 2, 1});
-  table_[696] = wf_refs.contiguous("TID696", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID696 = matmul
-  table_[697] = wf_refs.contiguous("TID697", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID697 = fill
-  table_[698] = wf_refs.slice("TID698", table_[697], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[699] = table_[698];  // copy into TID698
-  table_[700] = wf_refs.contiguous("TID700", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID700 = fused_mul_sum_sub_mul_and_1
-  table_[701] = wf_refs.permute("TID701", table_[39], {0, 2, 1});
-  table_[702] = wf_refs.contiguous("TID702", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 16});  // TID702 = matmul
-  table_[703] = wf_refs.permute("TID703", table_[37], {0, 2, 1});
-  table_[704] = wf_refs.contiguous("TID704", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 16, 64});  // TID704 = matmul
-  table_[705] = wf_refs.permute("TID705", table_[704], {0, 2, 1});
-  table_[706] = wf_refs.contiguous("TID706", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID706 = fill
-  table_[707] = wf_refs.slice("TID707", table_[706], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[708] = table_[707];  // copy into TID707
-  table_[709] = wf_refs.contiguous("TID709", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID709 = fill
-  table_[710] = wf_refs.slice("TID710", table_[709], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[711] = table_[710];  // copy into TID710
-  table_[712] = wf_refs.contiguous("TID712", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID712 = fused_add_add_add
-  table_[713] = wf_refs.permute("TID713", table_[712], {0, 2, 1});
-  table_[714] = wf_refs.contiguous("TID714", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 1});  // TID714 = sum
-  table_[715] = wf_refs.permute("TID715", table_[714], {0, 2, 1});
-  table_[716] = wf_refs.permute("TID716", table_[715], {1, 2, 0});
-  table_[717] = wf_refs.contiguous("TID717", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID717 = sum
-  table_[718] = wf_refs.permute("TID718", table_[717], {2, 0, 1});
-  table_[719] = wf_refs.reshape("TID719", table_[718], {64});
-  table_[720] = wf_refs.permute("TID720", table_[33], {0, 2, 1});
-  table_[721] = wf_refs.contiguous("TID721", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID721 = matmul
-  table_[722] = wf_refs.reshape("TID722", table_[16], {batch * 64, 64});
-  table_[723] = wf_refs.reshape("TID723", table_[712], {batch * 64, 64});
-  table_[724] = wf_refs.permute("TID724", table_[722], {1, 0});
-  table_[725] = table_[227];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[726] = wf_refs.contiguous("TID726", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID726 = fused_add_add_add
-  table_[727] = wf_refs.permute("TID727", table_[726], {0, 2, 1});
-  table_[728] = wf_refs.contiguous("TID728", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID728 = sum
-  table_[729] = wf_refs.permute("TID729", table_[728], {0, 2, 1});
-  table_[730] = wf_refs.permute("TID730", table_[729], {1, 2, 0});
-  table_[731] = wf_refs.contiguous("TID731", wf_arena + wf_slot11, wfgen::rt::DType::f32, {1, 64, 1});  // TID731 = sum
-  table_[732] = wf_refs.permute("TID732", table_[731], {2, 0, 1});
-  table_[733] = wf_refs.reshape("TID733", table_[732], {64});
-  table_[734] = wf_refs.permute("TID734", table_[29], {0, 2, 1});
-  table_[735] = wf_refs.contiguous("TID735", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID735 = matmul
-  table_[736] = wf_refs.reshape("TID736", table_[16], {batch * 64, 64});
-  table_[737] = wf_refs.reshape("TID737", table_[726], {batch * 64, 64});
-  table_[738] = wf_refs.permute("TID738", table_[736], {1, 0});
-  table_[739] = table_[225];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[740] = wf_refs.contiguous("TID740", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID740 = fused_add_add_add
-  table_[741] = wf_refs.permute("TID741", table_[740], {0, 2, 1});
-  table_[742] = wf_refs.contiguous("TID742", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID742 = sum
-  table_[743] = wf_refs.permute("TID743", table_[742], {0, 2, 1});
-  table_[744] = wf_refs.permute("TID744", table_[743], {1, 2, 0});
-  table_[745] = wf_refs.contiguous("TID745", wf_arena + wf_slot13, wfgen::rt::DType::f32, {1, 64, 1});  // TID745 = sum
-  table_[746] = wf_refs.permute("TID746", table_[745], {2, 0, 1});
-  table_[747] = wf_refs.reshape("TID747", table_[746], {64});
-  table_[748] = wf_refs.permute("TID748", table_[25], {0, 2, 1});
-  table_[749] = wf_refs.contiguous("TID749", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID749 = matmul
-  table_[750] = wf_refs.reshape("TID750", table_[16], {batch * 64, 64});
-  table_[751] = wf_refs.reshape("TID751", table_[740], {batch * 64, 64});
-  table_[752] = wf_refs.permute("TID752", table_[750], {1, 0});
-  table_[753] = table_[223];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[754] = table_[230];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[755] = wf_refs.contiguous("TID755", wf_arena + wf_slot18, wfgen::rt::DType::f32, {64, 64});  // TID755 = fused_add_add_add
-  table_[756] = table_[229];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[757] = table_[228];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[758] = table_[226];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[759] = table_[224];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[760] = wf_refs.contiguous("TID760", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID760 = fused_add_add
-  table_[761] = wf_refs.permute("TID761", table_[760], {0, 2, 1});
-  table_[762] = wf_refs.contiguous("TID762", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 1});  // TID762 = sum
-  table_[763] = wf_refs.permute("TID763", table_[762], {0, 2, 1});
-  table_[764] = wf_refs.permute("TID764", table_[763], {1, 2, 0});
-  table_[765] = wf_refs.contiguous("TID765", wf_arena + wf_slot6, wfgen::rt::DType::f32, {1, 64, 1});  // TID765 = sum
-  table_[766] = wf_refs.permute("TID766", table_[765], {2, 0, 1});
-  table_[767] = wf_refs.reshape("TID767", table_[766], {64});
-  table_[768] = wf_refs.contiguous("TID768", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID768 = mul
-  table_[769] = wf_refs.contiguous("TID769", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID769 = mul
-  table_[770] = wf_refs.permute("TID770", table_[769], {0, 2, 1});
-  table_[771] = wf_refs.contiguous("TID771", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID771 = sum
-  table_[772] = wf_refs.permute("TID772", table_[771], {0, 2, 1});
-  table_[773] = wf_refs.permute("TID773", table_[772], {1, 2, 0});
-  table_[774] = wf_refs.contiguous("TID774", wf_arena + wf_slot8, wfgen::rt::DType::f32, {1, 64, 1});  // TID774 = sum
-  table_[775] = wf_refs.permute("TID775", table_[774], {2, 0, 1});
-  table_[776] = wf_refs.reshape("TID776", table_[775], {64});
-  table_[777] = wf_refs.contiguous("TID777", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID777 = fused_mul_div_neg_sum
-  table_[778] = wf_refs.reshape("TID778", table_[777], {batch, 64, 1});
-  table_[779] = wf_refs.contiguous("TID779", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID779 = fused_div_div_mul_scalar_inv_count_and_5
-  table_[780] = wf_refs.contiguous("TID780", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 1});  // TID780 = fused_neg_sum
-  table_[781] = wf_refs.reshape("TID781", table_[780], {batch, 64, 1});
-  table_[782] = table_[222];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[783] = table_[221];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[784] = wf_refs.contiguous("TID784", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID784 = fused_inv_count_mul_add_add
-  table_[785] = wf_refs.permute("TID785", table_[784], {1, 2, 0});
-  table_[786] = wf_refs.contiguous("TID786", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID786 = sum
-  table_[787] = wf_refs.permute("TID787", table_[786], {2, 0, 1});
-  table_[788] = wf_refs.reshape("TID788", table_[787], {64, 64});
-  table_[789] = wf_refs.reshape("TID789", table_[784], {batch * 64, 64});
-  table_[790] = wf_refs.reshape("TID790", table_[0], {batch * 64});
-  table_[791] = wf_refs.contiguous("TID791", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID791 = scatter_add
-  table_[792] = table_[220];  // add into grad:tiny_lm_0.position_embedding
-  table_[793] = wf_refs.contiguous("TID793", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID793 = add
-  table_[794] = table_[219];  // add into grad:tiny_lm_0.token_embedding
+  table_[661] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[662] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[663] = wf_refs.contiguous("TID663", wf_arena + wf_slot14, wfgen::rt::DType::f32, {64, 64});  // TID663 = fused_add_add_add
+  table_[664] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[665] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[666] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[667] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[668] = wf_refs.contiguous("TID668", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID668 = fused_add_add
+  table_[669] = wf_refs.contiguous("TID669", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID669 = layer_norm_grad
+  table_[670] = wf_refs.reshape("TID670", table_[668], {batch * 64, 64});
+  table_[671] = wf_refs.reshape("TID671", table_[6], {batch * 64, 64});
+  table_[672] = wf_refs.contiguous("TID672", wf_arena + wf_slot2, wfgen::rt::DType::f32, {64});  // TID672 = layer_norm_param_grad
+  table_[673] = wf_refs.reshape("TID673", table_[668], {batch * 64, 64});
+  table_[674] = wf_refs.reshape("TID674", table_[6], {batch * 64, 64});
+  table_[675] = wf_refs.contiguous("TID675", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID675 = layer_norm_param_grad
+  table_[676] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[677] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[678] = wf_refs.contiguous("TID678", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID678 = add
+  table_[679] = wf_refs.permute("TID679", table_[678], {1, 2, 0});
+  table_[680] = wf_refs.contiguous("TID680", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID680 = sum
+  table_[681] = wf_refs.permute("TID681", table_[680], {2, 0, 1});
+  table_[682] = wf_refs.reshape("TID682", table_[681], {64, 64});
+  table_[683] = wf_refs.reshape("TID683", table_[678], {batch * 64, 64});
+  table_[684] = wf_refs.reshape("TID684", table_[0], {batch * 64});
+  table_[685] = wf_refs.contiguous("TID685", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID685 = scatter_add
+  table_[686] = table_[185];  // add into grad:tiny_lm_0.position_embedding
+  table_[687] = wf_refs.contiguous("TID687", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID687 = add
+  table_[688] = table_[184];  // add into grad:tiny_lm_0.token_embedding
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
-    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[218]); !wf_s.ok()) return wf_s;
+    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[183]); !wf_s.ok()) return wf_s;
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
   if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
@@ -3488,7 +3072,7 @@ wfgen::rt::Status lm_train::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_che
   if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;
   vm_.run(wfgen::rt::Section::Forward);
   forward_done_ = true;
-  wfgen::rt::copy_elements(bound_outputs_[0], table_[218]);  // loss
+  wfgen::rt::copy_elements(bound_outputs_[0], table_[183]);  // loss
   return {};
 }
 
@@ -3577,7 +3161,7 @@ wfgen::rt::Status lm_train::copy_parameters_from_(const std::vector<std::pair<st
 }
 
 std::string lm_train::summary() const {
-  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 62 slots, max(batch * 16384, 16384) + max(batch * 16384, batch * 256, 65536) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 256, 4096, batch * 4096) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 256, 4096, batch * 4096) + max(batch * 65536, batch * 1024, batch * 16384, 256, batch * 4096) + max(batch * 65536, 1024, 256, 4096, batch * 16384, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, batch * 4096) + max(batch * 16384, batch * 256, 256, 4096) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 256, 4096, batch * 4096) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 256, 4096, batch * 4096) + max(batch * 65536, batch * 1024, batch * 16384, 256, batch * 4096) + max(batch * 65536, 1024, 256, 4096, batch * 16384, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, batch * 4096) + max(batch * 16384, batch * 256, 256, 4096) + batch * 16384 + batch * 256 + batch * 16384 + max(batch * 16384, batch * 256) + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + batch * 256 + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 88 forward, 260 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
+  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + max(batch * 16384, 256, batch * 4096) + max(batch * 16384, batch * 256, 256, 4096, batch * 4096) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256, 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + batch * 16384 + max(batch * 65536, batch * 16384, 256, batch * 4096) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256, 4096, batch * 16384, batch * 4096) + max(batch * 256, 256, batch * 4096, batch * 16384) + 4 + max(4, 4096, batch * 16384) bytes (each slot rounded up to 64)\n  instructions: 68 forward, 229 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
 }
 
 std::string lm_train::disassemble() {

@@ -1,0 +1,129 @@
+// Layer normalisation of a row: the helpers of the stdlib's layer_norm,
+// layer_norm_grad and layer_norm_param_grad builtins (their kernel files
+// include it; a header of its own, not kernel_math.hpp, which every kernel
+// file precompiles). A contiguous row is read from memory once: its sums go
+// through 16 running sums (loops g++ vectorises without -ffast-math) on the
+// row the first pass brought into L1. Rows of other layouts take scalar
+// loops in double. The variance is that of x - mean (two passes), not
+// E[x^2] - mean^2, which cancels for rows far from 0.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "wfgen/kernel_math.hpp"
+
+namespace wfgen::rt::math::layer_norm {
+
+// 16 running sums folded in halves into one (as rt::math's sum_row).
+template <KernelFloat T>
+inline T fold_lanes(T (&acc)[16]) {
+  for (int half = 8; half >= 1; half /= 2)
+    for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
+  return acc[0];
+}
+
+// The mean of a row and 1 / sqrt(its biased variance + eps).
+template <KernelFloat T>
+struct RowMoments {
+  T mean, rstd;
+};
+
+template <KernelFloat T>
+inline RowMoments<T> row_moments(const T* x, std::int64_t sx, std::int64_t n, T eps) {
+  if (sx != 1) {
+    double s = 0, q = 0;
+    for (std::int64_t c = 0; c < n; ++c) s += static_cast<double>(x[c * sx]);
+    const double mean = s / static_cast<double>(n);
+    for (std::int64_t c = 0; c < n; ++c) q += (static_cast<double>(x[c * sx]) - mean) * (static_cast<double>(x[c * sx]) - mean);
+    return {static_cast<T>(mean), static_cast<T>(1.0 / std::sqrt(q / static_cast<double>(n) + static_cast<double>(eps)))};
+  }
+  const T mean = detail::sum_row(x, n) / static_cast<T>(n);
+  T acc[16] = {};
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += (x[c + l] - mean) * (x[c + l] - mean);
+  for (; c < n; ++c) acc[0] += (x[c] - mean) * (x[c] - mean);
+  return {mean, T(1) / std::sqrt(fold_lanes(acc) / static_cast<T>(n) + eps)};
+}
+
+// out[c] = (x[c] - mean) * rstd * g[c] + b[c] for c < n (strides sx, so,
+// sg, sb): layer_norm's forward of one row. `out` may be `x`.
+template <KernelFloat T>
+inline void forward_row(T* out, std::int64_t so, const T* x, std::int64_t sx, const T* g, std::int64_t sg, const T* b, std::int64_t sb,
+                        std::int64_t n, T eps) {
+  const RowMoments<T> m = row_moments(x, sx, n, eps);
+  if (so == 1 && sx == 1 && sg == 1 && sb == 1) {
+    for (std::int64_t c = 0; c < n; ++c) out[c] = (x[c] - m.mean) * m.rstd * g[c] + b[c];
+    return;
+  }
+  for (std::int64_t c = 0; c < n; ++c) out[c * so] = (x[c * sx] - m.mean) * m.rstd * g[c * sg] + b[c * sb];
+}
+
+// dx = rstd * (g dy - mean(g dy) - xhat mean(g dy xhat)), xhat = (x - mean)
+// * rstd: layer_norm's backward in X of one row (the gradient through the
+// mean and the variance in closed form). `dx` may be `dy` or `x`.
+template <KernelFloat T>
+inline void grad_row(T* dx, std::int64_t sdx, const T* dy, std::int64_t sdy, const T* x, std::int64_t sx, const T* g, std::int64_t sg,
+                     std::int64_t n, T eps) {
+  const RowMoments<T> m = row_moments(x, sx, n, eps);
+  const T inv_n = T(1) / static_cast<T>(n);
+  if (sdx == 1 && sdy == 1 && sx == 1 && sg == 1) {
+    T a[16] = {}, p[16] = {};  // sum(g dy), sum(g dy xhat)
+    std::int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+      for (int l = 0; l < 16; ++l) {
+        const T gd = g[c + l] * dy[c + l];
+        a[l] += gd;
+        p[l] += gd * ((x[c + l] - m.mean) * m.rstd);
+      }
+    for (; c < n; ++c) {
+      const T gd = g[c] * dy[c];
+      a[0] += gd;
+      p[0] += gd * ((x[c] - m.mean) * m.rstd);
+    }
+    const T mean_a = fold_lanes(a) * inv_n, mean_p = fold_lanes(p) * inv_n;
+    for (c = 0; c < n; ++c) dx[c] = m.rstd * (g[c] * dy[c] - mean_a - (x[c] - m.mean) * m.rstd * mean_p);
+    return;
+  }
+  double a = 0, p = 0;
+  for (std::int64_t c = 0; c < n; ++c) {
+    const double gd = static_cast<double>(g[c * sg]) * static_cast<double>(dy[c * sdy]);
+    a += gd;
+    p += gd * static_cast<double>((x[c * sx] - m.mean) * m.rstd);
+  }
+  const T mean_a = static_cast<T>(a / static_cast<double>(n)), mean_p = static_cast<T>(p / static_cast<double>(n));
+  for (std::int64_t c = 0; c < n; ++c)
+    dx[c * sdx] = m.rstd * (g[c * sg] * dy[c * sdy] - mean_a - (x[c * sx] - m.mean) * m.rstd * mean_p);
+}
+
+// out[c] = sum over the rows r of dy[r, c] * xhat[r, c] (beta: of dy[r, c])
+// for the columns lo <= c < hi of `rows` rows of n (row strides rdy, rx;
+// column strides sdy, sx, so): layer_norm's backward in G (in B). A row's
+// moments need the whole row, the sums only the block's columns: a
+// thread takes a block of columns over every row, and sums in the order
+// of the rows whatever the blocks are (the same result at any thread count).
+template <KernelFloat T>
+inline void param_grad_cols(T* out, std::int64_t so, const T* dy, std::int64_t rdy, std::int64_t sdy, const T* x, std::int64_t rx,
+                            std::int64_t sx, std::int64_t rows, std::int64_t n, std::int64_t lo, std::int64_t hi, T eps, bool beta) {
+  for (std::int64_t c = lo; c < hi; ++c) out[c * so] = T(0);
+  const bool unit = so == 1 && sdy == 1 && sx == 1;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* d = dy + r * rdy;
+    if (beta) {
+      if (unit)
+        for (std::int64_t c = lo; c < hi; ++c) out[c] += d[c];
+      else
+        for (std::int64_t c = lo; c < hi; ++c) out[c * so] += d[c * sdy];
+      continue;
+    }
+    const T* xr = x + r * rx;
+    const RowMoments<T> m = row_moments(xr, sx, n, eps);
+    if (unit)
+      for (std::int64_t c = lo; c < hi; ++c) out[c] += d[c] * ((xr[c] - m.mean) * m.rstd);
+    else
+      for (std::int64_t c = lo; c < hi; ++c) out[c * so] += d[c * sdy] * ((xr[c * sx] - m.mean) * m.rstd);
+  }
+}
+
+}  // namespace wfgen::rt::math::layer_norm
