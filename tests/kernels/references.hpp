@@ -37,6 +37,14 @@ inline std::int64_t wrap(DType t, std::uint64_t v) {
   }
 }
 
+// x * 2^n wrapped (left) or floor(x / 2^n) (right), by n single steps; a
+// count below 0 counts as 0, and after 64 steps nothing changes any more.
+inline std::int64_t shift_naive(DType t, std::int64_t x, std::int64_t n, bool left) {
+  std::int64_t v = x;
+  for (std::int64_t k = 0; k < n && k < 64; ++k) v = left ? wrap(t, u(v) * 2) : (v - (v & 1)) / 2;
+  return v;
+}
+
 inline std::int64_t int_min(DType t) {
   switch (t) {
     case DType::u8: return 0;
@@ -306,6 +314,10 @@ inline const std::vector<NodeRef>& node_refs() {
        [](const std::int64_t* x, double, DType) { return x[0] > x[1] ? x[0] : x[1]; }},
       {"minimum", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] < x[1] ? x[0] : x[1]; },
        [](const std::int64_t* x, double, DType) { return x[0] < x[1] ? x[0] : x[1]; }},
+      // Shifts, integers only: x doubled (halved, rounding down) n times, one
+      // step at a time; counts mostly in [-20, 20] with extremes (u8: 0..255).
+      {"shl", Kind::Binary, {D::Any, D::Any}, nullptr, [](const std::int64_t* x, double, DType t) { return shift_naive(t, x[0], x[1], true); }},
+      {"shr", Kind::Binary, {D::Any, D::Any}, nullptr, [](const std::int64_t* x, double, DType t) { return shift_naive(t, x[0], x[1], false); }},
       {"eq", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] == x[1] ? 1.0 : 0.0; },
        [](const std::int64_t* x, double, DType) { return std::int64_t{x[0] == x[1]}; }},
       {"ne", Kind::Binary, {D::Discrete, D::Discrete}, [](const double* x, double) { return x[0] != x[1] ? 1.0 : 0.0; },
@@ -516,6 +528,7 @@ inline const std::vector<NodeRef>& node_refs() {
       {"to_f64", Kind::Cast, {D::Wide}},
       {"to_i32", Kind::Cast, {D::Wide}},
       {"to_i64", Kind::Cast, {D::Wide}},
+      {"to_u8", Kind::Cast, {D::Wide}},
       {"to_bool", Kind::Cast, {D::Cond}},
       {"transpose", Kind::Transpose, {D::Any}},
       {"permute", Kind::Permute, {D::Any}},
@@ -585,18 +598,23 @@ inline DType cast_target(std::string_view node) {
   if (node == "to_f64") return DType::f64;
   if (node == "to_i32") return DType::i32;
   if (node == "to_i64") return DType::i64;
-  return DType::u8;  // to_bool
+  return DType::u8;  // to_u8, to_bool
 }
 
-// X as `to`, value by value, written out naively: bool (u8) is X != 0 (NaN
-// too); float to integer toward zero, saturated, NaN 0; integer to integer
+// X as `to`, value by value, written out naively: bool (u8, `boolean`: to_bool) is X != 0 (NaN
+// too); float to integer (to_u8 too) toward zero, saturated, NaN 0; integer to integer
 // modulo 2^bits; to a float the nearest (exact: compared without tolerance).
-inline Expected ref_cast(const Dense& x, DType to) {
+inline Expected ref_cast(const Dense& x, DType to, bool boolean) {
   Expected e{Dense::make(x.shape, is_int(to)), {}};
   for (std::size_t k = 0; k < static_cast<std::size_t>(numel_of(x.shape)); ++k) {
     const double f = x.is_int ? static_cast<double>(x.i[k]) : x.f[k];
-    if (to == DType::u8) {
+    if (to == DType::u8 && boolean) {
       e.val.i[k] = x.is_int ? (x.i[k] != 0 ? 1 : 0) : (f != 0.0 || std::isnan(f) ? 1 : 0);
+    } else if (to == DType::u8) {
+      if (x.is_int) e.val.i[k] = ((x.i[k] % 256) + 256) % 256;
+      else if (std::isnan(f) || f <= 0.0) e.val.i[k] = 0;
+      else if (f >= 255.0) e.val.i[k] = 255;
+      else e.val.i[k] = static_cast<std::int64_t>(std::trunc(f));
     } else if (to == DType::i32 || to == DType::i64) {
       const double lo = to == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
       const std::int64_t lo_i = to == DType::i32 ? INT32_MIN : INT64_MIN, hi_i = to == DType::i32 ? INT32_MAX : INT64_MAX;

@@ -627,7 +627,8 @@ Built build_cast(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   const Layout lo = output_layout(c, rng);
   cs.add("OUT", make_view(to, shape, lo, rng), lo);
   cs.out = 1;
-  b.reference = [to](const std::vector<Dense>& in) { return ref_cast(in[0], to); };
+  const bool boolean = std::string_view(e.node) == "to_bool";
+  b.reference = [to, boolean](const std::vector<Dense>& in) { return ref_cast(in[0], to, boolean); };
   return b;
 }
 

@@ -124,8 +124,8 @@ bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
     return true;
   }
   if (t.data_type() == onnx::TensorProto::INT64 || t.data_type() == onnx::TensorProto::INT32 ||
-      t.data_type() == onnx::TensorProto::BOOL) {
-    // A typed input (wfgen import --keep-integer-inputs): i64, i32 or u8.
+      t.data_type() == onnx::TensorProto::BOOL || t.data_type() == onnx::TensorProto::UINT8) {
+    // A typed input (wfgen import --keep-integer-inputs): i64, i32 or u8 (UINT8, or BOOL as 0 / 1).
     std::vector<double> v;
     bool exact = false;
     if (!expected_values(t, v, exact, why)) return false;
@@ -145,14 +145,15 @@ bool to_tensor(const onnx::TensorProto& t, Tensor& out, std::string& why) {
     } else {
       for (std::size_t i = 0; i < v.size(); ++i) {
         if (dt == wfgen::rt::DType::i32) out.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
-        else if (dt == wfgen::rt::DType::u8) out.data<std::uint8_t>()[i] = v[i] != 0 ? 1 : 0;
+        else if (t.data_type() == onnx::TensorProto::BOOL) out.data<std::uint8_t>()[i] = v[i] != 0 ? 1 : 0;
+        else if (dt == wfgen::rt::DType::u8) out.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v[i]);
         else out.data<std::int64_t>()[i] = static_cast<std::int64_t>(v[i]);
       }
     }
     return true;
   }
   if (t.data_type() != onnx::TensorProto::FLOAT) {
-    why = "an input is not FLOAT, DOUBLE, INT64, INT32 or BOOL";
+    why = "an input is not FLOAT, DOUBLE, INT64, INT32, UINT8 or BOOL";
     return false;
   }
   out = Tensor::empty(wfgen::rt::DType::f32, shape);

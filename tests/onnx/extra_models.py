@@ -30,7 +30,9 @@ Pow -> Unsqueeze -> Concat -> Reshape, and a 1/sqrt(C) scale) of an input
 whose batch is known only at run time, which wfgen folds when importing
 (--check-folded checks that the spec keeps only the Reshape and the Mul),
 and a constant laid out by Transpose, ReduceSum, Tile, Expand, Flatten and
-ReduceMax, folded likewise.
+ReduceMax, folded likewise; BitShift (LEFT, wrapping at 256, and RIGHT) of
+UINT8 tensors computed by a Cast of the FLOAT input (the suite's BitShift
+tests feed UINT8 inputs, which conformance.py freezes and wfgen folds).
 The expected outputs come from naive loops written here, not from an
 ONNX runtime.
 
@@ -497,6 +499,29 @@ def integer_reductions_test(out, name, rng):
           [("axis1", np.array([1], dtype=np.int64)), ("axis2", np.array([2], dtype=np.int64))])
 
 
+def bitshift_uint8_test(out, name, rng):
+    """Cast FLOAT -> UINT8 (in range, fractional: toward zero), then BitShift
+    LEFT (wrapping at 256; counts of 8 and more give 0) and RIGHT with
+    broadcast counts, and with a UINT8 scalar constant count; a UINT8 result
+    cast back to FLOAT. Python's ints, masked to 8 bits, are the reference."""
+    x = rng.uniform(0.0, 255.99, (3, 5)).astype(np.float32)
+    x[0, :3] = [0.0, 255.0, 128.5]
+    y = np.array([0.0, 1.0, 3.7, 7.0, 9.0], dtype=np.float32)
+    left, right, by3 = (np.zeros(x.shape, dtype=np.uint8) for _ in range(3))
+    back = np.zeros(x.shape, dtype=np.float32)
+    for i in np.ndindex(*x.shape):
+        a, n = int(float(x[i])), int(float(y[i[1]]))
+        left[i], right[i], by3[i] = (a << n) & 255, a >> n, a >> 3
+        back[i] = float((a << n) & 255)
+    nodes = [helper.make_node("Cast", ["x"], ["xu"], to=TensorProto.UINT8), helper.make_node("Cast", ["y"], ["yu"], to=TensorProto.UINT8),
+             helper.make_node("BitShift", ["xu", "yu"], ["left"], direction="LEFT"),
+             helper.make_node("BitShift", ["xu", "yu"], ["right"], direction="RIGHT"),
+             helper.make_node("BitShift", ["xu", "three"], ["by3"], direction="RIGHT"),
+             helper.make_node("Cast", ["left"], ["back"], to=TensorProto.FLOAT)]
+    write(out, name, nodes, [("x", x), ("y", y)], [("left", left), ("right", right), ("by3", by3), ("back", back)],
+          [("three", np.array(3, dtype=np.uint8))])
+
+
 def integer_indexing_test(out, name, rng):
     """Pad (edge, reflect, constant) and GatherND of INT32 and BOOL tensors
     computed by a Cast, by pad_reference and loops."""
@@ -670,6 +695,7 @@ def main():
     conv_test(out, "test_conv_pointwise_padded", rng, n=1, c=3, hw=4, m=2, group=1, k=1, pad=1)
     conv_clip_test(out, "test_conv_pointwise_clip", rng, n=1, c=4, hw=9, m=6, k=1, pad=0)
     conv_clip_test(out, "test_conv_3x3_clip", rng, n=2, c=3, hw=6, m=4, k=3, pad=1)
+    bitshift_uint8_test(out, "test_bitshift_uint8_computed", rng)
 
 
 if __name__ == "__main__":

@@ -46,10 +46,11 @@ void emit_gather(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
-// OUT = X in another dtype. To bool (u8): 1 where X != 0 (NaN too), as
-// ONNX's Cast. Float to integer: toward zero, saturated at the integer's
-// range, NaN to 0 (C++ leaves those undefined, ONNX unspecified). Between
-// integers: modulo 2^bits (C++20); integer or f64 to float: the nearest.
+// OUT = X in another dtype. To bool (to_bool, a u8): 1 where X != 0 (NaN
+// too), as ONNX's Cast. Float to integer (to_u8 too): toward zero, saturated
+// at the integer's range, NaN to 0 (C++ leaves those undefined, ONNX
+// unspecified). Between integers: modulo 2^bits (C++20); integer or f64 to
+// float: the nearest.
 void emit_cast(CodeWriter& w, const KernelPlan& p) {
   const auto& x = p.tensors[0];
   const auto& o = p.tensors[1];
@@ -58,7 +59,7 @@ void emit_cast(CodeWriter& w, const KernelPlan& p) {
   const bool float_from = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
   const bool float_to = to == rt::DType::f32 || to == rt::DType::f64;
   w.comment(o.name + " = " + x.name + " as " + rt::dtype_name(to));
-  if (to == rt::DType::u8) {
+  if (p.node->name == "to_bool") {
     w.line("auto wf_cast = [](" + from_t + " wf_v) { return static_cast<" + to_t + ">(wf_v != " + from_t + "(0) ? 1 : 0); };");
   } else if (float_from && !float_to) {
     // The bounds as floats: the largest one rounds up to 2^(bits-1), itself out of range.

@@ -12,8 +12,9 @@
 // has no stdlib node: the index and layout arithmetic (Shape, Size, Gather,
 // Concat, Slice, Range, Transpose, Reshape, Expand, Tile, Trilu, EyeLike,
 // ConstantOfShape, CumSum's running order, its steps the stdlib's add) and
-// BitShift. Mod folds as its run-time statements over stdlib nodes (fmod on
-// floats); Pow of integers (the stdlib's pow has float kernels only) with its f64
+// BitShift of the unsigned types wider than UINT8 (UINT8's is the stdlib's
+// shl and shr). Mod folds as its run-time statements over stdlib nodes (fmod
+// on floats); Pow of integers (the stdlib's pow has float kernels only) with its f64
 // kernel, cast back toward zero.
 #include <algorithm>
 #include <cmath>
@@ -304,8 +305,9 @@ bool fold_mod(const Nd& a, const Nd& b, bool fmod, Nd& out, std::string& why) {
 }
 
 // Mod and BitShift on constants. Mod as the run-time statements (fold_mod).
-// BitShift (unsigned, a left shift wrapping at the type's width) has no
-// stdlib node.
+// BitShift of UINT8 with the stdlib's shl and shr (import_bitshift's nodes);
+// of UINT16, UINT32 and UINT64, which have no run-time dtype, here (a left
+// shift wrapping at the type's width).
 bool fold_integer(const onnx::NodeProto& node, const std::vector<const onnx::TensorProto*>& in, const std::vector<Nd>& x, Nd& out,
                   std::string& why) {
   const std::string& op = node.op_type();
@@ -316,6 +318,8 @@ bool fold_integer(const onnx::NodeProto& node, const std::vector<const onnx::Ten
   if (bits == 0 || (direction != "LEFT" && direction != "RIGHT"))
     return why = "BitShift of " + onnx::TensorProto::DataType_Name(x[0].type) + " with direction '" + direction + "'", false;
   const bool left = direction == "LEFT";
+  if (x[0].type == onnx::TensorProto::UINT8 && x[1].type == onnx::TensorProto::UINT8)
+    return apply(op, left ? "shl" : "shr", {&x[0], &x[1]}, onnx::TensorProto::UINT8, out, why);
   const std::function<double(double, double)> f = [left, bits](double a, double b) {
     if (b >= bits) return 0.0;
     return left ? std::fmod(std::ldexp(a, static_cast<int>(b)), std::ldexp(1.0, bits)) : std::floor(std::ldexp(a, -static_cast<int>(b)));

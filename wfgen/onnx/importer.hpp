@@ -38,8 +38,9 @@ struct Value {
   bool literal = false;
   std::optional<Dims> dims;  // nullopt: rank unknown
   // The body dtype of a computed value: "" for the build's float dtype (FLOAT,
-  // or DOUBLE in an f64 model), else "i64", "i32" or "u8" (BOOL): an integer
-  // or bool tensor the model computes on as such (a build's typed_inputs).
+  // or DOUBLE in an f64 model), else "i64", "i32", "u8" (UINT8) or "bool"
+  // (BOOL, stored as u8): an integer or bool tensor the model computes on as
+  // such (a build's typed_inputs, in its storage dtype: storage_dtype()).
   std::string dtype;
 };
 
@@ -110,9 +111,11 @@ class Importer {
   void define(const onnx::NodeProto& node, int k, const std::string& expr, std::optional<Dims> dims,
               std::optional<std::string> dtype = std::nullopt);
   // --- integer and bool values (typed.cpp) --------------------------------------------
-  // The body dtype of an ONNX element type ("" for FLOAT), or nullopt when
-  // the body has none (UINT8, INT16, FLOAT16...).
+  // The importer's dtype of an ONNX element type ("" for FLOAT, "bool" for
+  // BOOL), or nullopt when the body has none (UINT16, INT16, FLOAT16...).
   static std::optional<std::string> dtype_of_type(int elem_type);
+  // The body's dtype of an importer dtype: "u8" for "bool", else itself.
+  static std::string storage_dtype(const std::string& dtype);
   // The ONNX name of a body dtype ("" -> FLOAT or DOUBLE).
   std::string type_name(const std::string& dtype) const;
   // `v` as `dtype`: itself when it has it (or is a literal), else a cast node.
@@ -123,6 +126,12 @@ class Importer {
   void gather_computed(const onnx::NodeProto& node, const Value& x, std::int64_t axis);
   // Mod of INT64 and INT32 tensors, from the stdlib's integer division.
   void import_mod(const onnx::NodeProto& node, const OperatorRow& row);
+  // BitShift of UINT8 tensors: the stdlib's shl and shr on u8.
+  void import_bitshift(const onnx::NodeProto& node, const OperatorRow& row);
+  // QuantizeLinear to UINT8 with one scale and zero point: to_u8(round_even(x / scale) + zero_point).
+  void import_quantize_linear(const onnx::NodeProto& node, const OperatorRow& row);
+  // DynamicQuantizeLinear: its ONNX function's statements (y, y_scale, y_zero_point).
+  void import_dynamic_quantize_linear(const onnx::NodeProto& node, const OperatorRow& row);
   // Pow with x's type as the result's: integer exponents, integer bases (in f64).
   void import_pow(const onnx::NodeProto& node, const OperatorRow& row);
   std::int64_t rank_of(const onnx::NodeProto& node, const Value& v) const;

@@ -70,18 +70,18 @@ std::vector<std::int64_t> Importer::index_constant(const onnx::NodeProto& node, 
 
 // Each output element is element `from[k]` of `source` flattened (n elements).
 // The stdlib's gather reads the positions in the data's dtype: cast to i64
-// or i32; BOOL data (u8, whose positions would stop at 255) is gathered as
-// i32 and cast back.
+// or i32; BOOL and UINT8 data (u8, whose positions would stop at 255) are
+// gathered as i32 and cast back.
 std::string Importer::pick(const onnx::NodeProto& node, const std::string& source, std::int64_t n, const std::vector<std::int64_t>& from,
                            const std::vector<std::int64_t>& out, const std::string& tag, const std::string& dtype) {
   if (n >= (std::int64_t{1} << 24)) unsupported(node, "an input of " + std::to_string(n) + " elements (the gather's f32 positions hold 2^24)");
   if (from.empty()) unsupported(node, "an empty output");
   const Value ids = float_parameter(node, node.output(0) + "_" + tag, {static_cast<std::int64_t>(from.size())}, {from.begin(), from.end()});
   Dims od(out.begin(), out.end());
-  const std::string as = dtype == "u8" ? "i32" : dtype;
+  const std::string as = storage_dtype(dtype) == "u8" ? "i32" : dtype;
   const std::string data = as == dtype ? source : "to_i32(" + source + ")";
   const std::string g = "gather(" + data + ".reshape(" + std::to_string(n) + ", 1), " + as_dtype(ids, as) + ").reshape(" + reshape_args(node, od) + ")";
-  return as == dtype ? g : "to_bool(" + g + ")";
+  return as == dtype ? g : "to_" + dtype + "(" + g + ")";
 }
 
 // GatherElements: out[i] = x[i with axis replaced by indices[i]].

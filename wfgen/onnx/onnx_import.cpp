@@ -250,12 +250,12 @@ void Importer::check_float(const onnx::ValueInfoProto& vi, const char* what) con
   if (t != onnx::TensorProto::FLOAT) {
     fail(std::string(what) + " '" + vi.name() + "' has element type " + onnx::TensorProto::DataType_Name(t) +
          "; wfgen's ONNX import supports FLOAT (f32) inputs and outputs, or DOUBLE (f64) ones when every floating tensor of the model is DOUBLE, "
-         "and INT64, INT32 and BOOL ones (i64, i32, u8)");
+         "and INT64, INT32, UINT8 and BOOL ones (i64, i32, u8, u8)");
   }
 }
 
 void Importer::read_input(const onnx::ValueInfoProto& vi) {
-  // INT64, INT32 and BOOL inputs are tensors of their own dtype (typed_inputs).
+  // INT64, INT32, UINT8 and BOOL inputs are tensors of their own dtype (typed_inputs; BOOL as u8).
   const int type = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
   const std::optional<std::string> dtype = dtype_of_type(type);
   if (!dtype || dtype->empty()) check_float(vi, "input");
@@ -263,7 +263,7 @@ void Importer::read_input(const onnx::ValueInfoProto& vi) {
   Dims d = dims_of(vi, &symbols);
   std::string body = identifier(vi.name(), "input");
   values_[vi.name()] = {body, false, d, dtype.value_or("")};
-  if (dtype && !dtype->empty()) typed_inputs_.emplace_back(body, *dtype);
+  if (dtype && !dtype->empty()) typed_inputs_.emplace_back(body, storage_dtype(*dtype));
   std::string sub;
   for (const auto& s : symbols) sub += (sub.empty() ? "" : " ") + s;
   inputs_.push_back(body + "[" + sub + "]");
@@ -314,7 +314,7 @@ void Importer::read_output(const onnx::ValueInfoProto& vi) {
     it = values_.find(vi.name());
   }
   if (it == values_.end()) fail("output '" + vi.name() + "' is computed by no node of the graph");
-  // INT64, INT32 and BOOL outputs are returned in their own dtype: a value
+  // INT64, INT32, UINT8 and BOOL outputs are returned in their own dtype: a value
   // the body holds in another (a constant's whole numbers as floats) is cast.
   const std::optional<std::string> want = dtype_of_type(type);
   if (want && *want != it->second.dtype && !it->second.literal) {
@@ -381,7 +381,7 @@ Value Importer::operand(const onnx::NodeProto& node, int k) {
   const std::optional<std::string> dtype = dtype_of_type(t->data_type());
   if (!dtype) {
     unsupported(node, "its input '" + name + "' is a " + onnx::TensorProto::DataType_Name(t->data_type()) +
-                          " initializer used as a tensor; wfgen's ONNX import supports FLOAT, INT64, INT32 and BOOL tensors");
+                          " initializer used as a tensor; wfgen's ONNX import supports FLOAT, INT64, INT32, UINT8 and BOOL tensors");
   }
   if (!dtype->empty()) {
     // An integer or bool constant: a FLOAT parameter (parameters are of the

@@ -76,7 +76,7 @@ void Importer::import_compare(const onnx::NodeProto& node, const OperatorRow& ro
   if (x.literal && y.literal) unsupported(node, "both operands are constants");
   // The body compares tensors only: a scalar constant becomes a one-element
   // parameter, broadcast like any other.
-  // Operands of an integer type compare in it; the result is a bool (u8).
+  // Operands of an integer type compare in it; the result is a bool (stored as u8).
   const std::string dtype = x.literal ? y.dtype : x.dtype;
   auto as_tensor = [&](const Value& v, int k) {
     if (!v.literal) return v.body;
@@ -84,7 +84,7 @@ void Importer::import_compare(const onnx::NodeProto& node, const OperatorRow& ro
                     dtype);
   };
   define(node, 0, "to_bool(" + as_tensor(x, 0) + " " + std::string(row.param) + " " + as_tensor(y, 1) + ")", broadcast(x.dims, y.dims),
-         "u8");
+         "bool");
 }
 
 // On computed BOOLs (u8 0 / 1): And is a * b, Or a + b - a * b, Xor a != b,
@@ -96,14 +96,14 @@ void Importer::import_logic(const onnx::NodeProto& node, const OperatorRow& row)
   Value x = operand(node, 0);
   if (op == "Not") {
     if (x.literal) unsupported(node, "its operand is a constant");
-    define(node, 0, "1 - " + as_dtype(x, "u8"), x.dims, "u8");
+    define(node, 0, "1 - " + as_dtype(x, "bool"), x.dims, "bool");
     return;
   }
   Value y = operand(node, 1);
   if (x.literal || y.literal) unsupported(node, "a constant operand");
-  const std::string a = as_dtype(x, "u8"), b = as_dtype(y, "u8");
+  const std::string a = as_dtype(x, "bool"), b = as_dtype(y, "bool");
   const std::string expr = op == "And" ? a + " * " + b : op == "Or" ? a + " + " + b + " - " + a + " * " + b : a + " != " + b;
-  define(node, 0, expr, broadcast(x.dims, y.dims), "u8");
+  define(node, 0, expr, broadcast(x.dims, y.dims), "bool");
 }
 
 // A constant 0, 1, ..., n-1 laid along `axis` of a rank-`rank` parameter
@@ -686,7 +686,9 @@ Value Importer::float_parameter(const onnx::NodeProto& node, const std::string& 
 }
 
 // Cast and CastLike: folded when the input is a constant; on a computed
-// tensor only to FLOAT, the type every computed value has here.
+// tensor a cast node to FLOAT (DOUBLE), INT64, INT32, UINT8 or BOOL. To UINT8
+// a float goes toward zero and saturates at [0, 255] (ONNX leaves out of
+// range values undefined), an integer wraps modulo 256, as numpy's astype.
 void Importer::import_cast(const onnx::NodeProto& node, const OperatorRow& row) {
   const bool like = node.op_type() == "CastLike";
   only_attributes(node, row.attributes);
@@ -715,7 +717,7 @@ void Importer::import_cast(const onnx::NodeProto& node, const OperatorRow& row) 
   const std::optional<std::string> dtype = dtype_of_type(to == onnx::TensorProto::DOUBLE && f64_ ? onnx::TensorProto::FLOAT : to);
   if (!dtype) {
     unsupported(node, "a cast of a computed tensor to " + onnx::TensorProto::DataType_Name(to) +
-                          "; wfgen's ONNX import computes in FLOAT, INT64, INT32 and BOOL");
+                          "; wfgen's ONNX import computes in FLOAT, INT64, INT32, UINT8 and BOOL");
   }
   if (x.literal) {
     if (!dtype->empty()) unsupported(node, "a cast of a constant number to " + onnx::TensorProto::DataType_Name(to));
