@@ -1,6 +1,7 @@
 #include "wfgen/lower/kernel_plan.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "wfgen/support/names.hpp"
@@ -321,135 +322,82 @@ class Planner {
   }
 #endif
 
+  // What a builtin needs of its node: the number of tensors (with the node form
+  // the message shows) and the constructor arguments it reads, by name and type.
+  struct BuiltinForm {
+    std::size_t tensors;
+    const char* shape;
+    std::vector<std::pair<const char*, ArgType>> args;
+  };
+
+  static const BuiltinForm* builtin_form(const std::string& builtin) {
+    using A = ArgType;
+    static const std::vector<std::pair<const char*, A>> window = {
+        {"k_h", A::Int},      {"k_w", A::Int},   {"stride_h", A::Int},   {"stride_w", A::Int},
+        {"pad_h", A::Int},    {"pad_w", A::Int}, {"dilation_h", A::Int}, {"dilation_w", A::Int}};
+    static const std::vector<std::pair<const char*, A>> pool(window.begin(), window.begin() + 6);
+    static const std::vector<std::pair<const char*, A>> adam = {
+        {"lr", A::Float},    {"weight_decay", A::Float}, {"step", A::Int},
+        {"beta1", A::Float}, {"beta2", A::Float},        {"eps", A::Float}};
+    static const std::map<std::string, BuiltinForm> forms = {
+        {"cast", {2, "X[~] OUT[~] -> OUT[~]", {}}},
+        {"gather", {3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]", {}}},
+        {"one_hot", {2, "IDX[~] OUT[~ classes] -> OUT[~ classes]", {}}},
+        {"scatter_add", {4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]", {}}},
+        {"concat_last", {3, "A[~ i] B[~ j] OUT[~ k] -> OUT[~ k] where k = i + j", {}}},
+        {"extreme_mask", {2, "X[~ i] OUT[~ i] -> OUT[~ i]", {{"largest", A::Bool}}}},
+        {"cumsum", {2, "X[~ i] OUT[~ i] -> OUT[~ i]", {{"exclusive", A::Bool}, {"reverse", A::Bool}}}},
+        {"causal_mask", {2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]", {{"value", A::Float}}}},
+        {"scaled_softmax", {2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]", {{"scale", A::Float}, {"causal", A::Bool}}}},
+        {"layer_norm", {4, "X[~ f] G[f] B[f] OUT[~ f] -> OUT[~ f]", {{"eps", A::Float}}}},
+        {"layer_norm_grad", {4, "DOUT[~ f] X[~ f] G[f] OUT[~ f] -> OUT[~ f]", {{"eps", A::Float}}}},
+        {"layer_norm_param_grad", {3, "DOUT[n f] X[n f] OUT[f] -> OUT[f]", {{"eps", A::Float}, {"beta", A::Bool}}}},
+        {"im2col", {2, "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]", window}},
+        {"col2im", {3, "COL[N C k_h k_w h_out w_out] LIKE[N C H W] OUT[N C H W] -> OUT[...]", window}},
+        {"depthwise_conv2d", {3, "X[N C H W] W[C k_h k_w] OUT[N C h_out w_out] -> OUT[...]", window}},
+        {"max_pool", {2, "X[N C H W] OUT[N C h_out w_out] -> OUT[...]", pool}},
+        {"max_pool_grad", {3, "DOUT[N C h_out w_out] X[N C H W] OUT[N C H W] -> OUT[...]", pool}},
+        {"max_pool_pick", {3, "D[N C H W] X[N C H W] OUT[N C h_out w_out] -> OUT[...]", pool}},
+        {"softmax_cross_entropy", {3, "LOGITS[~ c] TARGET[~ c] OUT[~ 1] -> OUT[~ 1]", {}}},
+        {"sgd",
+         {3, "P[~] G[~] M[~] -> P[~] M[~]",
+          {{"lr", A::Float}, {"weight_decay", A::Float}, {"step", A::Int}, {"momentum", A::Float},
+           {"dampening", A::Float}, {"nesterov", A::Bool}}}},
+        {"adam", {4, "P[~] G[~] M[~] V[~] -> P[~] M[~] V[~]", adam}},
+        {"adamw", {4, "P[~] G[~] M[~] V[~] -> P[~] M[~] V[~]", adam}},
+    };
+    auto it = forms.find(builtin);
+    return it == forms.end() ? nullptr : &it->second;
+  }
+
   bool check_builtin(const spec::Node& node, const spec::Impl& impl, KernelPlan& p, const std::string& what) {
-    auto want = [&](std::size_t tensors, const char* shape) {
-      if (p.tensors.size() == tensors) return true;
-      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a node of the form " + shape +
+    const BuiltinForm* form = builtin_form(impl.builtin);
+    if (!form) {
+      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' is written as an elementwise body; use elementwise"));
+      return false;
+    }
+    if (p.tensors.size() != form->tensors) {
+      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a node of the form " + form->shape +
                                ", but the node has " + node.where.str()));
       return false;
-    };
-    // The window builtins' int constructor arguments, each one needed.
-    auto int_args = [&](std::initializer_list<const char*> names) {
-      for (const char* a : names) {
-        bool found = false;
-        for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Int);
-        if (!found) {
-          error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs an int constructor argument '" + a + "'"));
-          return false;
-        }
+    }
+    for (const auto& [name, type] : form->args) {
+      bool found = false;
+      for (const auto& s : p.scalars) found = found || (s.name == name && s.type == type);
+      if (!found) {
+        error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a " + spec::arg_type_name(type) +
+                                 " constructor argument '" + name + "'"));
+        return false;
       }
-      return true;
-    };
+    }
     if (impl.builtin == "cast") {
-      if (!want(2, "X[~] OUT[~] -> OUT[~]")) return false;
       if (!node.out_dtype) {
         error(diag(impl.loc, what + ": the builtin 'cast' needs a node with an out_dtype (the dtype it casts to)"));
         return false;
       }
       p.tensors[1].dtype = node.out_dtype;
-      return true;
     }
-    if (impl.builtin == "gather") return want(3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]");
-    if (impl.builtin == "one_hot") return want(2, "IDX[~] OUT[~ classes] -> OUT[~ classes]");
-    if (impl.builtin == "scatter_add") return want(4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]");
-    if (impl.builtin == "concat_last") return want(3, "A[~ i] B[~ j] OUT[~ k] -> OUT[~ k] where k = i + j");
-    if (impl.builtin == "extreme_mask") {
-      if (!want(2, "X[~ i] OUT[~ i] -> OUT[~ i]")) return false;
-      for (const auto& s : p.scalars)
-        if (s.name == "largest" && s.type == ArgType::Bool) return true;
-      error(diag(impl.loc, what + ": the builtin 'extreme_mask' needs a bool constructor argument 'largest'"));
-      return false;
-    }
-    if (impl.builtin == "cumsum") {
-      if (!want(2, "X[~ i] OUT[~ i] -> OUT[~ i]")) return false;
-      for (const char* a : {"exclusive", "reverse"}) {
-        bool found = false;
-        for (const auto& s : p.scalars) found = found || (s.name == a && s.type == ArgType::Bool);
-        if (!found) {
-          error(diag(impl.loc, what + ": the builtin 'cumsum' needs a bool constructor argument '" + a + "'"));
-          return false;
-        }
-      }
-      return true;
-    }
-    if (impl.builtin == "causal_mask") {
-      if (!want(2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]")) return false;
-      for (const auto& s : p.scalars)
-        if (s.name == "value" && s.type == ArgType::Float) return true;
-      error(diag(impl.loc, what + ": the builtin 'causal_mask' needs a float constructor argument 'value'"));
-      return false;
-    }
-    if (impl.builtin == "scaled_softmax") {
-      if (!want(2, "X[~ i j] OUT[~ i j] -> OUT[~ i j]")) return false;
-      bool scale = false, causal = false;
-      for (const auto& s : p.scalars) {
-        scale = scale || (s.name == "scale" && s.type == ArgType::Float);
-        causal = causal || (s.name == "causal" && s.type == ArgType::Bool);
-      }
-      if (scale && causal) return true;
-      error(diag(impl.loc, what + ": the builtin 'scaled_softmax' needs a float constructor argument 'scale' and a bool 'causal'"));
-      return false;
-    }
-    if (impl.builtin == "layer_norm" || impl.builtin == "layer_norm_grad" || impl.builtin == "layer_norm_param_grad") {
-      const bool params = impl.builtin == "layer_norm_param_grad";
-      if (!want(params ? 3 : 4, impl.builtin == "layer_norm" ? "X[~ f] G[f] B[f] OUT[~ f] -> OUT[~ f]"
-                                : params                   ? "DOUT[n f] X[n f] OUT[f] -> OUT[f]"
-                                                           : "DOUT[~ f] X[~ f] G[f] OUT[~ f] -> OUT[~ f]"))
-        return false;
-      bool eps = false, beta = !params;
-      for (const auto& s : p.scalars) {
-        eps = eps || (s.name == "eps" && s.type == ArgType::Float);
-        beta = beta || (s.name == "beta" && s.type == ArgType::Bool);
-      }
-      if (eps && beta) return true;
-      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a float constructor argument 'eps'" +
-                               (params ? " and a bool 'beta'" : "")));
-      return false;
-    }
-    if (impl.builtin == "im2col" || impl.builtin == "col2im") {
-      const bool forward = impl.builtin == "im2col";
-      if (!want(forward ? 2 : 3, forward ? "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]"
-                                         : "COL[N C k_h k_w h_out w_out] LIKE[N C H W] OUT[N C H W] -> OUT[...]"))
-        return false;
-      return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"});
-    }
-    if (impl.builtin == "depthwise_conv2d") {
-      if (!want(3, "X[N C H W] W[C k_h k_w] OUT[N C h_out w_out] -> OUT[...]")) return false;
-      return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"});
-    }
-    if (impl.builtin == "max_pool" || impl.builtin == "max_pool_grad" || impl.builtin == "max_pool_pick") {
-      const bool forward = impl.builtin == "max_pool";
-      const char* shape = forward                            ? "X[N C H W] OUT[N C h_out w_out] -> OUT[...]"
-                          : impl.builtin == "max_pool_grad" ? "DOUT[N C h_out w_out] X[N C H W] OUT[N C H W] -> OUT[...]"
-                                                            : "D[N C H W] X[N C H W] OUT[N C h_out w_out] -> OUT[...]";
-      if (!want(forward ? 2 : 3, shape)) return false;
-      return int_args({"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w"});
-    }
-    if (impl.builtin == "softmax_cross_entropy") return want(3, "LOGITS[~ c] TARGET[~ c] OUT[~ 1] -> OUT[~ 1]");
-    if (impl.builtin == "sgd" || impl.builtin == "adam" || impl.builtin == "adamw") {
-      bool sgd = impl.builtin == "sgd";
-      if (!want(sgd ? 3 : 4, sgd ? "P[~] G[~] M[~] -> P[~] M[~]" : "P[~] G[~] M[~] V[~] -> P[~] M[~] V[~]")) return false;
-      std::vector<std::pair<const char*, ArgType>> needed = {{"lr", ArgType::Float}, {"weight_decay", ArgType::Float},
-                                                             {"step", ArgType::Int}};
-      if (sgd) {
-        for (auto a : {"momentum", "dampening"}) needed.emplace_back(a, ArgType::Float);
-        needed.emplace_back("nesterov", ArgType::Bool);
-      } else {
-        for (auto a : {"beta1", "beta2", "eps"}) needed.emplace_back(a, ArgType::Float);
-      }
-      for (const auto& [a, type] : needed) {
-        bool found = false;
-        for (const auto& sc : p.scalars) found = found || (sc.name == a && sc.type == type);
-        if (!found) {
-          error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a " + spec::arg_type_name(type) +
-                                   " constructor argument '" + a + "'"));
-          return false;
-        }
-      }
-      return true;
-    }
-    error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' is written as an elementwise body; use elementwise"));
-    return false;
+    return true;
   }
 
   const spec::Spec& spec_;
