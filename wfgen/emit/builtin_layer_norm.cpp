@@ -22,13 +22,8 @@ using builtin::scalar;
 template <class Row>
 void over_rows(CodeWriter& w, const KernelPlan& p, const std::vector<const lower::TensorParam*>& rowed, Row row) {
   const lower::TensorParam& o = *rowed.back();
-  const std::string lead = builtin::num(p.rank - 1);
-  std::string strides;
-  for (const auto* t : rowed) strides += std::string(strides.empty() ? "" : ", ") + "wfgen::rt::head<1>(" + t->cpp + ".strides)";
-  w.line("const std::int64_t wf_n = " + o.cpp + ".shape[" + lead + "];");
-  w.line("const wfgen::rt::LoopNest<" + lead + ", " + builtin::num(static_cast<std::int64_t>(rowed.size())) + "> wf_nest(wfgen::rt::head<1>(" +
-         o.cpp + ".shape), {" + strides + "}, " + builtin::num(static_cast<std::int64_t>(rowed.size()) - 1) + ");");
-  w.open("wf_nest.run(16384 / std::max<std::int64_t>(1, wf_n) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  w.line("const std::int64_t wf_n = " + o.cpp + ".shape[" + builtin::num(p.rank - 1) + "];");
+  builtin::open_row_nest(w, p.rank, o, rowed, "wf_n", 16384);
   w.line("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
   w.line("  " + row());
   w.close(");");

@@ -13,6 +13,7 @@ namespace {
 
 using builtin::elem;
 using builtin::num;
+using builtin::open_row_nest;
 using builtin::scalar;
 
 }  // namespace
@@ -76,9 +77,7 @@ void emit_softmax_cross_entropy(CodeWriter& w, const KernelPlan& p) {
             z.name + ")), lse = max + log(sum(exp(" + z.name + " - max)))");
   w.line("const std::int64_t wf_c = " + z.cpp + ".shape[" + num(r - 1) + "];");
   w.line("const std::int64_t wf_sz = " + z.cpp + ".strides[" + num(r - 1) + "], wf_st = " + t.cpp + ".strides[" + num(r - 1) + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 3> wf_nest(wfgen::rt::head<1>(" + z.cpp + ".shape), {wfgen::rt::head<1>(" +
-         z.cpp + ".strides), wfgen::rt::head<1>(" + t.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 2);");
-  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  open_row_nest(w, r, z, {&z, &t, &o}, "wf_c", 4096);
   // Contiguous rows: the max and the exps through rt::math's row helpers,
   // which vectorise (scalar std::exp in double was 6 % of a language
   // model's training step); the sum of the exps in the element type, the

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "wfgen/emit/code_writer.hpp"
 #include "wfgen/expr/expr.hpp"
@@ -36,6 +37,23 @@ inline void add_batch_offsets(CodeWriter& w, int rank, const std::string& index,
   w.line(x_off + " += wf_k * " + x.cpp + ".strides[wf_d];");
   w.line(o_off + " += wf_k * " + o.cpp + ".strides[wf_d];");
   w.close();
+}
+
+// Opens the loop nest of a row kernel: rows along the last axis, walked over
+// the leading axes of `shape_of`'s shape with one stride set per tensor of
+// `rowed` (the last one, the output, orders the nest's loops), split across
+// the pool in tasks of about `grain` elements for rows of `row_length` (a C++
+// expression) elements. Leaves the task's lambda open (wf_off, wf_step per
+// tensor, wf_rows rows) for the caller's row loop; close it with w.close(");").
+inline void open_row_nest(CodeWriter& w, int rank, const lower::TensorParam& shape_of,
+                          const std::vector<const lower::TensorParam*>& rowed, const std::string& row_length, std::int64_t grain) {
+  std::string strides;
+  for (const auto* t : rowed) strides += (strides.empty() ? "" : ", ") + ("wfgen::rt::head<1>(" + t->cpp + ".strides)");
+  const auto n = static_cast<std::int64_t>(rowed.size());
+  w.line("const wfgen::rt::LoopNest<" + num(rank - 1) + ", " + num(n) + "> wf_nest(wfgen::rt::head<1>(" + shape_of.cpp + ".shape), {" + strides +
+         "}, " + num(n - 1) + ");");
+  w.open("wf_nest.run(" + num(grain) + " / std::max<std::int64_t>(1, " + row_length +
+         ") + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
 }
 
 }  // namespace wfgen::emit::builtin

@@ -19,6 +19,7 @@ using spec::ArgType;
 
 using builtin::elem;
 using builtin::num;
+using builtin::open_row_nest;
 using builtin::scalar;
 
 void emit_gather(CodeWriter& w, const KernelPlan& p) {
@@ -46,12 +47,14 @@ void emit_gather(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
-// OUT = X in another dtype. To bool (to_bool, a u8): 1 where X != 0 (NaN
-// too), as ONNX's Cast. Float to integer (to_u8 too): toward zero, saturated
+// OUT = X in another dtype (builtin cast). Float to integer (to_u8 too):
+// toward zero, saturated
 // at the integer's range, NaN to 0 (C++ leaves those undefined, ONNX
 // unspecified). Between integers: modulo 2^bits (C++20); integer or f64 to
 // float: the nearest.
-void emit_cast(CodeWriter& w, const KernelPlan& p) {
+// The builtin cast_bool (to_bool, a u8): 1 where X != 0 (NaN too), as ONNX's
+// Cast to BOOL; not a conversion of the number, so a builtin of its own.
+void emit_cast(CodeWriter& w, const KernelPlan& p, bool to_bool) {
   const auto& x = p.tensors[0];
   const auto& o = p.tensors[1];
   const rt::DType to = o.dtype.value_or(p.dtype);
@@ -59,7 +62,7 @@ void emit_cast(CodeWriter& w, const KernelPlan& p) {
   const bool float_from = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
   const bool float_to = to == rt::DType::f32 || to == rt::DType::f64;
   w.comment(o.name + " = " + x.name + " as " + rt::dtype_name(to));
-  if (p.node->name == "to_bool") {
+  if (to_bool) {
     w.line("auto wf_cast = [](" + from_t + " wf_v) { return static_cast<" + to_t + ">(wf_v != " + from_t + "(0) ? 1 : 0); };");
   } else if (float_from && !float_to) {
     // The bounds as floats: the largest one rounds up to 2^(bits-1), itself out of range.
@@ -350,9 +353,7 @@ void emit_concat_last(CodeWriter& w, const KernelPlan& p) {
   w.line("const std::int64_t wf_i = " + a.cpp + ".shape[" + last + "], wf_j = " + b.cpp + ".shape[" + last + "];");
   w.line("const std::int64_t wf_sa = " + a.cpp + ".strides[" + last + "], wf_sb = " + b.cpp + ".strides[" + last + "], wf_so = " +
          o.cpp + ".strides[" + last + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 3> wf_nest(wfgen::rt::head<1>(" + o.cpp + ".shape), {wfgen::rt::head<1>(" +
-         a.cpp + ".strides), wfgen::rt::head<1>(" + b.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 2);");
-  w.open("wf_nest.run(65536 / (wf_i + wf_j + 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  open_row_nest(w, r, o, {&a, &b, &o}, "wf_i + wf_j", 65536);
   w.open("for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r)");
   w.line("const " + t + "* wf_a = " + a.cpp + ".data + wf_off[0] + wf_r * wf_step[0];");
   w.line("const " + t + "* wf_b = " + b.cpp + ".data + wf_off[1] + wf_r * wf_step[1];");
@@ -369,9 +370,7 @@ void emit_concat_last(CodeWriter& w, const KernelPlan& p) {
 void open_last_axis_rows(CodeWriter& w, const TensorParam& x, const TensorParam& o, int r) {
   w.line("const std::int64_t wf_c = " + x.cpp + ".shape[" + num(r - 1) + "];");
   w.line("const std::int64_t wf_sx = " + x.cpp + ".strides[" + num(r - 1) + "], wf_so = " + o.cpp + ".strides[" + num(r - 1) + "];");
-  w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp + ".shape), {wfgen::rt::head<1>(" +
-         x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
-  w.open("wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  open_row_nest(w, r, x, {&x, &o}, "wf_c", 4096);
 }
 
 // OUT[..., j] = the running sum of each row of X along its last axis, from
@@ -878,7 +877,8 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
 
 void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   const std::string& b = p.impl->builtin;
-  if (b == "cast") emit_cast(w, p);
+  if (b == "cast") emit_cast(w, p, false);
+  else if (b == "cast_bool") emit_cast(w, p, true);
   else if (b == "gather") emit_gather(w, p);
   else if (b == "scatter_add") emit_scatter_add(w, p);
   else if (b == "one_hot") emit_one_hot(w, p);

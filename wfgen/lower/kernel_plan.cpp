@@ -43,6 +43,9 @@ bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; 
 
 int bits(rt::DType d) { return static_cast<int>(rt::dtype_size(d)) * 8; }
 
+// The builtins that write a dtype other than the call's: a node's out_dtype.
+bool is_cast_builtin(const std::string& builtin) { return builtin == "cast" || builtin == "cast_bool"; }
+
 class Planner {
  public:
   explicit Planner(const spec::Spec& spec) : spec_(spec) {}
@@ -127,9 +130,9 @@ class Planner {
     // it is judged on their defaults; kernels a model asked for were chosen
     // with the call's own arguments (trace), so they are always made.
     if (judge_reject_ && rejected(node, impl, dt, what)) return std::nullopt;
-    if (node.out_dtype && !(impl.kind == BodyKind::Builtin && impl.builtin == "cast")) {
+    if (node.out_dtype && !(impl.kind == BodyKind::Builtin && is_cast_builtin(impl.builtin))) {
       error(diag(node.out_dtype_loc, "node '" + node.name + "' has an out_dtype (" + rt::dtype_name(*node.out_dtype) +
-                                         "), which only kernels of the builtin 'cast' write; " + what + " is " +
+                                         "), which only kernels of the builtins 'cast' and 'cast_bool' write; " + what + " is " +
                                          spec::body_kind_name(impl.kind)));
       return std::nullopt;
     }
@@ -341,6 +344,7 @@ class Planner {
         {"beta1", A::Float}, {"beta2", A::Float},        {"eps", A::Float}};
     static const std::map<std::string, BuiltinForm> forms = {
         {"cast", {2, "X[~] OUT[~] -> OUT[~]", {}}},
+        {"cast_bool", {2, "X[~] OUT[~] -> OUT[~]", {}}},
         {"gather", {3, "W[n d] IDX[~] OUT[~ d] -> OUT[~ d]", {}}},
         {"one_hot", {2, "IDX[~] OUT[~ classes] -> OUT[~ classes]", {}}},
         {"scatter_add", {4, "DOUT[m d] IDX[m] LIKE[n d] OUT[n d] -> OUT[n d]", {}}},
@@ -390,9 +394,9 @@ class Planner {
         return false;
       }
     }
-    if (impl.builtin == "cast") {
+    if (is_cast_builtin(impl.builtin)) {
       if (!node.out_dtype) {
-        error(diag(impl.loc, what + ": the builtin 'cast' needs a node with an out_dtype (the dtype it casts to)"));
+        error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' needs a node with an out_dtype (the dtype it casts to)"));
         return false;
       }
       p.tensors[1].dtype = node.out_dtype;

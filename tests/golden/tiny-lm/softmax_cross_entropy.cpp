@@ -21,7 +21,7 @@ void softmax_cross_entropy_f32_r2(wfgen::rt::View<const float, 2> LOGITS, wfgen:
   const std::int64_t wf_c = LOGITS.shape[1];
   const std::int64_t wf_sz = LOGITS.strides[1], wf_st = TARGET.strides[1];
   const wfgen::rt::LoopNest<1, 3> wf_nest(wfgen::rt::head<1>(LOGITS.shape), {wfgen::rt::head<1>(LOGITS.strides), wfgen::rt::head<1>(TARGET.strides), wfgen::rt::head<1>(OUT.strides)}, 2);
-  wf_nest.run(4096 / (wf_c > 0 ? wf_c : 1) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
+  wf_nest.run(4096 / std::max<std::int64_t>(1, wf_c) + 1, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
     if (wf_sz == 1 && wf_st == 1) {
       float wf_e[256];
       for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) {
