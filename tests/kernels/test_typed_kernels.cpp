@@ -112,6 +112,22 @@ TEST_CASE("typed kernels: matmul (cpu and blas) and sum", "[kernels][typed]") {
   CHECK(s.at<std::int32_t>({1, 0}) == std::numeric_limits<std::int32_t>::min());  // wraps
 }
 
+namespace {
+
+// blas_gemm's OpenBLAS path whatever the size (blas_gemm itself sends small
+// products to rt::gemm, detail::own_gemm_is_faster); on a cross build
+// without OpenBLAS (WFGEN_NO_BLAS), blas_gemm, which is rt::gemm there.
+template <class... Args>
+void openblas_path(Args... args) {
+#if defined(WFGEN_NO_BLAS)
+  wfgen::rt::blas_gemm<double>(args...);
+#else
+  wfgen::rt::openblas_gemm<double>(args...);
+#endif
+}
+
+}  // namespace
+
 TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C row-major and transposed", "[kernels][gemm]") {
   // Sizes that cross the std-only GEMM's tile edges (MR/NR remainders and
   // more than one KC block), so every partial tile adds into C.
@@ -131,7 +147,7 @@ TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C r
       std::vector<double> C(C0.size());
       for (std::int64_t i = 0; i < M; ++i)
         for (std::int64_t j = 0; j < N; ++j) C[static_cast<std::size_t>(i * rsc + j * csc)] = C0[static_cast<std::size_t>(i * N + j)];
-      if (blas) wfgen::rt::blas_gemm<double>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
+      if (blas) openblas_path(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
       else wfgen::rt::gemm<double>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, true);
       int bad = 0;
       for (std::int64_t i = 0; i < M; ++i)
@@ -142,7 +158,7 @@ TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C r
     }
     // K = 0: the product is empty, C stays as it was.
     std::vector<double> C = C0;
-    if (blas) wfgen::rt::blas_gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
+    if (blas) openblas_path(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
     else wfgen::rt::gemm<double>(M, N, 0, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, true);
     CHECK(C == C0);
   }
@@ -166,15 +182,17 @@ std::vector<double> small_ints(std::size_t n, int mul, int mod) {
   return v;
 }
 
-// Mismatches of blas_gemm or gemm on one case against the loop here. A is
+// Mismatches of OpenBLAS's path (openblas_path), of blas_gemm (`dispatch`)
+// or of gemm on one case against the loop here. A is
 // stored (M K) or, when `ta`, (K M) and read transposed; likewise B and C.
-std::int64_t gemm_mismatches(const GemmCase& g, bool blas) {
+std::int64_t gemm_mismatches(const GemmCase& g, bool blas, bool dispatch = false) {
   const auto A = small_ints(static_cast<std::size_t>(g.M * g.K), 7, 11), B = small_ints(static_cast<std::size_t>(g.K * g.N), 5, 13);
   const auto C0 = small_ints(static_cast<std::size_t>(g.M * g.N), 3, 17);
   const std::int64_t rsa = g.ta ? 1 : g.K, csa = g.ta ? g.M : 1, rsb = g.tb ? 1 : g.N, csb = g.tb ? g.K : 1;
   const std::int64_t rsc = g.tc ? 1 : g.N, csc = g.tc ? g.M : 1;
   std::vector<double> C = C0;
-  if (blas) wfgen::rt::blas_gemm<double>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc);
+  if (dispatch) wfgen::rt::blas_gemm<double>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc);
+  else if (blas) openblas_path(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc);
   else wfgen::rt::gemm<double>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc);
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < g.M; ++i) {
@@ -252,6 +270,24 @@ TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and 
     CHECK(batch_mismatches(wfgen_kernels::matmul_f64_r3, 2, 150, 70, 220) == 0);
   }
 #if !defined(WFGEN_NO_BLAS)
+  SECTION("blas_gemm sends small products to rt::gemm, long K and large products to OpenBLAS") {
+    using wfgen::rt::detail::own_gemm_is_faster;
+    CHECK(own_gemm_is_faster(64, 64, 16));      // attention's scores, a head
+    CHECK(own_gemm_is_faster(1024, 256, 64));   // the tiny LM's MLP, 2^24 multiply-adds
+    CHECK(own_gemm_is_faster(1024, 64, 256));
+    CHECK_FALSE(own_gemm_is_faster(64, 256, 1024));  // a weight gradient: K 1024
+    CHECK_FALSE(own_gemm_is_faster(64, 64, 257));
+    CHECK_FALSE(own_gemm_is_faster(1025, 256, 64));  // above 2^24
+    CHECK_FALSE(own_gemm_is_faster(64, 3136, 576));
+    // Both paths of blas_gemm against the loop, every layout: 150 x 70 x
+    // 220 goes to rt::gemm, 40 x 30 x 300 to OpenBLAS.
+    for (const GemmCase& g : {GemmCase{150, 70, 220, true, false, true, true}, GemmCase{150, 70, 220, false, true, false, false},
+                              GemmCase{40, 30, 300, true, true, false, true}, GemmCase{40, 30, 300, false, false, true, false}}) {
+      INFO(g.M << " x " << g.N << " x " << g.K);
+      CHECK(gemm_mismatches(g, true, /*dispatch=*/true) == 0);
+      CHECK(gemm_mismatches(g, true) == 0);
+    }
+  }
   SECTION("OpenBLAS's thread count is back after the calls, also after concurrent ones") {
     const GemmCase g{150, 70, 220, false, false, false, false};
     CHECK(gemm_mismatches(g, true) == 0);
