@@ -37,6 +37,9 @@ aarch64_runtime() {
   rt=("-DCMAKE_PROJECT_INCLUDE=$work/aarch64-runtime/wfgen_runtime_import.cmake"
     "-DWFGEN_TEST_RUNTIME_INCLUDE=$WFGEN_PREFIX/include")
 }
+# The wasm projects compile their own runtime (see aarch64-committed-kernels
+# below for why), as one translation unit (tests/cross/unity_runtime.cmake).
+wasm_unity=("-DCMAKE_PROJECT_INCLUDE=$(cd "$(dirname "$0")" && pwd)/unity_runtime.cmake")
 shared_runtime() {  # shared_runtime BUILD: the project in BUILD linked it rather than compiling its own
   grep -q "wfgen::runtime for Linux-aarch64 is the suite's" "$1.configure.log" ||
     fail "$1 did not use the runtime of cross.aarch64.runtime"
@@ -104,15 +107,18 @@ case $step in
     if [ "$step" = aarch64-committed-kernels ]; then
       aarch64_tools; tc=aarch64-linux-gnu; aarch64_runtime
     else
-      wasm_tools; tc=wasm32-emscripten; rt=()
+      wasm_tools; tc=wasm32-emscripten; rt=("${wasm_unity[@]}")
     fi
     build "$examples/committed-kernels" "$work/$step" "-DCMAKE_TOOLCHAIN_FILE=$WFGEN_PREFIX/share/wfgen/toolchains/$tc.cmake" "${rt[@]}"
-    if [ "$step" = aarch64-committed-kernels ]; then shared_runtime "$work/$step"; fi
+    if [ "$step" = aarch64-committed-kernels ]; then shared_runtime "$work/$step"; else
+      grep -q "wfgen::runtime as one translation unit" "$work/$step.configure.log" || fail "$work/$step: no unity runtime"
+    fi
     ctest --test-dir "$work/$step" --output-on-failure  # committed_kernels_runs, under the emulator
     ;;
   wasm-classifier)
     wasm_tools
-    build "$examples/web-classifier" "$work/wasm" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/wasm32-emscripten.cmake"
+    build "$examples/web-classifier" "$work/wasm" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/wasm32-emscripten.cmake" "${wasm_unity[@]}"
+    grep -q "wfgen::runtime as one translation unit" "$work/wasm.configure.log" || fail "$work/wasm: no unity runtime"
     node --no-experimental-fetch "$work/wasm/fashion_classify.js" --params "$weights" --data "$data" \
       --classes "$work/classes-wasm.txt" | tee "$work/wasm.out"
     same_classes "$work/classes-native.txt" "$work/classes-wasm.txt"
