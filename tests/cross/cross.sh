@@ -37,9 +37,13 @@ aarch64_runtime() {
   rt=("-DCMAKE_PROJECT_INCLUDE=$work/aarch64-runtime/wfgen_runtime_import.cmake"
     "-DWFGEN_TEST_RUNTIME_INCLUDE=$WFGEN_PREFIX/include")
 }
-# The wasm projects compile their own runtime (see aarch64-committed-kernels
-# below for why), as one translation unit (tests/cross/unity_runtime.cmake).
-wasm_unity=("-DCMAKE_PROJECT_INCLUDE=$(cd "$(dirname "$0")" && pwd)/unity_runtime.cmake")
+# The projects that compile a runtime (aarch64's once, tests/cross/runtime;
+# each wasm project its own, see aarch64-committed-kernels below for why)
+# compile it as one translation unit (tests/cross/unity_runtime.cmake).
+unity_runtime=("-DCMAKE_PROJECT_INCLUDE=$(cd "$(dirname "$0")" && pwd)/unity_runtime.cmake")
+unity_built() {  # unity_built BUILD: the project in BUILD compiled its runtime so
+  grep -q "wfgen::runtime as one translation unit" "$1.configure.log" || fail "$1 did not compile its runtime as one unit"
+}
 shared_runtime() {  # shared_runtime BUILD: the project in BUILD linked it rather than compiling its own
   grep -q "wfgen::runtime for Linux-aarch64 is the suite's" "$1.configure.log" ||
     fail "$1 did not use the runtime of cross.aarch64.runtime"
@@ -58,9 +62,10 @@ case $step in
   aarch64-runtime)  # wfgen::runtime for aarch64 from the runtime component's sources, once
     aarch64_tools
     WFGEN_PREFIX=$WFGEN_PREFIX-runtime build "$src/tests/cross/runtime" "$work/aarch64-runtime" \
-      "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake"
+      "-DCMAKE_TOOLCHAIN_FILE=$toolchains/aarch64-linux-gnu.cmake" "${unity_runtime[@]}"
     grep -q 'wfgen: compiling wfgen::runtime for Linux-aarch64' "$work/aarch64-runtime.configure.log" ||
       fail "find_package(wfgen) did not compile the runtime from its sources"
+    unity_built "$work/aarch64-runtime"
     file "$work/aarch64-runtime/libwfgen_runtime.a" | grep -q 'ar archive' || fail "no libwfgen_runtime.a"
     aarch64-linux-gnu-objdump -f "$work/aarch64-runtime/libwfgen_runtime.a" | grep -q 'aarch64' ||
       fail "libwfgen_runtime.a is not aarch64 code"
@@ -107,18 +112,18 @@ case $step in
     if [ "$step" = aarch64-committed-kernels ]; then
       aarch64_tools; tc=aarch64-linux-gnu; aarch64_runtime
     else
-      wasm_tools; tc=wasm32-emscripten; rt=("${wasm_unity[@]}")
+      wasm_tools; tc=wasm32-emscripten; rt=("${unity_runtime[@]}")
     fi
     build "$examples/committed-kernels" "$work/$step" "-DCMAKE_TOOLCHAIN_FILE=$WFGEN_PREFIX/share/wfgen/toolchains/$tc.cmake" "${rt[@]}"
     if [ "$step" = aarch64-committed-kernels ]; then shared_runtime "$work/$step"; else
-      grep -q "wfgen::runtime as one translation unit" "$work/$step.configure.log" || fail "$work/$step: no unity runtime"
+      unity_built "$work/$step"
     fi
     ctest --test-dir "$work/$step" --output-on-failure  # committed_kernels_runs, under the emulator
     ;;
   wasm-classifier)
     wasm_tools
-    build "$examples/web-classifier" "$work/wasm" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/wasm32-emscripten.cmake" "${wasm_unity[@]}"
-    grep -q "wfgen::runtime as one translation unit" "$work/wasm.configure.log" || fail "$work/wasm: no unity runtime"
+    build "$examples/web-classifier" "$work/wasm" "-DCMAKE_TOOLCHAIN_FILE=$toolchains/wasm32-emscripten.cmake" "${unity_runtime[@]}"
+    unity_built "$work/wasm"
     node --no-experimental-fetch "$work/wasm/fashion_classify.js" --params "$weights" --data "$data" \
       --classes "$work/classes-wasm.txt" | tee "$work/wasm.out"
     same_classes "$work/classes-native.txt" "$work/classes-wasm.txt"

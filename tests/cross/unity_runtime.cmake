@@ -1,8 +1,9 @@
-# Included by the wasm projects of tests/cross (cross.sh, through
-# CMAKE_PROJECT_INCLUDE): the wfgen::runtime that find_package(wfgen)
+# Included by the projects of tests/cross that compile a runtime (cross.sh,
+# through CMAKE_PROJECT_INCLUDE: tests/cross/runtime for aarch64, each wasm
+# project): the wfgen::runtime that find_package(wfgen)
 # compiles from the package's sources for the target becomes one
 # translation unit (tensor.cpp apart), as the host's runtime under
-# WFGEN_FAST_COLD_BUILD and tests/cross/runtime for aarch64: its small files
+# WFGEN_FAST_COLD_BUILD (runtime/CMakeLists.txt): its small files
 # spent most of their compile time parsing the same headers. The same
 # sources and flags; only how they are grouped into compiler runs changes.
 # Deferred to the end of the project's top folder, where find_package has
