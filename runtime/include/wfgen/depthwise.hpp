@@ -43,11 +43,21 @@ class DepthwiseConv {
     };
     inside(g.h, g.ho, g.kh, g.sh, g.ph, g.dh, y_lo_, y_hi_);
     inside(g.w, g.wo, g.kw, g.sw, g.pw, g.dw, x_lo_, x_hi_);
+    // The plane with its padding, as far as the taps reach: rows and columns
+    // 0 .. (out - 1) s + (k - 1) d of the padded image.
+    hp_ = g.ho > 0 ? (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1 : 0;
+    wp_ = g.wo > 0 ? (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1 : 0;
+    padded_ = g.dw == 1 && g.os_col == 1 && hp_ * wp_ <= kPadded && g.ho * g.wo > 0 && has_taps(g.kh, g.kw, g.sw);
   }
 
   // OUT's plane `out` from X's plane `x` and C's filter `f`.
   void plane(const T* x, const T* f, T* out) const noexcept {
     const DepthwiseGeometry& g = g_;
+    if (padded_) {
+      alignas(64) T pad[kPadded];
+      padded(x, f, out, pad);
+      return;
+    }
     const bool unit = g.xs_col == 1 && g.os_col == 1 && g.dw == 1;
     for (std::int64_t y = 0; y < g.ho; ++y) {
       T* o = out + y * g.os_row;
@@ -61,6 +71,61 @@ class DepthwiseConv {
   }
 
  private:
+  // The planes whose padded copy fits kPadded elements on the stack (up to
+  // 64 x 64 floats: MobileNet's 28 x 28, 14 x 14 and 7 x 7 planes, where
+  // the border rows and columns are 14 to 49 % of the outputs) are copied
+  // into it with zeros around, and every output row is then an interior row:
+  // one vectorised loop over all its columns, no checked scalar border.
+  // Larger planes keep the split (their border is a few percent).
+  static constexpr std::int64_t kPadded = 4096;
+
+  static bool has_taps(std::int64_t kh, std::int64_t kw, std::int64_t sw) noexcept {
+    return kh == kw && (kh == 3 || kh == 5) && (sw == 1 || sw == 2);
+  }
+
+  // X's plane copied into `pad` (hp_ x wp_, zeros where the taps read the
+  // padding), then every output row from it.
+  void padded(const T* x, const T* f, T* out, T* pad) const noexcept {
+    const DepthwiseGeometry& g = g_;
+    const std::int64_t c0 = std::min(g.pw, wp_), c1 = std::min(g.pw + g.w, wp_);  // X's columns in the copy
+    for (std::int64_t r = 0; r < hp_; ++r) {
+      T* row = pad + r * wp_;
+      const std::int64_t iy = r - g.ph;
+      if (iy < 0 || iy >= g.h || c1 <= c0) {
+        std::fill(row, row + wp_, T(0));
+        continue;
+      }
+      std::fill(row, row + c0, T(0));
+      const T* src = x + iy * g.xs_row;
+      if (g.xs_col == 1) std::copy(src, src + (c1 - c0), row + c0);
+      else
+        for (std::int64_t c = c0; c < c1; ++c) row[c] = src[(c - g.pw) * g.xs_col];
+      std::fill(row + c1, row + wp_, T(0));
+    }
+    if (g.sh == 1 && g.sw == 1 && g.wo < 32) {
+      // Short rows at stride 1: the whole plane as one run over the copy's
+      // width (column q of the run reads pad[q + i dh wp + j], as an output
+      // column does), the columns past wo of each row computed and dropped.
+      alignas(64) T run[kPadded];
+      const std::int64_t n = (g.ho - 1) * wp_ + g.wo;
+      const T* rows[5];
+      for (std::int64_t i = 0; i < g.kh; ++i) rows[i] = pad + i * g.dh * wp_;
+      if (g.kh == 3) taps<3, 1>(rows, f, run, 0, 0, n);
+      else taps<5, 1>(rows, f, run, 0, 0, n);
+      for (std::int64_t y = 0; y < g.ho; ++y) std::copy(run + y * wp_, run + y * wp_ + g.wo, out + y * g.os_row);
+      return;
+    }
+    const T* rows[5];
+    for (std::int64_t y = 0; y < g.ho; ++y) {
+      for (std::int64_t i = 0; i < g.kh; ++i) rows[i] = pad + (y * g.sh + i * g.dh) * wp_;
+      T* o = out + y * g.os_row;
+      if (g.kh == 3 && g.sw == 1) taps<3, 1>(rows, f, o, 0, 0, g.wo);
+      else if (g.kh == 3) taps<3, 2>(rows, f, o, 0, 0, g.wo);
+      else if (g.sw == 1) taps<5, 1>(rows, f, o, 0, 0, g.wo);
+      else taps<5, 2>(rows, f, o, 0, 0, g.wo);
+    }
+  }
+
   // Columns [x0, x1) of output row y, every tap checked against the image:
   // the padding, and any shape or stride.
   void border(const T* x, const T* f, T* o, std::int64_t y, std::int64_t x0, std::int64_t x1) const noexcept {
@@ -84,36 +149,43 @@ class DepthwiseConv {
   // stride 1 or 2, contiguous rows): false for any other, which border() does.
   bool interior(const T* x, const T* f, T* o, std::int64_t y) const noexcept {
     const DepthwiseGeometry& g = g_;
-    if (g.kh == 3 && g.kw == 3 && g.sw == 1) return taps<3, 1>(x, f, o, y), true;
-    if (g.kh == 3 && g.kw == 3 && g.sw == 2) return taps<3, 2>(x, f, o, y), true;
-    if (g.kh == 5 && g.kw == 5 && g.sw == 1) return taps<5, 1>(x, f, o, y), true;
-    if (g.kh == 5 && g.kw == 5 && g.sw == 2) return taps<5, 2>(x, f, o, y), true;
-    return false;
+    if (!has_taps(g.kh, g.kw, g.sw)) return false;
+    const T* rows[5];
+    for (std::int64_t i = 0; i < g.kh; ++i) rows[i] = x + (y * g.sh - g.ph + i * g.dh) * g.xs_row;
+    if (g.kh == 3 && g.sw == 1) taps<3, 1>(rows, f, o, g.pw, x_lo_, x_hi_);
+    else if (g.kh == 3) taps<3, 2>(rows, f, o, g.pw, x_lo_, x_hi_);
+    else if (g.sw == 1) taps<5, 1>(rows, f, o, g.pw, x_lo_, x_hi_);
+    else taps<5, 2>(rows, f, o, g.pw, x_lo_, x_hi_);
+    return true;
   }
 
-  // The K x K taps of each column summed in registers, in the order border()
-  // sums them (row i, then column j), the column loop vectorised: constant
-  // K and stride make the loads fixed offsets (stride 2: an interleaved load).
+  // Columns [x0, x1) of an output row from the K input rows its taps read
+  // (column ox reads rows[i][ox*S - shift + j]), each column's K x K taps
+  // summed in registers in the order border() sums them (row i, then column
+  // j), the column loop vectorised: constant K and stride make the loads
+  // fixed offsets (stride 2: an interleaved load).
   template <int K, int S>
-  void taps(const T* x, const T* f, T* __restrict o, std::int64_t y) const noexcept {
+  void taps(const T* const* rows, const T* f, T* __restrict o, std::int64_t shift, std::int64_t x0,
+            std::int64_t x1) const noexcept {
     const DepthwiseGeometry& g = g_;
     T wk[K][K];
-    const T* rows[K];
+    const T* r[K];
     for (int i = 0; i < K; ++i) {
       for (int j = 0; j < K; ++j) wk[i][j] = f[i * g.ws_row + j * g.ws_col];
-      rows[i] = x + (y * g.sh - g.ph + i * g.dh) * g.xs_row;
+      r[i] = rows[i];
     }
-    const std::int64_t pw = g.pw;
-    for (std::int64_t ox = x_lo_; ox < x_hi_; ++ox) {
+    for (std::int64_t ox = x0; ox < x1; ++ox) {
       T s = T(0);
       for (int i = 0; i < K; ++i)
-        for (int j = 0; j < K; ++j) s += wk[i][j] * rows[i][ox * S - pw + j];
+        for (int j = 0; j < K; ++j) s += wk[i][j] * r[i][ox * S - shift + j];
       o[ox] = s;
     }
   }
 
   DepthwiseGeometry g_;
   std::int64_t y_lo_ = 0, y_hi_ = 0, x_lo_ = 0, x_hi_ = 0;
+  std::int64_t hp_ = 0, wp_ = 0;  // the padded copy's rows and columns
+  bool padded_ = false;
 };
 
 }  // namespace wfgen::rt
