@@ -31,14 +31,20 @@ void adam_f32_r1(wfgen::rt::View<float, 1> P, wfgen::rt::View<const float, 1> G,
     float* wf_p_M = M.data + wf_off[2];
     float* wf_p_V = V.data + wf_off[3];
     if (wf_unit) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) {
-        float& wf_p = wf_p_P[wf_i];
-        float& wf_m = wf_p_M[wf_i];
-        float& wf_v = wf_p_V[wf_i];
-        const float wf_g = wf_p_G[wf_i] + weight_decay * wf_p;
-        wf_m = beta1 * wf_m + (1 - beta1) * wf_g;
-        wf_v = beta2 * wf_v + (1 - beta2) * wf_g * wf_g;
-        wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + eps);
+      for (std::int64_t wf_b = 0; wf_b < wf_n; wf_b += 64) {
+        const std::int64_t wf_len = std::min<std::int64_t>(64, wf_n - wf_b);
+        alignas(64) float wf_root[64];
+        for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) {
+          const float wf_g = wf_p_G[wf_b + wf_l] + weight_decay * wf_p_P[wf_b + wf_l];
+          wf_p_M[wf_b + wf_l] = beta1 * wf_p_M[wf_b + wf_l] + (1 - beta1) * wf_g;
+          wf_p_V[wf_b + wf_l] = beta2 * wf_p_V[wf_b + wf_l] + (1 - beta2) * wf_g * wf_g;
+          wf_root[wf_l] = wf_p_V[wf_b + wf_l];
+        }
+        if (wf_len == 64) wfgen::rt::math::sqrt_lanes<64>(wf_root);
+        else for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) wf_root[wf_l] = std::sqrt(wf_root[wf_l]);
+        for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) {
+          wf_p_P[wf_b + wf_l] -= wf_step_size * wf_p_M[wf_b + wf_l] / (wf_root[wf_l] / wf_root_c2 + eps);
+        }
       }
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) {
@@ -76,14 +82,20 @@ void adam_f32_r2(wfgen::rt::View<float, 2> P, wfgen::rt::View<const float, 2> G,
     float* wf_p_M = M.data + wf_off[2];
     float* wf_p_V = V.data + wf_off[3];
     if (wf_unit) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) {
-        float& wf_p = wf_p_P[wf_i];
-        float& wf_m = wf_p_M[wf_i];
-        float& wf_v = wf_p_V[wf_i];
-        const float wf_g = wf_p_G[wf_i] + weight_decay * wf_p;
-        wf_m = beta1 * wf_m + (1 - beta1) * wf_g;
-        wf_v = beta2 * wf_v + (1 - beta2) * wf_g * wf_g;
-        wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + eps);
+      for (std::int64_t wf_b = 0; wf_b < wf_n; wf_b += 64) {
+        const std::int64_t wf_len = std::min<std::int64_t>(64, wf_n - wf_b);
+        alignas(64) float wf_root[64];
+        for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) {
+          const float wf_g = wf_p_G[wf_b + wf_l] + weight_decay * wf_p_P[wf_b + wf_l];
+          wf_p_M[wf_b + wf_l] = beta1 * wf_p_M[wf_b + wf_l] + (1 - beta1) * wf_g;
+          wf_p_V[wf_b + wf_l] = beta2 * wf_p_V[wf_b + wf_l] + (1 - beta2) * wf_g * wf_g;
+          wf_root[wf_l] = wf_p_V[wf_b + wf_l];
+        }
+        if (wf_len == 64) wfgen::rt::math::sqrt_lanes<64>(wf_root);
+        else for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) wf_root[wf_l] = std::sqrt(wf_root[wf_l]);
+        for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) {
+          wf_p_P[wf_b + wf_l] -= wf_step_size * wf_p_M[wf_b + wf_l] / (wf_root[wf_l] / wf_root_c2 + eps);
+        }
       }
     } else {
       for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) {
