@@ -239,3 +239,57 @@ builds:
   CHECK(count(out, "path 'neg_neg'") == 1);
   CHECK(count(out, "path 'elsewhere'") == 0);  // sqrt runs on cpu
 }
+
+TEST_CASE("choose-gemms: small products of known shape run wfgen's GEMM, the rest OpenBLAS's") {
+  // The rule is rt::own_gemm_is_faster: K <= 256 and <= 2^24 multiply-adds.
+  auto spec = [](const std::string& where, const std::string& devices) {
+    return "models:\n  - name: m\n    where: \"" + where + "\"\n    call: |\n      return A @ B\nbuilds:\n  - {name: b, model: m, devices: [" +
+           devices + "]}\n";
+  };
+  auto ops = [](const std::string& out) {
+    return std::make_pair(count(out, "op=MATMUL-CPU]"), count(out, "op=MATMUL-BLAS]"));
+  };
+  int code = -1;
+  SECTION("known and small: cpu, said by explain") {
+    const std::string out = explain(spec("A[8 16] B[16 4] -> Y[8 4]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(code == 0);
+    CHECK(count(out, "matmul (8x16 by 16x4) runs wfgen's GEMM (cpu), not OpenBLAS") == 1);
+    CHECK(ops(out) == std::make_pair(2, 0));  // in the disassembly without and with the rewrites
+  }
+  SECTION("a long K stays with OpenBLAS") {
+    const std::string out = explain(spec("A[8 257] B[257 4] -> Y[8 4]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(ops(out) == std::make_pair(0, 2));
+  }
+  SECTION("more than 2^24 multiply-adds stay with OpenBLAS") {
+    const std::string out = explain(spec("A[1025 256] B[256 64] -> Y[1025 64]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(ops(out) == std::make_pair(0, 2));
+  }
+  SECTION("rows known only at run time: the blas kernel decides then") {
+    const std::string out = explain(spec("A[N 16] B[16 4] -> Y[N 4]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(ops(out) == std::make_pair(0, 2));
+  }
+  SECTION("a batch over its own B: one matrix's rows count, the batch may be symbolic") {
+    const std::string out = explain(spec("A[N 8 16] B[N 16 4] -> Y[N 8 4]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(ops(out) == std::make_pair(2, 0));
+  }
+  SECTION("a B shared by the batch: the batch folds into the rows, so it must be known and small") {
+    std::string out = explain(spec("A[N 8 16] B[16 4] -> Y[N 8 4]", "blas, cpu"), "b", &code);
+    CHECK(ops(out) == std::make_pair(0, 2));
+    out = explain(spec("A[4 8 16] B[16 4] -> Y[4 8 4]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(count(out, "matmul (8x16 by 16x4 (32 rows with the batch))") == 1);
+    CHECK(ops(out) == std::make_pair(2, 0));
+    out = explain(spec("A[4096 8 256] B[256 4] -> Y[4096 8 4]", "blas, cpu"), "b", &code);  // 2^25 folded
+    CHECK(ops(out) == std::make_pair(0, 2));
+  }
+  SECTION("a build without the cpu device keeps OpenBLAS") {
+    const std::string out = explain(spec("A[8 16] B[16 4] -> Y[8 4]", "blas"), "b", &code);
+    INFO(out);
+    CHECK(ops(out) == std::make_pair(0, 2));
+  }
+}

@@ -115,7 +115,7 @@ TEST_CASE("typed kernels: matmul (cpu and blas) and sum", "[kernels][typed]") {
 namespace {
 
 // blas_gemm's OpenBLAS path whatever the size (blas_gemm itself sends small
-// products to rt::gemm, detail::own_gemm_is_faster); on a cross build
+// products to rt::gemm, rt::own_gemm_is_faster); on a cross build
 // without OpenBLAS (WFGEN_NO_BLAS), blas_gemm, which is rt::gemm there.
 template <class... Args>
 void openblas_path(Args... args) {
@@ -271,7 +271,7 @@ TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and 
   }
 #if !defined(WFGEN_NO_BLAS)
   SECTION("blas_gemm sends small products to rt::gemm, long K and large products to OpenBLAS") {
-    using wfgen::rt::detail::own_gemm_is_faster;
+    using wfgen::rt::own_gemm_is_faster;
     CHECK(own_gemm_is_faster(64, 64, 16));      // attention's scores, a head
     CHECK(own_gemm_is_faster(1024, 256, 64));   // the tiny LM's MLP, 2^24 multiply-adds
     CHECK(own_gemm_is_faster(1024, 64, 256));

@@ -92,6 +92,16 @@ int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0,
 // temporary and no add. Returns how many were merged.
 int accumulate_products(graph::Graph& g);
 
+// Products of the blas device whose shape is known at build time and small
+// enough that wfgen's own GEMM is faster (rt::own_gemm_is_faster, K <= 256
+// and <= 2^24 multiply-adds) run the cpu implementation of their node
+// instead, when the build lists the cpu device: the disassembly then names
+// the GEMM that runs. Products whose rows depend on run-time dims keep the
+// blas implementation, whose kernel applies the same rule at run time.
+// Each choice is described in `log` (for `wfgen explain`) when given.
+// Returns how many calls changed implementation.
+int choose_gemms(const spec::Spec& spec, const spec::Build& build, graph::Graph& g, std::string* log);
+
 // Checks the spec's paths once, after loading: every node they name exists,
 // a bypass's two nodes take the same tensors and arguments, a fusion path's
 // node takes as many tensors as its chain reads, and a symbolic path's
@@ -109,7 +119,7 @@ void apply_paths(const spec::Spec& spec, const spec::Build& build, graph::Graph&
 
 // The names run_pipeline gives its passes, in order (`--dump-after`,
 // `--time-passes`; docs/cli.md). "trace" is the graph as traced, before any pass.
-inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "fuse", "accumulate", "plan-memory"};
+inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "fuse", "accumulate", "choose-gemms", "plan-memory"};
 
 struct PipelineOptions {
   std::vector<std::string> dump_after;  // names of kPassNames: print the graph after them

@@ -41,6 +41,7 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
       step("dead-code", [&] { eliminate_dead_code(g); });    // drop the adds it replaced
     }
   }
+  step("choose-gemms", [&] { choose_gemms(spec, build, g, options.rewrites); });  // small known products: wfgen's GEMM
   MemoryPlan plan;
   step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness
   return plan;

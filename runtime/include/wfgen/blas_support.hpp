@@ -35,6 +35,7 @@ void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::
 #include <mutex>
 #include <vector>
 
+#include "wfgen/gemm_choice.hpp"
 #include "wfgen/kernel_support.hpp"
 
 // OpenBLAS's thread count, declared weak: with another BLAS (or a static
@@ -129,25 +130,6 @@ std::vector<T> packed(std::int64_t rows, std::int64_t cols, const T* p, std::int
   return out;
 }
 
-// Whether a product goes to wfgen's own GEMM (rt::gemm) rather than to
-// OpenBLAS: when K <= 256 and the product is at most 2^24 multiply-adds.
-// Why: at those sizes OpenBLAS's sgemm spends a third of its time outside
-// its micro-kernel (packing both operands on every call, then a separate
-// pass zeroing C for beta = 0: sgemm_beta + the *copy routines took 24 % of
-// the tiny LM's training step under perf), where rt::gemm packs into L1/L2
-// and writes C once. Measured one thread (bench/lm_gemm_shapes.cpp, the
-// LM's shapes with the strides the generated kernels pass; time of rt::gemm
-// / OpenBLAS): 0.35-0.41 for attention's 64x64x16 products (k.T read in
-// place), 0.5-0.84 for 1024x64x16 and 1024x64x64, 0.8 for 1024x256x64,
-// 0.94-1.0 for 1024x64x256; OpenBLAS wins with a long K (the weight
-// gradients' 64x256x1024: 1.08-1.18) and on large products (64x3136x576:
-// 1.6), which stay with it. Deterministic: the choice depends on the shape
-// only, and neither GEMM splits K across threads.
-inline bool own_gemm_is_faster(std::int64_t M, std::int64_t N, std::int64_t K) {
-  constexpr double kMaxWork = static_cast<double>(std::int64_t{1} << 24);
-  return K <= 256 && static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) <= kMaxWork;
-}
-
 }  // namespace detail
 
 // C = A * B through cblas (C += A * B when `accumulate`: beta = 1).
@@ -226,12 +208,15 @@ void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, s
 
 // The blas device's GEMM: C = A * B (C += A * B when `accumulate`) through
 // OpenBLAS (openblas_gemm), or through rt::gemm for the small products
-// where that is faster (detail::own_gemm_is_faster).
+// where that is faster (own_gemm_is_faster, gemm_choice.hpp). The generator
+// makes the same choice at build time where it knows the shape
+// (passes::choose_gemms): what reaches here at run time is mostly products
+// whose rows depend on a symbolic batch.
 template <class T>
 void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
                const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
                bool accumulate = false) {
-  if (detail::own_gemm_is_faster(M, N, K)) gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+  if (own_gemm_is_faster(M, N, K)) gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
   else openblas_gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
 }
 

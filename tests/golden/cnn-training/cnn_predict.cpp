@@ -49,11 +49,11 @@ namespace {
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     0, 3, // im2col_f32_r6
-    5, 4, 6, // matmul_blas_f32_r3
+    5, 4, 6, // matmul_f32_r3
     6, 8, 9, // fused_add_relu_f32_r3
     10, 11, // max_pool_f32_r4
     11, 14, // im2col_f32_r6
-    16, 15, 17, // matmul_blas_f32_r3
+    16, 15, 17, // matmul_f32_r3
     17, 19, 20, // fused_add_relu_f32_r3
     21, 22, // max_pool_f32_r4
     23, 24, 26, // matmul_blas_f32_r2
@@ -83,7 +83,7 @@ namespace {
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
     {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 0, 2, 2u, 0u, 0, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
     // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 2, 3, 4u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 2, 3, 4u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
     {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 5, 3, 4u, 0u, 8, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
@@ -91,7 +91,7 @@ namespace {
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
     {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 10, 2, 2u, 0u, 14, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
     // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 12, 3, 4u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 12, 3, 4u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
     {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 15, 3, 4u, 0u, 22, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)

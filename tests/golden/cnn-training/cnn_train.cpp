@@ -118,11 +118,11 @@ namespace {
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     0, 4, // im2col_f32_r6
-    6, 5, 7, // matmul_blas_f32_r3
+    6, 5, 7, // matmul_f32_r3
     7, 9, 10, // fused_add_relu_f32_r3
     11, 12, // max_pool_f32_r4
     12, 15, // im2col_f32_r6
-    17, 16, 18, // matmul_blas_f32_r3
+    17, 16, 18, // matmul_f32_r3
     18, 20, 21, // fused_add_relu_f32_r3
     22, 23, // max_pool_f32_r4
     24, 25, 27, // matmul_blas_f32_r2
@@ -141,8 +141,8 @@ namespace {
     60, 22, 61, // relu_grad_f32_r4
     62, 63, // sum_f32_r3
     64, 65, // sum_f32_r3
-    62, 69, 70, // matmul_blas_f32_r3
-    71, 62, 72, // matmul_blas_f32_r3
+    62, 69, 70, // matmul_f32_r3
+    71, 62, 72, // matmul_f32_r3
     73, 74, // sum_f32_r3
     77, 12, 78, // col2im_f32_r4
     39, 68, 79, // add_f32_r1
@@ -211,7 +211,7 @@ namespace {
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
     {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 0, 2, 2u, 0u, 0, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
     // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 2, 3, 4u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 2, 3, 4u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
     {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 5, 3, 4u, 0u, 8, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
@@ -219,7 +219,7 @@ namespace {
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
     {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 10, 2, 2u, 0u, 14, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
     // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 12, 3, 4u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 12, 3, 4u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
     {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 15, 3, 4u, 0u, 22, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
@@ -261,9 +261,9 @@ namespace {
     // grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 62, 2, 2u, 0u, 34, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 64, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 64, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 67, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 67, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 70, 2, 2u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)

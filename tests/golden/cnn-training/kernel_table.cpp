@@ -10,6 +10,7 @@ namespace {
     {"sum_f32_r2", "sum", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &sum_f32_r2_erased},
     {"sum_f32_r3", "sum", "cpu", wfgen::rt::DType::f32, 3, 2, 0, &sum_f32_r3_erased},
     {"mean_f32_r2", "mean", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &mean_f32_r2_erased},
+    {"matmul_f32_r3", "matmul", "cpu", wfgen::rt::DType::f32, 3, 3, 0, &matmul_f32_r3_erased},
     {"matmul_blas_f32_r2", "matmul", "blas", wfgen::rt::DType::f32, 2, 3, 0, &matmul_blas_f32_r2_erased},
     {"matmul_acc_blas_f32_r2", "matmul", "blas", wfgen::rt::DType::f32, 2, 3, 0, &matmul_acc_blas_f32_r2_erased},
     {"matmul_blas_f32_r3", "matmul", "blas", wfgen::rt::DType::f32, 3, 3, 0, &matmul_blas_f32_r3_erased},

@@ -200,21 +200,21 @@ namespace {
     22, 23, 24, // add_f32_r3
     8, 25, 26, // matmul_blas_f32_r3
     26, 27, 28, // add_f32_r3
-    29, 31, 32, // matmul_blas_f32_r3
+    29, 31, 32, // matmul_f32_r3
     32, 33, // scaled_softmax_f32_r3
-    33, 34, 35, // matmul_blas_f32_r3
+    33, 34, 35, // matmul_f32_r3
     35, 37, 38, // matmul_blas_f32_r3
-    39, 41, 42, // matmul_blas_f32_r3
+    39, 41, 42, // matmul_f32_r3
     42, 43, // scaled_softmax_f32_r3
-    43, 44, 45, // matmul_blas_f32_r3
+    43, 44, 45, // matmul_f32_r3
     45, 47, 48, // matmul_blas_f32_r3
-    49, 51, 52, // matmul_blas_f32_r3
+    49, 51, 52, // matmul_f32_r3
     52, 53, // scaled_softmax_f32_r3
-    53, 54, 55, // matmul_blas_f32_r3
+    53, 54, 55, // matmul_f32_r3
     55, 57, 58, // matmul_blas_f32_r3
-    59, 61, 62, // matmul_blas_f32_r3
+    59, 61, 62, // matmul_f32_r3
     62, 63, // scaled_softmax_f32_r3
-    63, 64, 65, // matmul_blas_f32_r3
+    63, 64, 65, // matmul_f32_r3
     65, 67, 68, // matmul_blas_f32_r3
     5, 38, 48, 58, 68, 69, 70, // fused_add_add_add_add_and_1_f32_r3
     70, 71, 72, 73, // layer_norm_f32_r3
@@ -229,21 +229,21 @@ namespace {
     102, 103, 104, // add_f32_r3
     88, 105, 106, // matmul_blas_f32_r3
     106, 107, 108, // add_f32_r3
-    109, 111, 112, // matmul_blas_f32_r3
+    109, 111, 112, // matmul_f32_r3
     112, 113, // scaled_softmax_f32_r3
-    113, 114, 115, // matmul_blas_f32_r3
+    113, 114, 115, // matmul_f32_r3
     115, 117, 118, // matmul_blas_f32_r3
-    119, 121, 122, // matmul_blas_f32_r3
+    119, 121, 122, // matmul_f32_r3
     122, 123, // scaled_softmax_f32_r3
-    123, 124, 125, // matmul_blas_f32_r3
+    123, 124, 125, // matmul_f32_r3
     125, 127, 128, // matmul_blas_f32_r3
-    129, 131, 132, // matmul_blas_f32_r3
+    129, 131, 132, // matmul_f32_r3
     132, 133, // scaled_softmax_f32_r3
-    133, 134, 135, // matmul_blas_f32_r3
+    133, 134, 135, // matmul_f32_r3
     135, 137, 138, // matmul_blas_f32_r3
-    139, 141, 142, // matmul_blas_f32_r3
+    139, 141, 142, // matmul_f32_r3
     142, 143, // scaled_softmax_f32_r3
-    143, 144, 145, // matmul_blas_f32_r3
+    143, 144, 145, // matmul_f32_r3
     145, 147, 148, // matmul_blas_f32_r3
     85, 118, 128, 138, 148, 149, 150, // fused_add_add_add_add_and_1_f32_r3
     150, 151, 152, 153, // layer_norm_f32_r3
@@ -355,35 +355,35 @@ namespace {
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 3, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
@@ -413,35 +413,35 @@ namespace {
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 115, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 118, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 118, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 121, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 123, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 123, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 126, 3, 4u, 0u, 13, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 129, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 129, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 132, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 134, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 134, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 137, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 140, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 140, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 143, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 145, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 145, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 148, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 151, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 151, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 154, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 156, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 156, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 159, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)

@@ -717,21 +717,21 @@ namespace {
     23, 24, 25, // add_f32_r3
     9, 26, 27, // matmul_blas_f32_r3
     27, 28, 29, // add_f32_r3
-    30, 32, 33, // matmul_blas_f32_r3
+    30, 32, 33, // matmul_f32_r3
     33, 34, // scaled_softmax_f32_r3
-    34, 35, 36, // matmul_blas_f32_r3
+    34, 35, 36, // matmul_f32_r3
     36, 38, 39, // matmul_blas_f32_r3
-    40, 42, 43, // matmul_blas_f32_r3
+    40, 42, 43, // matmul_f32_r3
     43, 44, // scaled_softmax_f32_r3
-    44, 45, 46, // matmul_blas_f32_r3
+    44, 45, 46, // matmul_f32_r3
     46, 48, 49, // matmul_blas_f32_r3
-    50, 52, 53, // matmul_blas_f32_r3
+    50, 52, 53, // matmul_f32_r3
     53, 54, // scaled_softmax_f32_r3
-    54, 55, 56, // matmul_blas_f32_r3
+    54, 55, 56, // matmul_f32_r3
     56, 58, 59, // matmul_blas_f32_r3
-    60, 62, 63, // matmul_blas_f32_r3
+    60, 62, 63, // matmul_f32_r3
     63, 64, // scaled_softmax_f32_r3
-    64, 65, 66, // matmul_blas_f32_r3
+    64, 65, 66, // matmul_f32_r3
     66, 68, 69, // matmul_blas_f32_r3
     6, 39, 49, 59, 69, 70, 71, // fused_add_add_add_add_and_1_f32_r3
     71, 72, 73, 74, // layer_norm_f32_r3
@@ -747,21 +747,21 @@ namespace {
     104, 105, 106, // add_f32_r3
     90, 107, 108, // matmul_blas_f32_r3
     108, 109, 110, // add_f32_r3
-    111, 113, 114, // matmul_blas_f32_r3
+    111, 113, 114, // matmul_f32_r3
     114, 115, // scaled_softmax_f32_r3
-    115, 116, 117, // matmul_blas_f32_r3
+    115, 116, 117, // matmul_f32_r3
     117, 119, 120, // matmul_blas_f32_r3
-    121, 123, 124, // matmul_blas_f32_r3
+    121, 123, 124, // matmul_f32_r3
     124, 125, // scaled_softmax_f32_r3
-    125, 126, 127, // matmul_blas_f32_r3
+    125, 126, 127, // matmul_f32_r3
     127, 129, 130, // matmul_blas_f32_r3
-    131, 133, 134, // matmul_blas_f32_r3
+    131, 133, 134, // matmul_f32_r3
     134, 135, // scaled_softmax_f32_r3
-    135, 136, 137, // matmul_blas_f32_r3
+    135, 136, 137, // matmul_f32_r3
     137, 139, 140, // matmul_blas_f32_r3
-    141, 143, 144, // matmul_blas_f32_r3
+    141, 143, 144, // matmul_f32_r3
     144, 145, // scaled_softmax_f32_r3
-    145, 146, 147, // matmul_blas_f32_r3
+    145, 146, 147, // matmul_f32_r3
     147, 149, 150, // matmul_blas_f32_r3
     87, 120, 130, 140, 150, 151, 152, // fused_add_add_add_add_and_1_f32_r3
     152, 153, 154, 155, // layer_norm_f32_r3
@@ -809,13 +809,13 @@ namespace {
     295, 294, 296, // matmul_blas_f32_r2
     297, // fill_f32_r2
     296, 299, // copy_f32_r2
-    292, 300, 301, // matmul_blas_f32_r3
-    302, 292, 303, // matmul_blas_f32_r3
+    292, 300, 301, // matmul_f32_r3
+    302, 292, 303, // matmul_f32_r3
     304, // fill_f32_r3
     303, 306, // copy_f32_r3
     301, 145, 307, // fused_mul_sum_sub_mul_and_1_f32_r3
-    307, 308, 309, // matmul_blas_f32_r3
-    310, 307, 311, // matmul_blas_f32_r3
+    307, 308, 309, // matmul_f32_r3
+    310, 307, 311, // matmul_f32_r3
     313, // fill_f32_r3
     312, 315, // copy_f32_r3
     316, // fill_f32_r3
@@ -824,13 +824,13 @@ namespace {
     323, 322, 324, // matmul_blas_f32_r2
     325, // fill_f32_r2
     324, 327, // copy_f32_r2
-    320, 328, 329, // matmul_blas_f32_r3
-    330, 320, 331, // matmul_blas_f32_r3
+    320, 328, 329, // matmul_f32_r3
+    330, 320, 331, // matmul_f32_r3
     332, // fill_f32_r3
     331, 334, // copy_f32_r3
     329, 135, 335, // fused_mul_sum_sub_mul_and_1_f32_r3
-    335, 336, 337, // matmul_blas_f32_r3
-    338, 335, 339, // matmul_blas_f32_r3
+    335, 336, 337, // matmul_f32_r3
+    338, 335, 339, // matmul_f32_r3
     341, // fill_f32_r3
     340, 343, // copy_f32_r3
     344, // fill_f32_r3
@@ -839,13 +839,13 @@ namespace {
     351, 350, 352, // matmul_blas_f32_r2
     353, // fill_f32_r2
     352, 355, // copy_f32_r2
-    348, 356, 357, // matmul_blas_f32_r3
-    358, 348, 359, // matmul_blas_f32_r3
+    348, 356, 357, // matmul_f32_r3
+    358, 348, 359, // matmul_f32_r3
     360, // fill_f32_r3
     359, 362, // copy_f32_r3
     357, 125, 363, // fused_mul_sum_sub_mul_and_1_f32_r3
-    363, 364, 365, // matmul_blas_f32_r3
-    366, 363, 367, // matmul_blas_f32_r3
+    363, 364, 365, // matmul_f32_r3
+    366, 363, 367, // matmul_f32_r3
     369, // fill_f32_r3
     368, 371, // copy_f32_r3
     372, // fill_f32_r3
@@ -854,13 +854,13 @@ namespace {
     379, 378, 380, // matmul_blas_f32_r2
     381, // fill_f32_r2
     380, 383, // copy_f32_r2
-    376, 384, 385, // matmul_blas_f32_r3
-    386, 376, 387, // matmul_blas_f32_r3
+    376, 384, 385, // matmul_f32_r3
+    386, 376, 387, // matmul_f32_r3
     388, // fill_f32_r3
     387, 390, // copy_f32_r3
     385, 115, 391, // fused_mul_sum_sub_mul_and_1_f32_r3
-    391, 392, 393, // matmul_blas_f32_r3
-    394, 391, 395, // matmul_blas_f32_r3
+    391, 392, 393, // matmul_f32_r3
+    394, 391, 395, // matmul_f32_r3
     397, // fill_f32_r3
     396, 399, // copy_f32_r3
     400, // fill_f32_r3
@@ -916,13 +916,13 @@ namespace {
     512, 511, 513, // matmul_blas_f32_r2
     514, // fill_f32_r2
     513, 516, // copy_f32_r2
-    509, 517, 518, // matmul_blas_f32_r3
-    519, 509, 520, // matmul_blas_f32_r3
+    509, 517, 518, // matmul_f32_r3
+    519, 509, 520, // matmul_f32_r3
     521, // fill_f32_r3
     520, 523, // copy_f32_r3
     518, 64, 524, // fused_mul_sum_sub_mul_and_1_f32_r3
-    524, 525, 526, // matmul_blas_f32_r3
-    527, 524, 528, // matmul_blas_f32_r3
+    524, 525, 526, // matmul_f32_r3
+    527, 524, 528, // matmul_f32_r3
     530, // fill_f32_r3
     529, 532, // copy_f32_r3
     533, // fill_f32_r3
@@ -931,13 +931,13 @@ namespace {
     540, 539, 541, // matmul_blas_f32_r2
     542, // fill_f32_r2
     541, 544, // copy_f32_r2
-    537, 545, 546, // matmul_blas_f32_r3
-    547, 537, 548, // matmul_blas_f32_r3
+    537, 545, 546, // matmul_f32_r3
+    547, 537, 548, // matmul_f32_r3
     549, // fill_f32_r3
     548, 551, // copy_f32_r3
     546, 54, 552, // fused_mul_sum_sub_mul_and_1_f32_r3
-    552, 553, 554, // matmul_blas_f32_r3
-    555, 552, 556, // matmul_blas_f32_r3
+    552, 553, 554, // matmul_f32_r3
+    555, 552, 556, // matmul_f32_r3
     558, // fill_f32_r3
     557, 560, // copy_f32_r3
     561, // fill_f32_r3
@@ -946,13 +946,13 @@ namespace {
     568, 567, 569, // matmul_blas_f32_r2
     570, // fill_f32_r2
     569, 572, // copy_f32_r2
-    565, 573, 574, // matmul_blas_f32_r3
-    575, 565, 576, // matmul_blas_f32_r3
+    565, 573, 574, // matmul_f32_r3
+    575, 565, 576, // matmul_f32_r3
     577, // fill_f32_r3
     576, 579, // copy_f32_r3
     574, 44, 580, // fused_mul_sum_sub_mul_and_1_f32_r3
-    580, 581, 582, // matmul_blas_f32_r3
-    583, 580, 584, // matmul_blas_f32_r3
+    580, 581, 582, // matmul_f32_r3
+    583, 580, 584, // matmul_f32_r3
     586, // fill_f32_r3
     585, 588, // copy_f32_r3
     589, // fill_f32_r3
@@ -961,13 +961,13 @@ namespace {
     596, 595, 597, // matmul_blas_f32_r2
     598, // fill_f32_r2
     597, 600, // copy_f32_r2
-    593, 601, 602, // matmul_blas_f32_r3
-    603, 593, 604, // matmul_blas_f32_r3
+    593, 601, 602, // matmul_f32_r3
+    603, 593, 604, // matmul_f32_r3
     605, // fill_f32_r3
     604, 607, // copy_f32_r3
     602, 34, 608, // fused_mul_sum_sub_mul_and_1_f32_r3
-    608, 609, 610, // matmul_blas_f32_r3
-    611, 608, 612, // matmul_blas_f32_r3
+    608, 609, 610, // matmul_f32_r3
+    611, 608, 612, // matmul_f32_r3
     614, // fill_f32_r3
     613, 616, // copy_f32_r3
     617, // fill_f32_r3
@@ -1390,35 +1390,35 @@ namespace {
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 3, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
@@ -1450,35 +1450,35 @@ namespace {
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
     {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 117, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 120, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 120, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 123, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 125, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 125, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 128, 3, 4u, 0u, 13, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 131, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 131, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 134, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 136, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 136, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 139, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 142, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 142, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 145, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 147, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 147, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 150, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 153, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 153, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 156, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 158, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 158, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 161, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
@@ -1578,9 +1578,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 297, 2, 2u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 299, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 299, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 302, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 302, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 305, 1, 1u, 0u, 33, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1588,9 +1588,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 308, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 311, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 311, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 314, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 314, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 317, 1, 1u, 0u, 34, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1608,9 +1608,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 330, 2, 2u, 0u, 37, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 332, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 332, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 335, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 335, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 338, 1, 1u, 0u, 37, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1618,9 +1618,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 341, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 344, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 344, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 347, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 347, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 350, 1, 1u, 0u, 38, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1638,9 +1638,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 363, 2, 2u, 0u, 41, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 365, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 365, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 368, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 368, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 371, 1, 1u, 0u, 41, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1648,9 +1648,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 374, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 377, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 377, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 380, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 380, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 383, 1, 1u, 0u, 42, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1668,9 +1668,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 396, 2, 2u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 398, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 398, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 401, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 401, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 404, 1, 1u, 0u, 45, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1678,9 +1678,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 407, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 410, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 410, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 413, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 413, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 416, 1, 1u, 0u, 46, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1792,9 +1792,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 569, 2, 2u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 571, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 571, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 574, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 574, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 577, 1, 1u, 0u, 59, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1802,9 +1802,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 580, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 583, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 583, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 586, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 586, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 589, 1, 1u, 0u, 60, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1822,9 +1822,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 602, 2, 2u, 0u, 63, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 604, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 604, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 607, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 607, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 610, 1, 1u, 0u, 63, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1832,9 +1832,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 613, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 616, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 616, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 619, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 619, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 622, 1, 1u, 0u, 64, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1852,9 +1852,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 635, 2, 2u, 0u, 67, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 637, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 637, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 640, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 640, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 643, 1, 1u, 0u, 67, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1862,9 +1862,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 646, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 649, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 649, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 652, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 652, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 655, 1, 1u, 0u, 68, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
@@ -1882,9 +1882,9 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
     {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 668, 2, 2u, 0u, 71, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 670, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 670, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 673, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 673, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 676, 1, 1u, 0u, 71, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
@@ -1892,9 +1892,9 @@ namespace {
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
     {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 679, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 682, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 682, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 685, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 685, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
     {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 688, 1, 1u, 0u, 72, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
