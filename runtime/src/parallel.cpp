@@ -359,6 +359,37 @@ namespace detail {
 
 bool in_parallel_region() noexcept { return t_in_parallel; }
 
+TaskBins bin_tasks(const std::int64_t* costs, std::int32_t n, int threads, std::int64_t grain, std::int64_t alone_at) {
+  TaskBins out;
+  std::vector<std::int32_t> binned;  // largest first; ties in index order (the same plan every call)
+  std::int64_t total = 0;
+  for (std::int32_t k = 0; k < n; ++k) {
+    if (costs[k] >= alone_at) {
+      out.alone.push_back(k);
+    } else {
+      binned.push_back(k);
+      total += std::max<std::int64_t>(costs[k], 0);
+    }
+  }
+  std::stable_sort(binned.begin(), binned.end(), [&](std::int32_t a, std::int32_t b) { return costs[a] > costs[b]; });
+  const std::int64_t wanted = std::min<std::int64_t>({threads * kChunksPerThread, std::max<std::int64_t>(1, total / std::max<std::int64_t>(grain, 1)),
+                                                      static_cast<std::int64_t>(binned.size())});
+  const auto bins = static_cast<std::size_t>(std::max<std::int64_t>(wanted, 0));
+  std::vector<std::int64_t> load(bins, 0);
+  std::vector<std::vector<std::int32_t>> members(bins);
+  for (const std::int32_t k : binned) {
+    const std::size_t b = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[b] += std::max<std::int64_t>(costs[k], 0);
+    members[b].push_back(k);
+  }
+  out.start.push_back(0);
+  for (const auto& m : members) {
+    out.order.insert(out.order.end(), m.begin(), m.end());
+    out.start.push_back(static_cast<std::int32_t>(out.order.size()));
+  }
+  return out;
+}
+
 void parallel_for_impl(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn,
                        void* ctx) {
   Pool::instance().run(begin, end, grain, fn, ctx);

@@ -1,4 +1,5 @@
-// parallel_for: coverage, inline cases, nesting, exceptions, thread settings.
+// parallel_for and parallel_tasks: coverage, inline cases, nesting, exceptions, thread settings.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -160,6 +161,66 @@ TEST_CASE("nested parallel_for runs inline", "[parallel]") {
   });
   CHECK_FALSE(inner_split);
   for (auto& h : hits) REQUIRE(h.load() == 1);
+}
+
+TEST_CASE("parallel_tasks runs every task once, large ones alone on the caller with the pool free", "[parallel]") {
+  ThreadCountGuard guard;
+  // Costs as a model's parameters: a large embedding, matrices, tiny biases.
+  const std::vector<std::int64_t> costs = {300000, 4096, 64, 16384, 64, 4096, 16384, 256, 4096, 64, 200000, 4096, 1, 0};
+  const auto n = static_cast<std::int32_t>(costs.size());
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int threads : {1, 2, 3, 8}) {
+    rt::set_num_threads(threads);
+    std::vector<std::atomic<int>> hits(costs.size());
+    std::atomic<int> alone_off_caller{0}, alone_inner_split{0};
+    rt::parallel_tasks(costs.data(), n, 4096, 131072, [&](std::int32_t k) {
+      hits[static_cast<std::size_t>(k)]++;
+      if (costs[static_cast<std::size_t>(k)] < 131072) return;
+      if (std::this_thread::get_id() != caller) alone_off_caller++;
+      // A large task may split its own work across the pool.
+      std::atomic<int> chunks{0};
+      rt::parallel_for(0, 64, 1, [&](std::int64_t, std::int64_t) { chunks++; });
+      if (chunks.load() > 1) alone_inner_split++;
+    });
+    for (auto& h : hits) REQUIRE(h.load() == 1);
+    CHECK(alone_off_caller.load() == 0);
+    CHECK(alone_inner_split.load() == (threads > 1 ? 2 : 0));
+  }
+}
+
+TEST_CASE("parallel_tasks' bins hold every small task once, about equal in cost", "[parallel]") {
+  // The tiny LM's 36 parameters: embeddings, 2 blocks of attention and MLP
+  // matrices with their biases and layernorms, the final layernorm.
+  std::vector<std::int64_t> costs = {16384, 4096};
+  for (int block = 0; block < 2; ++block)
+    for (std::int64_t c : {64, 64, 4096, 64, 4096, 64, 4096, 64, 4096, 64, 64, 64, 16384, 256, 16384, 64}) costs.push_back(c);
+  costs.push_back(64), costs.push_back(64);
+  const auto n = static_cast<std::int32_t>(costs.size());
+  std::int64_t total = 0, largest = 0;
+  for (std::int64_t c : costs) total += c, largest = std::max(largest, c);
+  for (int threads : {2, 3, 4}) {
+    const rt::detail::TaskBins bins = rt::detail::bin_tasks(costs.data(), n, threads, 4096, 131072);
+    CHECK(bins.alone.empty());
+    const std::size_t count = bins.start.size() - 1;
+    CHECK(count == static_cast<std::size_t>(std::min<std::int64_t>(threads * 4, total / 4096)));
+    std::vector<int> seen(costs.size(), 0);
+    std::int64_t lightest = total, heaviest = 0;
+    for (std::size_t b = 0; b < count; ++b) {
+      std::int64_t load = 0;
+      for (std::int32_t i = bins.start[b]; i < bins.start[b + 1]; ++i) {
+        seen[static_cast<std::size_t>(bins.order[static_cast<std::size_t>(i)])]++;
+        load += costs[static_cast<std::size_t>(bins.order[static_cast<std::size_t>(i)])];
+      }
+      lightest = std::min(lightest, load), heaviest = std::max(heaviest, load);
+    }
+    for (int s : seen) REQUIRE(s == 1);
+    // Largest first into the lightest bin: no bin exceeds another by more than the largest task.
+    INFO("threads " << threads << ": bins from " << lightest << " to " << heaviest);
+    CHECK(heaviest - lightest <= largest);
+  }
+  // Less than a grain of work in all: one bin.
+  const std::vector<std::int64_t> few = {100, 200, 300};
+  CHECK(rt::detail::bin_tasks(few.data(), 3, 8, 4096, 131072).start.size() == 2);
 }
 
 TEST_CASE("exceptions thrown in workers reach the caller", "[parallel]") {

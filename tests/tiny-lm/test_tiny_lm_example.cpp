@@ -245,6 +245,48 @@ TEST_CASE("the tiny LM learns the GPL below its unigram entropy", "[tiny-lm]") {
   CHECK(last < entropy);
 }
 
+// step() hands its 36 updates to the pool in bins (rt::parallel_tasks): at
+// 1 and at 2 threads every parameter must end as one AdamW step written
+// here (torch.optim.AdamW's first step), and both runs bit for bit alike.
+TEST_CASE("step() is AdamW on every parameter, the same bits at 1 and 2 threads", "[tiny-lm]") {
+  const int saved_threads = wfgen::rt::num_threads();
+  constexpr std::int64_t batch = 4, context = 16;
+  Tensor ids = Tensor::empty(DType::i64, {batch, context}), targets = Tensor::empty(DType::i64, {batch, context});
+  for (std::int64_t i = 0; i < batch * context; ++i) {
+    ids.data<std::int64_t>()[i] = (i * 37 + 11) % 256;
+    targets.data<std::int64_t>()[i] = (i * 53 + 5) % 256;
+  }
+  std::vector<std::vector<float>> after[2];
+  for (int threads : {1, 2}) {
+    wfgen::rt::set_num_threads(threads);
+    gc_lm::lm_small_train model;
+    model.forward(ids, targets);
+    model.zero_grad();
+    model.backward();
+    std::vector<std::vector<float>> p0, g;
+    for (const auto& [name, t] : model.parameters()) p0.emplace_back(t.data<float>(), t.data<float>() + t.numel());
+    for (const auto& [name, t] : model.gradients()) g.emplace_back(t.data<float>(), t.data<float>() + t.numel());
+    REQUIRE(p0.size() == 36);
+    REQUIRE(g.size() == p0.size());
+    model.step();
+    const double lr = 0.003, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    std::size_t k = 0, bad = 0;
+    for (const auto& [name, t] : model.parameters()) {
+      for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const double gi = g[k][static_cast<std::size_t>(i)], m = (1 - b1) * gi, v = (1 - b2) * gi * gi;
+        const double want = p0[k][static_cast<std::size_t>(i)] * (1 - lr * wd) - lr / (1 - b1) * m / (std::sqrt(v) / std::sqrt(1 - b2) + eps);
+        if (std::fabs(t.data<float>()[i] - want) > 1e-6 + 1e-5 * std::fabs(want)) ++bad;
+      }
+      after[threads - 1].emplace_back(t.data<float>(), t.data<float>() + t.numel());
+      ++k;
+    }
+    INFO(threads << " thread(s)");
+    CHECK(bad == 0);
+  }
+  wfgen::rt::set_num_threads(saved_threads);
+  CHECK(after[0] == after[1]);
+}
+
 TEST_CASE("a sequence of the wrong length is refused at run time", "[tiny-lm]") {
   gc_lm::lm_grad m;
   std::vector<Tensor> out;

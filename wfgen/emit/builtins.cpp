@@ -792,6 +792,24 @@ class MaxPool {
 
 void emit_max_pool(CodeWriter& w, const KernelPlan& p, PoolMode mode) { MaxPool(w, p, mode).emit(); }
 
+// The one writer of Adam's and AdamW's update lines (torch.optim's
+// formulas, stdlib/nodes.yaml), for the blocked contiguous runs and the
+// strided loop alike. at(k) is the element of tensor k (0 the parameter,
+// 1 its gradient, 2 and 3 the moments). First the weight decay, the
+// gradient wf_g and the two moments:
+template <class Arg, class At>
+void emit_adam_moments(CodeWriter& w, const std::string& ty, bool decoupled, const Arg& arg, const At& at) {
+  if (decoupled) w.line(at(0) + " *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
+  w.line("const " + ty + " wf_g = " + at(1) + (decoupled ? "" : " + " + arg("weight_decay") + " * " + at(0)) + ";");
+  w.line(at(2) + " = " + arg("beta1") + " * " + at(2) + " + (1 - " + arg("beta1") + ") * wf_g;");
+  w.line(at(3) + " = " + arg("beta2") + " * " + at(3) + " + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
+}
+// then the parameter, `root` being the second moment's square root.
+template <class Arg, class At>
+void emit_adam_parameter(CodeWriter& w, const Arg& arg, const At& at, const std::string& root) {
+  w.line(at(0) + " -= wf_step_size * " + at(2) + " / (" + root + " / wf_root_c2 + " + arg("eps") + ");");
+}
+
 // Adam's and AdamW's contiguous runs, in blocks of 64 elements: the moments
 // first, the square roots of the second ones a vector at a time
 // (rt::math::sqrt_lanes), then the parameters. Why: with errno on (GCC's
@@ -806,16 +824,13 @@ void emit_adam_blocks(CodeWriter& w, const KernelPlan& p, bool decoupled, const 
   w.line("const std::int64_t wf_len = std::min<std::int64_t>(64, wf_n - wf_b);");
   w.line("alignas(64) " + ty + " wf_root[64];");
   w.open("for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l)");
-  if (decoupled) w.line(at(0) + " *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
-  w.line("const " + ty + " wf_g = " + at(1) + (decoupled ? "" : " + " + arg("weight_decay") + " * " + at(0)) + ";");
-  w.line(at(2) + " = " + arg("beta1") + " * " + at(2) + " + (1 - " + arg("beta1") + ") * wf_g;");
-  w.line(at(3) + " = " + arg("beta2") + " * " + at(3) + " + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
+  emit_adam_moments(w, ty, decoupled, arg, at);
   w.line("wf_root[wf_l] = " + at(3) + ";");
   w.close();
   w.line("if (wf_len == 64) wfgen::rt::math::sqrt_lanes<64>(wf_root);");
   w.line("else for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l) wf_root[wf_l] = std::sqrt(wf_root[wf_l]);");
   w.open("for (std::int64_t wf_l = 0; wf_l < wf_len; ++wf_l)");
-  w.line(at(0) + " -= wf_step_size * " + at(2) + " / (wf_root[wf_l] / wf_root_c2 + " + arg("eps") + ");");
+  emit_adam_parameter(w, arg, at, "wf_root[wf_l]");
   w.close();
   w.close();
 }
@@ -850,37 +865,27 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
   // Contiguous runs get loops without strides or branches (so they
   // vectorize); the hyper-parameters are the same for every element.
   w.line("const bool wf_unit = wf_nest.inner_contiguous();");
-  w.open("wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
+  w.open("wf_nest.run(" + num(kOptimizerGrain) + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n)");
   for (std::size_t k = 0; k < n; ++k) {
     const auto& t = p.tensors[k];
     w.line(std::string(t.written ? "" : "const ") + ty + "* " + t.local() + " = " + t.cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "];");
   }
-  auto loop = [&](bool unit) {
-    auto at = [&](std::size_t k) {
+  auto element = [&](bool unit) {
+    return [&p, unit](std::size_t k) {
       return p.tensors[k].local() + "[" + (unit ? std::string("wf_i") : "wf_i * wf_step[" + num(static_cast<std::int64_t>(k)) + "]") + "]";
     };
+  };
+  auto sgd_loop = [&](bool unit) {
+    const auto at = element(unit);
     w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
     w.line(ty + "& wf_p = " + at(0) + ";");
     w.line(ty + "& wf_m = " + at(2) + ";");
-    if (sgd) {
-      w.line(ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
-      w.open("if (" + arg("momentum") + " != 0)");
-      w.line("wf_m = " + arg("step") + " <= 1 ? wf_g : " + arg("momentum") + " * wf_m + (1 - " + arg("dampening") + ") * wf_g;");
-      w.line("wf_g = " + arg("nesterov") + " ? wf_g + " + arg("momentum") + " * wf_m : wf_m;");
-      w.close();
-      w.line("wf_p -= " + arg("lr") + " * wf_g;");
-    } else {
-      w.line(ty + "& wf_v = " + at(3) + ";");
-      if (kind == "adamw") {
-        w.line("wf_p *= 1 - " + arg("lr") + " * " + arg("weight_decay") + ";");
-        w.line("const " + ty + " wf_g = " + at(1) + ";");
-      } else {
-        w.line("const " + ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
-      }
-      w.line("wf_m = " + arg("beta1") + " * wf_m + (1 - " + arg("beta1") + ") * wf_g;");
-      w.line("wf_v = " + arg("beta2") + " * wf_v + (1 - " + arg("beta2") + ") * wf_g * wf_g;");
-      w.line("wf_p -= wf_step_size * wf_m / (std::sqrt(wf_v) / wf_root_c2 + " + arg("eps") + ");");
-    }
+    w.line(ty + " wf_g = " + at(1) + " + " + arg("weight_decay") + " * wf_p;");
+    w.open("if (" + arg("momentum") + " != 0)");
+    w.line("wf_m = " + arg("step") + " <= 1 ? wf_g : " + arg("momentum") + " * wf_m + (1 - " + arg("dampening") + ") * wf_g;");
+    w.line("wf_g = " + arg("nesterov") + " ? wf_g + " + arg("momentum") + " * wf_m : wf_m;");
+    w.close();
+    w.line("wf_p -= " + arg("lr") + " * wf_g;");
     w.close();
   };
   if (sgd) {
@@ -894,10 +899,23 @@ void emit_optimizer(CodeWriter& w, const KernelPlan& p) {
     w.close();
   }
   w.open("if (wf_unit)");
-  if (sgd) loop(true);
+  if (sgd) sgd_loop(true);
   else emit_adam_blocks(w, p, kind == "adamw", arg);
   w.otherwise();
-  loop(false);
+  if (sgd) {
+    sgd_loop(false);
+  } else {
+    const auto strided = element(false);
+    w.open("for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i)");
+    w.line(ty + "& wf_p = " + strided(0) + ";");
+    w.line(ty + "& wf_m = " + strided(2) + ";");
+    w.line(ty + "& wf_v = " + strided(3) + ";");
+    const char* const named[] = {"wf_p", "", "wf_m", "wf_v"};
+    auto at = [&](std::size_t k) { return k == 1 ? strided(1) : std::string(named[k]); };
+    emit_adam_moments(w, ty, kind == "adamw", arg, at);
+    emit_adam_parameter(w, arg, at, "std::sqrt(wf_v)");
+    w.close();
+  }
   w.close();
   w.close(");");
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <variant>
 
+#include "wfgen/emit/builtins.hpp"
 #include "wfgen/emit/code_writer.hpp"
 
 namespace wfgen::emit::detail {
@@ -75,24 +76,29 @@ std::string hyper_parameters(const spec::Optimizer& o, const spec::Node& node) {
   return scalars;
 }
 
-// One optimizer kernel call per trainable parameter, on the parameter, its
-// gradient and its state.
-std::string step_parameters(const spec::Spec& spec, const spec::Build& build, const Graph& g) {
+// The rows of step()'s table of updates, one per trainable parameter: its
+// optimizer kernel, the parameter, its gradient, its first state tensor.
+std::string step_updates(const spec::Spec& spec, const spec::Build& build, const Graph& g) {
   const spec::Optimizer& o = *build.optimizer;
   const int n_state = optimizer_state_count(o);
-  std::size_t state = 0;
-  CodeWriter c(1);
+  std::int64_t state = 0;
+  CodeWriter c(2);
   for (const auto& [param, grad] : trainable(g)) {
     const Value& p = g[g.params[param]];
     const spec::Impl* impl = optimizer_impl(spec, build, static_cast<int>(p.shape.size()));
-    std::string refs = "params_[" + num(static_cast<std::int64_t>(param)) + "].ref(), grads_[" + num(static_cast<std::int64_t>(grad)) + "].ref()";
-    for (int j = 0; j < n_state; ++j) refs += ", state_[" + num(static_cast<std::int64_t>(state++)) + "].ref()";
-    c.open("");
-    c.line("wfgen::rt::TensorRef wf_t[] = {" + refs + "};  // " + p.param_path);
-    c.line(lower::kernel_name(o.node, impl->device, p.dtype, static_cast<int>(p.shape.size())) + "_erased(wf_t, wf_s);");
-    c.close();
+    c.line("Update{" + lower::kernel_name(o.node, impl->device, p.dtype, static_cast<int>(p.shape.size())) + "_erased, " +
+           num(static_cast<std::int64_t>(param)) + ", " + num(static_cast<std::int64_t>(grad)) + ", " + num(state) + "},  // " +
+           p.param_path);
+    state += n_state;
   }
   return c.str();
+}
+
+// The tensors an update's kernel takes: the parameter, its gradient, its state.
+std::string update_refs(const spec::Optimizer& o) {
+  std::string refs = "params_[wf_u.param].ref(), grads_[wf_u.grad].ref()";
+  for (int j = 0; j < optimizer_state_count(o); ++j) refs += ", state_[wf_u.state" + (j ? " + " + num(j) : std::string()) + "].ref()";
+  return refs;
 }
 
 }  // namespace
@@ -107,7 +113,11 @@ std::string training_definitions(const spec::Spec& spec, const spec::Build& buil
                              {{"cls", cls},
                               {"optimizer_comment", CodeWriter(1).comment(o.node + " (" + o.loc.str() + "), hyper-parameters in the node's argument order").str()},
                               {"hyper_parameters", hyper_parameters(o, *spec.find_node(o.node))},
-                              {"step_parameters", step_parameters(spec, build, g)}});
+                              {"count", num(static_cast<std::int64_t>(trainable(g).size()))},
+                              {"updates", step_updates(spec, build, g)},
+                              {"update_refs", update_refs(o)},
+                              {"grain", num(kOptimizerTaskGrain)},
+                              {"alone_at", num(2 * kOptimizerGrain)}});
 }
 
 }  // namespace wfgen::emit::detail

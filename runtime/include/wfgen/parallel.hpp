@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 namespace wfgen::rt {
 
@@ -67,6 +68,15 @@ using RangeFn = void (*)(void* ctx, std::int64_t lo, std::int64_t hi);
 bool in_parallel_region() noexcept;
 void parallel_for_impl(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn,
                        void* ctx);
+
+// parallel_tasks' plan: the tasks run alone, in order, and bins of the
+// others, bin b holding order[start[b]] .. order[start[b + 1] - 1].
+struct TaskBins {
+  std::vector<std::int32_t> alone;
+  std::vector<std::int32_t> order;
+  std::vector<std::int32_t> start;
+};
+TaskBins bin_tasks(const std::int64_t* costs, std::int32_t n, int threads, std::int64_t grain, std::int64_t alone_at);
 }  // namespace detail
 
 // Calls body(lo, hi) on disjoint sub-ranges that together cover [begin, end)
@@ -91,6 +101,32 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& 
   };
   detail::parallel_for_impl(begin, end, grain, fn,
                             const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+}
+
+// Runs task(k) once for each k in [0, n): independent tasks, in any order on
+// any thread, costs[k] being task k's work (its element count, say). Many
+// small kernels (an optimizer's update of each parameter) are each too
+// small for parallel_for to split, but together they are not. Tasks whose
+// cost reaches alone_at run first, one after another on the calling thread,
+// each free to split its own work across the pool; the others are dealt,
+// largest first, each into the bin with the least cost so far, into up to
+// kChunksPerThread bins a thread of about `grain` of cost or more each; the
+// pool's threads claim the bins and run their tasks inline. Runs every task
+// in order on the calling thread when num_threads() == 1 or inside another
+// parallel_for.
+template <class F>
+void parallel_tasks(const std::int64_t* costs, std::int32_t n, std::int64_t grain, std::int64_t alone_at, F&& task) {
+  if (n <= 0) return;
+  if (num_threads() == 1 || detail::in_parallel_region()) {
+    for (std::int32_t k = 0; k < n; ++k) task(k);
+    return;
+  }
+  const detail::TaskBins bins = detail::bin_tasks(costs, n, num_threads(), grain, alone_at);
+  for (const std::int32_t k : bins.alone) task(k);
+  parallel_for(0, static_cast<std::int64_t>(bins.start.size()) - 1, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t b = lo; b < hi; ++b)
+      for (std::int32_t i = bins.start[b]; i < bins.start[b + 1]; ++i) task(bins.order[i]);
+  });
 }
 
 }  // namespace wfgen::rt

@@ -775,30 +775,30 @@ void cnn_train::step() {
   ++step_count_;
   // adam (cnn.yaml:46:17), hyper-parameters in the node's argument order
   const wfgen::rt::ScalarArg wf_s[] = {{.f = lr_} /* lr */, {.f = 0.90000000000000002} /* beta1 */, {.f = 0.999} /* beta2 */, {.f = 1e-08} /* eps */, {.f = 0.0} /* weight_decay */, {.i = step_count_} /* step */};
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[0].ref(), grads_[0].ref(), state_[0].ref(), state_[1].ref()};  // classifier_0/conv2d_0.W
-    adam_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[1].ref(), grads_[1].ref(), state_[2].ref(), state_[3].ref()};  // classifier_0/conv2d_0.b
-    adam_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[2].ref(), grads_[2].ref(), state_[4].ref(), state_[5].ref()};  // classifier_0/conv2d_1.W
-    adam_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[3].ref(), grads_[3].ref(), state_[6].ref(), state_[7].ref()};  // classifier_0/conv2d_1.b
-    adam_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[4].ref(), grads_[4].ref(), state_[8].ref(), state_[9].ref()};  // classifier_0/linear_0.W
-    adam_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[5].ref(), grads_[5].ref(), state_[10].ref(), state_[11].ref()};  // classifier_0/linear_0.b
-    adam_f32_r1_erased(wf_t, wf_s);
-  }
+  // One update per trainable parameter: its kernel, the parameter, its
+  // gradient and its first state tensor (params_, grads_, state_).
+  struct Update {
+    wfgen::rt::KernelFn kernel;
+    std::int32_t param, grad, state;
+  };
+  static constexpr std::array<Update, 6> wf_updates = {
+    Update{adam_f32_r2_erased, 0, 0, 0},  // classifier_0/conv2d_0.W
+    Update{adam_f32_r1_erased, 1, 1, 2},  // classifier_0/conv2d_0.b
+    Update{adam_f32_r2_erased, 2, 2, 4},  // classifier_0/conv2d_1.W
+    Update{adam_f32_r1_erased, 3, 3, 6},  // classifier_0/conv2d_1.b
+    Update{adam_f32_r2_erased, 4, 4, 8},  // classifier_0/linear_0.W
+    Update{adam_f32_r1_erased, 5, 5, 10},  // classifier_0/linear_0.b
+  };
+  std::array<std::int64_t, wf_updates.size()> wf_sizes{};
+  for (std::size_t wf_k = 0; wf_k < wf_updates.size(); ++wf_k) wf_sizes[wf_k] = params_[wf_updates[wf_k].param].numel();
+  // The updates are independent and most too small for the kernel to split:
+  // the pool runs them side by side, in bins of 4096 elements or more;
+  // a parameter of 131072 or more runs alone, split by its kernel.
+  wfgen::rt::parallel_tasks(wf_sizes.data(), static_cast<std::int32_t>(wf_sizes.size()), 4096, 131072, [&](std::int32_t wf_k) {
+    const Update& wf_u = wf_updates[wf_k];
+    wfgen::rt::TensorRef wf_t[] = {params_[wf_u.param].ref(), grads_[wf_u.grad].ref(), state_[wf_u.state].ref(), state_[wf_u.state + 1].ref()};
+    wf_u.kernel(wf_t, wf_s);
+  });
 }
 
 void cnn_train::set_learning_rate(double lr) { lr_ = lr; }

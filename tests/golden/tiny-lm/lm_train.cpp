@@ -3270,150 +3270,60 @@ void lm_train::step() {
   ++step_count_;
   // adamw (tiny_lm.yaml:59:17), hyper-parameters in the node's argument order
   const wfgen::rt::ScalarArg wf_s[] = {{.f = lr_} /* lr */, {.f = 0.90000000000000002} /* beta1 */, {.f = 0.999} /* beta2 */, {.f = 1e-08} /* eps */, {.f = 0.01} /* weight_decay */, {.i = step_count_} /* step */};
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[0].ref(), grads_[0].ref(), state_[0].ref(), state_[1].ref()};  // tiny_lm_0.token_embedding
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[1].ref(), grads_[1].ref(), state_[2].ref(), state_[3].ref()};  // tiny_lm_0.position_embedding
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[2].ref(), grads_[2].ref(), state_[4].ref(), state_[5].ref()};  // tiny_lm_0/transformer_block_0/layernorm_0.gamma
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[3].ref(), grads_[3].ref(), state_[6].ref(), state_[7].ref()};  // tiny_lm_0/transformer_block_0/layernorm_0.beta
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[4].ref(), grads_[4].ref(), state_[8].ref(), state_[9].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[5].ref(), grads_[5].ref(), state_[10].ref(), state_[11].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[6].ref(), grads_[6].ref(), state_[12].ref(), state_[13].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[7].ref(), grads_[7].ref(), state_[14].ref(), state_[15].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[8].ref(), grads_[8].ref(), state_[16].ref(), state_[17].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[9].ref(), grads_[9].ref(), state_[18].ref(), state_[19].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[10].ref(), grads_[10].ref(), state_[20].ref(), state_[21].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[11].ref(), grads_[11].ref(), state_[22].ref(), state_[23].ref()};  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[12].ref(), grads_[12].ref(), state_[24].ref(), state_[25].ref()};  // tiny_lm_0/transformer_block_0/layernorm_1.gamma
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[13].ref(), grads_[13].ref(), state_[26].ref(), state_[27].ref()};  // tiny_lm_0/transformer_block_0/layernorm_1.beta
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[14].ref(), grads_[14].ref(), state_[28].ref(), state_[29].ref()};  // tiny_lm_0/transformer_block_0/linear_0.W
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[15].ref(), grads_[15].ref(), state_[30].ref(), state_[31].ref()};  // tiny_lm_0/transformer_block_0/linear_0.b
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[16].ref(), grads_[16].ref(), state_[32].ref(), state_[33].ref()};  // tiny_lm_0/transformer_block_0/linear_1.W
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[17].ref(), grads_[17].ref(), state_[34].ref(), state_[35].ref()};  // tiny_lm_0/transformer_block_0/linear_1.b
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[18].ref(), grads_[18].ref(), state_[36].ref(), state_[37].ref()};  // tiny_lm_0/transformer_block_1/layernorm_2.gamma
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[19].ref(), grads_[19].ref(), state_[38].ref(), state_[39].ref()};  // tiny_lm_0/transformer_block_1/layernorm_2.beta
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[20].ref(), grads_[20].ref(), state_[40].ref(), state_[41].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[21].ref(), grads_[21].ref(), state_[42].ref(), state_[43].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[22].ref(), grads_[22].ref(), state_[44].ref(), state_[45].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[23].ref(), grads_[23].ref(), state_[46].ref(), state_[47].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[24].ref(), grads_[24].ref(), state_[48].ref(), state_[49].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[25].ref(), grads_[25].ref(), state_[50].ref(), state_[51].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[26].ref(), grads_[26].ref(), state_[52].ref(), state_[53].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[27].ref(), grads_[27].ref(), state_[54].ref(), state_[55].ref()};  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[28].ref(), grads_[28].ref(), state_[56].ref(), state_[57].ref()};  // tiny_lm_0/transformer_block_1/layernorm_3.gamma
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[29].ref(), grads_[29].ref(), state_[58].ref(), state_[59].ref()};  // tiny_lm_0/transformer_block_1/layernorm_3.beta
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[30].ref(), grads_[30].ref(), state_[60].ref(), state_[61].ref()};  // tiny_lm_0/transformer_block_1/linear_2.W
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[31].ref(), grads_[31].ref(), state_[62].ref(), state_[63].ref()};  // tiny_lm_0/transformer_block_1/linear_2.b
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[32].ref(), grads_[32].ref(), state_[64].ref(), state_[65].ref()};  // tiny_lm_0/transformer_block_1/linear_3.W
-    adamw_f32_r2_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[33].ref(), grads_[33].ref(), state_[66].ref(), state_[67].ref()};  // tiny_lm_0/transformer_block_1/linear_3.b
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[34].ref(), grads_[34].ref(), state_[68].ref(), state_[69].ref()};  // tiny_lm_0/layernorm_4.gamma
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
-  {
-    wfgen::rt::TensorRef wf_t[] = {params_[35].ref(), grads_[35].ref(), state_[70].ref(), state_[71].ref()};  // tiny_lm_0/layernorm_4.beta
-    adamw_f32_r1_erased(wf_t, wf_s);
-  }
+  // One update per trainable parameter: its kernel, the parameter, its
+  // gradient and its first state tensor (params_, grads_, state_).
+  struct Update {
+    wfgen::rt::KernelFn kernel;
+    std::int32_t param, grad, state;
+  };
+  static constexpr std::array<Update, 36> wf_updates = {
+    Update{adamw_f32_r2_erased, 0, 0, 0},  // tiny_lm_0.token_embedding
+    Update{adamw_f32_r2_erased, 1, 1, 2},  // tiny_lm_0.position_embedding
+    Update{adamw_f32_r1_erased, 2, 2, 4},  // tiny_lm_0/transformer_block_0/layernorm_0.gamma
+    Update{adamw_f32_r1_erased, 3, 3, 6},  // tiny_lm_0/transformer_block_0/layernorm_0.beta
+    Update{adamw_f32_r2_erased, 4, 4, 8},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+    Update{adamw_f32_r1_erased, 5, 5, 10},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+    Update{adamw_f32_r2_erased, 6, 6, 12},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+    Update{adamw_f32_r1_erased, 7, 7, 14},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+    Update{adamw_f32_r2_erased, 8, 8, 16},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+    Update{adamw_f32_r1_erased, 9, 9, 18},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+    Update{adamw_f32_r2_erased, 10, 10, 20},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+    Update{adamw_f32_r1_erased, 11, 11, 22},  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+    Update{adamw_f32_r1_erased, 12, 12, 24},  // tiny_lm_0/transformer_block_0/layernorm_1.gamma
+    Update{adamw_f32_r1_erased, 13, 13, 26},  // tiny_lm_0/transformer_block_0/layernorm_1.beta
+    Update{adamw_f32_r2_erased, 14, 14, 28},  // tiny_lm_0/transformer_block_0/linear_0.W
+    Update{adamw_f32_r1_erased, 15, 15, 30},  // tiny_lm_0/transformer_block_0/linear_0.b
+    Update{adamw_f32_r2_erased, 16, 16, 32},  // tiny_lm_0/transformer_block_0/linear_1.W
+    Update{adamw_f32_r1_erased, 17, 17, 34},  // tiny_lm_0/transformer_block_0/linear_1.b
+    Update{adamw_f32_r1_erased, 18, 18, 36},  // tiny_lm_0/transformer_block_1/layernorm_2.gamma
+    Update{adamw_f32_r1_erased, 19, 19, 38},  // tiny_lm_0/transformer_block_1/layernorm_2.beta
+    Update{adamw_f32_r2_erased, 20, 20, 40},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+    Update{adamw_f32_r1_erased, 21, 21, 42},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+    Update{adamw_f32_r2_erased, 22, 22, 44},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+    Update{adamw_f32_r1_erased, 23, 23, 46},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+    Update{adamw_f32_r2_erased, 24, 24, 48},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+    Update{adamw_f32_r1_erased, 25, 25, 50},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+    Update{adamw_f32_r2_erased, 26, 26, 52},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+    Update{adamw_f32_r1_erased, 27, 27, 54},  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+    Update{adamw_f32_r1_erased, 28, 28, 56},  // tiny_lm_0/transformer_block_1/layernorm_3.gamma
+    Update{adamw_f32_r1_erased, 29, 29, 58},  // tiny_lm_0/transformer_block_1/layernorm_3.beta
+    Update{adamw_f32_r2_erased, 30, 30, 60},  // tiny_lm_0/transformer_block_1/linear_2.W
+    Update{adamw_f32_r1_erased, 31, 31, 62},  // tiny_lm_0/transformer_block_1/linear_2.b
+    Update{adamw_f32_r2_erased, 32, 32, 64},  // tiny_lm_0/transformer_block_1/linear_3.W
+    Update{adamw_f32_r1_erased, 33, 33, 66},  // tiny_lm_0/transformer_block_1/linear_3.b
+    Update{adamw_f32_r1_erased, 34, 34, 68},  // tiny_lm_0/layernorm_4.gamma
+    Update{adamw_f32_r1_erased, 35, 35, 70},  // tiny_lm_0/layernorm_4.beta
+  };
+  std::array<std::int64_t, wf_updates.size()> wf_sizes{};
+  for (std::size_t wf_k = 0; wf_k < wf_updates.size(); ++wf_k) wf_sizes[wf_k] = params_[wf_updates[wf_k].param].numel();
+  // The updates are independent and most too small for the kernel to split:
+  // the pool runs them side by side, in bins of 4096 elements or more;
+  // a parameter of 131072 or more runs alone, split by its kernel.
+  wfgen::rt::parallel_tasks(wf_sizes.data(), static_cast<std::int32_t>(wf_sizes.size()), 4096, 131072, [&](std::int32_t wf_k) {
+    const Update& wf_u = wf_updates[wf_k];
+    wfgen::rt::TensorRef wf_t[] = {params_[wf_u.param].ref(), grads_[wf_u.grad].ref(), state_[wf_u.state].ref(), state_[wf_u.state + 1].ref()};
+    wf_u.kernel(wf_t, wf_s);
+  });
 }
 
 void lm_train::set_learning_rate(double lr) { lr_ = lr; }
