@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -615,6 +616,25 @@ TEST_CASE("rank-4 matmul kernels with B shared by the batch: one GEMM over the b
   wfgen::rt::set_num_threads(saved);
 }
 
+namespace {
+
+// The depthwise convolution's output (n, c, y, xo), summed in double by the
+// definition: taps outside X skipped.
+template <class T>
+double naive_depthwise(const Tensor& x, const Tensor& f, std::int64_t n, std::int64_t c, std::int64_t y, std::int64_t xo,
+                       const std::array<std::int64_t, 8>& a) {  // k_h k_w stride_h stride_w pad_h pad_w dilation_h dilation_w
+  const std::int64_t H = x.shape()[2], W = x.shape()[3];
+  double want = 0;
+  for (std::int64_t i = 0; i < a[0]; ++i)
+    for (std::int64_t j = 0; j < a[1]; ++j) {
+      const std::int64_t iy = y * a[2] - a[4] + i * a[6], ix = xo * a[3] - a[5] + j * a[7];
+      if (iy >= 0 && iy < H && ix >= 0 && ix < W) want += double(f.at<T>({c, i, j})) * double(x.at<T>({n, c, iy, ix}));
+    }
+  return want;
+}
+
+}  // namespace
+
 // depthwise_conv2d on planes large enough to be split across the threads
 // (80 planes, several per thread) and to have vectorised interiors: the same
 // bits on 1 and 2 threads (each plane summed by one thread in a fixed order)
@@ -650,12 +670,7 @@ TEST_CASE("depthwise_conv2d splits its planes across threads: 1 and 2 threads ag
       for (std::int64_t c = 0; c < C; ++c)
         for (std::int64_t y = 0; y < ho; ++y)
           for (std::int64_t xo = 0; xo < wo; ++xo) {
-            double want = 0;
-            for (std::int64_t i = 0; i < g.k; ++i)
-              for (std::int64_t j = 0; j < g.k; ++j) {
-                const std::int64_t iy = y * g.stride - g.pad + i, ix = xo * g.stride - g.pad + j;
-                if (iy >= 0 && iy < H && ix >= 0 && ix < W) want += double(f.at<float>({c, i, j})) * x.at<float>({n, c, iy, ix});
-              }
+            const double want = naive_depthwise<float>(x, f, n, c, y, xo, {g.k, g.k, g.stride, g.stride, g.pad, g.pad, 1, 1});
             const float one = outs[0].at<float>({n, c, y, xo});
             differ += one != outs[1].at<float>({n, c, y, xo});
             wrong += std::fabs(one - want) > 1e-5;
@@ -663,4 +678,54 @@ TEST_CASE("depthwise_conv2d splits its planes across threads: 1 and 2 threads ag
     CHECK(differ == 0);
     CHECK(wrong == 0);
   }
+}
+
+// depthwise_conv2d with stride_h != stride_w (and pad_h != pad_w, dilation
+// along H) on fixed small planes, f32 and f64, 1 and 2 threads, against the
+// naive loop: planes that take the padded copy (rt::DepthwiseConv::padded,
+// rows of either length class), one too large for it (the interior / border
+// split), and dilation along W (the checked loop). The random cases of
+// test_kernels.cpp draw such strides only by chance; a version that read
+// stride_w for the rows passed them on the host.
+template <class T, class Kernel>
+void check_depthwise_strides(Kernel kernel, double tol) {
+  struct Plane {
+    std::int64_t h, w;
+  };
+  using Args = std::array<std::int64_t, 8>;  // k_h k_w stride_h stride_w pad_h pad_w dilation_h dilation_w
+  const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  wfgen::rt::Rng rng(3838);
+  const int saved = wfgen::rt::num_threads();
+  for (const Plane pl : {Plane{7, 9}, Plane{12, 5}, Plane{9, 40}, Plane{40, 21}, Plane{90, 70}})
+    for (const Args a : {Args{3, 3, 1, 2, 1, 1, 1, 1}, Args{3, 3, 2, 1, 1, 1, 1, 1}, Args{5, 5, 1, 2, 2, 2, 1, 1},
+                         Args{5, 5, 2, 1, 2, 1, 1, 1}, Args{3, 3, 2, 1, 0, 1, 2, 1}, Args{3, 3, 1, 2, 1, 0, 1, 2}}) {
+      const std::int64_t eh = pl.h + 2 * a[4] - a[6] * (a[0] - 1) - 1, ew = pl.w + 2 * a[5] - a[7] * (a[1] - 1) - 1;
+      if (eh < 0 || ew < 0) continue;
+      const std::int64_t ho = eh / a[2] + 1, wo = ew / a[3] + 1, N = 2, C = 3;
+      INFO("plane " << pl.h << " x " << pl.w << ", k " << a[0] << " stride " << a[2] << " x " << a[3] << " pad " << a[4] << " x "
+                    << a[5] << " dilation " << a[6] << " x " << a[7]);
+      Tensor x = Tensor::empty(dt, {N, C, pl.h, pl.w});
+      Tensor f = Tensor::empty(dt, {C, a[0], a[1]});
+      wfgen::rt::fill_uniform(x, -1, 1, rng);
+      wfgen::rt::fill_uniform(f, -1, 1, rng);
+      for (int threads : {1, 2}) {
+        INFO(threads << " threads");
+        wfgen::rt::set_num_threads(threads);
+        Tensor out = Tensor::full(dt, {N, C, ho, wo}, 1e6);  // every element must be written
+        kernel(x.cview<T, 4>(), f.cview<T, 3>(), out.view<T, 4>(), a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        std::int64_t wrong = 0;
+        for (std::int64_t n = 0; n < N; ++n)
+          for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t y = 0; y < ho; ++y)
+              for (std::int64_t xo = 0; xo < wo; ++xo)
+                wrong += std::fabs(double(out.at<T>({n, c, y, xo})) - naive_depthwise<T>(x, f, n, c, y, xo, a)) > tol;
+        CHECK(wrong == 0);
+      }
+    }
+  wfgen::rt::set_num_threads(saved);
+}
+
+TEST_CASE("depthwise_conv2d with stride_h != stride_w on small planes: the naive loop's sums", "[kernels][threads]") {
+  check_depthwise_strides<float>(wfgen_kernels::depthwise_conv2d_f32_r4, 1e-5);
+  check_depthwise_strides<double>(wfgen_kernels::depthwise_conv2d_f64_r4, 1e-12);
 }

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "wfgen/gemm.hpp"  // detail::GemmBuffer, the padded copy's per-thread buffer
+
 namespace wfgen::rt {
 
 // The geometry of a depthwise convolution, as the node's arguments and the
@@ -54,8 +56,12 @@ class DepthwiseConv {
   void plane(const T* x, const T* f, T* out) const noexcept {
     const DepthwiseGeometry& g = g_;
     if (padded_) {
-      alignas(64) T pad[kPadded];
-      padded(x, f, out, pad);
+      // The copy and the stride-1 run, 2 x kPadded elements (32 KiB of f32,
+      // 64 KiB of f64): a buffer per thread, allocated on its first padded
+      // plane and kept, not the stack (Emscripten's default stack is 64 KiB
+      // for the whole wasm program).
+      thread_local detail::GemmBuffer<T> buf;
+      padded(x, f, out, buf.get(static_cast<std::size_t>(2 * kPadded)));
       return;
     }
     const bool unit = g.xs_col == 1 && g.os_col == 1 && g.dw == 1;
@@ -71,7 +77,7 @@ class DepthwiseConv {
   }
 
  private:
-  // The planes whose padded copy fits kPadded elements on the stack (up to
+  // The planes whose padded copy fits kPadded elements (up to
   // 64 x 64 floats: MobileNet's 28 x 28, 14 x 14 and 7 x 7 planes, where
   // the border rows and columns are 14 to 49 % of the outputs) are copied
   // into it with zeros around, and every output row is then an interior row:
@@ -84,7 +90,8 @@ class DepthwiseConv {
   }
 
   // X's plane copied into `pad` (hp_ x wp_, zeros where the taps read the
-  // padding), then every output row from it.
+  // padding), then every output row from it; `pad` holds 2 x kPadded
+  // elements, the second half for the stride-1 run.
   void padded(const T* x, const T* f, T* out, T* pad) const noexcept {
     const DepthwiseGeometry& g = g_;
     const std::int64_t c0 = std::min(g.pw, wp_), c1 = std::min(g.pw + g.w, wp_);  // X's columns in the copy
@@ -106,7 +113,7 @@ class DepthwiseConv {
       // Short rows at stride 1: the whole plane as one run over the copy's
       // width (column q of the run reads pad[q + i dh wp + j], as an output
       // column does), the columns past wo of each row computed and dropped.
-      alignas(64) T run[kPadded];
+      T* run = pad + kPadded;
       const std::int64_t n = (g.ho - 1) * wp_ + g.wo;
       const T* rows[5];
       for (std::int64_t i = 0; i < g.kh; ++i) rows[i] = pad + i * g.dh * wp_;
