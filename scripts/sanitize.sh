@@ -84,7 +84,7 @@ fi
 # Clang at -O0 with line tables: reports keep file:line stacks, and the
 # whole tree compiles in 40% of the CPU time of GCC at -O1 -g1 (730 s
 # against 1800 s); the tests run about as fast. WFGEN_TEST_CODE_OPT brings the
-# generated test code (-Og in the normal build) to -O0 too. lld links the
+# generated test code to -O0 (as the normal build: tests/CMakeLists.txt). lld links the
 # big -O0 binaries in a third of the time of ld.bfd, when it is installed.
 link=()
 if [ -x "$("$cxx" -print-prog-name=ld.lld)" ]; then link=("-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld"); fi
