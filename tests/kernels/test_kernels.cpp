@@ -711,8 +711,11 @@ Built build_cross_entropy(const KernelEntry& e, const NodeRef& r, int c, Rng& rn
 // block path), all tensors row-major: 13 small, 14 2x2 on planes wide and
 // tall enough for several blocks of rows (and a partial one), 15 with the
 // NaN and -inf values of 12, 16 3x3 on large planes; H and W need not be
-// multiples of the kernel (rows and columns in no window).
-// X is never broadcast in 8-16, so that neighbouring windows differ.
+// multiples of the kernel (rows and columns in no window); 17-18: windows
+// that tile X (1..3 wide and tall, planes up to 30 x 40) on planes whose
+// rows have gaps (rt::MaxPoolTiles reads rows at any stride), 18 with the
+// NaN and -inf values of 12.
+// X is never broadcast in 8-18, so that neighbouring windows differ.
 struct PoolDraw {
   Shape xs;
   Pool p;
@@ -768,6 +771,12 @@ PoolDraw draw_pool(int c, Rng& rng) {
         xs = {1, 1, rand_int(rng, 20, 40), rand_int(rng, 100, 130)};
         p = {3, 3, 3, 3, 0, 0};
         break;
+      case 17:
+      case 18:
+        xs[2] = rand_int(rng, 1, 30), xs[3] = rand_int(rng, 1, 40);
+        p.kh = rand_int(rng, 1, 3), p.kw = rand_int(rng, 1, 3);
+        p = {p.kh, p.kw, p.kh, p.kw, 0, 0};
+        break;
       default: break;
     }
     const std::int64_t eh = xs[2] + 2 * p.ph - p.kh, ew = xs[3] + 2 * p.pw - p.kw;
@@ -795,7 +804,7 @@ void add_pool_args(Case& cs, const Pool& p) {
 std::function<void(const Tensor&)> pool_filler(Dom d, int c, Rng& rng) {
   return [d, c, &rng](const Tensor& t) {
     const DType dt = t.dtype();
-    const bool nans = c == 10 || c == 12 || c == 15, lows = c == 11 || c == 12 || c == 15;
+    const bool nans = c == 10 || c == 12 || c == 15 || c == 18, lows = c == 11 || c == 12 || c == 15 || c == 18;
     for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) {
       const double r = rng.uniform01();
       if (nans && r < 0.15 && !is_int(dt)) put(t, idx, std::numeric_limits<double>::quiet_NaN(), 0);
@@ -816,10 +825,10 @@ Built build_max_pool(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   const Pool p = d.p;
   const Shape os = {xs[0], xs[1], d.ho, d.wo};
   cs.label = std::to_string(c);
-  const bool tiles = c >= 13 && c <= 16;  // the block path: row-major tensors
-  const Layout lx = tiles ? Layout::Contig : input_layout(c, rng, c < 8 || c > 16);
+  const bool tiles = c >= 13 && c <= 16, gaps = c == 17 || c == 18;  // tiled windows on row-major planes, on rows with gaps
+  const Layout lx = tiles ? Layout::Contig : gaps ? Layout::Padded : input_layout(c, rng, c < 8 || c > 18);
   cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[0], c, rng)), lx);
-  const Layout lo = tiles ? Layout::Contig : output_layout(c, rng);
+  const Layout lo = tiles ? Layout::Contig : gaps ? Layout::Padded : output_layout(c, rng);
   cs.add("OUT", make_view(dt, os, lo, rng), lo);
   cs.out = 1;
   add_pool_args(cs, p);
@@ -840,12 +849,12 @@ Built build_max_pool_adjoint(const KernelEntry& e, const NodeRef& r, int c, Rng&
   const Pool p = d.p;
   const Shape windows = {xs[0], xs[1], d.ho, d.wo};
   cs.label = std::to_string(c);
-  const bool tiles = c >= 13 && c <= 16;  // the block path: row-major tensors
-  const Layout ld = tiles ? Layout::Contig : input_layout(c, rng, true);
-  const Layout lx = tiles ? Layout::Contig : input_layout(c, rng, c < 8 || c > 16);
+  const bool tiles = c >= 13 && c <= 16, gaps = c == 17 || c == 18;  // tiled windows on row-major planes, on rows with gaps
+  const Layout ld = tiles ? Layout::Contig : gaps ? Layout::Padded : input_layout(c, rng, true);
+  const Layout lx = tiles ? Layout::Contig : gaps ? Layout::Padded : input_layout(c, rng, c < 8 || c > 18);
   cs.add(grad ? "DOUT" : "D", make_operand(dt, grad ? windows : xs, ld, rng, filler(r.dom[0], rng)), ld);
   cs.add("X", make_operand(dt, xs, lx, rng, pool_filler(r.dom[1], c, rng)), lx);
-  const Layout lo = tiles ? Layout::Contig : output_layout(c, rng);
+  const Layout lo = tiles ? Layout::Contig : gaps ? Layout::Padded : output_layout(c, rng);
   cs.add("OUT", make_view(dt, grad ? xs : windows, lo, rng), lo);
   cs.out = 2;
   add_pool_args(cs, p);

@@ -457,140 +457,17 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
 // max_pool and its two adjoints, one walk over the windows shared by all
 // three. Each (n, c) plane is independent (split across threads; a plane's
 // windows are visited in a fixed order, so max_pool_grad's sums do not
-// depend on the number of threads). A window's best so far stays in a
-// register; the windows wholly inside X run without bounds checks (2x2/2,
-// 3x3/3 and 3x3/2 written out with constants, so the loop over windows
-// vectorises), the few over the padding check each column. The winner is
+// depend on the number of threads). Windows that tile X (stride = window,
+// no padding) on planes with contiguous rows go to rt::MaxPoolTiles
+// (pooling.hpp), vectorised over a row's windows. Otherwise a window's best
+// so far stays in a register; the windows wholly inside X run without
+// bounds checks (2x2/2, 3x3/3 and 3x3/2 written out with constants, so the
+// loop over windows vectorises), the few over the padding check each
+// column. The winner is
 // the first NaN, else the first largest (i, then j), the element
 // max_pool_grad routes the window's gradient to. (docs/performance.md,
 // "What changed", says what each of these choices was worth.)
 enum class PoolMode { Value, Grad, Pick };
-
-// The pools whose windows tile X (stride = kernel, no padding: 2x2/2,
-// 3x3/3) on rows of stride 1, one plane at a time, in blocks of whole rows
-// of windows: first each column's best over a row of windows' k_h rows
-// (runs along the rows of X), then each window's best over its k_w columns
-// of that (runs along the block: the windows of several output rows in one
-// loop). Both loops are long and unit-stride, so they vectorise where the
-// loop over a row's windows (14 for a 28-wide plane) did not: max_pool
-// 64x16x28x28 took 390 us that way, 130 us this way. Emitted inside the
-// plane loop; `continue`s to the next plane when it applies.
-void emit_pool_blocks(CodeWriter& w, const KernelPlan& p, PoolMode mode, const std::string& key_type, bool keyed) {
-  const bool value = mode == PoolMode::Value;
-  const std::string t = elem(p.dtype);
-  const bool is_float = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
-  constexpr int kBlock = 2048;  // elements of a block's column array (8 KiB of f32)
-  std::string condition = "wf_sh == wf_kh && wf_sw == wf_kw && wf_ph == 0 && wf_pw == 0 && wf_xs3 == 1 && wf_ws3 == 1 && wf_ws2 == wf_wo && wf_kw * wf_wo <= " +
-                          num(kBlock) + " && wf_kw * wf_wo > 0";
-  w.open("if (" + condition + ")");
-  w.line("const std::int64_t wf_span = wf_kw * wf_wo;  // the columns the windows cover");
-  w.line("const std::int64_t wf_rows_per = " + num(kBlock) + " / wf_span;  // rows of windows per block");
-  // Per column: the best (max_pool: the value; the adjoints: its order key
-  // and the row it came from, the first on ties).
-  const std::string best_t = value ? t : key_type;
-  const std::string key_of = keyed ? "wfgen::rt::order_key" : "";
-  w.line(best_t + " wf_cols[" + num(kBlock) + "];");
-  if (!value) w.line("std::int32_t wf_from_row[" + num(kBlock) + "];");
-  w.open("for (std::int64_t wf_y0 = 0; wf_y0 < wf_ho; wf_y0 += wf_rows_per)");
-  w.line("const std::int64_t wf_y1 = std::min<std::int64_t>(wf_y0 + wf_rows_per, wf_ho);");
-  w.open("for (std::int64_t wf_y = wf_y0; wf_y < wf_y1; ++wf_y)");
-  w.line(best_t + "* wf_col = wf_cols + (wf_y - wf_y0) * wf_span;");
-  if (!value) w.line("std::int32_t* wf_col_row = wf_from_row + (wf_y - wf_y0) * wf_span;");
-  w.line("const " + t + "* wf_row = wf_src + wf_y * wf_kh * wf_xs2;");
-  // Row 0 read with row 1 when there is one (a plain copy of row 0 became a
-  // memcpy whose stores the next loop's vector loads waited on: 3x slower).
-  // A NaN stays (nothing compares above it) and wins (v != v); the
-  // adjoints compare keys strictly, so the first row of a tie keeps it.
-  const std::string nan = is_float ? " || wf_v != wf_v" : "";
-  w.line("const " + t + "* wf_next = wf_kh > 1 ? wf_row + wf_xs2 : wf_row;");
-  w.open("for (std::int64_t wf_j = 0; wf_j < wf_span; ++wf_j)");
-  if (value) {
-    w.line("const " + t + " wf_u = wf_row[wf_j], wf_v = wf_next[wf_j];");
-    w.line("wf_col[wf_j] = wf_v > wf_u" + nan + " ? wf_v : wf_u;");
-  } else {
-    w.line("const " + key_type + " wf_u = " + key_of + "(wf_row[wf_j]), wf_k = " + key_of + "(wf_next[wf_j]);");
-    w.line("wf_col[wf_j] = wf_k > wf_u ? wf_k : wf_u;");
-    w.line("wf_col_row[wf_j] = wf_k > wf_u ? 1 : 0;");
-  }
-  w.close();
-  w.open("for (std::int32_t wf_i = 2; wf_i < wf_kh; ++wf_i)");
-  w.line("wf_row = wf_src + (wf_y * wf_kh + wf_i) * wf_xs2;");
-  w.open("for (std::int64_t wf_j = 0; wf_j < wf_span; ++wf_j)");
-  if (value) {
-    w.line("const " + t + " wf_v = wf_row[wf_j];");
-    w.line("wf_col[wf_j] = wf_v > wf_col[wf_j]" + nan + " ? wf_v : wf_col[wf_j];");
-  } else {
-    w.line("const " + key_type + " wf_k = " + key_of + "(wf_row[wf_j]);");
-    w.line("const bool wf_take = wf_k > wf_col[wf_j];");
-    w.line("wf_col[wf_j] = wf_take ? wf_k : wf_col[wf_j];");
-    w.line("wf_col_row[wf_j] = wf_take ? wf_i : wf_col_row[wf_j];");
-  }
-  w.close();
-  w.close();
-  w.close();
-  // Window m of the block: columns [k_w m, k_w m + k_w) of wf_cols, output row wf_y0 + m / w_out.
-  w.line("const std::int64_t wf_n = (wf_y1 - wf_y0) * wf_wo;");
-  // A loop over the block's windows, written with k_w as a constant for the
-  // usual pools: its inner loop unrolls and the loop over windows vectorises.
-  auto for_each_width = [&](const std::function<void(const std::string&)>& windows) {
-    w.open("if (wf_kw == 2)");
-    windows("2");
-    w.otherwise_if("wf_kw == 3");
-    windows("3");
-    w.otherwise();
-    windows("wf_kw");
-    w.close();
-  };
-  if (value) {
-    w.line(t + "* wf_out = wf_dst + wf_y0 * wf_wo;");
-    auto best_of = [&](const std::string& kw) {
-      w.open("for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m)");
-      w.line(t + " wf_best = wf_cols[" + kw + " * wf_m];");
-      w.open("for (std::int64_t wf_j = 1; wf_j < " + kw + "; ++wf_j)");
-      w.line("const " + t + " wf_v = wf_cols[" + kw + " * wf_m + wf_j];");
-      w.line("wf_best = wf_v > wf_best" + nan + " ? wf_v : wf_best;");
-      w.close();
-      w.line("wf_out[wf_m] = wf_best;");
-      w.close();
-    };
-    for_each_width(best_of);
-  } else {
-    // The winner's column in the block, then its offset in the target plane.
-    w.line("std::int32_t wf_win_col[" + num(kBlock) + "];");
-    auto winner_of = [&](const std::string& kw) {
-      w.open("for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m)");
-      w.line(key_type + " wf_best = wf_cols[" + kw + " * wf_m];");
-      w.line("std::int32_t wf_at = std::int32_t(" + kw + " * wf_m), wf_best_row = wf_from_row[" + kw + " * wf_m];");
-      w.open("for (std::int64_t wf_j = 1; wf_j < " + kw + "; ++wf_j)");
-      // The first in (i, j) order: on a tie of keys, the column whose best came from an earlier row.
-      w.line("const " + key_type + " wf_k = wf_cols[" + kw + " * wf_m + wf_j];");
-      w.line("const std::int32_t wf_i = wf_from_row[" + kw + " * wf_m + wf_j];");
-      w.line("const bool wf_take = wf_k > wf_best || (wf_k == wf_best && wf_i < wf_best_row);");
-      w.line("wf_best = wf_take ? wf_k : wf_best;");
-      w.line("wf_best_row = wf_take ? wf_i : wf_best_row;");
-      w.line("wf_at = wf_take ? std::int32_t(" + kw + " * wf_m + wf_j) : wf_at;");
-      w.close();
-      w.line("wf_win_col[wf_m] = wf_at;");
-      w.close();
-    };
-    for_each_width(winner_of);
-    // Row by row of windows (a division to find a window's row cost more than the rest).
-    w.open("for (std::int64_t wf_y = wf_y0; wf_y < wf_y1; ++wf_y)");
-    w.line("const std::int64_t wf_first = (wf_y - wf_y0) * wf_wo, wf_first_col = (wf_y - wf_y0) * wf_span;");
-    w.open("for (std::int64_t wf_m = wf_first; wf_m < wf_first + wf_wo; ++wf_m)");
-    w.line("const std::int64_t wf_c = wf_win_col[wf_m];");
-    w.line("const std::int64_t wf_at = (wf_y * wf_kh + wf_from_row[wf_c]) * wf_ts2 + (wf_c - wf_first_col) * wf_ts3;");
-    // No other window reaches this pixel: stored, not added to the zero
-    // written above (+ 0 keeps the sum's +0 for a -0 gradient).
-    if (mode == PoolMode::Grad) w.line("wf_img[wf_at] = wf_win[wf_y0 * wf_wo + wf_m] + " + t + "(0);");
-    else w.line("wf_dst[wf_y0 * wf_wo + wf_m] = wf_from[wf_at];");
-    w.close();
-    w.close();
-  }
-  w.close();
-  w.line("continue;");
-  w.close();
-}
 
 // max_pool, max_pool_grad and max_pool_pick: per plane (n c), per output
 // row, blocks of 64 windows, each window's best (or winner) over its rows
@@ -617,9 +494,9 @@ class MaxPool {
     w_.open("wfgen::rt::parallel_for(0, " + x_.cpp + ".shape[0] * " + x_.cpp + ".shape[1], std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, " +
             x_.cpp + ".shape[2] * " + x_.cpp + ".shape[3])), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
     sizes();
+    tiles();
     w_.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
     planes();
-    emit_pool_blocks(w_, p_, mode_, keyed_ ? key_ : t_, keyed_);
     w_.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y)");
     w_.line("const std::int64_t wf_iy0 = wf_y * wf_sh - wf_ph;");
     w_.line("const std::int64_t wf_i_lo = std::max<std::int64_t>(0, -wf_iy0), wf_i_hi = std::min<std::int64_t>(wf_kh, wf_h - wf_iy0);");
@@ -649,7 +526,17 @@ class MaxPool {
     w_.line("const std::int64_t wf_inner_lo = std::min<std::int64_t>((wf_pw + wf_sw - 1) / wf_sw, wf_inner_hi);");
   }
 
-  // The plane (n c) of each tensor; max_pool_grad zeroes its output image's.
+  // Windows that tile X (stride = window, no padding) on planes whose rows
+  // are contiguous: rt::MaxPoolTiles (pooling.hpp) does each plane.
+  void tiles() {
+    const std::string target_stride = value_ ? "0" : "wf_ts2";
+    w_.line("const bool wf_tiled = wf_sh == wf_kh && wf_sw == wf_kw && wf_ph == 0 && wf_pw == 0 && wf_xs3 == 1 && wf_ws3 == 1" +
+            std::string(value_ ? "" : " && wf_ts3 == 1") + ";");
+    w_.line("const wfgen::rt::MaxPoolTiles<" + t_ + "> wf_tiles({wf_h, wf_w, wf_ho, wf_wo, wf_kh, wf_kw, wf_xs2, wf_ws2, " + target_stride + "});");
+  }
+
+  // The plane (n c) of each tensor; max_pool_grad zeroes its output image's
+  // (the tiled pools write every element of it).
   void planes() {
     w_.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
     auto plane = [](const TensorParam& tp) { return tp.cpp + ".data + wf_b * " + tp.cpp + ".strides[0] + wf_c * " + tp.cpp + ".strides[1]"; };
@@ -657,6 +544,7 @@ class MaxPool {
     if (mode_ == PoolMode::Grad) {
       w_.line(t_ + "* wf_img = " + plane(o_) + ";");
       w_.line("const " + t_ + "* wf_win = " + plane(win_) + ";");
+      tiled_plane("wf_tiles.grad(wf_win, wf_src, wf_img);");
       w_.open("for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy)");
       w_.line("if (wf_ts3 == 1) std::fill(wf_img + wf_iy * wf_ts2, wf_img + wf_iy * wf_ts2 + wf_w, " + t_ + "(0));");
       w_.line("else for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = " + t_ + "(0);");
@@ -664,7 +552,15 @@ class MaxPool {
     } else {
       w_.line(t_ + "* wf_dst = " + plane(o_) + ";");
       if (mode_ == PoolMode::Pick) w_.line("const " + t_ + "* wf_from = " + plane(target_) + ";");
+      tiled_plane(value_ ? "wf_tiles.value(wf_src, wf_dst);" : "wf_tiles.pick(wf_from, wf_src, wf_dst);");
     }
+  }
+
+  void tiled_plane(const std::string& call) {
+    w_.open("if (wf_tiled)");
+    w_.line(call);
+    w_.line("continue;");
+    w_.close();
   }
 
   // One element of window x: `row` (a pointer to row i of the window) at

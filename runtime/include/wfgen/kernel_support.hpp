@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "wfgen/depthwise.hpp"
+#include "wfgen/pooling.hpp"
 #include "wfgen/error.hpp"
 #include "wfgen/gemm.hpp"
 #include "wfgen/parallel.hpp"

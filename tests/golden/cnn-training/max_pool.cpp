@@ -27,63 +27,14 @@ void max_pool_f32_r4(wfgen::rt::View<const float, 4> X, wfgen::rt::View<float, 4
     // the windows x in [wf_inner_lo, wf_inner_hi) have every column x*stride_w - pad_w + j inside [0, w)
     const std::int64_t wf_inner_hi = wf_w - wf_kw + wf_pw >= 0 ? std::min<std::int64_t>((wf_w - wf_kw + wf_pw) / wf_sw + 1, wf_wo) : 0;
     const std::int64_t wf_inner_lo = std::min<std::int64_t>((wf_pw + wf_sw - 1) / wf_sw, wf_inner_hi);
+    const bool wf_tiled = wf_sh == wf_kh && wf_sw == wf_kw && wf_ph == 0 && wf_pw == 0 && wf_xs3 == 1 && wf_ws3 == 1;
+    const wfgen::rt::MaxPoolTiles<float> wf_tiles({wf_h, wf_w, wf_ho, wf_wo, wf_kh, wf_kw, wf_xs2, wf_ws2, 0});
     for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc) {
       const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;
       const float* wf_src = X.data + wf_b * X.strides[0] + wf_c * X.strides[1];
       float* wf_dst = OUT.data + wf_b * OUT.strides[0] + wf_c * OUT.strides[1];
-      if (wf_sh == wf_kh && wf_sw == wf_kw && wf_ph == 0 && wf_pw == 0 && wf_xs3 == 1 && wf_ws3 == 1 && wf_ws2 == wf_wo && wf_kw * wf_wo <= 2048 && wf_kw * wf_wo > 0) {
-        const std::int64_t wf_span = wf_kw * wf_wo;  // the columns the windows cover
-        const std::int64_t wf_rows_per = 2048 / wf_span;  // rows of windows per block
-        float wf_cols[2048];
-        for (std::int64_t wf_y0 = 0; wf_y0 < wf_ho; wf_y0 += wf_rows_per) {
-          const std::int64_t wf_y1 = std::min<std::int64_t>(wf_y0 + wf_rows_per, wf_ho);
-          for (std::int64_t wf_y = wf_y0; wf_y < wf_y1; ++wf_y) {
-            float* wf_col = wf_cols + (wf_y - wf_y0) * wf_span;
-            const float* wf_row = wf_src + wf_y * wf_kh * wf_xs2;
-            const float* wf_next = wf_kh > 1 ? wf_row + wf_xs2 : wf_row;
-            for (std::int64_t wf_j = 0; wf_j < wf_span; ++wf_j) {
-              const float wf_u = wf_row[wf_j], wf_v = wf_next[wf_j];
-              wf_col[wf_j] = wf_v > wf_u || wf_v != wf_v ? wf_v : wf_u;
-            }
-            for (std::int32_t wf_i = 2; wf_i < wf_kh; ++wf_i) {
-              wf_row = wf_src + (wf_y * wf_kh + wf_i) * wf_xs2;
-              for (std::int64_t wf_j = 0; wf_j < wf_span; ++wf_j) {
-                const float wf_v = wf_row[wf_j];
-                wf_col[wf_j] = wf_v > wf_col[wf_j] || wf_v != wf_v ? wf_v : wf_col[wf_j];
-              }
-            }
-          }
-          const std::int64_t wf_n = (wf_y1 - wf_y0) * wf_wo;
-          float* wf_out = wf_dst + wf_y0 * wf_wo;
-          if (wf_kw == 2) {
-            for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m) {
-              float wf_best = wf_cols[2 * wf_m];
-              for (std::int64_t wf_j = 1; wf_j < 2; ++wf_j) {
-                const float wf_v = wf_cols[2 * wf_m + wf_j];
-                wf_best = wf_v > wf_best || wf_v != wf_v ? wf_v : wf_best;
-              }
-              wf_out[wf_m] = wf_best;
-            }
-          } else if (wf_kw == 3) {
-            for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m) {
-              float wf_best = wf_cols[3 * wf_m];
-              for (std::int64_t wf_j = 1; wf_j < 3; ++wf_j) {
-                const float wf_v = wf_cols[3 * wf_m + wf_j];
-                wf_best = wf_v > wf_best || wf_v != wf_v ? wf_v : wf_best;
-              }
-              wf_out[wf_m] = wf_best;
-            }
-          } else {
-            for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m) {
-              float wf_best = wf_cols[wf_kw * wf_m];
-              for (std::int64_t wf_j = 1; wf_j < wf_kw; ++wf_j) {
-                const float wf_v = wf_cols[wf_kw * wf_m + wf_j];
-                wf_best = wf_v > wf_best || wf_v != wf_v ? wf_v : wf_best;
-              }
-              wf_out[wf_m] = wf_best;
-            }
-          }
-        }
+      if (wf_tiled) {
+        wf_tiles.value(wf_src, wf_dst);
         continue;
       }
       for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y) {

@@ -28,97 +28,20 @@ void max_pool_grad_f32_r4(wfgen::rt::View<const float, 4> DOUT, wfgen::rt::View<
     // the windows x in [wf_inner_lo, wf_inner_hi) have every column x*stride_w - pad_w + j inside [0, w)
     const std::int64_t wf_inner_hi = wf_w - wf_kw + wf_pw >= 0 ? std::min<std::int64_t>((wf_w - wf_kw + wf_pw) / wf_sw + 1, wf_wo) : 0;
     const std::int64_t wf_inner_lo = std::min<std::int64_t>((wf_pw + wf_sw - 1) / wf_sw, wf_inner_hi);
+    const bool wf_tiled = wf_sh == wf_kh && wf_sw == wf_kw && wf_ph == 0 && wf_pw == 0 && wf_xs3 == 1 && wf_ws3 == 1 && wf_ts3 == 1;
+    const wfgen::rt::MaxPoolTiles<float> wf_tiles({wf_h, wf_w, wf_ho, wf_wo, wf_kh, wf_kw, wf_xs2, wf_ws2, wf_ts2});
     for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc) {
       const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;
       const float* wf_src = X.data + wf_b * X.strides[0] + wf_c * X.strides[1];
       float* wf_img = OUT.data + wf_b * OUT.strides[0] + wf_c * OUT.strides[1];
       const float* wf_win = DOUT.data + wf_b * DOUT.strides[0] + wf_c * DOUT.strides[1];
+      if (wf_tiled) {
+        wf_tiles.grad(wf_win, wf_src, wf_img);
+        continue;
+      }
       for (std::int64_t wf_iy = 0; wf_iy < wf_h; ++wf_iy) {
         if (wf_ts3 == 1) std::fill(wf_img + wf_iy * wf_ts2, wf_img + wf_iy * wf_ts2 + wf_w, float(0));
         else for (std::int64_t wf_ix = 0; wf_ix < wf_w; ++wf_ix) wf_img[wf_iy * wf_ts2 + wf_ix * wf_ts3] = float(0);
-      }
-      if (wf_sh == wf_kh && wf_sw == wf_kw && wf_ph == 0 && wf_pw == 0 && wf_xs3 == 1 && wf_ws3 == 1 && wf_ws2 == wf_wo && wf_kw * wf_wo <= 2048 && wf_kw * wf_wo > 0) {
-        const std::int64_t wf_span = wf_kw * wf_wo;  // the columns the windows cover
-        const std::int64_t wf_rows_per = 2048 / wf_span;  // rows of windows per block
-        std::int32_t wf_cols[2048];
-        std::int32_t wf_from_row[2048];
-        for (std::int64_t wf_y0 = 0; wf_y0 < wf_ho; wf_y0 += wf_rows_per) {
-          const std::int64_t wf_y1 = std::min<std::int64_t>(wf_y0 + wf_rows_per, wf_ho);
-          for (std::int64_t wf_y = wf_y0; wf_y < wf_y1; ++wf_y) {
-            std::int32_t* wf_col = wf_cols + (wf_y - wf_y0) * wf_span;
-            std::int32_t* wf_col_row = wf_from_row + (wf_y - wf_y0) * wf_span;
-            const float* wf_row = wf_src + wf_y * wf_kh * wf_xs2;
-            const float* wf_next = wf_kh > 1 ? wf_row + wf_xs2 : wf_row;
-            for (std::int64_t wf_j = 0; wf_j < wf_span; ++wf_j) {
-              const std::int32_t wf_u = wfgen::rt::order_key(wf_row[wf_j]), wf_k = wfgen::rt::order_key(wf_next[wf_j]);
-              wf_col[wf_j] = wf_k > wf_u ? wf_k : wf_u;
-              wf_col_row[wf_j] = wf_k > wf_u ? 1 : 0;
-            }
-            for (std::int32_t wf_i = 2; wf_i < wf_kh; ++wf_i) {
-              wf_row = wf_src + (wf_y * wf_kh + wf_i) * wf_xs2;
-              for (std::int64_t wf_j = 0; wf_j < wf_span; ++wf_j) {
-                const std::int32_t wf_k = wfgen::rt::order_key(wf_row[wf_j]);
-                const bool wf_take = wf_k > wf_col[wf_j];
-                wf_col[wf_j] = wf_take ? wf_k : wf_col[wf_j];
-                wf_col_row[wf_j] = wf_take ? wf_i : wf_col_row[wf_j];
-              }
-            }
-          }
-          const std::int64_t wf_n = (wf_y1 - wf_y0) * wf_wo;
-          std::int32_t wf_win_col[2048];
-          if (wf_kw == 2) {
-            for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m) {
-              std::int32_t wf_best = wf_cols[2 * wf_m];
-              std::int32_t wf_at = std::int32_t(2 * wf_m), wf_best_row = wf_from_row[2 * wf_m];
-              for (std::int64_t wf_j = 1; wf_j < 2; ++wf_j) {
-                const std::int32_t wf_k = wf_cols[2 * wf_m + wf_j];
-                const std::int32_t wf_i = wf_from_row[2 * wf_m + wf_j];
-                const bool wf_take = wf_k > wf_best || (wf_k == wf_best && wf_i < wf_best_row);
-                wf_best = wf_take ? wf_k : wf_best;
-                wf_best_row = wf_take ? wf_i : wf_best_row;
-                wf_at = wf_take ? std::int32_t(2 * wf_m + wf_j) : wf_at;
-              }
-              wf_win_col[wf_m] = wf_at;
-            }
-          } else if (wf_kw == 3) {
-            for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m) {
-              std::int32_t wf_best = wf_cols[3 * wf_m];
-              std::int32_t wf_at = std::int32_t(3 * wf_m), wf_best_row = wf_from_row[3 * wf_m];
-              for (std::int64_t wf_j = 1; wf_j < 3; ++wf_j) {
-                const std::int32_t wf_k = wf_cols[3 * wf_m + wf_j];
-                const std::int32_t wf_i = wf_from_row[3 * wf_m + wf_j];
-                const bool wf_take = wf_k > wf_best || (wf_k == wf_best && wf_i < wf_best_row);
-                wf_best = wf_take ? wf_k : wf_best;
-                wf_best_row = wf_take ? wf_i : wf_best_row;
-                wf_at = wf_take ? std::int32_t(3 * wf_m + wf_j) : wf_at;
-              }
-              wf_win_col[wf_m] = wf_at;
-            }
-          } else {
-            for (std::int64_t wf_m = 0; wf_m < wf_n; ++wf_m) {
-              std::int32_t wf_best = wf_cols[wf_kw * wf_m];
-              std::int32_t wf_at = std::int32_t(wf_kw * wf_m), wf_best_row = wf_from_row[wf_kw * wf_m];
-              for (std::int64_t wf_j = 1; wf_j < wf_kw; ++wf_j) {
-                const std::int32_t wf_k = wf_cols[wf_kw * wf_m + wf_j];
-                const std::int32_t wf_i = wf_from_row[wf_kw * wf_m + wf_j];
-                const bool wf_take = wf_k > wf_best || (wf_k == wf_best && wf_i < wf_best_row);
-                wf_best = wf_take ? wf_k : wf_best;
-                wf_best_row = wf_take ? wf_i : wf_best_row;
-                wf_at = wf_take ? std::int32_t(wf_kw * wf_m + wf_j) : wf_at;
-              }
-              wf_win_col[wf_m] = wf_at;
-            }
-          }
-          for (std::int64_t wf_y = wf_y0; wf_y < wf_y1; ++wf_y) {
-            const std::int64_t wf_first = (wf_y - wf_y0) * wf_wo, wf_first_col = (wf_y - wf_y0) * wf_span;
-            for (std::int64_t wf_m = wf_first; wf_m < wf_first + wf_wo; ++wf_m) {
-              const std::int64_t wf_c = wf_win_col[wf_m];
-              const std::int64_t wf_at = (wf_y * wf_kh + wf_from_row[wf_c]) * wf_ts2 + (wf_c - wf_first_col) * wf_ts3;
-              wf_img[wf_at] = wf_win[wf_y0 * wf_wo + wf_m] + float(0);
-            }
-          }
-        }
-        continue;
       }
       for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y) {
         const std::int64_t wf_iy0 = wf_y * wf_sh - wf_ph;
