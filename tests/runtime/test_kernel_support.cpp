@@ -171,6 +171,32 @@ TEST_CASE("std-only gemm with small blocks: every block remainder, other tile sh
   }
 }
 
+TEST_CASE("std-only gemm with a narrow C (one vector of columns at most): every width, strided operands", "[gemm]") {
+  ThreadCountGuard guard;
+  using L = Layout;
+  // N <= one vector runs on GemmNarrowTile (16 x 1 vector with 32
+  // registers); N = 17 is the first width back on GemmTile. The attention's
+  // products: 64 x 64 by 64 x 16 (s v, dS k; s.T dO with A transposed),
+  // and rows around the tile's height.
+  for (std::int64_t n = 1; n <= 17; ++n) {
+    for (std::int64_t m : {1, 7, 15, 16, 17, 33, 64, 70}) {
+      for (std::int64_t k : {1, 16, 64, 100}) {
+        check_gemm<float>(m, n, k, L::Plain, L::Plain, L::Plain, false, false, false, 2e-5);
+        check_gemm<float>(m, n, k, L::Transposed, L::Spread, L::Transposed, true, true, true, 2e-5);
+      }
+    }
+    check_gemm<float>(64, n, 64, L::Spread, L::Transposed, L::Spread, false, true, false, 2e-5);
+    check_gemm<double>(70, n, 64, L::Plain, L::Transposed, L::Plain, true, false, true, 1e-12);
+  }
+  // Split across threads: by bands of rows (8200 x 16 x 16) and, with few
+  // rows, by blocks of C (40 x 16 x 3300; K over several blocks of KC).
+  for (int threads : {1, 2}) {
+    rt::set_num_threads(threads);
+    check_gemm<float>(8200, 16, 16, L::Plain, L::Plain, L::Plain, true, true, false, 2e-5);
+    check_gemm<float>(40, 16, 3300, L::Plain, L::Transposed, L::Plain, false, false, true, 2e-5);
+  }
+}
+
 TEST_CASE("LoopNest tiles a transposed operand and covers every element once", "[loopnest]") {
   ThreadCountGuard guard;
   for (int threads : {1, 2}) {
