@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "wfgen/kernel_math.hpp"
+#include "wfgen/layer_norm.hpp"
 
 namespace {
 
@@ -285,4 +286,118 @@ TEST_CASE("math::erf is within 2 ulp of the correctly rounded erf, +-inf and NaN
   CHECK(wfgen::rt::math::erf(-std::numeric_limits<float>::infinity()) == -1.0f);
   CHECK(wfgen::rt::math::erf(1e30f) == 1.0f);
   CHECK(std::isnan(wfgen::rt::math::erf(std::numeric_limits<float>::quiet_NaN())));
+  // Large |x|, where the tail's exp(q) leaves the normal range (q < -87.3
+  // from |x| ~ 9.3 on; exp without its subnormal range there): exactly +-1
+  // up to the largest float.
+  for (float x = 4.0f; x < 3e38f; x *= 1.0625f) {
+    INFO("x = " << x);
+    CHECK(wfgen::rt::math::erf(x) == 1.0f);
+    CHECK(wfgen::rt::math::erf(-x) == -1.0f);
+  }
+  CHECK(wfgen::rt::math::erf(std::numeric_limits<float>::max()) == 1.0f);
+}
+
+// scaled_softmax_row (the scaled_softmax kernel's contiguous rows): the
+// same bits as its general path (scale, max_row, exp_minus_max, times 1 /
+// the sum, zeros after n) for every kept length of rows around the vector
+// width and the register path's 64 columns, with -inf, +inf and NaN in
+// them; within a few ulp of softmax in double; and in place.
+TEST_CASE("math::scaled_softmax_row: the general path's bits, zeros past n, NaN and infinities", "[math][exp]") {
+  namespace math = wfgen::rt::math;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const auto general = [](float* dst, const float* src, float scale, std::int64_t n, std::int64_t cols) {
+    for (std::int64_t j = 0; j < n; ++j) dst[j] = scale * src[j];
+    const float inv = 1.0f / math::exp_minus_max(dst, dst, math::max_row(dst, n), n);
+    for (std::int64_t j = 0; j < n; ++j) dst[j] *= inv;
+    for (std::int64_t j = n; j < cols; ++j) dst[j] = 0.0f;
+  };
+  const auto check_row = [&](const std::vector<float>& src, std::int64_t n, float scale) {
+    const auto cols = static_cast<std::int64_t>(src.size());
+    std::vector<float> want(src.size() + 16, -7.0f), got = want, in_place = src;
+    general(want.data(), src.data(), scale, n, cols);
+    math::scaled_softmax_row(got.data(), src.data(), scale, n, cols);
+    math::scaled_softmax_row(in_place.data(), in_place.data(), scale, n, cols);
+    INFO("cols " << cols << " n " << n << " scale " << scale);
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);  // -7 past cols: untouched
+    CHECK(std::memcmp(in_place.data(), want.data(), in_place.size() * sizeof(float)) == 0);
+  };
+  for (const std::int64_t cols : {1, 2, 15, 16, 17, 31, 33, 48, 63, 64, 65, 100}) {
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (std::int64_t c = 0; c < cols; ++c) row[static_cast<std::size_t>(c)] = static_cast<float>((c * 37 + cols * 11) % 101) - 50.0f;
+    for (std::int64_t n = 0; n <= cols; ++n) {
+      check_row(row, n, 0.25f);
+      check_row(row, n, 3.0f);  // exps far below the max: 0
+      if (n == 0) continue;
+      for (const float special : {-inf, inf, nan}) {
+        std::vector<float> with = row;
+        with[static_cast<std::size_t>((n - 1) / 2)] = special;
+        check_row(with, n, 0.25f);
+      }
+      // Against softmax in double, a row of moderate values.
+      std::vector<float> got(row.size());
+      math::scaled_softmax_row(got.data(), row.data(), 0.125f, n, cols);
+      double max = -HUGE_VAL, sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) max = std::max(max, 0.125 * row[static_cast<std::size_t>(j)]);
+      for (std::int64_t j = 0; j < n; ++j) sum += std::exp(0.125 * row[static_cast<std::size_t>(j)] - max);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const double want = j < n ? std::exp(0.125 * row[static_cast<std::size_t>(j)] - max) / sum : 0.0;
+        INFO("cols " << cols << " n " << n << " j " << j);
+        CHECK(std::fabs(got[static_cast<std::size_t>(j)] - want) <= 4e-7 * want + 1e-37);
+      }
+    }
+  }
+  std::vector<float> all_low(64, -inf), out(64);  // max -inf: every x - max is NaN, as the general path
+  math::scaled_softmax_row(out.data(), all_low.data(), 1.0f, 10, 64);
+  CHECK(std::isnan(out[0]));
+  CHECK(std::isnan(out[9]));
+  CHECK(out[10] == 0.0f);
+  CHECK(out[63] == 0.0f);
+  std::vector<float> with_nan(64, 1.0f);
+  with_nan[40] = nan;
+  math::scaled_softmax_row(out.data(), with_nan.data(), 1.0f, 64, 64);
+  CHECK(std::isnan(out[0]));
+  math::scaled_softmax_row(out.data(), with_nan.data(), 1.0f, 40, 64);  // the NaN past the kept columns: no effect
+  CHECK(out[0] == 1.0f / 40.0f);
+  CHECK(out[40] == 0.0f);
+}
+
+// layer_norm's row helpers (their AVX-512 moments of rows of 16, 32, ...
+// 128 floats, the loops for every other length): the mean and 1 / sqrt(var
+// + eps) of each row against double, rows far from 0 (the two-pass
+// variance), and forward_row's output; in place too.
+TEST_CASE("layer_norm::row_moments and forward_row against double, short rows in vectors and the rest", "[math]") {
+  namespace ln = wfgen::rt::math::layer_norm;
+  for (std::int64_t n = 1; n <= 130; ++n) {
+    for (const float offset : {0.0f, 1000.0f}) {
+      std::vector<float> x(static_cast<std::size_t>(n)), g(x.size()), b(x.size());
+      for (std::int64_t c = 0; c < n; ++c) {
+        const auto i = static_cast<std::size_t>(c);
+        x[i] = offset + static_cast<float>((c * 37 + n * 11) % 101) / 25.0f - 2.0f;
+        g[i] = 1.0f + 0.01f * static_cast<float>(c % 7);
+        b[i] = 0.1f * static_cast<float>(c % 5) - 0.2f;
+      }
+      double mean = 0, var = 0;
+      for (float v : x) mean += v;
+      mean /= static_cast<double>(n);
+      for (float v : x) var += (v - mean) * (v - mean);
+      const double rstd = 1.0 / std::sqrt(var / static_cast<double>(n) + 1e-5);
+      const ln::RowMoments<float> m = ln::row_moments(x.data(), 1, n, 1e-5f);
+      INFO("n " << n << " offset " << offset);
+      CHECK(std::fabs(m.mean - mean) <= 1e-6 * (1 + std::fabs(mean)));
+      // Rows near 1000 keep ~7 bits of their spread after rounding to float;
+      // the float sums lose a few more.
+      CHECK(std::fabs(m.rstd - rstd) <= (offset == 0 ? 2e-6 : 2e-3) * rstd);
+      std::vector<float> out(x.size()), in_place = x;
+      ln::forward_row(out.data(), 1, x.data(), 1, g.data(), 1, b.data(), 1, n, 1e-5f);
+      ln::forward_row(in_place.data(), 1, in_place.data(), 1, g.data(), 1, b.data(), 1, n, 1e-5f);
+      std::int64_t bad = 0;
+      for (std::int64_t c = 0; c < n; ++c) {
+        const auto i = static_cast<std::size_t>(c);
+        const double want = (x[i] - mean) * rstd * g[i] + b[i];
+        if (!(std::fabs(out[i] - want) <= (offset == 0 ? 1e-5 : 5e-3) * (1 + std::fabs(want)))) ++bad;
+        if (in_place[i] != out[i]) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+  }
 }

@@ -22,9 +22,10 @@ using builtin::scalar;
 // (causal) or every column, 0 in the columns a causal row leaves out:
 // attention's scale, mask and softmax as one pass over a row instead of
 // three kernels (and the mask's -1e30 never stored). Rows are split across
-// the threads; a contiguous row runs through rt::math's vectorised row
-// helpers (the same max_row and exp as the fused softmax kernels), any
-// other layout through a scalar loop in double.
+// the threads; a contiguous row runs through rt::math::scaled_softmax_row
+// (vectorised, a short row held in registers; the same max_row and exp as
+// the fused softmax kernels), any other layout through a scalar loop in
+// double.
 void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
   const auto& x = p.tensors[0];
   const auto& o = p.tensors[1];
@@ -48,11 +49,7 @@ void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
   w.line("const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps");
   w.line("if (wf_n <= 0) continue;");
   w.open("if (wf_sx == 1 && wf_so == 1)");
-  w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_dst[wf_j] = wf_scale * wf_src[wf_j];");
-  w.line("const " + t + " wf_max = wfgen::rt::math::max_row(wf_dst, wf_n);");
-  w.line("const " + t + " wf_inv = " + t + "(1) / wfgen::rt::math::exp_minus_max(wf_dst, wf_dst, wf_max, wf_n);");
-  w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_dst[wf_j] *= wf_inv;");
-  w.line("for (std::int64_t wf_j = wf_n; wf_j < wf_cols; ++wf_j) wf_dst[wf_j] = " + t + "(0);");
+  w.line("wfgen::rt::math::scaled_softmax_row(wf_dst, wf_src, wf_scale, wf_n, wf_cols);");
   w.line("continue;");
   w.close();
   w.line("double wf_max = -std::numeric_limits<double>::infinity();");

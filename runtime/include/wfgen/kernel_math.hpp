@@ -200,10 +200,11 @@ inline ExpReduced exp_reduce(float x, float hi, float lo) {
 // 2^k as a float, for k in [-126, 127] (any bits otherwise: an unsigned shift).
 inline float exp2_int(std::int32_t k) { return detail::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23); }
 
-// math::exp(float), `NotPositive` as in exp_reduce.
-template <bool NotPositive>
+// math::exp(float), `NotPositive` as in exp_reduce. `NoSubnormal`: an x
+// below -87.3 gives exp(-87.3) ~ 1.2e-38 (2^k then one normal factor).
+template <bool NotPositive, bool NoSubnormal = false>
 inline float exp_float(float x) {
-  const auto [r, k] = exp_reduce<NotPositive>(x, 89.0f, -104.0f);
+  const auto [r, k] = exp_reduce<NotPositive>(x, 89.0f, NoSubnormal ? -87.3f : -104.0f);
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -211,6 +212,7 @@ inline float exp_float(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * (r * r) + r + 1.0f;
+  if constexpr (NoSubnormal) return y * exp2_int(k);  // k in [-126, 0] for x <= 0: 2^k is a normal float
   // k1 and k2 are each in [-75, 64] (any value for NaN: unsigned shifts).
   const std::int32_t k1 = k >> 1, k2 = k - k1;
   return y * exp2_int(k1) * exp2_int(k2);
@@ -279,8 +281,11 @@ inline float erf(float x) {
   q = q * t + -6.34846687e-1f;
   q = q * t + -1.28717512e-1f;
   q = q * t - t;
-  // 1 - exp(q) >= 0: x's sign bit or-ed in.
-  const float tail = detail::bit_cast<float>(detail::bit_cast<std::uint32_t>(1.0f - math::exp(q)) |
+  // 1 - exp(q) >= 0: x's sign bit or-ed in. q <= 0 (or NaN) where the tail
+  // is taken, and an exp(q) below 2^-126 leaves 1 - exp(q) = 1: exp without
+  // its upper clamp and subnormal range (exp_float<true, true>), the same
+  // bits where its result is used and 7 vector operations fewer.
+  const float tail = detail::bit_cast<float>(detail::bit_cast<std::uint32_t>(1.0f - detail::exp_float<true, true>(q)) |
                                              (detail::bit_cast<std::uint32_t>(x) & 0x80000000u));
   return select(t > 0.927734375f, tail, near0);
 }
@@ -617,6 +622,71 @@ inline T max_row(const T* x, std::int64_t n) {
 template <KernelFloat T>
 inline T min_row(const T* x, std::int64_t n) {
   return detail::extreme_row<false>(x, n);
+}
+
+namespace detail {
+#if defined(__AVX512F__)
+// scaled_softmax_row (below) for a row of at most 64 floats, held in four
+// vectors: the same operations in the same order as the general path (so
+// the same bits), without its five loops over memory. Each of those loops
+// branches on the row's length, which in a causal attention's rows changes
+// every row (1, 2, ... 64 kept elements): 35 us for the tiny LM's 16 x 64
+// rows of 64 (0.53 ns an element; docs/performance.md). Lanes past n hold
+// -inf for the max and are masked out of the sum and the stores.
+inline void scaled_softmax_row_short(float* dst, const float* src, float scale, std::int64_t n, std::int64_t cols) {
+  const __m512 s = _mm512_set1_ps(scale), below = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int kept = static_cast<int>((n + 15) / 16), all = static_cast<int>((cols + 15) / 16);
+  auto lanes = [](std::int64_t left) {
+    return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (left > 0 ? left : 0)) - 1u);
+  };
+  __m512 v[4];
+  __m512 mx = below;
+  __mmask16 nan = 0;
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    if (q >= kept) break;
+    v[q] = _mm512_mask_mul_ps(below, lanes(n - 16 * q), s, _mm512_maskz_loadu_ps(lanes(n - 16 * q), src + 16 * q));
+    mx = _mm512_max_ps(v[q], mx);
+    nan |= _mm512_cmp_ps_mask(v[q], v[q], _CMP_UNORD_Q);
+  }
+  const __m512 max = nan ? _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()) : _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    if (q >= kept) break;
+    v[q] = exp_vector<false, true>(_mm512_sub_ps(v[q], max));
+    sum = _mm512_mask_add_ps(sum, lanes(n - 16 * q), sum, v[q]);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    if (q >= all) break;
+    const __m512 out = q < kept ? _mm512_maskz_mul_ps(lanes(n - 16 * q), v[q], inv) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(dst + 16 * q, lanes(cols - 16 * q), out);
+  }
+}
+#endif
+}  // namespace detail
+
+// dst[j] = softmax(scale * src[0, n))[j] for j < n, and 0 for n <= j < cols
+// (0 <= n <= cols; dst may be src): a row of attention's scaled, causal
+// softmax (the scaled_softmax kernel). scale * src[j] rounded, its max
+// (NaN when any is NaN), exp_minus_max, then each exp times 1 / their sum:
+// the results of max_row and exp_minus_max.
+template <KernelFloat T>
+inline void scaled_softmax_row(T* dst, const T* src, T scale, std::int64_t n, std::int64_t cols) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (cols <= 64) {
+      detail::scaled_softmax_row_short(dst, src, scale, n, cols);
+      return;
+    }
+  }
+#endif
+  for (std::int64_t j = 0; j < n; ++j) dst[j] = scale * src[j];
+  const T inv = T(1) / exp_minus_max(dst, dst, max_row(dst, n), n);
+  for (std::int64_t j = 0; j < n; ++j) dst[j] *= inv;
+  for (std::int64_t j = n; j < cols; ++j) dst[j] = T(0);
 }
 
 template <KernelFloat T>

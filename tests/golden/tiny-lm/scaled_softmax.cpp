@@ -40,11 +40,7 @@ void scaled_softmax_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<fl
       const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps
       if (wf_n <= 0) continue;
       if (wf_sx == 1 && wf_so == 1) {
-        for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_dst[wf_j] = wf_scale * wf_src[wf_j];
-        const float wf_max = wfgen::rt::math::max_row(wf_dst, wf_n);
-        const float wf_inv = float(1) / wfgen::rt::math::exp_minus_max(wf_dst, wf_dst, wf_max, wf_n);
-        for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_dst[wf_j] *= wf_inv;
-        for (std::int64_t wf_j = wf_n; wf_j < wf_cols; ++wf_j) wf_dst[wf_j] = float(0);
+        wfgen::rt::math::scaled_softmax_row(wf_dst, wf_src, wf_scale, wf_n, wf_cols);
         continue;
       }
       double wf_max = -std::numeric_limits<double>::infinity();
