@@ -1,14 +1,25 @@
 // The thread pool behind parallel_for.
 //
 // One job runs at a time. The caller publishes it (function, range, chunk
-// size) and bumps `generation_`; every worker sees the new generation, claims
-// chunks from an atomic counter until none are left, and checks out by
-// decrementing `pending_`. The caller claims chunks too, then waits for
-// `pending_` to reach zero, so once parallel_for returns no worker touches the
-// job any more and the next job can overwrite it.
+// size), deals its chunks into one block of consecutive chunks a thread
+// (Block), and bumps `generation_`; every worker that sees the new
+// generation runs the chunks of its own block, then steals what is left in
+// the others' from their back; the caller does the same with block 0, then
+// waits for the chunks still running elsewhere (`unfinished_`). Once
+// parallel_for returns every chunk has run; a worker that comes late finds
+// its block empty, and the generation each block is tagged with keeps it
+// from taking chunks of the next job.
+//
+// Thread t gets the same part of a range on every call: consecutive
+// kernels over the same range (an element-wise chain, a GEMM and its
+// epilogue kernel) read on each core what the last one wrote there, while
+// chunks taken from one shared counter went to either thread by chance, and
+// half of every small kernel's data then moved between the cores
+// (bench/pool_handoff.cpp, docs/performance.md).
 //
 // Waiting is two-phase on both sides: spin for a short while (back-to-back
-// kernels then start without a syscall), then sleep on a condition variable.
+// kernels then start without a syscall), then sleep on a condition variable;
+// nobody takes its mutex or notifies while nobody sleeps.
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -18,6 +29,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #if defined(__linux__)
@@ -53,6 +65,7 @@ constexpr auto kBusySpinTime = std::chrono::microseconds(50);
 // Chunks per thread: a few, so a slow chunk does not leave others idle, but
 // few enough that claiming them costs nothing next to the work.
 constexpr std::int64_t kChunksPerThread = 4;
+static_assert(kMaxThreads * kChunksPerThread <= 0xffff, "a job's chunk indices fit Block's 16-bit fields");
 
 // The integer an environment variable holds, whole, if it holds one and it
 // lies in [lo, hi].
@@ -109,6 +122,30 @@ bool spin_until(Pred pred) {
   }
 }
 
+// One thread's share of a job: the chunks [lo, hi) of its block, and the
+// job (the low 32 bits of its generation) they belong to, packed in one word
+// so that a claim checks all three at once. A line of its own: the owner
+// claims from the front without touching another thread's line, a thread
+// out of work steals from the back of the others'.
+struct alignas(64) Block {
+  std::atomic<std::uint64_t> word{0};
+
+  static std::uint64_t pack(std::uint32_t tag, std::uint32_t lo, std::uint32_t hi) {
+    return std::uint64_t{tag} << 32 | std::uint64_t{lo} << 16 | hi;
+  }
+  // The chunk claimed from the front (or the back), or -1 when the block is
+  // empty or belongs to another job than `tag`.
+  std::int64_t claim(std::uint32_t tag, bool back) {
+    std::uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      const auto lo = static_cast<std::uint32_t>(w >> 16 & 0xffff), hi = static_cast<std::uint32_t>(w & 0xffff);
+      if (static_cast<std::uint32_t>(w >> 32) != tag || lo >= hi) return -1;
+      const std::uint64_t next = back ? pack(tag, lo, hi - 1) : pack(tag, lo + 1, hi);
+      if (word.compare_exchange_weak(w, next, std::memory_order_relaxed)) return back ? hi - 1 : lo;
+    }
+  }
+};
+
 class Pool {
  public:
   static Pool& instance() {
@@ -131,35 +168,20 @@ class Pool {
       return;
     }
     const int threads = num_threads();
-    resize(threads - 1);
-
-    const std::int64_t n = end - begin;
-    const std::int64_t chunk = std::max(grain, (n + threads * kChunksPerThread - 1) /
-                                                   (threads * kChunksPerThread));
-    fn_ = fn;
-    ctx_ = ctx;
-    begin_ = begin;
-    end_ = end;
-    chunk_ = chunk;
-    num_chunks_ = (n + chunk - 1) / chunk;
-    next_chunk_.store(0, std::memory_order_relaxed);
-    failed_.store(false, std::memory_order_relaxed);
-    error_ = nullptr;
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
-    {
-      std::lock_guard lk(m_);
-      generation_.fetch_add(1, std::memory_order_release);
-    }
-    wake_cv_.notify_all();
+    resize(threads);
+    publish(begin, end, grain, fn, ctx, threads);
 
     t_in_parallel = true;
-    work();
+    work(0);
     t_in_parallel = false;
 
-    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    // Every chunk is claimed now (work() steals what the others left);
+    // wait for the ones still running elsewhere.
+    if (!spin_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock lk(m_);
-      done_cv_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+      caller_waits_.store(true, std::memory_order_seq_cst);
+      done_cv_.wait(lk, [&] { return unfinished_.load(std::memory_order_seq_cst) == 0; });
+      caller_waits_.store(false, std::memory_order_relaxed);
     }
 #if WFGEN_EXCEPTIONS
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
@@ -169,52 +191,98 @@ class Pool {
  private:
   Pool() = default;
 
-  // Claims and runs chunks of the current job until none are left or a body
-  // has thrown. Never throws.
-  void work() {
-    while (!failed_.load(std::memory_order_relaxed)) {
-      const std::int64_t k = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-      if (k >= num_chunks_) return;
-      const std::int64_t lo = begin_ + k * chunk_;
-      const std::int64_t hi = lo + std::min(chunk_, end_ - lo);
-#if WFGEN_EXCEPTIONS
-      try {
-        fn_(ctx_, lo, hi);
-      } catch (...) {
-        std::lock_guard lk(error_mutex_);
-        if (!error_) error_ = std::current_exception();
-        failed_.store(true, std::memory_order_relaxed);
-      }
-#else
-      fn_(ctx_, lo, hi);  // without exceptions a body cannot fail: fail() aborts
-#endif
+  // Writes the job, deals its chunks into one block a thread (thread t, the
+  // caller being 0, gets the t-th run of consecutive chunks: the same part
+  // of the range every call, so a kernel finds in its core's cache what
+  // the last kernel over the same range wrote there), then starts it.
+  void publish(std::int64_t begin, std::int64_t end, std::int64_t grain, detail::RangeFn fn, void* ctx, int threads) {
+    const std::int64_t n = end - begin;
+    const std::int64_t chunk = std::max(grain, (n + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
+    const std::int64_t chunks = (n + chunk - 1) / chunk;  // <= threads * kChunksPerThread: 16 bits
+    Job& j = job_;
+    j.fn = fn;
+    j.ctx = ctx;
+    j.begin = begin;
+    j.end = end;
+    j.chunk = chunk;
+    unfinished_.store(chunks, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+    error_ = nullptr;
+    caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
+    const std::uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+    const auto tag = static_cast<std::uint32_t>(gen);
+    for (int t = 0; t < threads; ++t) {
+      blocks_[t].word.store(Block::pack(tag, static_cast<std::uint32_t>(chunks * t / threads), static_cast<std::uint32_t>(chunks * (t + 1) / threads)),
+                            std::memory_order_relaxed);
+    }
+    // seq_cst: either a worker about to sleep sees the new generation, or
+    // this thread sees it counted in sleepers_ and wakes it.
+    generation_.store(gen, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+      { std::lock_guard lk(m_); }
+      wake_cv_.notify_all();
     }
   }
 
-  void worker_loop(std::uint64_t seen) {
+  // Runs the chunks of thread `self`'s block, then steals the others' from
+  // their back, until none of the job `tag` (the current one unless given)
+  // is left; skips them once a body has thrown. Then checks its chunks out
+  // of unfinished_. Never throws.
+  void work(int self) { work(self, static_cast<std::uint32_t>(generation_.load(std::memory_order_acquire))); }
+  void work(int self, std::uint32_t tag) {
+    const int blocks = static_cast<int>(workers_count_) + 1;
+    std::int64_t ran = 0;
+    for (int b = self, visited = 0; visited < blocks; b = (b + 1) % blocks, ++visited) {
+      for (std::int64_t k; (k = blocks_[b].claim(tag, b != self)) >= 0; ++ran) run_chunk(k);
+    }
+    if (ran == 0) return;
+    // seq_cst: either the caller, about to sleep, sees the count reach 0, or
+    // the thread that brings it there sees caller_waits_ and wakes it.
+    if (unfinished_.fetch_sub(ran, std::memory_order_seq_cst) == ran && self != 0 &&
+        caller_waits_.load(std::memory_order_seq_cst)) {
+      std::lock_guard lk(m_);
+      done_cv_.notify_one();
+    }
+  }
+
+  void run_chunk(std::int64_t k) {
+    if (failed_.load(std::memory_order_relaxed)) return;  // a body threw: the rest is skipped
+    const Job& j = job_;
+    const std::int64_t lo = j.begin + k * j.chunk;
+    const std::int64_t hi = lo + std::min(j.chunk, j.end - lo);
+#if WFGEN_EXCEPTIONS
+    try {
+      j.fn(j.ctx, lo, hi);
+    } catch (...) {
+      std::lock_guard lk(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+#else
+    j.fn(j.ctx, lo, hi);  // without exceptions a body cannot fail: fail() aborts
+#endif
+  }
+
+  void worker_loop(int self, std::uint64_t seen) {
     t_in_parallel = true;  // bodies that call parallel_for run it inline
     for (;;) {
       auto ready = [&] {
-        return generation_.load(std::memory_order_acquire) != seen ||
-               stop_.load(std::memory_order_acquire);
+        return generation_.load(std::memory_order_seq_cst) != seen || stop_.load(std::memory_order_acquire);
       };
       if (!spin_until(ready)) {
         const SleepAwayFrom away(caller_cpu_.load(std::memory_order_relaxed));
         std::unique_lock lk(m_);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
         wake_cv_.wait(lk, ready);
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
       if (stop_.load(std::memory_order_acquire)) return;
+      // A job this thread comes to late is finished or still running; the
+      // tag keeps it from taking chunks of a later one.
       seen = generation_.load(std::memory_order_acquire);
-      work();
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        // Taking the mutex orders this notify after the caller either saw
-        // pending_ == 0 or started waiting, so the wake-up cannot be lost.
-        std::lock_guard lk(m_);
-        done_cv_.notify_one();
-      }
+      work(self, static_cast<std::uint32_t>(seen));
     }
   }
-
   // The CPU the calling thread runs on, or -1 where that is not known.
   static int current_cpu() noexcept {
 #if defined(__linux__)
@@ -264,13 +332,16 @@ class Pool {
 #endif
   };
 
-  // Called with call_mutex_ held and no job running.
-  void resize(int count) {
-    if (static_cast<int>(workers_.size()) == count) return;
+  // Called with call_mutex_ held and no job running: `threads` threads,
+  // the caller and threads - 1 workers.
+  void resize(int threads) {
+    if (workers_count_ == threads - 1) return;
     stop_workers();
+    blocks_ = std::make_unique<Block[]>(static_cast<std::size_t>(threads));
+    workers_count_ = threads - 1;
     const std::uint64_t gen = generation_.load(std::memory_order_relaxed);
-    workers_.reserve(static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) workers_.emplace_back([this, gen] { worker_loop(gen); });
+    workers_.reserve(static_cast<std::size_t>(workers_count_));
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, gen] { worker_loop(i, gen); });
   }
 
   void stop_workers() {
@@ -281,6 +352,7 @@ class Pool {
     wake_cv_.notify_all();
     for (std::thread& w : workers_) w.join();
     workers_.clear();
+    workers_count_ = 0;
     stop_.store(false, std::memory_order_relaxed);
   }
 
@@ -288,18 +360,29 @@ class Pool {
   std::mutex m_;           // guards sleeping on the two condition variables
   std::condition_variable wake_cv_, done_cv_;
   std::vector<std::thread> workers_;
-  std::atomic<std::uint64_t> generation_{0};
-  std::atomic<bool> stop_{false};
+  int workers_count_ = 0;          // workers_.size(), read by the workers
+  std::unique_ptr<Block[]> blocks_;  // one a thread, the caller's first
 
-  // The current job. Written by the caller before generation_ is bumped
-  // (release) and read by workers after they load it (acquire).
-  detail::RangeFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  std::int64_t begin_ = 0, end_ = 0, chunk_ = 1, num_chunks_ = 0;
+  // What a worker spinning for work reads, and the current job: one cache
+  // line, written by the caller once a call before generation_ is bumped
+  // (seq_cst) and read by workers after they load it; a worker reads the
+  // job only after it has claimed one of its chunks.
+  alignas(64) std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};  // a body of the current job threw
   std::atomic<int> caller_cpu_{-1};  // where the caller was when it published the last job
-  std::atomic<std::int64_t> next_chunk_{0};
-  std::atomic<int> pending_{0};
-  std::atomic<bool> failed_{false};
+  struct Job {
+    detail::RangeFn fn = nullptr;
+    void* ctx = nullptr;
+    std::int64_t begin = 0, end = 0, chunk = 1;
+  } job_;
+  // Chunks of the current job not run (or skipped) yet: each thread
+  // subtracts what it ran once, when it finds no chunk left.
+  alignas(64) std::atomic<std::int64_t> unfinished_{0};
+  // Workers asleep on wake_cv_, and whether the caller sleeps on done_cv_:
+  // nobody takes m_ or calls notify when nobody sleeps.
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_waits_{false};
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };

@@ -55,6 +55,87 @@ TEST_CASE("parallel_for covers every index exactly once", "[parallel]") {
   }
 }
 
+// Around the sizes where the pool changes how it cuts a range: one grain,
+// two grains, and threads * 4 chunks (its chunks per thread), at thread
+// counts whose blocks of chunks divide the chunks evenly or not.
+TEST_CASE("parallel_for covers every index once around the grain and chunk boundaries", "[parallel]") {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 3, 8}) {
+    rt::set_num_threads(threads);
+    for (std::int64_t grain : {1, 3, 64}) {
+      const std::int64_t many = threads * 4 * grain;
+      for (std::int64_t n : {grain - 1, grain, grain + 1, 2 * grain - 1, 2 * grain, 2 * grain + 1, many - 1, many, many + 1, 3 * many + 2}) {
+        if (n <= 0) continue;
+        std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+        std::atomic<std::int64_t> shortest{n}, chunks{0};
+        std::atomic<bool> bad_range{false};
+        rt::parallel_for(0, n, grain, [&](std::int64_t lo, std::int64_t hi) {
+          if (lo < 0 || hi > n || lo >= hi) bad_range = true;
+          if (hi != n) shortest = std::min(shortest.load(), hi - lo);
+          for (std::int64_t i = lo; i < hi; ++i) hits[static_cast<std::size_t>(i)]++;
+          chunks++;
+        });
+        INFO("threads " << threads << " grain " << grain << " n " << n);
+        REQUIRE_FALSE(bad_range);
+        for (auto& h : hits) REQUIRE(h.load() == 1);
+        CHECK(shortest.load() >= std::min(grain, n));  // every chunk but the last
+        CHECK(chunks.load() <= std::max<std::int64_t>(1, threads * 4));
+        if (n <= grain || threads == 1) CHECK(chunks.load() == 1);
+      }
+    }
+  }
+}
+
+// Workers come late to tiny jobs (or not at all): a late one must not run
+// chunks of the job after the one it woke for, nor miss any.
+TEST_CASE("back-to-back tiny jobs of different sizes run every index once", "[parallel]") {
+  ThreadCountGuard guard;
+  for (int threads : {2, 3, 8}) {
+    rt::set_num_threads(threads);
+    std::vector<int> hits(97);
+    std::int64_t wrong = 0;
+    for (int rep = 0; rep < 1500; ++rep) {
+      const std::int64_t n = 2 + rep % 96;
+      std::fill(hits.begin(), hits.end(), 0);
+      rt::parallel_for(0, n, 1, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t i = lo; i < hi; ++i) hits[static_cast<std::size_t>(i)]++;  // each index on one thread only
+      });
+      for (std::int64_t i = 0; i < 97; ++i) wrong += hits[static_cast<std::size_t>(i)] != (i < n ? 1 : 0);
+    }
+    INFO("threads " << threads);
+    CHECK(wrong == 0);
+  }
+}
+
+// Thread t starts on the t-th run of consecutive chunks and steals from the
+// others' back only once its own are gone, so with 2 threads and 8 chunks
+// the caller, whenever it runs a chunk, runs chunk 0 and the worker chunk
+// 4: consecutive kernels over the same range find on each core what the
+// last one wrote there (with chunks taken from one counter, the worker took
+// chunk 1, 3, ... or any other).
+TEST_CASE("each thread runs the same part of a range on every call", "[parallel]") {
+  ThreadCountGuard guard;
+  rt::set_num_threads(2);
+  const auto caller = std::this_thread::get_id();
+  int both = 0, caller_without_first = 0, worker_without_fifth = 0;
+  for (int rep = 0; rep < 20; ++rep) {
+    std::mutex m;
+    std::vector<std::int64_t> mine, theirs;
+    rt::parallel_for(0, 8, 1, [&](std::int64_t lo, std::int64_t hi) {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));  // time for the worker to join
+      std::lock_guard lk(m);
+      for (std::int64_t i = lo; i < hi; ++i) (std::this_thread::get_id() == caller ? mine : theirs).push_back(i);
+    });
+    REQUIRE(mine.size() + theirs.size() == 8);
+    if (!mine.empty() && std::find(mine.begin(), mine.end(), 0) == mine.end()) ++caller_without_first;
+    if (!theirs.empty() && std::find(theirs.begin(), theirs.end(), 4) == theirs.end()) ++worker_without_fifth;
+    both += !mine.empty() && !theirs.empty();
+  }
+  CHECK(both > 0);
+  CHECK(caller_without_first == 0);
+  CHECK(worker_without_fifth == 0);
+}
+
 TEST_CASE("parallel_for handles empty and tiny ranges", "[parallel]") {
   ThreadCountGuard guard;
   rt::set_num_threads(4);
