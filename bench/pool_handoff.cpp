@@ -19,6 +19,7 @@
 // Build and run (not part of ctest; ~10 s):
 //   g++ -O3 -march=native -std=c++20 -Iruntime/include bench/pool_handoff.cpp \
 //       -o /tmp/pool_handoff build/runtime/libwfgen_runtime.a -lpthread && /tmp/pool_handoff
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -82,15 +83,18 @@ double calibrate() {
 // began (the caller's chunks are not counted).
 std::thread::id g_caller;
 std::atomic<double> g_call_start{0}, g_worker_start{-1};
+std::atomic<int> g_worker_cpu{-1};
 void note_start() {
   if (std::this_thread::get_id() == g_caller) return;
   double expected = -1;
-  g_worker_start.compare_exchange_strong(expected, now_us() - g_call_start.load(std::memory_order_relaxed));
+  if (g_worker_start.compare_exchange_strong(expected, now_us() - g_call_start.load(std::memory_order_relaxed)))
+    g_worker_cpu.store(sched_getcpu(), std::memory_order_relaxed);
 }
 
 struct Row {
   double wall, cpu, start;
   long switches;
+  double shared = 0;  // the share of the calls whose worker ran on the caller's CPU
 };
 
 double median(std::vector<double> v) {
@@ -102,6 +106,7 @@ double median(std::vector<double> v) {
 Row measure(int reps, const std::function<void()>& call) {
   for (int i = 0; i < reps; ++i) call();  // warm up: workers started and spinning
   std::vector<double> wall, cpu, start;
+  int shared = 0;
   const long sw0 = context_switches();
   for (int r = 0; r < 9; ++r) {
     const double c0 = cpu_us(), t0 = now_us();
@@ -110,17 +115,21 @@ Row measure(int reps, const std::function<void()>& call) {
       g_call_start.store(now_us(), std::memory_order_relaxed);
       call();
       const double s = g_worker_start.load(std::memory_order_relaxed);
-      if (s >= 0) start.push_back(s);
+      if (s >= 0) {
+        start.push_back(s);
+        shared += g_worker_cpu.load(std::memory_order_relaxed) == sched_getcpu();
+      }
     }
     wall.push_back((now_us() - t0) / reps);
     cpu.push_back((cpu_us() - c0) / reps);
   }
-  return {median(wall), median(cpu), start.empty() ? -1 : median(start), (context_switches() - sw0) / (9L * reps)};
+  return {median(wall), median(cpu), start.empty() ? -1 : median(start), (context_switches() - sw0) / (9L * reps),
+          start.empty() ? 0 : static_cast<double>(shared) / static_cast<double>(start.size())};
 }
 
 void print(const char* name, int threads, const Row& r) {
-  std::printf("%-26s %dt  wall %8.2f us  cpu %8.2f us  worker start %7.2f us  switches/call %ld\n", name, threads, r.wall, r.cpu,
-              r.start, r.switches);
+  std::printf("%-26s %dt  wall %8.2f us  cpu %8.2f us  worker start %7.2f us  same cpu %3.0f %%  switches/call %ld\n", name, threads,
+              r.wall, r.cpu, r.start, 100 * r.shared, r.switches);
 }
 
 }  // namespace
@@ -207,7 +216,7 @@ int main() {
           burn(ten * (hi - lo) / 2);
         });
       });
-      print(name, threads, {r.wall - gap, r.cpu - gap, r.start, r.switches});
+      print(name, threads, {r.wall - gap, r.cpu - gap, r.start, r.switches, r.shared});
     }
   }
   return 0;
