@@ -165,6 +165,10 @@ struct GemmNarrowTile {
   static bool fits(std::int64_t N) { return Wide::kFloat && Wide::NV > 1 && N <= NR; }
 };
 
+// At most this many of B's panels pass under a block of A read in place
+// (gemm_rows).
+inline constexpr std::int64_t kGemmDirectAPanels = 8;
+
 // A buffer for packed panels, aligned to a cache line (a 64-byte vector load
 // from a packed panel never straddles two lines), grown as needed and kept.
 template <class T>
@@ -195,11 +199,12 @@ class GemmBuffer {
 
 // One MR x NR tile at c (mr x nr of it inside C): acc = A panel * B panel,
 // plus C when `accumulate`; the epilogue when `last` (the last block of K),
-// with `bias` already at the tile's first column.
-template <class T, class Tile>
+// with `bias` already at the tile's first column. A's panel is packed (k MR
+// + r) or, without `PackedA`, MR whole rows of A read in place (r rsa + k).
+template <class T, class Tile, bool PackedA = true>
 inline void gemm_micro(std::int64_t kc, const T* __restrict ap, const T* __restrict bp, T* c, std::int64_t rsc,
                        std::int64_t csc, int mr, int nr, bool accumulate, bool last, const GemmEpilogue<T>& ep,
-                       const T* bias) {
+                       const T* bias, std::int64_t rsa = 0) {
   constexpr int MR = Tile::MR, NR = Tile::NR, VL = Tile::VL, NV = Tile::NV;
   // A tile row is NV vectors: the MR x NV accumulators stay in registers and
   // each step of k is NV loads of B, MR broadcasts of A and MR x NV
@@ -219,10 +224,9 @@ inline void gemm_micro(std::int64_t kc, const T* __restrict ap, const T* __restr
     Vec b[NV];
 #pragma GCC unroll 8
     for (int q = 0; q < NV; ++q) std::memcpy(&b[q], bp + k * NR + q * VL, sizeof(Vec));
-    const T* a = ap + k * MR;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const T ar = a[r];
+      const T ar = PackedA ? ap[k * MR + r] : ap[r * rsa + k];
 #pragma GCC unroll 8
       for (int q = 0; q < NV; ++q) acc[r][q] += ar * b[q];
     }
@@ -391,12 +395,23 @@ void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int6
   const bool last = pc + kc >= g.K;
   const bool accumulate = g.accumulate || pc > 0;
   const GemmEpilogue<T>& ep = *g.ep;
+  // A row-major A (floating point) with few of B's panels to pass under
+  // it: its whole MR-row panels are read in place by the micro-kernel (one
+  // broadcast an element, as from a packed panel; the same sums) instead
+  // of packed first, which took a fifth of the tiny LM's 1024 x 64 x 64
+  // products. Measured one thread, Zen 5 (bench/lm_gemm_shapes.cpp, us):
+  // 1024x64x64 38.5 -> 33.2, 1024x64x256 148 -> 130, 1024x64x16 10.0 ->
+  // 8.7, 16 x 64x16x64 14.1 -> 12.0, 1024x256x64 136 -> 132; with many
+  // panels (64 x 3136 x 576: 98) each panel reads A's rows again and
+  // packing wins (1140 against 1275-2500 us): those stay packed.
+  const bool direct_a = std::is_floating_point_v<T> && g.csa == 1 && p1 - p0 <= kGemmDirectAPanels;
   for (std::int64_t ic = i0; ic < i1; ic += Tile::MC) {
     const std::int64_t mc = std::min<std::int64_t>(Tile::MC, i1 - ic);
     const std::int64_t mpanels = (mc + MR - 1) / MR;
     for (std::int64_t pm = 0; pm < mpanels; ++pm) {
       const std::int64_t r0 = ic + pm * MR;
       const int mr = static_cast<int>(std::min<std::int64_t>(MR, i1 - r0));
+      if (direct_a && mr == MR) continue;
       gemm_pack_a<T, Tile>(kc, mr, g.A + r0 * g.rsa + pc * g.csa, g.rsa, g.csa, apack + pm * kc * MR);
     }
     // B's panel (kc x NR) stays in the cache while the block of A (in L2)
@@ -408,8 +423,12 @@ void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int6
       for (std::int64_t pm = 0; pm < mpanels; ++pm) {
         const std::int64_t r0 = ic + pm * MR;
         const int mr = static_cast<int>(std::min<std::int64_t>(MR, i1 - r0));
-        gemm_micro<T, Tile>(kc, apack + pm * kc * MR, bpack + pn * kc * NR, g.C + r0 * g.rsc + j0 * g.csc, g.rsc,
-                            g.csc, mr, nr, accumulate, last, ep, bias);
+        if (direct_a && mr == MR)
+          gemm_micro<T, Tile, false>(kc, g.A + r0 * g.rsa + pc, bpack + pn * kc * NR, g.C + r0 * g.rsc + j0 * g.csc, g.rsc,
+                                     g.csc, mr, nr, accumulate, last, ep, bias, g.rsa);
+        else
+          gemm_micro<T, Tile>(kc, apack + pm * kc * MR, bpack + pn * kc * NR, g.C + r0 * g.rsc + j0 * g.csc, g.rsc,
+                              g.csc, mr, nr, accumulate, last, ep, bias);
       }
     }
   }
