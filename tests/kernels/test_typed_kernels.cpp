@@ -165,6 +165,37 @@ TEST_CASE("GEMM that accumulates: C += A B, std-only and through cblas, with C r
   }
 }
 
+// The std-only GEMM with a transposed B (each column contiguous: a weight
+// gradient's col.T), which it packs by blocks transposed in registers (16 x
+// 16 floats, 8 x 8 doubles with AVX-512) and the rest one by one: sizes
+// with whole blocks, a K block that is not a multiple of the block (K = 300:
+// two blocks of 150), panels narrower than the tile and columns left over.
+// Small integers: exact in float and double.
+template <class T>
+int transposed_b_errors(std::int64_t M, std::int64_t N, std::int64_t K) {
+  std::vector<T> A(static_cast<std::size_t>(M * K)), Bt(static_cast<std::size_t>(N * K)), C(static_cast<std::size_t>(M * N), T(7));
+  for (std::size_t i = 0; i < A.size(); ++i) A[i] = static_cast<T>(static_cast<int>((i * 7) % 11) - 5);
+  for (std::size_t i = 0; i < Bt.size(); ++i) Bt[i] = static_cast<T>(static_cast<int>((i * 5) % 13) - 6);
+  // B = Bt viewed transposed: B[k, j] = Bt[j * K + k] (strides 1, K).
+  wfgen::rt::gemm<T>(M, N, K, A.data(), K, 1, Bt.data(), 1, K, C.data(), N, 1);
+  int bad = 0;
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      T want = 0;
+      for (std::int64_t k = 0; k < K; ++k) want += A[static_cast<std::size_t>(i * K + k)] * Bt[static_cast<std::size_t>(j * K + k)];
+      bad += C[static_cast<std::size_t>(i * N + j)] != want;
+    }
+  return bad;
+}
+
+TEST_CASE("std-only GEMM with a transposed B: blocks transposed in registers and the columns and rows left over", "[kernels][gemm]") {
+  for (auto [M, N, K] : {std::array<std::int64_t, 3>{13, 37, 300}, {8, 64, 16}, {3, 80, 47}, {17, 16, 144}, {9, 15, 40}, {32, 144, 144}}) {
+    INFO("M " << M << " N " << N << " K " << K);
+    CHECK(transposed_b_errors<float>(M, N, K) == 0);
+    CHECK(transposed_b_errors<double>(M, N, K) == 0);
+  }
+}
+
 // GEMMs above kGemmParallelWork on two threads: blas_gemm splits C's rows
 // (or columns, when there are more) over wfgen's pool with OpenBLAS on one
 // thread in each block, and a batch of products too small to split shares
