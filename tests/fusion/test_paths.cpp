@@ -293,3 +293,61 @@ TEST_CASE("choose-gemms: small products of known shape run wfgen's GEMM, the res
     CHECK(ops(out) == std::make_pair(0, 2));
   }
 }
+
+// A builtin whose impl has fuse_epilogue (depthwise_conv2d) takes the
+// element-wise chain that alone reads its output as its epilogue, when the
+// chain's other operands are constant over each output plane: MobileNet's
+// bias + Clip(0, 6) as the importer writes it. Not when the output is read
+// elsewhere (a result of the model), nor with an operand that varies over
+// the plane; in a training build, only as far as the pullback lets the
+// chain go (gelu's backward reads the pre-activation, which stays stored).
+TEST_CASE("depthwise_conv2d takes the chain that alone reads its output as its epilogue, and only then") {
+  const std::string spec = R"Y(
+models:
+  - name: dw_clip
+    where: "X[2 4 9 9] F[4 3 3] b[4 1 1] -> Y[2 4 9 9]"
+    call: |
+      y = depthwise_conv2d(X, F, k_h=3, k_w=3, pad_h=1, pad_w=1).reshape(2, 4, 81).reshape(2, 4, 9, 9) + b
+      return relu(y - relu(y - 6.0))
+  - name: dw_twice
+    where: "X[2 4 9 9] F[4 3 3] b[4 1 1] -> Y[2 4 9 9] Z[2 4 9 9]"
+    call: |
+      d = depthwise_conv2d(X, F, k_h=3, k_w=3, pad_h=1, pad_w=1)
+      return relu(d + b), d
+  - name: dw_full
+    where: "X[2 4 9 9] F[4 3 3] B[2 4 9 9] -> Y[2 4 9 9]"
+    call: |
+      return relu(depthwise_conv2d(X, F, k_h=3, k_w=3, pad_h=1, pad_w=1) + B)
+  - name: dw_row
+    where: "X[2 4 9 9] F[4 3 3] b[9] -> Y[2 4 9 9]"
+    call: |
+      return relu(depthwise_conv2d(X, F, k_h=3, k_w=3, pad_h=1, pad_w=1) + b)
+  - name: dw_train
+    params: {F: {shape: [4, 3, 3], init: {uniform: [-1, 1]}}, b: {shape: [4, 1, 1]}}
+    where: "X[2 4 9 9] -> Y[2 4 9 9]"
+    call: |
+      return gelu(depthwise_conv2d(X, F, k_h=3, k_w=3, pad_h=1, pad_w=1) + b)
+builds:
+  - {name: dw_clip, model: dw_clip}
+  - {name: dw_twice, model: dw_twice}
+  - {name: dw_full, model: dw_full}
+  - {name: dw_row, model: dw_row}
+  - {name: dw_train, model: dw_train, backward: true}
+)Y";
+  const std::string clip = disasm(spec, "dw_clip");
+  INFO(clip);
+  CHECK(count(clip, "<WfInst") == 1);
+  CHECK(count(clip, "op=FUSED-DEPTHWISE-CONV2D-ADD-SUB-SCALAR-RELU-AND-2-CPU") == 1);
+  CHECK(count(disasm(spec, "dw_clip", true), "op=DEPTHWISE-CONV2D-CPU") == 1);  // --no-fuse
+  for (const char* build : {"dw_twice", "dw_full", "dw_row"}) {
+    const std::string text = disasm(spec, build);
+    INFO(text);
+    CHECK(count(text, "op=DEPTHWISE-CONV2D-CPU") == 1);
+    CHECK(count(text, "op=FUSED-DEPTHWISE") == 0);
+  }
+  const std::string train = disasm(spec, "dw_train");
+  INFO(train);
+  CHECK(count(train, "op=FUSED-DEPTHWISE-CONV2D-ADD-CPU") == 1);
+  CHECK(count(train, "op=GELU-CPU") == 1);
+  CHECK(count(train, "op=DEPTHWISE-CONV2D-CPU") == 0);
+}

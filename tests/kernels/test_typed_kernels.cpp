@@ -760,3 +760,69 @@ TEST_CASE("depthwise_conv2d with stride_h != stride_w on small planes: the naive
   check_depthwise_strides<float>(wfgen_kernels::depthwise_conv2d_f32_r4, 1e-5);
   check_depthwise_strides<double>(wfgen_kernels::depthwise_conv2d_f64_r4, 1e-12);
 }
+
+// rt::DepthwiseConv::plane with an epilogue, as the kernels fusion makes
+// call it (fuse.cpp's epilogues: `fused_depthwise_conv2d_add_...`, a bias
+// and a clip on each element as it is stored): every path of the plane
+// (the padded copy with its stride-1 run and its row loop, the interior /
+// border split of large planes, the checked loop of dilation along W) gives
+// the naive convolution, then + bias[c], then clip(0, 6), written as plain
+// loops here; f32 and f64; the planes split across 1 and 2 threads as the
+// generated kernel splits them; the output filled with NaN first.
+template <class T>
+void check_depthwise_epilogue(double tol) {
+  using Args = std::array<std::int64_t, 8>;  // k_h k_w stride_h stride_w pad_h pad_w dilation_h dilation_w
+  struct Plane {
+    std::int64_t h, w;
+  };
+  const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  wfgen::rt::Rng rng(3839);
+  const int saved = wfgen::rt::num_threads();
+  for (const Plane pl : {Plane{14, 14}, Plane{9, 40}, Plane{70, 66}})
+    for (const Args a : {Args{3, 3, 1, 1, 1, 1, 1, 1}, Args{3, 3, 2, 2, 1, 1, 1, 1}, Args{5, 5, 1, 2, 2, 2, 1, 1},
+                         Args{3, 3, 1, 1, 2, 2, 2, 2}}) {
+      const std::int64_t ho = (pl.h + 2 * a[4] - a[6] * (a[0] - 1) - 1) / a[2] + 1;
+      const std::int64_t wo = (pl.w + 2 * a[5] - a[7] * (a[1] - 1) - 1) / a[3] + 1, N = 2, C = 5;
+      INFO("plane " << pl.h << " x " << pl.w << ", k " << a[0] << " stride " << a[2] << " x " << a[3] << " pad " << a[4]
+                    << " dilation " << a[6]);
+      Tensor x = Tensor::empty(dt, {N, C, pl.h, pl.w});
+      Tensor f = Tensor::empty(dt, {C, a[0], a[1]});
+      Tensor bias = Tensor::empty(dt, {C});
+      wfgen::rt::fill_uniform(x, -2, 2, rng);
+      wfgen::rt::fill_uniform(f, -1, 1, rng);
+      wfgen::rt::fill_uniform(bias, -3, 9, rng);  // some planes mostly clipped at 0, some at 6
+      const wfgen::rt::DepthwiseConv<T> conv({pl.h, pl.w, ho, wo, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], pl.w, 1, a[1], 1, wo, 1});
+      for (int threads : {1, 2}) {
+        INFO(threads << " threads");
+        wfgen::rt::set_num_threads(threads);
+        Tensor out = Tensor::full(dt, {N, C, ho, wo}, std::numeric_limits<double>::quiet_NaN());
+        wfgen::rt::parallel_for(0, N * C, 1, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t bc = lo; bc < hi; ++bc) {
+            const T b = bias.data<T>()[bc % C];
+            conv.plane(x.data<T>() + bc * pl.h * pl.w, f.data<T>() + (bc % C) * a[0] * a[1], out.data<T>() + bc * ho * wo,
+                       [=](T acc) { return std::min(std::max(acc + b, T(0)), T(6)); });
+          }
+        });
+        std::int64_t wrong = 0, clipped = 0;
+        for (std::int64_t n = 0; n < N; ++n)
+          for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t y = 0; y < ho; ++y)
+              for (std::int64_t xo = 0; xo < wo; ++xo) {
+                double want = naive_depthwise<T>(x, f, n, c, y, xo, a) + double(bias.data<T>()[c]);
+                want = want < 0 ? 0 : want > 6 ? 6 : want;
+                clipped += want == 0 || want == 6;
+                const double got = double(out.at<T>({n, c, y, xo}));
+                wrong += !(std::fabs(got - want) <= tol);  // NaN (an element not written) counts
+              }
+        CHECK(wrong == 0);
+        CHECK(clipped > 0);
+        CHECK(clipped < N * C * ho * wo);
+      }
+    }
+  wfgen::rt::set_num_threads(saved);
+}
+
+TEST_CASE("depthwise_conv2d with a bias + clip epilogue applied as each element is stored: the naive loops'", "[kernels][threads]") {
+  check_depthwise_epilogue<float>(1e-5);
+  check_depthwise_epilogue<double>(1e-12);
+}

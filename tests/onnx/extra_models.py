@@ -105,14 +105,16 @@ def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1
     write(out, name, [node], [("x", x)], [("y", y)], inits)
 
 
-def conv_clip_test(out, name, rng, n, c, hw, m, k, pad):
+def conv_clip_test(out, name, rng, n, c, hw, m, k, pad, group=1, stride=1):
     """Conv with bias, then Clip(0, 6) (MobileNet's relu6): the import adds
-    the bias where the Clip reads it, one fused pass."""
+    the bias where the Clip reads it, one fused pass (a depthwise one's: the
+    convolution's epilogue, in its kernel)."""
     x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
-    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
     b = (3 * rng.standard_normal((m,))).astype(np.float32)
-    y = np.clip(conv_reference(x, w, b, 1, 1, pad, 1), 0.0, 6.0).astype(np.float32)
-    conv = helper.make_node("Conv", ["x", "W", "B"], ["t"], name="conv", kernel_shape=[k, k], pads=[pad] * 4)
+    y = np.clip(conv_reference(x, w, b, group, stride, pad, 1), 0.0, 6.0).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "W", "B"], ["t"], name="conv", kernel_shape=[k, k], pads=[pad] * 4, group=group,
+                            strides=[stride, stride])
     clip = helper.make_node("Clip", ["t", "lo", "hi"], ["y"], name="relu6")
     inits = [("W", w), ("B", b), ("lo", np.array(0.0, np.float32)), ("hi", np.array(6.0, np.float32))]
     write(out, name, [conv, clip], [("x", x)], [("y", y)], inits)
@@ -696,6 +698,11 @@ def main():
     conv_clip_test(out, "test_conv_pointwise_clip", rng, n=1, c=4, hw=9, m=6, k=1, pad=0)
     conv_clip_test(out, "test_conv_3x3_clip", rng, n=2, c=3, hw=6, m=4, k=3, pad=1)
     bitshift_uint8_test(out, "test_bitshift_uint8_computed", rng)
+    # Depthwise, followed by a Clip: the bias and the Clip become the
+    # convolution's epilogue (fuse.cpp), in its kernel; a small plane (the
+    # padded copy) and a strided large one (interior rows and border).
+    conv_clip_test(out, "test_conv_depthwise_clip", rng, n=2, c=5, hw=9, m=5, k=3, pad=1, group=5)
+    conv_clip_test(out, "test_conv_depthwise_clip_strided", rng, n=1, c=6, hw=40, m=6, k=3, pad=1, group=6, stride=2)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include "wfgen/emit/builtin_layer_norm.hpp"
 #include "wfgen/emit/builtin_softmax.hpp"
 #include "wfgen/emit/builtin_support.hpp"
+#include "wfgen/emit/row_kernels.hpp"
 #include "wfgen/emit/vector_lanes.hpp"
 
 namespace wfgen::emit {
@@ -284,16 +285,42 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// The epilogue fusion gave a depthwise convolution (plan_with_epilogue):
+// a lambda from the sum `wf_acc` of an output element to the element
+// stored, its inputs in0, in1... read once per plane (constant over it, as
+// fuse.cpp checked) into wf_e0, wf_e1...
+void emit_plane_epilogue(CodeWriter& w, const KernelPlan& p) {
+  const std::string t = elem(p.dtype);
+  for (std::size_t k = 2; k + 1 < p.tensors.size(); ++k) {
+    const auto& in = p.tensors[k];
+    w.line("const " + t + " wf_e" + num(static_cast<std::int64_t>(k - 2)) + " = " + in.cpp + ".data[wf_b * " + in.cpp +
+           ".strides[0] + wf_c * " + in.cpp + ".strides[1]];");
+  }
+  expr::EmitContext ctx;
+  ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
+  ctx.name = [&p](const std::string& name) -> std::string {
+    if (name == "acc") return "wf_acc";
+    for (std::size_t k = 2; k + 1 < p.tensors.size(); ++k)
+      if (p.tensors[k].name == name) return "wf_e" + num(static_cast<std::int64_t>(k - 2));
+    return name;
+  };
+  w.line("const auto wf_epilogue = [=](" + t + " wf_acc) { return " + t + "(" + expr::to_cpp(*p.epilogue, ctx) + "); };");
+}
+
 // A depthwise convolution (rt::DepthwiseConv, depthwise.hpp): the (n, c)
 // planes are independent, split across the threads, each summed by one
 // thread in a fixed order (the result does not depend on the thread count).
+// With an epilogue (fusion's), each element goes through it as it is
+// stored: no second pass over the output.
 void emit_depthwise_conv2d(CodeWriter& w, const KernelPlan& p) {
   const auto& x = p.tensors[0];
   const auto& f = p.tensors[1];
-  const auto& o = p.tensors[2];
+  const auto& o = p.tensors.back();
   const std::string t = elem(p.dtype);
   w.comment(o.name + "[n c y x] = the sum over kh, kw of " + f.name + "[c kh kw] * " + x.name +
             "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside " + x.name);
+  if (p.epilogue) w.comment("then, as each is stored, " + o.name + " = " + p.epilogue->str() + " of that sum acc (in0... per plane)");
   auto dims = [](const TensorParam& v, int a, int b) { return v.cpp + ".shape[" + num(a) + "], " + v.cpp + ".shape[" + num(b) + "]"; };
   auto strides = [](const TensorParam& v, int a, int b) {
     return v.cpp + ".strides[" + num(a) + "], " + v.cpp + ".strides[" + num(b) + "]";
@@ -308,9 +335,11 @@ void emit_depthwise_conv2d(CodeWriter& w, const KernelPlan& p) {
   w.open("wfgen::rt::parallel_for(0, " + o.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_work)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
   w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
   w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
+  if (p.epilogue) emit_plane_epilogue(w, p);
   w.line("wf_conv.plane(" + x.cpp + ".data + wf_b * " + x.cpp + ".strides[0] + wf_c * " + x.cpp + ".strides[1], " + f.cpp + ".data + wf_c * " +
          f.cpp + ".strides[0],");
-  w.line("              " + o.cpp + ".data + wf_b * " + o.cpp + ".strides[0] + wf_c * " + o.cpp + ".strides[1]);");
+  w.line("              " + o.cpp + ".data + wf_b * " + o.cpp + ".strides[0] + wf_c * " + o.cpp + ".strides[1]" +
+         (p.epilogue ? ", wf_epilogue" : "") + ");");
   w.close();
   w.close(");");
 }

@@ -130,6 +130,11 @@ class Planner {
     // it is judged on their defaults; kernels a model asked for were chosen
     // with the call's own arguments (trace), so they are always made.
     if (judge_reject_ && rejected(node, impl, dt, what)) return std::nullopt;
+    if (impl.fuse_epilogue && impl.kind != BodyKind::Builtin) {
+      error(diag(impl.loc, what + ": fuse_epilogue is for builtins that take an epilogue, but this kernel is " +
+                               spec::body_kind_name(impl.kind) + "; remove it"));
+      return std::nullopt;
+    }
     if (node.out_dtype && !(impl.kind == BodyKind::Builtin && is_cast_builtin(impl.builtin))) {
       error(diag(node.out_dtype_loc, "node '" + node.name + "' has an out_dtype (" + rt::dtype_name(*node.out_dtype) +
                                          "), which only kernels of the builtins 'cast' and 'cast_bool' write; " + what + " is " +
@@ -327,12 +332,17 @@ class Planner {
 
   // What a builtin needs of its node: the number of tensors (with the node form
   // the message shows) and the constructor arguments it reads, by name and type.
+  // epilogue_axes: the builtin can apply an element-wise epilogue to each
+  // output element (`fuse_epilogue`), whose other operands are constant
+  // over the output's last `epilogue_axes` axes (0: it cannot).
   struct BuiltinForm {
     std::size_t tensors;
     const char* shape;
     std::vector<std::pair<const char*, ArgType>> args;
+    int epilogue_axes = 0;
   };
 
+ public:
   static const BuiltinForm* builtin_form(const std::string& builtin) {
     using A = ArgType;
     static const std::vector<std::pair<const char*, A>> window = {
@@ -358,7 +368,7 @@ class Planner {
         {"layer_norm_param_grad", {3, "DOUT[n f] X[n f] OUT[f] -> OUT[f]", {{"eps", A::Float}, {"beta", A::Bool}}}},
         {"im2col", {2, "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]", window}},
         {"col2im", {3, "COL[N C k_h k_w h_out w_out] LIKE[N C H W] OUT[N C H W] -> OUT[...]", window}},
-        {"depthwise_conv2d", {3, "X[N C H W] W[C k_h k_w] OUT[N C h_out w_out] -> OUT[...]", window}},
+        {"depthwise_conv2d", {3, "X[N C H W] W[C k_h k_w] OUT[N C h_out w_out] -> OUT[...]", window, 2}},
         {"max_pool", {2, "X[N C H W] OUT[N C h_out w_out] -> OUT[...]", pool}},
         {"max_pool_grad", {3, "DOUT[N C h_out w_out] X[N C H W] OUT[N C H W] -> OUT[...]", pool}},
         {"max_pool_pick", {3, "D[N C H W] X[N C H W] OUT[N C h_out w_out] -> OUT[...]", pool}},
@@ -374,10 +384,22 @@ class Planner {
     return it == forms.end() ? nullptr : &it->second;
   }
 
+  // The plan of one kernel (nullopt after an error, in errors()).
+  std::optional<KernelPlan> plan_one(const spec::Node& node, const spec::Impl& impl, rt::DType dt, int rank) {
+    return plan(node, impl, dt, rank);
+  }
+  const std::vector<Diagnostic>& errors() const { return errors_; }
+
+ private:
+
   bool check_builtin(const spec::Node& node, const spec::Impl& impl, KernelPlan& p, const std::string& what) {
     const BuiltinForm* form = builtin_form(impl.builtin);
     if (!form) {
       error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' is written as an elementwise body; use elementwise"));
+      return false;
+    }
+    if (impl.fuse_epilogue && form->epilogue_axes == 0) {
+      error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' takes no epilogue; remove fuse_epilogue"));
       return false;
     }
     if (p.tensors.size() != form->tensors) {
@@ -504,6 +526,28 @@ std::optional<std::vector<int>> argument_ranks(const subscript::Declaration& dec
 
 std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelection& selection) {
   return Planner(spec).run(selection);
+}
+
+int epilogue_axes(const spec::Impl& impl) {
+  if (!impl.fuse_epilogue || impl.kind != BodyKind::Builtin) return 0;
+  const auto* form = Planner::builtin_form(impl.builtin);
+  return form ? form->epilogue_axes : 0;
+}
+
+KernelPlan plan_with_epilogue(const spec::Spec& spec, const spec::Node& node, const spec::Impl& impl, rt::DType dtype, int rank,
+                              int inputs, expr::Expr epilogue) {
+  Planner planner(spec);
+  std::optional<KernelPlan> p = planner.plan_one(node, impl, dtype, rank);
+  WFGEN_ASSERT(p && planner.errors().empty(), "the kernel of a call fusion gives an epilogue does not plan");
+  // The epilogue's inputs between the builtin's inputs and its output.
+  const std::size_t at = p->tensors.size() - 1;
+  const TensorParam out = p->tensors[at];
+  for (int k = inputs - 1; k >= 0; --k) {
+    const std::string in = "in" + std::to_string(k);
+    p->tensors.insert(p->tensors.begin() + static_cast<std::ptrdiff_t>(at), TensorParam{in, in, out.rank, false, in + out.dsl.substr(out.name.size()), {}});
+  }
+  p->epilogue = std::move(epilogue);
+  return *p;
 }
 
 }  // namespace wfgen::lower

@@ -73,7 +73,8 @@ struct KernelPlan {
   std::vector<TensorParam> tensors;
   std::vector<ScalarParam> scalars;
   // Elementwise: the value of the output; Reduce: prologue (over the input
-  // element) and epilogue (over acc and n), when given.
+  // element) and epilogue (over acc and n), when given; Builtin: an
+  // epilogue made by fusion (plan_with_epilogue).
   std::optional<expr::Expr> body, prologue, epilogue;
   std::string cpp_call;  // Cpp: the function to call, spelled for C++ ("ns::f<float, 2>")
   std::string cpp_include;  // Cpp: the kernel file, relative to the output directory
@@ -124,6 +125,20 @@ void bind_scalar_args(const spec::Node& node, const std::vector<std::optional<sp
 // expr::Error when the condition does not parse or type-check.
 bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
              const std::vector<std::optional<spec::ArgValue>>& args);
+
+// The number of trailing axes of the output over which the other operands
+// of an epilogue of `impl` must be constant: a builtin with
+// `fuse_epilogue: true` that takes one (depthwise_conv2d: 2, its epilogue's
+// operands are per (n, c) plane); 0 when it takes none.
+int epilogue_axes(const spec::Impl& impl);
+
+// The kernel of builtin `impl` (epilogue_axes > 0) of `node` that applies
+// `epilogue` to each output element before storing it (passes/fuse.cpp):
+// the builtin's inputs, then `inputs` tensors in0, in1... shaped as the
+// output, then the output; the epilogue names the builtin's result `acc`
+// and those inputs (typed for `dtype`). Its function is named from `node`.
+KernelPlan plan_with_epilogue(const spec::Spec& spec, const spec::Node& node, const spec::Impl& impl, rt::DType dtype, int rank,
+                              int inputs, expr::Expr epilogue);
 
 // The names of a node's tensor parameters in kernel order: the inputs, then
 // the outputs that are not inputs ("arg<k>" for unnamed ones). A call's

@@ -106,10 +106,11 @@ class Fuser {
     for (int i = static_cast<int>(n) - 1; i >= 0; --i) {
       if (group_of_[id(i)] >= 0 || role_[id(i)] == Role::None) continue;
       Group grp = grow(i);
-      if (grp.members.size() < 2) continue;
+      // One call alone is fused only into a producer's epilogue (fuse()).
+      if (grp.members.size() < 2 && grp.rows) continue;
       if (fuse(grp)) removed += static_cast<int>(grp.members.size()) - 1;
     }
-    return removed;
+    return removed + producers_;
   }
 
  private:
@@ -212,6 +213,72 @@ class Fuser {
     for (int o : g_[p].operands)
       if (o != p && !inside(o)) in.insert(o);
     return in.size();
+  }
+
+  // --- epilogues of builtins -------------------------------------------------------
+
+  // The call whose output a flat group reads as its input `input`, when that
+  // call's kernel can run the group as its epilogue (lower::epilogue_axes,
+  // an impl's `fuse_epilogue`): its output (of the group's shape) read by
+  // the group alone, directly or through reshapes, which keep its elements
+  // where they are (a fresh call's output is contiguous); every other input
+  // of the group constant over the output's last axes the kernel names (a
+  // bias broadcast per channel); nothing writing into what the call reads
+  // before the group's root, where it will run.
+  struct Producer {
+    int call = -1;
+    std::size_t input = 0;
+  };
+
+  std::optional<Producer> epilogue_producer(const Group& grp, const std::vector<int>& inputs) const {
+    if (grp.rows) return std::nullopt;
+    const Value& root = g_[grp.root];
+    const int gid = group_of_[id(grp.root)];
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      // Down the reshapes to the call: each read by the next one alone (the first by the group).
+      int call = inputs[k], next = -1;
+      bool ok = true;
+      for (; ok && g_[call].kind == Kind::View && g_[call].view == ViewKind::Reshape; next = call, call = g_[call].base)
+        ok = !pinned_[id(call)] && read_only_by(call, next, gid);
+      const Value& p = g_[call];
+      const int axes = ok && p.kind == Kind::Call && p.impl ? lower::epilogue_axes(*p.impl) : 0;
+      if (axes == 0 || p.impl->device != "cpu" || p.dtype != root.dtype || p.shape != grp.space || !p.contiguous ||
+          pinned_[id(call)] || p.write_to >= 0 || p.init_from >= 0 || p.backward != root.backward || !read_only_by(call, next, gid))
+        continue;
+      for (std::size_t j = 0; j < inputs.size(); ++j)
+        if (j != k && !constant_over(inputs[j], axes)) ok = false;
+      for (int o : p.operands) {
+        if (o == call) continue;
+        for (int w : writes_[id(g_.root(o))])
+          if (w > call && w < grp.root) ok = false;
+      }
+      if (ok) return Producer{call, k};
+    }
+    return std::nullopt;
+  }
+
+  // Whether `v` is read by the view `next` alone, or (next = -1) by calls of group `gid` alone.
+  bool read_only_by(int v, int next, int gid) const {
+    if (next >= 0) return readers_[id(v)].empty() && views_[id(v)] == std::vector<int>{next};
+    if (!views_[id(v)].empty() || readers_[id(v)].empty()) return false;
+    for (int r : readers_[id(v)])
+      if (group_of_[id(r)] != gid) return false;
+    return true;
+  }
+
+  // Whether input `o` of a flat group has one value along each of the
+  // space's last `axes` axes: a broadcast of a tensor whose dims there are 1
+  // (or that has no such axes).
+  bool constant_over(int o, int axes) const {
+    const Value& v = g_[o];
+    if (v.kind != Kind::View || v.view != ViewKind::Broadcast) return false;
+    const Shape& base = g_[v.base].shape;
+    const std::size_t rank = v.shape.size();
+    for (std::size_t a = rank - static_cast<std::size_t>(axes); a < rank; ++a) {
+      if (a + base.size() < rank) continue;  // a new leading axis
+      if (!known_one(base[a + base.size() - rank])) return false;
+    }
+    return true;
   }
 
   // --- composing the body ---------------------------------------------------------
@@ -346,6 +413,7 @@ class Fuser {
     Composer c{g_, grp, {}, {}, {}, {}, 0};
     auto body = std::make_shared<lower::FusedBody>();
     std::string key;
+    Expr composed;  // body->out before type-checking (an epilogue substitutes into it)
     try {
       c.compose(*body);
       expr::Env env;
@@ -365,11 +433,14 @@ class Fuser {
         }
       }
       key += std::string("; out") + (body->out_per_row ? "(row)" : "") + " = " + body->out.str();
+      composed = body->out;
       body->out = expr::check(body->out, dtype, env);
       if (body->out.type != expr::Type::Float) return false;
     } catch (const expr::Error&) {
       return false;  // not expressible as one body (too large, or an argument no literal can spell)
     }
+    const std::optional<Producer> producer = epilogue_producer(grp, c.inputs);
+    if (!producer && grp.members.size() < 2) return false;
     body->rows = std::move(c.rows);
     body->row_input = std::move(c.row_input);
     std::vector<std::string> parts;
@@ -394,6 +465,7 @@ class Fuser {
     // too); others stay shared with the builds of accurate math.
     const bool fast = fast_math_ && (key.find("exp(") != std::string::npos || key.find("sigmoid(") != std::string::npos);
     if (fast) key += "; math: fast";
+    if (producer) return into_producer(grp, *producer, c.inputs, composed, parts, doc, sources, fast);
     std::optional<Expr> flat;
     if (!grp.rows) flat = body->out;
     const lower::KernelPlan& kernel = registry_.intern(key, parts, dtype, static_cast<int>(grp.space.size()),
@@ -415,10 +487,59 @@ class Fuser {
     return true;
   }
 
+  // The flat group with body `out` (over `inputs`, in0, in1...) becomes
+  // the epilogue of `pr`: one call of pr's kernel in the root's place, its
+  // result named `acc` in the body and the group's other inputs passed
+  // after pr's own. pr and its views are left to dead-code elimination.
+  bool into_producer(const Group& grp, const Producer& pr, const std::vector<int>& inputs, const Expr& out,
+                     std::vector<std::string> parts, const std::string& doc, const std::string& sources, bool fast) {
+    Value& root = g_[grp.root];
+    const Value& p = g_[pr.call];
+    std::map<std::string, Expr> names;
+    std::vector<int> extra;
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      if (k == pr.input) {
+        names["in" + std::to_string(k)] = Composer::name("acc");
+        continue;
+      }
+      names["in" + std::to_string(k)] = Composer::name("in" + std::to_string(extra.size()));
+      extra.push_back(inputs[k]);
+    }
+    expr::Env env{{"acc", expr::Binding::element(root.dtype)}};
+    for (std::size_t k = 0; k < extra.size(); ++k) env["in" + std::to_string(k)] = expr::Binding::element(root.dtype);
+    const Expr epilogue = expr::check(expr::substitute(out, names), root.dtype, env);
+    const std::string key = "epilogue of " + p.node->name + " (" + p.impl->builtin + ") " + rt::dtype_name(root.dtype) + " r" +
+                            std::to_string(p.rank) + ", " + std::to_string(extra.size()) + " inputs: " + epilogue.str() +
+                            (fast ? "; math: fast" : "");
+    parts.insert(parts.begin(), p.node->name);
+    const std::string what = p.node->name + " with the calls of " + doc.substr(std::string("fused from the calls of ").size()) +
+                             " as its epilogue";
+    const lower::KernelPlan& kernel = registry_.intern_epilogue(key, parts, *p.node, *p.impl, root.dtype, p.rank,
+                                                                static_cast<int>(extra.size()), epilogue, "fused: " + what,
+                                                                {build_index_, fused_++}, fast);
+    std::vector<int> operands;
+    for (int o : p.operands)
+      if (o != p.id) operands.push_back(o);
+    operands.insert(operands.end(), extra.begin(), extra.end());
+    root.result_operand = static_cast<int>(operands.size());
+    operands.push_back(root.id);
+    root.node = kernel.node;
+    root.impl = kernel.impl;
+    root.operands = std::move(operands);
+    root.args = p.args;
+    root.rank = p.rank;
+    const std::string all = p.source.empty() || sources.find(p.source) != std::string::npos ? sources : p.source + "; " + sources;
+    if (log_) *log_ += "fused " + what + " (one kernel, no second pass over its output)\n    " + all + "\n";
+    root.source = all;
+    ++producers_;
+    return true;
+  }
+
   Graph& g_;
   FusionRegistry& registry_;
   int build_index_;
   int fused_ = 0;  // groups fused so far in this build
+  int producers_ = 0;  // calls that took their readers as an epilogue (removed too)
   std::string* log_;
   bool fast_math_;
   std::vector<std::vector<int>> readers_, views_, writes_;
@@ -537,22 +658,8 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
                                                 std::shared_ptr<const lower::FusedBody> rows, const std::string& doc,
                                                 std::pair<int, int> order, bool fast_math) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto found = by_key_.find(key);
-  if (found != by_key_.end()) {
-    // The first build in spec order names the kernel, whichever thread came first.
-    Entry& e = *found->second;
-    if (order < e.order) {
-      e.order = order;
-      e.parts = parts;
-      e.node.doc = doc;
-    }
-    return e.plan;
-  }
-  Entry& e = entries_.emplace_back();
-  e.parts = parts;
-  e.order = order;
-  e.node.fused = true;
-  e.node.doc = doc;
+  if (Entry* e = find(key, parts, doc, order)) return e->plan;
+  Entry& e = add(key, parts, doc, order, spec::Node{});
   std::string dsl;
   for (int k = 0; k < inputs; ++k) dsl += "in" + std::to_string(k) + "[~] ";
   e.node.where_text.value = dsl + "out[~] -> out[~]";
@@ -576,8 +683,58 @@ const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const st
   plan.body = std::move(elementwise);
   plan.fused = std::move(rows);
   plan.fast_math = fast_math;
-  by_key_[key] = &e;
   return plan;
+}
+
+const lower::KernelPlan& FusionRegistry::intern_epilogue(const std::string& key, const std::vector<std::string>& parts,
+                                                         const spec::Node& node, const spec::Impl& impl, rt::DType dtype, int rank,
+                                                         int inputs, const expr::Expr& epilogue, const std::string& doc,
+                                                         std::pair<int, int> order, bool fast_math) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Entry* e = find(key, parts, doc, order)) return e->plan;
+  Entry& e = add(key, parts, doc, order, node);
+  e.impl = impl;
+  e.impl.dtypes = {dtype};
+  e.impl.ranks = {rank};
+  e.impl.demand_ranks.clear();
+  e.plan = lower::plan_with_epilogue(spec_, e.node, e.impl, dtype, rank, inputs, epilogue);
+  e.plan.fast_math = fast_math;
+  // The kernel's own declaration (its comment in fused.cpp): the epilogue's inputs before the output.
+  auto& args = e.node.where.inputs;
+  auto at = std::find_if(args.begin(), args.end(), [&](const subscript::Argument& a) { return a.name == e.node.where.outputs.front().name; });
+  for (int k = 0; k < inputs; ++k) {
+    subscript::Argument in = e.node.where.outputs.front();
+    in.name = "in" + std::to_string(k);
+    at = args.insert(at, std::move(in)) + 1;
+  }
+  return e.plan;
+}
+
+FusionRegistry::Entry& FusionRegistry::add(const std::string& key, const std::vector<std::string>& parts, const std::string& doc,
+                                           std::pair<int, int> order, spec::Node node) {
+  Entry& e = entries_.emplace_back();
+  e.parts = parts;
+  e.order = order;
+  e.node = std::move(node);
+  e.node.fused = true;
+  e.node.from_stdlib = false;
+  e.node.doc = doc;
+  by_key_[key] = &e;
+  return e;
+}
+
+FusionRegistry::Entry* FusionRegistry::find(const std::string& key, const std::vector<std::string>& parts, const std::string& doc,
+                                            std::pair<int, int> order) {
+  auto found = by_key_.find(key);
+  if (found == by_key_.end()) return nullptr;
+  // The first build in spec order names the kernel, whichever thread came first.
+  Entry& e = *found->second;
+  if (order < e.order) {
+    e.order = order;
+    e.parts = parts;
+    e.node.doc = doc;
+  }
+  return &e;
 }
 
 void FusionRegistry::finalize() {

@@ -51,6 +51,14 @@ class FusionRegistry {
   const lower::KernelPlan& intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype, int rank,
                                   int inputs, std::optional<expr::Expr> elementwise, std::shared_ptr<const lower::FusedBody> rows,
                                   const std::string& doc, std::pair<int, int> order, bool fast_math = false);
+  // The kernel of builtin `impl` of `node` (lower::epilogue_axes > 0) with
+  // `epilogue` applied to each element it stores (lower::plan_with_epilogue,
+  // `inputs` tensors besides the builtin's); named from `parts`, the
+  // builtin's node first. Equal keys share one kernel, as intern's.
+  const lower::KernelPlan& intern_epilogue(const std::string& key, const std::vector<std::string>& parts, const spec::Node& node,
+                                           const spec::Impl& impl, rt::DType dtype, int rank, int inputs,
+                                           const expr::Expr& epilogue, const std::string& doc, std::pair<int, int> order,
+                                           bool fast_math);
   // Names every kernel ("fused_softmax", numbered when two bodies would get
   // one name), in `order`. Call once every build is fused, before emitting.
   void finalize();
@@ -65,6 +73,11 @@ class FusionRegistry {
     std::vector<std::string> parts;
     std::pair<int, int> order;
   };
+  // The entry of `key` (renamed after `parts` when `order` comes first), or null. Under mutex_.
+  Entry* find(const std::string& key, const std::vector<std::string>& parts, const std::string& doc, std::pair<int, int> order);
+  // A new entry for `key`: `node` (a fused kernel's declaration, or a builtin's to take an epilogue) made the kernel's. Under mutex_.
+  Entry& add(const std::string& key, const std::vector<std::string>& parts, const std::string& doc, std::pair<int, int> order,
+             spec::Node node);
   const spec::Spec& spec_;
   std::mutex mutex_;
   std::deque<Entry> entries_;
@@ -79,7 +92,14 @@ class FusionRegistry {
 //    calls that make their input) and epilogue (the calls that read their
 //    result, broadcast back along the row or not) into one row kernel: per
 //    row, each reduction is one loop over the row (in cache), then one loop
-//    writes the output. softmax and layernorm become one kernel each.
+//    writes the output. softmax and layernorm become one kernel each;
+//  - a flat chain (or one element-wise call) that alone reads the output of
+//    a builtin whose impl has `fuse_epilogue` (depthwise_conv2d), with its
+//    other operands constant over each output plane (a per-channel bias,
+//    scalars), becomes that builtin's epilogue: one kernel that applies it
+//    to each element before storing it (conv + bias + clip in one pass).
+//    Where the pullback reads an intermediate (the pre-activation), the
+//    chain stops before it and the rest stays a call of its own.
 // Only cpu calls of float dtypes are fused. Returns the number of calls
 // removed; each fused group is described in `log` when given.
 // fast_math: the build's `math: fast` (its fused kernels call rt::math::fast).

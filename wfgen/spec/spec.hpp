@@ -107,6 +107,10 @@ struct Impl {
   std::string view;     // View: transpose, permute, reshape
   std::string build;    // Build: the build whose class the kernel runs
   std::int64_t parallel_grain = 0;  // 0: never split across threads
+  // Builtin: fusion may give the kernel the element-wise calls that read
+  // only its output as an epilogue (`fuse_epilogue: true`; its builtin must
+  // take one: lower::epilogue_axes).
+  bool fuse_epilogue = false;
   // The gradient of each input for this implementation only; empty: the node's.
   std::vector<std::pair<std::string, Text>> backward;
   std::string doc;
