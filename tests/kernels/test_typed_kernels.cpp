@@ -782,7 +782,7 @@ void check_depthwise_epilogue(double tol) {
     for (const Args a : {Args{3, 3, 1, 1, 1, 1, 1, 1}, Args{3, 3, 2, 2, 1, 1, 1, 1}, Args{5, 5, 1, 2, 2, 2, 1, 1},
                          Args{3, 3, 1, 1, 2, 2, 2, 2}}) {
       const std::int64_t ho = (pl.h + 2 * a[4] - a[6] * (a[0] - 1) - 1) / a[2] + 1;
-      const std::int64_t wo = (pl.w + 2 * a[5] - a[7] * (a[1] - 1) - 1) / a[3] + 1, N = 2, C = 5;
+      const std::int64_t wo = (pl.w + 2 * a[5] - a[7] * (a[1] - 1) - 1) / a[3] + 1, N = 2, C = 3;
       INFO("plane " << pl.h << " x " << pl.w << ", k " << a[0] << " stride " << a[2] << " x " << a[3] << " pad " << a[4]
                     << " dilation " << a[6]);
       Tensor x = Tensor::empty(dt, {N, C, pl.h, pl.w});
