@@ -46,6 +46,13 @@ struct GemmEpilogue {
 // Below this many multiply-adds a product stays on one thread (waking the
 // pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
 inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
+// Below this many in all a batch of products stays on one thread. Sharing a
+// batch out costs the pool's hand-off (0.2 us with its workers spinning,
+// bench/pool_handoff.cpp) and each product runs whole on one thread, so it
+// pays from a few us of work: 2^18 multiply-adds of the small products are
+// ~3.5 us on one core of the AVX-512 machine of docs/performance.md (the
+// tiny LM's 16 per-head products of 64 x 16 x 64, 2^20: 14 us).
+inline constexpr std::int64_t kGemmBatchParallelWork = std::int64_t{1} << 18;
 
 // Whether one product of M x K by K x N is split across the threads: more
 // than one thread, enough work, and not already inside a parallel_for
@@ -74,7 +81,7 @@ std::int64_t gemm_batch_grain(const std::array<std::int64_t, B>& c_shape, const 
   }
   const double one = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const std::int64_t threads = num_threads();
-  if (count < 2 || threads < 2 || one * static_cast<double>(count) < static_cast<double>(kGemmParallelWork)) return 0;
+  if (count < 2 || threads < 2 || one * static_cast<double>(count) < static_cast<double>(kGemmBatchParallelWork)) return 0;
   return one < static_cast<double>(kGemmParallelWork) || count >= 2 * threads ? 1 : 0;
 }
 

@@ -87,6 +87,13 @@ TaskBins bin_tasks(const std::int64_t* costs, std::int32_t n, int threads, std::
 // chunks not yet started are skipped. Threads are persistent: no thread is
 // created per call. If another thread is already running a parallel_for, this
 // call runs its whole range on the calling thread instead of waiting.
+// Thread t of n (the caller first) starts on the t-th n-th of the range on
+// every call and takes chunks of the others' only when its own are done: a
+// kernel after another over the same range reads on each core what that one
+// wrote there (data a core has to fetch from the other's cache cost more
+// than the split saves in a kernel of a few microseconds on the machine of
+// docs/performance.md). A worker that is not running when a call comes
+// (its CPU busy, or asleep) is not waited for: the caller runs its part.
 template <class F>
 void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& body) {
   if (begin >= end) return;
