@@ -455,6 +455,43 @@ TEST_CASE("element-wise kernels above their grain run on several threads", "[ker
   REQUIRE(wrong == 0);
 }
 
+// Reductions split their rows across the threads from 65536 elements
+// (stdlib's `parallel: {grain: 65536}`, in elements): each row is reduced
+// by one thread in its own order, so two threads give one thread's bits,
+// for rows read along their length and rows side by side (a transposed X:
+// 16 rows a vector, the lanes path).
+TEST_CASE("reductions above their grain split by rows and give one thread's bits", "[kernels][threads]") {
+  using wfgen::rt::Tensor;
+  const int saved = wfgen::rt::num_threads();
+  Tensor x = Tensor::empty(wfgen::rt::DType::f32, {4099, 67});
+  wfgen::rt::Rng rng(5);
+  wfgen::rt::fill_uniform(x, -1, 1, rng);
+  Tensor xt = Tensor::empty(wfgen::rt::DType::f32, {67, 4099});
+  wfgen::rt::fill_uniform(xt, -1, 1, rng);
+  for (bool transposed : {false, true}) {
+    const Tensor in = transposed ? xt.T() : x;
+    std::vector<Tensor> sums, args;
+    for (int threads : {1, 2}) {
+      wfgen::rt::set_num_threads(threads);
+      sums.push_back(Tensor::zeros(wfgen::rt::DType::f32, {4099, 1}));
+      args.push_back(Tensor::zeros(wfgen::rt::DType::f32, {4099, 1}));
+      wfgen_kernels::sum_f32_r2(in.cview<float, 2>(), sums.back().view<float, 2>());
+      wfgen_kernels::argmax_f32_r2(in.cview<float, 2>(), args.back().view<float, 2>());
+    }
+    wfgen::rt::set_num_threads(saved);
+    INFO((transposed ? "rows side by side" : "rows along their length"));
+    std::int64_t differ = 0, wrong = 0;
+    for (int i = 0; i < 4099; ++i) {
+      differ += sums[0].at<float>({i, 0}) != sums[1].at<float>({i, 0}) || args[0].at<float>({i, 0}) != args[1].at<float>({i, 0});
+      double want = 0;
+      for (int j = 0; j < 67; ++j) want += in.at<float>({i, j});
+      wrong += std::abs(sums[1].at<float>({i, 0}) - want) > 1e-4;
+    }
+    CHECK(differ == 0);
+    CHECK(wrong == 0);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Streaming stores (rt::stream_store): a contiguous output at least
 // rt::streaming_store_bytes() large is written in 256-byte blocks with

@@ -323,8 +323,12 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.line("const std::int64_t wf_stride = " + x.cpp + ".strides[" + num(r - 1) + "];");
   w.line("const wfgen::rt::LoopNest<" + num(r - 1) + ", 2> wf_nest(wfgen::rt::head<1>(" + x.cpp +
          ".shape), {wfgen::rt::head<1>(" + x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
-  w.open("wf_nest.run(" + num(p.impl->parallel_grain) +
-         ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
+  // The grain is in elements (docs/specs.md), the nest's in rows. Each row
+  // is reduced by one thread in its own order, so a split changes no bit.
+  const std::string grain = p.impl->parallel_grain > 0
+                                ? "std::max<std::int64_t>(1, " + num(p.impl->parallel_grain) + " / std::max<std::int64_t>(1, wf_len))"
+                                : "0";
+  w.open("wf_nest.run(" + grain + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
   w.line("std::int64_t wf_r = 0;");
   if (!arg) emit_reduce_lanes(w, p);
   w.open("for (; wf_r < wf_rows; ++wf_r)");

@@ -21,7 +21,7 @@ void mean_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OU
   const std::int64_t wf_len = X.shape[1];
   const std::int64_t wf_stride = X.strides[1];
   const wfgen::rt::LoopNest<1, 2> wf_nest(wfgen::rt::head<1>(X.shape), {wfgen::rt::head<1>(X.strides), wfgen::rt::head<1>(OUT.strides)}, 1);
-  wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
+  wf_nest.run(std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, wf_len)), [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows) {
     std::int64_t wf_r = 0;
     if (wf_step[0] == 1 && wf_stride != 1) {
       // rows side by side: 16 at a time, one per lane
