@@ -268,16 +268,20 @@ class Differentiator {
         return;
       }
       case ViewKind::Slice: {
-        // The gradient of the base is zero outside the slice: write the
-        // slice's gradient into a view of a tensor of zeros.
-        int zeros = b_.zeros(base_shape);
-        int window = b_.view(zeros, ViewKind::Slice, v.shape);
+        // The gradient of the base is zero outside its slices: each slice's
+        // gradient goes into its window of one tensor of zeros per base, the
+        // first copied, the next added (slices may overlap). One tensor, not
+        // one per slice then a sum: the tiny LM's heads (4 slices of q, k
+        // and v) filled and summed four 16 x 64 x 64 tensors per base.
+        const auto [it, first] = slice_grads_.try_emplace(v.base, -1);
+        if (first) it->second = b_.zeros(base_shape);
+        int window = b_.view(it->second, ViewKind::Slice, v.shape);
         b_.graph()[window].starts = v.starts;
         b_.graph()[window].stops = v.stops;
         b_.graph()[window].steps = v.steps;
-        int copy = b_.node("copy", {grad});
-        b_.graph()[copy].write_to = window;
-        contribute(v.base, zeros);
+        int write = first ? b_.node("copy", {grad}) : b_.node("add", {window, grad});
+        b_.graph()[write].write_to = window;
+        if (first) contribute(v.base, it->second);
         return;
       }
     }
@@ -319,6 +323,7 @@ class Differentiator {
   std::vector<bool> requires_;
   std::map<int, std::vector<int>> contributions_;
   std::map<int, int> buffer_;  // parameter or input -> its gradient buffer
+  std::map<int, int> slice_grads_;  // a sliced value -> the tensor its slices' gradients are written into
 };
 
 }  // namespace

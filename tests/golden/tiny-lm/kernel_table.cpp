@@ -32,8 +32,6 @@ namespace {
     {"adamw_f32_r1", "adamw", "cpu", wfgen::rt::DType::f32, 1, 4, 6, &adamw_f32_r1_erased},
     {"adamw_f32_r2", "adamw", "cpu", wfgen::rt::DType::f32, 2, 4, 6, &adamw_f32_r2_erased},
     {"fused_add_add_f32_r3", "fused_add_add", "cpu", wfgen::rt::DType::f32, 3, 4, 0, &fused_add_add_f32_r3_erased},
-    {"fused_add_add_add_f32_r2", "fused_add_add_add", "cpu", wfgen::rt::DType::f32, 2, 5, 0, &fused_add_add_add_f32_r2_erased},
-    {"fused_add_add_add_f32_r3", "fused_add_add_add", "cpu", wfgen::rt::DType::f32, 3, 5, 0, &fused_add_add_add_f32_r3_erased},
     {"fused_mul_sum_sub_mul_and_1_f32_r3", "fused_mul_sum_sub_mul_and_1", "cpu", wfgen::rt::DType::f32, 3, 3, 0, &fused_mul_sum_sub_mul_and_1_f32_r3_erased},
     {"fused_mul_max_sub_exp_and_6_f32_r2", "fused_mul_max_sub_exp_and_6", "cpu", wfgen::rt::DType::f32, 2, 5, 0, &fused_mul_max_sub_exp_and_6_f32_r2_erased},
     {"fused_inv_count_mul_f32_r2", "fused_inv_count_mul", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_inv_count_mul_f32_r2_erased},

@@ -117,14 +117,6 @@ void adamw_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarA
 void fused_add_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
 void fused_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_add_add: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
-void fused_add_add_add_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<const float, 2> in2, wfgen::rt::View<const float, 2> in3, wfgen::rt::View<float, 2> out);
-void fused_add_add_add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_add_add_add: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
-void fused_add_add_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<float, 3> out);
-void fused_add_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // fused_mul_sum_sub_mul_and_1: in0[~] in1[~] out[~] -> out[~]
 void fused_mul_sum_sub_mul_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
 void fused_mul_sum_sub_mul_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);

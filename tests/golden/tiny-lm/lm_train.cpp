@@ -340,60 +340,60 @@ namespace {
     {"TID322", TensorRole::View},
     {"TID323", TensorRole::View},
     {"TID324", TensorRole::Temp},
-    {"TID325", TensorRole::Temp},
-    {"TID326", TensorRole::View},
-    {"TID327", TensorRole::Temp},
-    {"TID328", TensorRole::View},
-    {"TID329", TensorRole::Temp},
-    {"TID330", TensorRole::View},
-    {"TID331", TensorRole::Temp},
+    {"TID325", TensorRole::View},
+    {"TID326", TensorRole::Temp},
+    {"TID327", TensorRole::View},
+    {"TID328", TensorRole::Temp},
+    {"TID329", TensorRole::View},
+    {"TID330", TensorRole::Temp},
+    {"TID331", TensorRole::View},
     {"TID332", TensorRole::Temp},
-    {"TID333", TensorRole::View},
-    {"TID334", TensorRole::Temp},
+    {"TID333", TensorRole::Temp},
+    {"TID334", TensorRole::View},
     {"TID335", TensorRole::Temp},
     {"TID336", TensorRole::View},
     {"TID337", TensorRole::Temp},
     {"TID338", TensorRole::View},
-    {"TID339", TensorRole::Temp},
-    {"TID340", TensorRole::View},
-    {"TID341", TensorRole::Temp},
-    {"TID342", TensorRole::View},
-    {"TID343", TensorRole::Temp},
+    {"TID339", TensorRole::View},
+    {"TID340", TensorRole::Temp},
+    {"TID341", TensorRole::View},
+    {"TID342", TensorRole::Temp},
+    {"TID343", TensorRole::View},
     {"TID344", TensorRole::Temp},
     {"TID345", TensorRole::View},
-    {"TID346", TensorRole::Temp},
+    {"TID346", TensorRole::View},
     {"TID347", TensorRole::View},
     {"TID348", TensorRole::Temp},
     {"TID349", TensorRole::View},
-    {"TID350", TensorRole::View},
+    {"TID350", TensorRole::Temp},
     {"TID351", TensorRole::View},
     {"TID352", TensorRole::Temp},
-    {"TID353", TensorRole::Temp},
-    {"TID354", TensorRole::View},
-    {"TID355", TensorRole::Temp},
-    {"TID356", TensorRole::View},
+    {"TID353", TensorRole::View},
+    {"TID354", TensorRole::Temp},
+    {"TID355", TensorRole::View},
+    {"TID356", TensorRole::Temp},
     {"TID357", TensorRole::Temp},
     {"TID358", TensorRole::View},
     {"TID359", TensorRole::Temp},
-    {"TID360", TensorRole::Temp},
-    {"TID361", TensorRole::View},
-    {"TID362", TensorRole::Temp},
-    {"TID363", TensorRole::Temp},
-    {"TID364", TensorRole::View},
-    {"TID365", TensorRole::Temp},
-    {"TID366", TensorRole::View},
-    {"TID367", TensorRole::Temp},
-    {"TID368", TensorRole::View},
-    {"TID369", TensorRole::Temp},
+    {"TID360", TensorRole::View},
+    {"TID361", TensorRole::Temp},
+    {"TID362", TensorRole::View},
+    {"TID363", TensorRole::View},
+    {"TID364", TensorRole::Temp},
+    {"TID365", TensorRole::View},
+    {"TID366", TensorRole::Temp},
+    {"TID367", TensorRole::View},
+    {"TID368", TensorRole::Temp},
+    {"TID369", TensorRole::View},
     {"TID370", TensorRole::View},
-    {"TID371", TensorRole::Temp},
+    {"TID371", TensorRole::View},
     {"TID372", TensorRole::Temp},
     {"TID373", TensorRole::View},
     {"TID374", TensorRole::Temp},
     {"TID375", TensorRole::View},
     {"TID376", TensorRole::Temp},
     {"TID377", TensorRole::View},
-    {"TID378", TensorRole::View},
+    {"TID378", TensorRole::Temp},
     {"TID379", TensorRole::View},
     {"TID380", TensorRole::Temp},
     {"TID381", TensorRole::Temp},
@@ -402,22 +402,22 @@ namespace {
     {"TID384", TensorRole::View},
     {"TID385", TensorRole::Temp},
     {"TID386", TensorRole::View},
-    {"TID387", TensorRole::Temp},
+    {"TID387", TensorRole::View},
     {"TID388", TensorRole::Temp},
     {"TID389", TensorRole::View},
     {"TID390", TensorRole::Temp},
-    {"TID391", TensorRole::Temp},
-    {"TID392", TensorRole::View},
-    {"TID393", TensorRole::Temp},
+    {"TID391", TensorRole::View},
+    {"TID392", TensorRole::Temp},
+    {"TID393", TensorRole::View},
     {"TID394", TensorRole::View},
     {"TID395", TensorRole::Temp},
     {"TID396", TensorRole::View},
-    {"TID397", TensorRole::Temp},
+    {"TID397", TensorRole::View},
     {"TID398", TensorRole::View},
     {"TID399", TensorRole::Temp},
-    {"TID400", TensorRole::Temp},
+    {"TID400", TensorRole::View},
     {"TID401", TensorRole::View},
-    {"TID402", TensorRole::Temp},
+    {"TID402", TensorRole::View},
     {"TID403", TensorRole::Temp},
     {"TID404", TensorRole::View},
     {"TID405", TensorRole::Temp},
@@ -432,178 +432,178 @@ namespace {
     {"TID414", TensorRole::View},
     {"TID415", TensorRole::View},
     {"TID416", TensorRole::Temp},
-    {"TID417", TensorRole::Temp},
-    {"TID418", TensorRole::View},
-    {"TID419", TensorRole::Temp},
+    {"TID417", TensorRole::View},
+    {"TID418", TensorRole::Temp},
+    {"TID419", TensorRole::View},
     {"TID420", TensorRole::View},
-    {"TID421", TensorRole::View},
-    {"TID422", TensorRole::Temp},
+    {"TID421", TensorRole::Temp},
+    {"TID422", TensorRole::View},
     {"TID423", TensorRole::View},
     {"TID424", TensorRole::View},
-    {"TID425", TensorRole::View},
-    {"TID426", TensorRole::Temp},
+    {"TID425", TensorRole::Temp},
+    {"TID426", TensorRole::View},
     {"TID427", TensorRole::View},
     {"TID428", TensorRole::View},
-    {"TID429", TensorRole::View},
+    {"TID429", TensorRole::Temp},
     {"TID430", TensorRole::Temp},
     {"TID431", TensorRole::Temp},
-    {"TID432", TensorRole::View},
+    {"TID432", TensorRole::Temp},
     {"TID433", TensorRole::Temp},
-    {"TID434", TensorRole::View},
-    {"TID435", TensorRole::View},
+    {"TID434", TensorRole::Temp},
+    {"TID435", TensorRole::Temp},
     {"TID436", TensorRole::Temp},
     {"TID437", TensorRole::View},
     {"TID438", TensorRole::View},
-    {"TID439", TensorRole::View},
-    {"TID440", TensorRole::Temp},
+    {"TID439", TensorRole::Temp},
+    {"TID440", TensorRole::View},
     {"TID441", TensorRole::View},
-    {"TID442", TensorRole::View},
-    {"TID443", TensorRole::View},
+    {"TID442", TensorRole::Temp},
+    {"TID443", TensorRole::Temp},
     {"TID444", TensorRole::Temp},
     {"TID445", TensorRole::Temp},
-    {"TID446", TensorRole::Temp},
+    {"TID446", TensorRole::View},
     {"TID447", TensorRole::Temp},
-    {"TID448", TensorRole::Temp},
-    {"TID449", TensorRole::Temp},
+    {"TID448", TensorRole::View},
+    {"TID449", TensorRole::View},
     {"TID450", TensorRole::Temp},
-    {"TID451", TensorRole::Temp},
-    {"TID452", TensorRole::Temp},
+    {"TID451", TensorRole::View},
+    {"TID452", TensorRole::View},
     {"TID453", TensorRole::View},
-    {"TID454", TensorRole::View},
-    {"TID455", TensorRole::Temp},
+    {"TID454", TensorRole::Temp},
+    {"TID455", TensorRole::View},
     {"TID456", TensorRole::View},
     {"TID457", TensorRole::View},
     {"TID458", TensorRole::Temp},
     {"TID459", TensorRole::Temp},
     {"TID460", TensorRole::Temp},
-    {"TID461", TensorRole::Temp},
-    {"TID462", TensorRole::View},
-    {"TID463", TensorRole::Temp},
+    {"TID461", TensorRole::View},
+    {"TID462", TensorRole::Temp},
+    {"TID463", TensorRole::View},
     {"TID464", TensorRole::View},
-    {"TID465", TensorRole::View},
-    {"TID466", TensorRole::Temp},
+    {"TID465", TensorRole::Temp},
+    {"TID466", TensorRole::View},
     {"TID467", TensorRole::View},
     {"TID468", TensorRole::View},
-    {"TID469", TensorRole::View},
-    {"TID470", TensorRole::Temp},
+    {"TID469", TensorRole::Temp},
+    {"TID470", TensorRole::View},
     {"TID471", TensorRole::View},
     {"TID472", TensorRole::View},
-    {"TID473", TensorRole::View},
+    {"TID473", TensorRole::Temp},
     {"TID474", TensorRole::Temp},
     {"TID475", TensorRole::Temp},
-    {"TID476", TensorRole::Temp},
+    {"TID476", TensorRole::View},
     {"TID477", TensorRole::View},
     {"TID478", TensorRole::Temp},
     {"TID479", TensorRole::View},
     {"TID480", TensorRole::View},
     {"TID481", TensorRole::Temp},
-    {"TID482", TensorRole::View},
-    {"TID483", TensorRole::View},
-    {"TID484", TensorRole::View},
-    {"TID485", TensorRole::Temp},
-    {"TID486", TensorRole::View},
+    {"TID482", TensorRole::Temp},
+    {"TID483", TensorRole::Temp},
+    {"TID484", TensorRole::Temp},
+    {"TID485", TensorRole::View},
+    {"TID486", TensorRole::Temp},
     {"TID487", TensorRole::View},
     {"TID488", TensorRole::View},
     {"TID489", TensorRole::Temp},
-    {"TID490", TensorRole::Temp},
-    {"TID491", TensorRole::Temp},
+    {"TID490", TensorRole::View},
+    {"TID491", TensorRole::View},
     {"TID492", TensorRole::View},
-    {"TID493", TensorRole::View},
-    {"TID494", TensorRole::Temp},
+    {"TID493", TensorRole::Temp},
+    {"TID494", TensorRole::View},
     {"TID495", TensorRole::View},
     {"TID496", TensorRole::View},
     {"TID497", TensorRole::Temp},
     {"TID498", TensorRole::Temp},
-    {"TID499", TensorRole::Temp},
+    {"TID499", TensorRole::View},
     {"TID500", TensorRole::Temp},
     {"TID501", TensorRole::View},
     {"TID502", TensorRole::Temp},
     {"TID503", TensorRole::View},
-    {"TID504", TensorRole::View},
+    {"TID504", TensorRole::Temp},
     {"TID505", TensorRole::Temp},
     {"TID506", TensorRole::View},
-    {"TID507", TensorRole::View},
-    {"TID508", TensorRole::View},
-    {"TID509", TensorRole::Temp},
-    {"TID510", TensorRole::View},
+    {"TID507", TensorRole::Temp},
+    {"TID508", TensorRole::Temp},
+    {"TID509", TensorRole::View},
+    {"TID510", TensorRole::Temp},
     {"TID511", TensorRole::View},
-    {"TID512", TensorRole::View},
-    {"TID513", TensorRole::Temp},
+    {"TID512", TensorRole::Temp},
+    {"TID513", TensorRole::View},
     {"TID514", TensorRole::Temp},
     {"TID515", TensorRole::View},
     {"TID516", TensorRole::Temp},
-    {"TID517", TensorRole::View},
-    {"TID518", TensorRole::Temp},
-    {"TID519", TensorRole::View},
-    {"TID520", TensorRole::Temp},
+    {"TID517", TensorRole::Temp},
+    {"TID518", TensorRole::View},
+    {"TID519", TensorRole::Temp},
+    {"TID520", TensorRole::View},
     {"TID521", TensorRole::Temp},
     {"TID522", TensorRole::View},
-    {"TID523", TensorRole::Temp},
-    {"TID524", TensorRole::Temp},
-    {"TID525", TensorRole::View},
-    {"TID526", TensorRole::Temp},
-    {"TID527", TensorRole::View},
-    {"TID528", TensorRole::Temp},
-    {"TID529", TensorRole::View},
-    {"TID530", TensorRole::Temp},
-    {"TID531", TensorRole::View},
-    {"TID532", TensorRole::Temp},
+    {"TID523", TensorRole::View},
+    {"TID524", TensorRole::View},
+    {"TID525", TensorRole::Temp},
+    {"TID526", TensorRole::View},
+    {"TID527", TensorRole::Temp},
+    {"TID528", TensorRole::View},
+    {"TID529", TensorRole::Temp},
+    {"TID530", TensorRole::View},
+    {"TID531", TensorRole::Temp},
+    {"TID532", TensorRole::View},
     {"TID533", TensorRole::Temp},
-    {"TID534", TensorRole::View},
-    {"TID535", TensorRole::Temp},
-    {"TID536", TensorRole::View},
-    {"TID537", TensorRole::Temp},
-    {"TID538", TensorRole::View},
+    {"TID534", TensorRole::Temp},
+    {"TID535", TensorRole::View},
+    {"TID536", TensorRole::Temp},
+    {"TID537", TensorRole::View},
+    {"TID538", TensorRole::Temp},
     {"TID539", TensorRole::View},
     {"TID540", TensorRole::View},
     {"TID541", TensorRole::Temp},
-    {"TID542", TensorRole::Temp},
-    {"TID543", TensorRole::View},
-    {"TID544", TensorRole::Temp},
-    {"TID545", TensorRole::View},
-    {"TID546", TensorRole::Temp},
+    {"TID542", TensorRole::View},
+    {"TID543", TensorRole::Temp},
+    {"TID544", TensorRole::View},
+    {"TID545", TensorRole::Temp},
+    {"TID546", TensorRole::View},
     {"TID547", TensorRole::View},
-    {"TID548", TensorRole::Temp},
+    {"TID548", TensorRole::View},
     {"TID549", TensorRole::Temp},
     {"TID550", TensorRole::View},
     {"TID551", TensorRole::Temp},
-    {"TID552", TensorRole::Temp},
-    {"TID553", TensorRole::View},
-    {"TID554", TensorRole::Temp},
-    {"TID555", TensorRole::View},
-    {"TID556", TensorRole::Temp},
-    {"TID557", TensorRole::View},
+    {"TID552", TensorRole::View},
+    {"TID553", TensorRole::Temp},
+    {"TID554", TensorRole::View},
+    {"TID555", TensorRole::Temp},
+    {"TID556", TensorRole::View},
+    {"TID557", TensorRole::Temp},
     {"TID558", TensorRole::Temp},
     {"TID559", TensorRole::View},
     {"TID560", TensorRole::Temp},
-    {"TID561", TensorRole::Temp},
-    {"TID562", TensorRole::View},
-    {"TID563", TensorRole::Temp},
+    {"TID561", TensorRole::View},
+    {"TID562", TensorRole::Temp},
+    {"TID563", TensorRole::View},
     {"TID564", TensorRole::View},
     {"TID565", TensorRole::Temp},
     {"TID566", TensorRole::View},
-    {"TID567", TensorRole::View},
+    {"TID567", TensorRole::Temp},
     {"TID568", TensorRole::View},
     {"TID569", TensorRole::Temp},
-    {"TID570", TensorRole::Temp},
+    {"TID570", TensorRole::View},
     {"TID571", TensorRole::View},
-    {"TID572", TensorRole::Temp},
-    {"TID573", TensorRole::View},
-    {"TID574", TensorRole::Temp},
-    {"TID575", TensorRole::View},
-    {"TID576", TensorRole::Temp},
+    {"TID572", TensorRole::View},
+    {"TID573", TensorRole::Temp},
+    {"TID574", TensorRole::View},
+    {"TID575", TensorRole::Temp},
+    {"TID576", TensorRole::View},
     {"TID577", TensorRole::Temp},
     {"TID578", TensorRole::View},
     {"TID579", TensorRole::Temp},
-    {"TID580", TensorRole::Temp},
-    {"TID581", TensorRole::View},
+    {"TID580", TensorRole::View},
+    {"TID581", TensorRole::Temp},
     {"TID582", TensorRole::Temp},
     {"TID583", TensorRole::View},
     {"TID584", TensorRole::Temp},
     {"TID585", TensorRole::View},
     {"TID586", TensorRole::Temp},
     {"TID587", TensorRole::View},
-    {"TID588", TensorRole::Temp},
+    {"TID588", TensorRole::View},
     {"TID589", TensorRole::Temp},
     {"TID590", TensorRole::View},
     {"TID591", TensorRole::Temp},
@@ -611,99 +611,67 @@ namespace {
     {"TID593", TensorRole::Temp},
     {"TID594", TensorRole::View},
     {"TID595", TensorRole::View},
-    {"TID596", TensorRole::View},
-    {"TID597", TensorRole::Temp},
-    {"TID598", TensorRole::Temp},
+    {"TID596", TensorRole::Temp},
+    {"TID597", TensorRole::View},
+    {"TID598", TensorRole::View},
     {"TID599", TensorRole::View},
     {"TID600", TensorRole::Temp},
     {"TID601", TensorRole::View},
-    {"TID602", TensorRole::Temp},
+    {"TID602", TensorRole::View},
     {"TID603", TensorRole::View},
     {"TID604", TensorRole::Temp},
-    {"TID605", TensorRole::Temp},
-    {"TID606", TensorRole::View},
-    {"TID607", TensorRole::Temp},
-    {"TID608", TensorRole::Temp},
-    {"TID609", TensorRole::View},
-    {"TID610", TensorRole::Temp},
+    {"TID605", TensorRole::View},
+    {"TID606", TensorRole::Temp},
+    {"TID607", TensorRole::View},
+    {"TID608", TensorRole::View},
+    {"TID609", TensorRole::Temp},
+    {"TID610", TensorRole::View},
     {"TID611", TensorRole::View},
-    {"TID612", TensorRole::Temp},
-    {"TID613", TensorRole::View},
-    {"TID614", TensorRole::Temp},
+    {"TID612", TensorRole::View},
+    {"TID613", TensorRole::Temp},
+    {"TID614", TensorRole::View},
     {"TID615", TensorRole::View},
-    {"TID616", TensorRole::Temp},
+    {"TID616", TensorRole::View},
     {"TID617", TensorRole::Temp},
     {"TID618", TensorRole::View},
     {"TID619", TensorRole::Temp},
-    {"TID620", TensorRole::Temp},
+    {"TID620", TensorRole::View},
     {"TID621", TensorRole::View},
     {"TID622", TensorRole::Temp},
     {"TID623", TensorRole::View},
     {"TID624", TensorRole::View},
-    {"TID625", TensorRole::Temp},
-    {"TID626", TensorRole::View},
+    {"TID625", TensorRole::View},
+    {"TID626", TensorRole::Temp},
     {"TID627", TensorRole::View},
     {"TID628", TensorRole::View},
-    {"TID629", TensorRole::Temp},
-    {"TID630", TensorRole::View},
-    {"TID631", TensorRole::View},
-    {"TID632", TensorRole::View},
+    {"TID629", TensorRole::View},
+    {"TID630", TensorRole::Temp},
+    {"TID631", TensorRole::Temp},
+    {"TID632", TensorRole::Temp},
     {"TID633", TensorRole::Temp},
     {"TID634", TensorRole::Temp},
-    {"TID635", TensorRole::View},
+    {"TID635", TensorRole::Temp},
     {"TID636", TensorRole::Temp},
-    {"TID637", TensorRole::View},
+    {"TID637", TensorRole::Temp},
     {"TID638", TensorRole::View},
-    {"TID639", TensorRole::Temp},
-    {"TID640", TensorRole::View},
+    {"TID639", TensorRole::View},
+    {"TID640", TensorRole::Temp},
     {"TID641", TensorRole::View},
     {"TID642", TensorRole::View},
     {"TID643", TensorRole::Temp},
-    {"TID644", TensorRole::View},
-    {"TID645", TensorRole::View},
-    {"TID646", TensorRole::View},
-    {"TID647", TensorRole::Temp},
+    {"TID644", TensorRole::Temp},
+    {"TID645", TensorRole::Temp},
+    {"TID646", TensorRole::Temp},
+    {"TID647", TensorRole::View},
     {"TID648", TensorRole::Temp},
     {"TID649", TensorRole::View},
-    {"TID650", TensorRole::Temp},
+    {"TID650", TensorRole::View},
     {"TID651", TensorRole::View},
     {"TID652", TensorRole::View},
     {"TID653", TensorRole::Temp},
-    {"TID654", TensorRole::View},
-    {"TID655", TensorRole::View},
-    {"TID656", TensorRole::View},
-    {"TID657", TensorRole::Temp},
-    {"TID658", TensorRole::View},
-    {"TID659", TensorRole::View},
-    {"TID660", TensorRole::View},
-    {"TID661", TensorRole::Temp},
-    {"TID662", TensorRole::Temp},
-    {"TID663", TensorRole::Temp},
-    {"TID664", TensorRole::Temp},
-    {"TID665", TensorRole::Temp},
-    {"TID666", TensorRole::Temp},
-    {"TID667", TensorRole::Temp},
-    {"TID668", TensorRole::Temp},
-    {"TID669", TensorRole::Temp},
-    {"TID670", TensorRole::View},
-    {"TID671", TensorRole::View},
-    {"TID672", TensorRole::Temp},
-    {"TID673", TensorRole::View},
-    {"TID674", TensorRole::View},
-    {"TID675", TensorRole::Temp},
-    {"TID676", TensorRole::Temp},
-    {"TID677", TensorRole::Temp},
-    {"TID678", TensorRole::Temp},
-    {"TID679", TensorRole::View},
-    {"TID680", TensorRole::Temp},
-    {"TID681", TensorRole::View},
-    {"TID682", TensorRole::View},
-    {"TID683", TensorRole::View},
-    {"TID684", TensorRole::View},
-    {"TID685", TensorRole::Temp},
-    {"TID686", TensorRole::Temp},
-    {"TID687", TensorRole::Temp},
-    {"TID688", TensorRole::Temp},
+    {"TID654", TensorRole::Temp},
+    {"TID655", TensorRole::Temp},
+    {"TID656", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -822,189 +790,157 @@ namespace {
     309, 318, // copy_f32_r3
     283, 319, 320, // matmul_blas_f32_r3
     323, 322, 324, // matmul_blas_f32_r2
-    325, // fill_f32_r2
-    324, 327, // copy_f32_r2
-    320, 328, 329, // matmul_f32_r3
-    330, 320, 331, // matmul_f32_r3
-    332, // fill_f32_r3
-    331, 334, // copy_f32_r3
-    329, 135, 335, // fused_mul_sum_sub_mul_and_1_f32_r3
-    335, 336, 337, // matmul_f32_r3
-    338, 335, 339, // matmul_f32_r3
-    341, // fill_f32_r3
-    340, 343, // copy_f32_r3
-    344, // fill_f32_r3
-    337, 346, // copy_f32_r3
-    283, 347, 348, // matmul_blas_f32_r3
-    351, 350, 352, // matmul_blas_f32_r2
-    353, // fill_f32_r2
-    352, 355, // copy_f32_r2
-    348, 356, 357, // matmul_f32_r3
-    358, 348, 359, // matmul_f32_r3
-    360, // fill_f32_r3
-    359, 362, // copy_f32_r3
-    357, 125, 363, // fused_mul_sum_sub_mul_and_1_f32_r3
-    363, 364, 365, // matmul_f32_r3
-    366, 363, 367, // matmul_f32_r3
-    369, // fill_f32_r3
-    368, 371, // copy_f32_r3
-    372, // fill_f32_r3
-    365, 374, // copy_f32_r3
-    283, 375, 376, // matmul_blas_f32_r3
-    379, 378, 380, // matmul_blas_f32_r2
-    381, // fill_f32_r2
-    380, 383, // copy_f32_r2
-    376, 384, 385, // matmul_f32_r3
-    386, 376, 387, // matmul_f32_r3
-    388, // fill_f32_r3
-    387, 390, // copy_f32_r3
-    385, 115, 391, // fused_mul_sum_sub_mul_and_1_f32_r3
-    391, 392, 393, // matmul_f32_r3
-    394, 391, 395, // matmul_f32_r3
-    397, // fill_f32_r3
-    396, 399, // copy_f32_r3
-    400, // fill_f32_r3
-    393, 402, // copy_f32_r3
-    304, 332, 360, 388, 403, // fused_add_add_add_f32_r3
+    325, 324, 326, // add_f32_r2
+    320, 327, 328, // matmul_f32_r3
+    329, 320, 330, // matmul_f32_r3
+    331, 330, 332, // add_f32_r3
+    328, 135, 333, // fused_mul_sum_sub_mul_and_1_f32_r3
+    333, 334, 335, // matmul_f32_r3
+    336, 333, 337, // matmul_f32_r3
+    339, 338, 340, // add_f32_r3
+    341, 335, 342, // add_f32_r3
+    283, 343, 344, // matmul_blas_f32_r3
+    347, 346, 348, // matmul_blas_f32_r2
+    349, 348, 350, // add_f32_r2
+    344, 351, 352, // matmul_f32_r3
+    353, 344, 354, // matmul_f32_r3
+    355, 354, 356, // add_f32_r3
+    352, 125, 357, // fused_mul_sum_sub_mul_and_1_f32_r3
+    357, 358, 359, // matmul_f32_r3
+    360, 357, 361, // matmul_f32_r3
+    363, 362, 364, // add_f32_r3
+    365, 359, 366, // add_f32_r3
+    283, 367, 368, // matmul_blas_f32_r3
+    371, 370, 372, // matmul_blas_f32_r2
+    373, 372, 374, // add_f32_r2
+    368, 375, 376, // matmul_f32_r3
+    377, 368, 378, // matmul_f32_r3
+    379, 378, 380, // add_f32_r3
+    376, 115, 381, // fused_mul_sum_sub_mul_and_1_f32_r3
+    381, 382, 383, // matmul_f32_r3
+    384, 381, 385, // matmul_f32_r3
+    387, 386, 388, // add_f32_r3
+    389, 383, 390, // add_f32_r3
+    391, 392, // sum_f32_r3
+    394, 395, // sum_f32_r3
+    304, 398, 399, // matmul_blas_f32_r3
+    402, 401, 403, // matmul_acc_blas_f32_r2
     404, 405, // sum_f32_r3
     407, 408, // sum_f32_r3
-    403, 411, 412, // matmul_blas_f32_r3
+    313, 411, 412, // matmul_blas_f32_r3
     415, 414, 416, // matmul_acc_blas_f32_r2
-    313, 341, 369, 397, 417, // fused_add_add_add_f32_r3
-    418, 419, // sum_f32_r3
-    421, 422, // sum_f32_r3
-    417, 425, 426, // matmul_blas_f32_r3
-    429, 428, 430, // matmul_acc_blas_f32_r2
-    316, 344, 372, 400, 431, // fused_add_add_add_f32_r3
-    432, 433, // sum_f32_r3
-    435, 436, // sum_f32_r3
-    431, 439, 440, // matmul_blas_f32_r3
-    443, 442, 444, // matmul_acc_blas_f32_r2
-    211, 290, 445, // add_f32_r1
-    297, 325, 353, 381, 446, // fused_add_add_add_f32_r2
-    210, 446, 447, // add_f32_r2
-    209, 410, 448, // add_f32_r1
-    207, 424, 449, // add_f32_r1
-    205, 438, 450, // add_f32_r1
-    412, 426, 440, 451, // fused_add_add_f32_r3
-    451, 87, 88, 452, // layer_norm_grad_f32_r3
-    453, 454, 455, // layer_norm_param_grad_f32_r1
-    456, 457, 458, // layer_norm_param_grad_f32_r1
-    203, 458, 459, // add_f32_r1
-    202, 455, 460, // add_f32_r1
-    283, 452, 461, // add_f32_r3
-    462, 463, // sum_f32_r3
-    465, 466, // sum_f32_r3
-    461, 469, 470, // matmul_blas_f32_r3
-    473, 472, 474, // matmul_acc_blas_f32_r2
-    201, 468, 475, // add_f32_r1
-    470, 80, 476, // gelu_grad_f32_r3
-    477, 478, // sum_f32_r3
-    480, 481, // sum_f32_r3
-    476, 484, 485, // matmul_blas_f32_r3
-    488, 487, 489, // matmul_acc_blas_f32_r2
-    199, 483, 490, // add_f32_r1
-    485, 71, 72, 491, // layer_norm_grad_f32_r3
-    492, 493, 494, // layer_norm_param_grad_f32_r1
-    495, 496, 497, // layer_norm_param_grad_f32_r1
-    197, 497, 498, // add_f32_r1
-    196, 494, 499, // add_f32_r1
-    461, 491, 500, // add_f32_r3
-    501, 502, // sum_f32_r3
-    504, 505, // sum_f32_r3
-    500, 508, 509, // matmul_blas_f32_r3
-    512, 511, 513, // matmul_blas_f32_r2
-    514, // fill_f32_r2
-    513, 516, // copy_f32_r2
-    509, 517, 518, // matmul_f32_r3
-    519, 509, 520, // matmul_f32_r3
-    521, // fill_f32_r3
-    520, 523, // copy_f32_r3
-    518, 64, 524, // fused_mul_sum_sub_mul_and_1_f32_r3
-    524, 525, 526, // matmul_f32_r3
-    527, 524, 528, // matmul_f32_r3
-    530, // fill_f32_r3
-    529, 532, // copy_f32_r3
-    533, // fill_f32_r3
-    526, 535, // copy_f32_r3
-    500, 536, 537, // matmul_blas_f32_r3
-    540, 539, 541, // matmul_blas_f32_r2
-    542, // fill_f32_r2
-    541, 544, // copy_f32_r2
-    537, 545, 546, // matmul_f32_r3
-    547, 537, 548, // matmul_f32_r3
-    549, // fill_f32_r3
-    548, 551, // copy_f32_r3
-    546, 54, 552, // fused_mul_sum_sub_mul_and_1_f32_r3
-    552, 553, 554, // matmul_f32_r3
-    555, 552, 556, // matmul_f32_r3
-    558, // fill_f32_r3
-    557, 560, // copy_f32_r3
-    561, // fill_f32_r3
-    554, 563, // copy_f32_r3
-    500, 564, 565, // matmul_blas_f32_r3
-    568, 567, 569, // matmul_blas_f32_r2
-    570, // fill_f32_r2
-    569, 572, // copy_f32_r2
-    565, 573, 574, // matmul_f32_r3
-    575, 565, 576, // matmul_f32_r3
-    577, // fill_f32_r3
-    576, 579, // copy_f32_r3
-    574, 44, 580, // fused_mul_sum_sub_mul_and_1_f32_r3
-    580, 581, 582, // matmul_f32_r3
-    583, 580, 584, // matmul_f32_r3
-    586, // fill_f32_r3
-    585, 588, // copy_f32_r3
-    589, // fill_f32_r3
-    582, 591, // copy_f32_r3
-    500, 592, 593, // matmul_blas_f32_r3
-    596, 595, 597, // matmul_blas_f32_r2
-    598, // fill_f32_r2
-    597, 600, // copy_f32_r2
-    593, 601, 602, // matmul_f32_r3
-    603, 593, 604, // matmul_f32_r3
-    605, // fill_f32_r3
-    604, 607, // copy_f32_r3
-    602, 34, 608, // fused_mul_sum_sub_mul_and_1_f32_r3
-    608, 609, 610, // matmul_f32_r3
-    611, 608, 612, // matmul_f32_r3
-    614, // fill_f32_r3
-    613, 616, // copy_f32_r3
-    617, // fill_f32_r3
-    610, 619, // copy_f32_r3
-    521, 549, 577, 605, 620, // fused_add_add_add_f32_r3
+    417, 418, // sum_f32_r3
+    420, 421, // sum_f32_r3
+    316, 424, 425, // matmul_blas_f32_r3
+    428, 427, 429, // matmul_acc_blas_f32_r2
+    211, 290, 430, // add_f32_r1
+    210, 297, 431, // add_f32_r2
+    209, 397, 432, // add_f32_r1
+    207, 410, 433, // add_f32_r1
+    205, 423, 434, // add_f32_r1
+    399, 412, 425, 435, // fused_add_add_f32_r3
+    435, 87, 88, 436, // layer_norm_grad_f32_r3
+    437, 438, 439, // layer_norm_param_grad_f32_r1
+    440, 441, 442, // layer_norm_param_grad_f32_r1
+    203, 442, 443, // add_f32_r1
+    202, 439, 444, // add_f32_r1
+    283, 436, 445, // add_f32_r3
+    446, 447, // sum_f32_r3
+    449, 450, // sum_f32_r3
+    445, 453, 454, // matmul_blas_f32_r3
+    457, 456, 458, // matmul_acc_blas_f32_r2
+    201, 452, 459, // add_f32_r1
+    454, 80, 460, // gelu_grad_f32_r3
+    461, 462, // sum_f32_r3
+    464, 465, // sum_f32_r3
+    460, 468, 469, // matmul_blas_f32_r3
+    472, 471, 473, // matmul_acc_blas_f32_r2
+    199, 467, 474, // add_f32_r1
+    469, 71, 72, 475, // layer_norm_grad_f32_r3
+    476, 477, 478, // layer_norm_param_grad_f32_r1
+    479, 480, 481, // layer_norm_param_grad_f32_r1
+    197, 481, 482, // add_f32_r1
+    196, 478, 483, // add_f32_r1
+    445, 475, 484, // add_f32_r3
+    485, 486, // sum_f32_r3
+    488, 489, // sum_f32_r3
+    484, 492, 493, // matmul_blas_f32_r3
+    496, 495, 497, // matmul_blas_f32_r2
+    498, // fill_f32_r2
+    497, 500, // copy_f32_r2
+    493, 501, 502, // matmul_f32_r3
+    503, 493, 504, // matmul_f32_r3
+    505, // fill_f32_r3
+    504, 507, // copy_f32_r3
+    502, 64, 508, // fused_mul_sum_sub_mul_and_1_f32_r3
+    508, 509, 510, // matmul_f32_r3
+    511, 508, 512, // matmul_f32_r3
+    514, // fill_f32_r3
+    513, 516, // copy_f32_r3
+    517, // fill_f32_r3
+    510, 519, // copy_f32_r3
+    484, 520, 521, // matmul_blas_f32_r3
+    524, 523, 525, // matmul_blas_f32_r2
+    526, 525, 527, // add_f32_r2
+    521, 528, 529, // matmul_f32_r3
+    530, 521, 531, // matmul_f32_r3
+    532, 531, 533, // add_f32_r3
+    529, 54, 534, // fused_mul_sum_sub_mul_and_1_f32_r3
+    534, 535, 536, // matmul_f32_r3
+    537, 534, 538, // matmul_f32_r3
+    540, 539, 541, // add_f32_r3
+    542, 536, 543, // add_f32_r3
+    484, 544, 545, // matmul_blas_f32_r3
+    548, 547, 549, // matmul_blas_f32_r2
+    550, 549, 551, // add_f32_r2
+    545, 552, 553, // matmul_f32_r3
+    554, 545, 555, // matmul_f32_r3
+    556, 555, 557, // add_f32_r3
+    553, 44, 558, // fused_mul_sum_sub_mul_and_1_f32_r3
+    558, 559, 560, // matmul_f32_r3
+    561, 558, 562, // matmul_f32_r3
+    564, 563, 565, // add_f32_r3
+    566, 560, 567, // add_f32_r3
+    484, 568, 569, // matmul_blas_f32_r3
+    572, 571, 573, // matmul_blas_f32_r2
+    574, 573, 575, // add_f32_r2
+    569, 576, 577, // matmul_f32_r3
+    578, 569, 579, // matmul_f32_r3
+    580, 579, 581, // add_f32_r3
+    577, 34, 582, // fused_mul_sum_sub_mul_and_1_f32_r3
+    582, 583, 584, // matmul_f32_r3
+    585, 582, 586, // matmul_f32_r3
+    588, 587, 589, // add_f32_r3
+    590, 584, 591, // add_f32_r3
+    592, 593, // sum_f32_r3
+    595, 596, // sum_f32_r3
+    505, 599, 600, // matmul_blas_f32_r3
+    603, 602, 604, // matmul_acc_blas_f32_r2
+    605, 606, // sum_f32_r3
+    608, 609, // sum_f32_r3
+    514, 612, 613, // matmul_blas_f32_r3
+    616, 615, 617, // matmul_acc_blas_f32_r2
+    618, 619, // sum_f32_r3
     621, 622, // sum_f32_r3
-    624, 625, // sum_f32_r3
-    620, 628, 629, // matmul_blas_f32_r3
-    632, 631, 633, // matmul_acc_blas_f32_r2
-    530, 558, 586, 614, 634, // fused_add_add_add_f32_r3
-    635, 636, // sum_f32_r3
-    638, 639, // sum_f32_r3
-    634, 642, 643, // matmul_blas_f32_r3
-    646, 645, 647, // matmul_acc_blas_f32_r2
-    533, 561, 589, 617, 648, // fused_add_add_add_f32_r3
-    649, 650, // sum_f32_r3
-    652, 653, // sum_f32_r3
-    648, 656, 657, // matmul_blas_f32_r3
-    660, 659, 661, // matmul_acc_blas_f32_r2
-    195, 507, 662, // add_f32_r1
-    514, 542, 570, 598, 663, // fused_add_add_add_f32_r2
-    194, 663, 664, // add_f32_r2
-    193, 627, 665, // add_f32_r1
-    191, 641, 666, // add_f32_r1
-    189, 655, 667, // add_f32_r1
-    629, 643, 657, 668, // fused_add_add_f32_r3
-    668, 6, 7, 669, // layer_norm_grad_f32_r3
-    670, 671, 672, // layer_norm_param_grad_f32_r1
-    673, 674, 675, // layer_norm_param_grad_f32_r1
-    187, 675, 676, // add_f32_r1
-    186, 672, 677, // add_f32_r1
-    500, 669, 678, // add_f32_r3
-    679, 680, // sum_f32_r3
-    683, 684, 2, 685, // scatter_add_f32_r2
-    185, 682, 686, // add_f32_r2
-    235, 685, 687, // add_f32_r2
-    184, 687, 688, // add_f32_r2
+    517, 625, 626, // matmul_blas_f32_r3
+    629, 628, 630, // matmul_acc_blas_f32_r2
+    195, 491, 631, // add_f32_r1
+    194, 498, 632, // add_f32_r2
+    193, 598, 633, // add_f32_r1
+    191, 611, 634, // add_f32_r1
+    189, 624, 635, // add_f32_r1
+    600, 613, 626, 636, // fused_add_add_f32_r3
+    636, 6, 7, 637, // layer_norm_grad_f32_r3
+    638, 639, 640, // layer_norm_param_grad_f32_r1
+    641, 642, 643, // layer_norm_param_grad_f32_r1
+    187, 643, 644, // add_f32_r1
+    186, 640, 645, // add_f32_r1
+    484, 637, 646, // add_f32_r3
+    647, 648, // sum_f32_r3
+    651, 652, 2, 653, // scatter_add_f32_r2
+    185, 650, 654, // add_f32_r2
+    235, 653, 655, // add_f32_r2
+    184, 655, 656, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1121,66 +1057,50 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
@@ -1228,66 +1148,50 @@ namespace {
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
@@ -1330,36 +1234,12 @@ namespace {
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r2
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r2
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r2
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
     {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
     {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
     {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
     {.f = 1.0000000000000001e-05}, // layer_norm_grad_f32_r3
     {.f = 1.0000000000000001e-05}, {.b = false}, // layer_norm_param_grad_f32_r1
     {.f = 1.0000000000000001e-05}, {.b = true}, // layer_norm_param_grad_f32_r1
-    {.f = 0.0}, // fill_f32_r2
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r2
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r2
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
-    {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r2
     {.f = 0.0}, // fill_f32_r3
     {.f = 0.0}, // fill_f32_r3
@@ -1604,374 +1484,310 @@ namespace {
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 326, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 329, 1, 1u, 0u, 36, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 330, 2, 2u, 0u, 37, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 329, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 332, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 332, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 335, 3, 4u, 0u, 37, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 335, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 338, 1, 1u, 0u, 37, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 339, 2, 2u, 0u, 38, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 338, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 341, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 341, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 344, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 344, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 347, 3, 4u, 0u, 38, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 347, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 350, 1, 1u, 0u, 38, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 351, 2, 2u, 0u, 39, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 350, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 353, 1, 1u, 0u, 39, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 354, 2, 2u, 0u, 40, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 353, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 356, 3, 4u, 0u, 40, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 356, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 359, 3, 4u, 0u, 40, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 359, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 362, 1, 1u, 0u, 40, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 363, 2, 2u, 0u, 41, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 362, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 365, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 365, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 368, 3, 4u, 0u, 41, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 368, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 371, 1, 1u, 0u, 41, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 372, 2, 2u, 0u, 42, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 371, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 374, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 374, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 377, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 377, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 380, 3, 4u, 0u, 42, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 380, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 383, 1, 1u, 0u, 42, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 384, 2, 2u, 0u, 43, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 383, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 386, 1, 1u, 0u, 43, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 387, 2, 2u, 0u, 44, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 386, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 389, 3, 4u, 0u, 44, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 389, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 392, 3, 4u, 0u, 44, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 392, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 395, 1, 1u, 0u, 44, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 396, 2, 2u, 0u, 45, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 395, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 398, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 398, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 401, 3, 4u, 0u, 45, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 401, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 404, 1, 1u, 0u, 45, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 405, 2, 2u, 0u, 46, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 404, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 407, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 407, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 410, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 410, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 413, 3, 4u, 0u, 46, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 413, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 416, 1, 1u, 0u, 46, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 417, 2, 2u, 0u, 47, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 416, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 419, 1, 1u, 0u, 47, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 420, 2, 2u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 419, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 422, 5, 16u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 422, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 427, 2, 2u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 424, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 429, 2, 2u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 426, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 431, 3, 4u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 434, 3, 4u, 0u, 48, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 429, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 437, 5, 16u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 432, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 442, 2, 2u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 434, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 444, 2, 2u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 436, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 446, 3, 4u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 449, 3, 4u, 0u, 48, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 439, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 452, 5, 16u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 442, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 457, 2, 2u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 444, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 459, 2, 2u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 446, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 461, 3, 4u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 464, 3, 4u, 0u, 48, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 449, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 467, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 452, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 470, 5, 16u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
-    // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 475, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 455, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 478, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 458, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 481, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 461, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 484, 3, 4u, 0u, 48, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 464, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 487, 4, 8u, 0u, 48, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 467, 4, 8u, 0u, 36, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 491, 4, 8u, 0u, 48, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 471, 4, 8u, 0u, 36, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 495, 3, 4u, 0u, 49, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 475, 3, 4u, 0u, 37, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 498, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 478, 3, 4u, 0u, 39, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 501, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 481, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 504, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 484, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 507, 3, 4u, 0u, 53, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 487, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 510, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 490, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 512, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 492, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 514, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 494, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 517, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 497, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 520, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 500, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 523, 3, 4u, 0u, 53, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 503, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 526, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 506, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 528, 2, 2u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 508, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 530, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 510, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 533, 3, 4u, 0u, 53, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 513, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 536, 3, 4u, 0u, 53, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 516, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 539, 4, 8u, 0u, 53, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 519, 4, 8u, 0u, 41, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 543, 3, 4u, 0u, 54, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 523, 3, 4u, 0u, 42, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 546, 3, 4u, 0u, 56, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 526, 3, 4u, 0u, 44, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 549, 3, 4u, 0u, 58, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 529, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 552, 3, 4u, 0u, 58, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 532, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 555, 3, 4u, 0u, 58, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 535, 3, 4u, 0u, 46, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 558, 2, 2u, 0u, 58, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 538, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 560, 2, 2u, 0u, 58, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 540, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 562, 3, 4u, 0u, 58, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 542, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 565, 3, 4u, 0u, 58, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 545, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 568, 1, 1u, 0u, 58, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 548, 1, 1u, 0u, 46, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 569, 2, 2u, 0u, 59, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 549, 2, 2u, 0u, 47, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 571, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 551, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 574, 3, 4u, 0u, 59, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 554, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 577, 1, 1u, 0u, 59, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 557, 1, 1u, 0u, 47, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 578, 2, 2u, 0u, 60, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 558, 2, 2u, 0u, 48, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 580, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 560, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 583, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 563, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 586, 3, 4u, 0u, 60, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 566, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 589, 1, 1u, 0u, 60, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 569, 1, 1u, 0u, 48, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 590, 2, 2u, 0u, 61, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 570, 2, 2u, 0u, 49, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 592, 1, 1u, 0u, 61, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 572, 1, 1u, 0u, 49, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 593, 2, 2u, 0u, 62, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 573, 2, 2u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 595, 3, 4u, 0u, 62, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 575, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 598, 3, 4u, 0u, 62, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 578, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 601, 1, 1u, 0u, 62, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 602, 2, 2u, 0u, 63, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 581, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 604, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 584, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 607, 3, 4u, 0u, 63, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 587, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 610, 1, 1u, 0u, 63, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 611, 2, 2u, 0u, 64, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 590, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 613, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 593, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 616, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 596, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 619, 3, 4u, 0u, 64, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 599, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 622, 1, 1u, 0u, 64, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 623, 2, 2u, 0u, 65, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 602, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 625, 1, 1u, 0u, 65, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 626, 2, 2u, 0u, 66, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 605, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 628, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 608, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 631, 3, 4u, 0u, 66, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 611, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 634, 1, 1u, 0u, 66, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 635, 2, 2u, 0u, 67, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 614, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 637, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 617, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 640, 3, 4u, 0u, 67, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 620, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 643, 1, 1u, 0u, 67, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 644, 2, 2u, 0u, 68, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 623, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 646, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 626, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 649, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 629, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 652, 3, 4u, 0u, 68, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 632, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 655, 1, 1u, 0u, 68, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 656, 2, 2u, 0u, 69, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 635, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 658, 1, 1u, 0u, 69, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 659, 2, 2u, 0u, 70, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 638, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 661, 3, 4u, 0u, 70, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 641, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 664, 3, 4u, 0u, 70, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 644, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 667, 1, 1u, 0u, 70, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 668, 2, 2u, 0u, 71, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 647, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 670, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 650, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 673, 3, 4u, 0u, 71, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 653, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 676, 1, 1u, 0u, 71, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 677, 2, 2u, 0u, 72, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 656, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 679, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 659, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 682, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 662, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 685, 3, 4u, 0u, 72, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 665, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 688, 1, 1u, 0u, 72, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 689, 2, 2u, 0u, 73, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 668, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 691, 1, 1u, 0u, 73, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 692, 2, 2u, 0u, 74, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 671, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 694, 5, 16u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 674, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 699, 2, 2u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 676, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 701, 2, 2u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 678, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 703, 3, 4u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 706, 3, 4u, 0u, 74, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 681, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 709, 5, 16u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 684, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 714, 2, 2u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 686, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 716, 2, 2u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 688, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 718, 3, 4u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 721, 3, 4u, 0u, 74, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 691, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r3", &fused_add_add_add_f32_r3_erased, 724, 5, 16u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 694, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 729, 2, 2u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 696, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 731, 2, 2u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 698, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 733, 3, 4u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 736, 3, 4u, 0u, 74, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 701, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 739, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 704, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"FUSED-ADD-ADD-ADD-CPU", "fused_add_add_add_f32_r2", &fused_add_add_add_f32_r2_erased, 742, 5, 16u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
-    // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 747, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 707, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 750, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 710, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 753, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 713, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 756, 3, 4u, 0u, 74, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 716, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 759, 4, 8u, 0u, 74, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 719, 4, 8u, 0u, 50, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 763, 4, 8u, 0u, 74, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 723, 4, 8u, 0u, 50, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 767, 3, 4u, 0u, 75, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 727, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 770, 3, 4u, 0u, 77, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 730, 3, 4u, 0u, 53, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 773, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 733, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 776, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 736, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 779, 3, 4u, 0u, 79, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 739, 3, 4u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 782, 2, 2u, 0u, 79, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 742, 2, 2u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 784, 4, 8u, 0u, 79, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 744, 4, 8u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 788, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 748, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 791, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 751, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 794, 3, 4u, 0u, 79, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 754, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 79), kForward, kBackward, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 55), kForward, kBackward, kOperandSpecs};
   const std::vector<std::string> kInputNames = {"ids", "targets"};
   const std::vector<std::string> kParamNames = {"tiny_lm_0.token_embedding", "tiny_lm_0.position_embedding", "tiny_lm_0/transformer_block_0/layernorm_0.gamma", "tiny_lm_0/transformer_block_0/layernorm_0.beta", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", "tiny_lm_0/transformer_block_0/layernorm_1.gamma", "tiny_lm_0/transformer_block_0/layernorm_1.beta", "tiny_lm_0/transformer_block_0/linear_0.W", "tiny_lm_0/transformer_block_0/linear_0.b", "tiny_lm_0/transformer_block_0/linear_1.W", "tiny_lm_0/transformer_block_0/linear_1.b", "tiny_lm_0/transformer_block_1/layernorm_2.gamma", "tiny_lm_0/transformer_block_1/layernorm_2.beta", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", "tiny_lm_0/transformer_block_1/layernorm_3.gamma", "tiny_lm_0/transformer_block_1/layernorm_3.beta", "tiny_lm_0/transformer_block_1/linear_2.W", "tiny_lm_0/transformer_block_1/linear_2.b", "tiny_lm_0/transformer_block_1/linear_3.W", "tiny_lm_0/transformer_block_1/linear_3.b", "tiny_lm_0/layernorm_4.gamma", "tiny_lm_0/layernorm_4.beta"};
   const std::vector<std::string> kGradNames = {"tiny_lm_0.token_embedding", "tiny_lm_0.position_embedding", "tiny_lm_0/transformer_block_0/layernorm_0.gamma", "tiny_lm_0/transformer_block_0/layernorm_0.beta", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", "tiny_lm_0/transformer_block_0/layernorm_1.gamma", "tiny_lm_0/transformer_block_0/layernorm_1.beta", "tiny_lm_0/transformer_block_0/linear_0.W", "tiny_lm_0/transformer_block_0/linear_0.b", "tiny_lm_0/transformer_block_0/linear_1.W", "tiny_lm_0/transformer_block_0/linear_1.b", "tiny_lm_0/transformer_block_1/layernorm_2.gamma", "tiny_lm_0/transformer_block_1/layernorm_2.beta", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", "tiny_lm_0/transformer_block_1/layernorm_3.gamma", "tiny_lm_0/transformer_block_1/layernorm_3.beta", "tiny_lm_0/transformer_block_1/linear_2.W", "tiny_lm_0/transformer_block_1/linear_2.b", "tiny_lm_0/transformer_block_1/linear_3.W", "tiny_lm_0/transformer_block_1/linear_3.b", "tiny_lm_0/layernorm_4.gamma", "tiny_lm_0/layernorm_4.beta"};
@@ -2093,7 +1909,7 @@ lm_train::lm_train() : vm_(kProgram) {
   index_values_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(689);
+  table_.resize(657);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(36);
   seeds_.resize(1);
@@ -2224,46 +2040,46 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
   const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64})});
   const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
   const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64})});
   const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
   const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
   const std::size_t wf_slot35 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot37 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256})});
-  const std::size_t wf_slot38 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot39 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot38 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot39 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
   const std::size_t wf_slot40 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
-  const std::size_t wf_slot41 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot41 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -2605,370 +2421,338 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[322] = wf_refs.reshape("TID322", table_[283], {batch * 64, 64});
   table_[323] = wf_refs.permute("TID323", table_[321], {1, 0});
   table_[324] = wf_refs.contiguous("TID324", wf_arena + wf_slot34, wfgen::rt::DType::f32, {16, 64});  // TID324 = matmul
-  table_[325] = wf_refs.contiguous("TID325", wf_arena + wf_slot28, wfgen::rt::DType::f32, {64, 64});  // TID325 = fill
-  table_[326] = wf_refs.slice("TID326", table_[325], {32, 0}, {1, 1}, {16, 64});
-  table_[327] = table_[326];  // copy into TID326
-  table_[328] = wf_refs.permute("TID328", table_[136], {0, 2, 1});
-  table_[329] = wf_refs.contiguous("TID329", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID329 = matmul
-  table_[330] = wf_refs.permute("TID330", table_[135], {0, 2, 1});
-  table_[331] = wf_refs.contiguous("TID331", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 16});  // TID331 = matmul
-  table_[332] = wf_refs.contiguous("TID332", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID332 = fill
-  table_[333] = wf_refs.slice("TID333", table_[332], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[334] = table_[333];  // copy into TID333
-  table_[335] = wf_refs.contiguous("TID335", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID335 = fused_mul_sum_sub_mul_and_1
-  table_[336] = wf_refs.permute("TID336", table_[133], {0, 2, 1});
-  table_[337] = wf_refs.contiguous("TID337", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 16});  // TID337 = matmul
-  table_[338] = wf_refs.permute("TID338", table_[131], {0, 2, 1});
-  table_[339] = wf_refs.contiguous("TID339", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 16, 64});  // TID339 = matmul
-  table_[340] = wf_refs.permute("TID340", table_[339], {0, 2, 1});
-  table_[341] = wf_refs.contiguous("TID341", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID341 = fill
-  table_[342] = wf_refs.slice("TID342", table_[341], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[343] = table_[342];  // copy into TID342
-  table_[344] = wf_refs.contiguous("TID344", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID344 = fill
-  table_[345] = wf_refs.slice("TID345", table_[344], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[346] = table_[345];  // copy into TID345
-  table_[347] = wf_refs.permute("TID347", table_[129], {0, 2, 1});
-  table_[348] = wf_refs.contiguous("TID348", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 16});  // TID348 = matmul
-  table_[349] = wf_refs.reshape("TID349", table_[127], {batch * 64, 16});
-  table_[350] = wf_refs.reshape("TID350", table_[283], {batch * 64, 64});
-  table_[351] = wf_refs.permute("TID351", table_[349], {1, 0});
-  table_[352] = wf_refs.contiguous("TID352", wf_arena + wf_slot38, wfgen::rt::DType::f32, {16, 64});  // TID352 = matmul
-  table_[353] = wf_refs.contiguous("TID353", wf_arena + wf_slot25, wfgen::rt::DType::f32, {64, 64});  // TID353 = fill
-  table_[354] = wf_refs.slice("TID354", table_[353], {16, 0}, {1, 1}, {16, 64});
-  table_[355] = table_[354];  // copy into TID354
-  table_[356] = wf_refs.permute("TID356", table_[126], {0, 2, 1});
-  table_[357] = wf_refs.contiguous("TID357", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 64});  // TID357 = matmul
-  table_[358] = wf_refs.permute("TID358", table_[125], {0, 2, 1});
-  table_[359] = wf_refs.contiguous("TID359", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 16});  // TID359 = matmul
-  table_[360] = wf_refs.contiguous("TID360", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID360 = fill
-  table_[361] = wf_refs.slice("TID361", table_[360], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[362] = table_[361];  // copy into TID361
-  table_[363] = wf_refs.contiguous("TID363", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // TID363 = fused_mul_sum_sub_mul_and_1
-  table_[364] = wf_refs.permute("TID364", table_[123], {0, 2, 1});
-  table_[365] = wf_refs.contiguous("TID365", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID365 = matmul
-  table_[366] = wf_refs.permute("TID366", table_[121], {0, 2, 1});
-  table_[367] = wf_refs.contiguous("TID367", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 16, 64});  // TID367 = matmul
-  table_[368] = wf_refs.permute("TID368", table_[367], {0, 2, 1});
-  table_[369] = wf_refs.contiguous("TID369", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch, 64, 64});  // TID369 = fill
-  table_[370] = wf_refs.slice("TID370", table_[369], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[371] = table_[370];  // copy into TID370
-  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch, 64, 64});  // TID372 = fill
-  table_[373] = wf_refs.slice("TID373", table_[372], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[374] = table_[373];  // copy into TID373
-  table_[375] = wf_refs.permute("TID375", table_[119], {0, 2, 1});
-  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID376 = matmul
-  table_[377] = wf_refs.reshape("TID377", table_[117], {batch * 64, 16});
-  table_[378] = wf_refs.reshape("TID378", table_[283], {batch * 64, 64});
-  table_[379] = wf_refs.permute("TID379", table_[377], {1, 0});
-  table_[380] = wf_refs.contiguous("TID380", wf_arena + wf_slot41, wfgen::rt::DType::f32, {16, 64});  // TID380 = matmul
-  table_[381] = wf_refs.contiguous("TID381", wf_arena + wf_slot22, wfgen::rt::DType::f32, {64, 64});  // TID381 = fill
-  table_[382] = wf_refs.slice("TID382", table_[381], {0, 0}, {1, 1}, {16, 64});
-  table_[383] = table_[382];  // copy into TID382
-  table_[384] = wf_refs.permute("TID384", table_[116], {0, 2, 1});
-  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot41, wfgen::rt::DType::f32, {batch, 64, 64});  // TID385 = matmul
-  table_[386] = wf_refs.permute("TID386", table_[115], {0, 2, 1});
-  table_[387] = wf_refs.contiguous("TID387", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 16});  // TID387 = matmul
-  table_[388] = wf_refs.contiguous("TID388", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID388 = fill
-  table_[389] = wf_refs.slice("TID389", table_[388], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[390] = table_[389];  // copy into TID389
-  table_[391] = wf_refs.contiguous("TID391", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID391 = fused_mul_sum_sub_mul_and_1
-  table_[392] = wf_refs.permute("TID392", table_[113], {0, 2, 1});
-  table_[393] = wf_refs.contiguous("TID393", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 16});  // TID393 = matmul
-  table_[394] = wf_refs.permute("TID394", table_[111], {0, 2, 1});
-  table_[395] = wf_refs.contiguous("TID395", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 16, 64});  // TID395 = matmul
-  table_[396] = wf_refs.permute("TID396", table_[395], {0, 2, 1});
-  table_[397] = wf_refs.contiguous("TID397", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID397 = fill
-  table_[398] = wf_refs.slice("TID398", table_[397], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[399] = table_[398];  // copy into TID398
-  table_[400] = wf_refs.contiguous("TID400", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID400 = fill
-  table_[401] = wf_refs.slice("TID401", table_[400], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[402] = table_[401];  // copy into TID401
-  table_[403] = wf_refs.contiguous("TID403", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID403 = fused_add_add_add
-  table_[404] = wf_refs.permute("TID404", table_[403], {0, 2, 1});
+  table_[325] = wf_refs.slice("TID325", table_[297], {32, 0}, {1, 1}, {16, 64});
+  table_[326] = table_[325];  // add into TID325
+  table_[327] = wf_refs.permute("TID327", table_[136], {0, 2, 1});
+  table_[328] = wf_refs.contiguous("TID328", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID328 = matmul
+  table_[329] = wf_refs.permute("TID329", table_[135], {0, 2, 1});
+  table_[330] = wf_refs.contiguous("TID330", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 16});  // TID330 = matmul
+  table_[331] = wf_refs.slice("TID331", table_[304], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[332] = table_[331];  // add into TID331
+  table_[333] = wf_refs.contiguous("TID333", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID333 = fused_mul_sum_sub_mul_and_1
+  table_[334] = wf_refs.permute("TID334", table_[133], {0, 2, 1});
+  table_[335] = wf_refs.contiguous("TID335", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID335 = matmul
+  table_[336] = wf_refs.permute("TID336", table_[131], {0, 2, 1});
+  table_[337] = wf_refs.contiguous("TID337", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 16, 64});  // TID337 = matmul
+  table_[338] = wf_refs.permute("TID338", table_[337], {0, 2, 1});
+  table_[339] = wf_refs.slice("TID339", table_[313], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[340] = table_[339];  // add into TID339
+  table_[341] = wf_refs.slice("TID341", table_[316], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[342] = table_[341];  // add into TID341
+  table_[343] = wf_refs.permute("TID343", table_[129], {0, 2, 1});
+  table_[344] = wf_refs.contiguous("TID344", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID344 = matmul
+  table_[345] = wf_refs.reshape("TID345", table_[127], {batch * 64, 16});
+  table_[346] = wf_refs.reshape("TID346", table_[283], {batch * 64, 64});
+  table_[347] = wf_refs.permute("TID347", table_[345], {1, 0});
+  table_[348] = wf_refs.contiguous("TID348", wf_arena + wf_slot29, wfgen::rt::DType::f32, {16, 64});  // TID348 = matmul
+  table_[349] = wf_refs.slice("TID349", table_[297], {16, 0}, {1, 1}, {16, 64});
+  table_[350] = table_[349];  // add into TID349
+  table_[351] = wf_refs.permute("TID351", table_[126], {0, 2, 1});
+  table_[352] = wf_refs.contiguous("TID352", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID352 = matmul
+  table_[353] = wf_refs.permute("TID353", table_[125], {0, 2, 1});
+  table_[354] = wf_refs.contiguous("TID354", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 16});  // TID354 = matmul
+  table_[355] = wf_refs.slice("TID355", table_[304], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[356] = table_[355];  // add into TID355
+  table_[357] = wf_refs.contiguous("TID357", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID357 = fused_mul_sum_sub_mul_and_1
+  table_[358] = wf_refs.permute("TID358", table_[123], {0, 2, 1});
+  table_[359] = wf_refs.contiguous("TID359", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // TID359 = matmul
+  table_[360] = wf_refs.permute("TID360", table_[121], {0, 2, 1});
+  table_[361] = wf_refs.contiguous("TID361", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 16, 64});  // TID361 = matmul
+  table_[362] = wf_refs.permute("TID362", table_[361], {0, 2, 1});
+  table_[363] = wf_refs.slice("TID363", table_[313], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[364] = table_[363];  // add into TID363
+  table_[365] = wf_refs.slice("TID365", table_[316], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[366] = table_[365];  // add into TID365
+  table_[367] = wf_refs.permute("TID367", table_[119], {0, 2, 1});
+  table_[368] = wf_refs.contiguous("TID368", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // TID368 = matmul
+  table_[369] = wf_refs.reshape("TID369", table_[117], {batch * 64, 16});
+  table_[370] = wf_refs.reshape("TID370", table_[283], {batch * 64, 64});
+  table_[371] = wf_refs.permute("TID371", table_[369], {1, 0});
+  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot26, wfgen::rt::DType::f32, {16, 64});  // TID372 = matmul
+  table_[373] = wf_refs.slice("TID373", table_[297], {0, 0}, {1, 1}, {16, 64});
+  table_[374] = table_[373];  // add into TID373
+  table_[375] = wf_refs.permute("TID375", table_[116], {0, 2, 1});
+  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID376 = matmul
+  table_[377] = wf_refs.permute("TID377", table_[115], {0, 2, 1});
+  table_[378] = wf_refs.contiguous("TID378", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 16});  // TID378 = matmul
+  table_[379] = wf_refs.slice("TID379", table_[304], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[380] = table_[379];  // add into TID379
+  table_[381] = wf_refs.contiguous("TID381", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID381 = fused_mul_sum_sub_mul_and_1
+  table_[382] = wf_refs.permute("TID382", table_[113], {0, 2, 1});
+  table_[383] = wf_refs.contiguous("TID383", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // TID383 = matmul
+  table_[384] = wf_refs.permute("TID384", table_[111], {0, 2, 1});
+  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 16, 64});  // TID385 = matmul
+  table_[386] = wf_refs.permute("TID386", table_[385], {0, 2, 1});
+  table_[387] = wf_refs.slice("TID387", table_[313], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[388] = table_[387];  // add into TID387
+  table_[389] = wf_refs.slice("TID389", table_[316], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[390] = table_[389];  // add into TID389
+  table_[391] = wf_refs.permute("TID391", table_[304], {0, 2, 1});
+  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID392 = sum
+  table_[393] = wf_refs.permute("TID393", table_[392], {0, 2, 1});
+  table_[394] = wf_refs.permute("TID394", table_[393], {1, 2, 0});
+  table_[395] = wf_refs.contiguous("TID395", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID395 = sum
+  table_[396] = wf_refs.permute("TID396", table_[395], {2, 0, 1});
+  table_[397] = wf_refs.reshape("TID397", table_[396], {64});
+  table_[398] = wf_refs.permute("TID398", table_[107], {0, 2, 1});
+  table_[399] = wf_refs.contiguous("TID399", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID399 = matmul
+  table_[400] = wf_refs.reshape("TID400", table_[90], {batch * 64, 64});
+  table_[401] = wf_refs.reshape("TID401", table_[304], {batch * 64, 64});
+  table_[402] = wf_refs.permute("TID402", table_[400], {1, 0});
+  table_[403] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[404] = wf_refs.permute("TID404", table_[313], {0, 2, 1});
   table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID405 = sum
   table_[406] = wf_refs.permute("TID406", table_[405], {0, 2, 1});
   table_[407] = wf_refs.permute("TID407", table_[406], {1, 2, 0});
-  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot23, wfgen::rt::DType::f32, {1, 64, 1});  // TID408 = sum
+  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot22, wfgen::rt::DType::f32, {1, 64, 1});  // TID408 = sum
   table_[409] = wf_refs.permute("TID409", table_[408], {2, 0, 1});
   table_[410] = wf_refs.reshape("TID410", table_[409], {64});
-  table_[411] = wf_refs.permute("TID411", table_[107], {0, 2, 1});
+  table_[411] = wf_refs.permute("TID411", table_[103], {0, 2, 1});
   table_[412] = wf_refs.contiguous("TID412", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID412 = matmul
   table_[413] = wf_refs.reshape("TID413", table_[90], {batch * 64, 64});
-  table_[414] = wf_refs.reshape("TID414", table_[403], {batch * 64, 64});
+  table_[414] = wf_refs.reshape("TID414", table_[313], {batch * 64, 64});
   table_[415] = wf_refs.permute("TID415", table_[413], {1, 0});
-  table_[416] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[417] = wf_refs.contiguous("TID417", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID417 = fused_add_add_add
-  table_[418] = wf_refs.permute("TID418", table_[417], {0, 2, 1});
-  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID419 = sum
-  table_[420] = wf_refs.permute("TID420", table_[419], {0, 2, 1});
-  table_[421] = wf_refs.permute("TID421", table_[420], {1, 2, 0});
-  table_[422] = wf_refs.contiguous("TID422", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID422 = sum
-  table_[423] = wf_refs.permute("TID423", table_[422], {2, 0, 1});
-  table_[424] = wf_refs.reshape("TID424", table_[423], {64});
-  table_[425] = wf_refs.permute("TID425", table_[103], {0, 2, 1});
-  table_[426] = wf_refs.contiguous("TID426", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID426 = matmul
-  table_[427] = wf_refs.reshape("TID427", table_[90], {batch * 64, 64});
-  table_[428] = wf_refs.reshape("TID428", table_[417], {batch * 64, 64});
-  table_[429] = wf_refs.permute("TID429", table_[427], {1, 0});
-  table_[430] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[431] = wf_refs.contiguous("TID431", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID431 = fused_add_add_add
-  table_[432] = wf_refs.permute("TID432", table_[431], {0, 2, 1});
-  table_[433] = wf_refs.contiguous("TID433", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 1});  // TID433 = sum
-  table_[434] = wf_refs.permute("TID434", table_[433], {0, 2, 1});
-  table_[435] = wf_refs.permute("TID435", table_[434], {1, 2, 0});
-  table_[436] = wf_refs.contiguous("TID436", wf_arena + wf_slot26, wfgen::rt::DType::f32, {1, 64, 1});  // TID436 = sum
-  table_[437] = wf_refs.permute("TID437", table_[436], {2, 0, 1});
-  table_[438] = wf_refs.reshape("TID438", table_[437], {64});
-  table_[439] = wf_refs.permute("TID439", table_[99], {0, 2, 1});
-  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID440 = matmul
-  table_[441] = wf_refs.reshape("TID441", table_[90], {batch * 64, 64});
-  table_[442] = wf_refs.reshape("TID442", table_[431], {batch * 64, 64});
-  table_[443] = wf_refs.permute("TID443", table_[441], {1, 0});
-  table_[444] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[445] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot31, wfgen::rt::DType::f32, {64, 64});  // TID446 = fused_add_add_add
-  table_[447] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[448] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[449] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[450] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[451] = wf_refs.contiguous("TID451", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID451 = fused_add_add
-  table_[452] = wf_refs.contiguous("TID452", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID452 = layer_norm_grad
-  table_[453] = wf_refs.reshape("TID453", table_[451], {batch * 64, 64});
-  table_[454] = wf_refs.reshape("TID454", table_[87], {batch * 64, 64});
-  table_[455] = wf_refs.contiguous("TID455", wf_arena + wf_slot19, wfgen::rt::DType::f32, {64});  // TID455 = layer_norm_param_grad
-  table_[456] = wf_refs.reshape("TID456", table_[451], {batch * 64, 64});
-  table_[457] = wf_refs.reshape("TID457", table_[87], {batch * 64, 64});
-  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID458 = layer_norm_param_grad
-  table_[459] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[460] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID461 = add
-  table_[462] = wf_refs.permute("TID462", table_[461], {0, 2, 1});
-  table_[463] = wf_refs.contiguous("TID463", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID463 = sum
-  table_[464] = wf_refs.permute("TID464", table_[463], {0, 2, 1});
-  table_[465] = wf_refs.permute("TID465", table_[464], {1, 2, 0});
-  table_[466] = wf_refs.contiguous("TID466", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID466 = sum
-  table_[467] = wf_refs.permute("TID467", table_[466], {2, 0, 1});
-  table_[468] = wf_refs.reshape("TID468", table_[467], {64});
-  table_[469] = wf_refs.permute("TID469", table_[84], {0, 2, 1});
-  table_[470] = wf_refs.contiguous("TID470", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID470 = matmul
-  table_[471] = wf_refs.reshape("TID471", table_[81], {batch * 64, 256});
-  table_[472] = wf_refs.reshape("TID472", table_[461], {batch * 64, 64});
-  table_[473] = wf_refs.permute("TID473", table_[471], {1, 0});
-  table_[474] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[475] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[476] = wf_refs.contiguous("TID476", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID476 = gelu_grad
-  table_[477] = wf_refs.permute("TID477", table_[476], {0, 2, 1});
-  table_[478] = wf_refs.contiguous("TID478", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID478 = sum
-  table_[479] = wf_refs.permute("TID479", table_[478], {0, 2, 1});
-  table_[480] = wf_refs.permute("TID480", table_[479], {1, 2, 0});
-  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID481 = sum
-  table_[482] = wf_refs.permute("TID482", table_[481], {2, 0, 1});
-  table_[483] = wf_refs.reshape("TID483", table_[482], {256});
-  table_[484] = wf_refs.permute("TID484", table_[77], {0, 2, 1});
-  table_[485] = wf_refs.contiguous("TID485", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID485 = matmul
-  table_[486] = wf_refs.reshape("TID486", table_[74], {batch * 64, 64});
-  table_[487] = wf_refs.reshape("TID487", table_[476], {batch * 64, 256});
-  table_[488] = wf_refs.permute("TID488", table_[486], {1, 0});
-  table_[489] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[490] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[491] = wf_refs.contiguous("TID491", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID491 = layer_norm_grad
-  table_[492] = wf_refs.reshape("TID492", table_[485], {batch * 64, 64});
-  table_[493] = wf_refs.reshape("TID493", table_[71], {batch * 64, 64});
-  table_[494] = wf_refs.contiguous("TID494", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID494 = layer_norm_param_grad
-  table_[495] = wf_refs.reshape("TID495", table_[485], {batch * 64, 64});
-  table_[496] = wf_refs.reshape("TID496", table_[71], {batch * 64, 64});
-  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID497 = layer_norm_param_grad
-  table_[498] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[499] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[500] = wf_refs.contiguous("TID500", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID500 = add
-  table_[501] = wf_refs.permute("TID501", table_[500], {0, 2, 1});
-  table_[502] = wf_refs.contiguous("TID502", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID502 = sum
-  table_[503] = wf_refs.permute("TID503", table_[502], {0, 2, 1});
-  table_[504] = wf_refs.permute("TID504", table_[503], {1, 2, 0});
-  table_[505] = wf_refs.contiguous("TID505", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID505 = sum
-  table_[506] = wf_refs.permute("TID506", table_[505], {2, 0, 1});
-  table_[507] = wf_refs.reshape("TID507", table_[506], {64});
-  table_[508] = wf_refs.permute("TID508", table_[68], {0, 2, 1});
-  table_[509] = wf_refs.contiguous("TID509", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID509 = matmul
-  table_[510] = wf_refs.reshape("TID510", table_[66], {batch * 64, 16});
-  table_[511] = wf_refs.reshape("TID511", table_[500], {batch * 64, 64});
-  table_[512] = wf_refs.permute("TID512", table_[510], {1, 0});
-  table_[513] = wf_refs.contiguous("TID513", wf_arena + wf_slot13, wfgen::rt::DType::f32, {16, 64});  // TID513 = matmul
-  table_[514] = wf_refs.contiguous("TID514", wf_arena + wf_slot14, wfgen::rt::DType::f32, {64, 64});  // TID514 = fill
-  table_[515] = wf_refs.slice("TID515", table_[514], {48, 0}, {1, 1}, {16, 64});
+  table_[416] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[417] = wf_refs.permute("TID417", table_[316], {0, 2, 1});
+  table_[418] = wf_refs.contiguous("TID418", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 1});  // TID418 = sum
+  table_[419] = wf_refs.permute("TID419", table_[418], {0, 2, 1});
+  table_[420] = wf_refs.permute("TID420", table_[419], {1, 2, 0});
+  table_[421] = wf_refs.contiguous("TID421", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID421 = sum
+  table_[422] = wf_refs.permute("TID422", table_[421], {2, 0, 1});
+  table_[423] = wf_refs.reshape("TID423", table_[422], {64});
+  table_[424] = wf_refs.permute("TID424", table_[99], {0, 2, 1});
+  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID425 = matmul
+  table_[426] = wf_refs.reshape("TID426", table_[90], {batch * 64, 64});
+  table_[427] = wf_refs.reshape("TID427", table_[316], {batch * 64, 64});
+  table_[428] = wf_refs.permute("TID428", table_[426], {1, 0});
+  table_[429] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[430] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[431] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[432] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[433] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[434] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[435] = wf_refs.contiguous("TID435", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID435 = fused_add_add
+  table_[436] = wf_refs.contiguous("TID436", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID436 = layer_norm_grad
+  table_[437] = wf_refs.reshape("TID437", table_[435], {batch * 64, 64});
+  table_[438] = wf_refs.reshape("TID438", table_[87], {batch * 64, 64});
+  table_[439] = wf_refs.contiguous("TID439", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID439 = layer_norm_param_grad
+  table_[440] = wf_refs.reshape("TID440", table_[435], {batch * 64, 64});
+  table_[441] = wf_refs.reshape("TID441", table_[87], {batch * 64, 64});
+  table_[442] = wf_refs.contiguous("TID442", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID442 = layer_norm_param_grad
+  table_[443] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[444] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[445] = wf_refs.contiguous("TID445", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID445 = add
+  table_[446] = wf_refs.permute("TID446", table_[445], {0, 2, 1});
+  table_[447] = wf_refs.contiguous("TID447", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID447 = sum
+  table_[448] = wf_refs.permute("TID448", table_[447], {0, 2, 1});
+  table_[449] = wf_refs.permute("TID449", table_[448], {1, 2, 0});
+  table_[450] = wf_refs.contiguous("TID450", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID450 = sum
+  table_[451] = wf_refs.permute("TID451", table_[450], {2, 0, 1});
+  table_[452] = wf_refs.reshape("TID452", table_[451], {64});
+  table_[453] = wf_refs.permute("TID453", table_[84], {0, 2, 1});
+  table_[454] = wf_refs.contiguous("TID454", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID454 = matmul
+  table_[455] = wf_refs.reshape("TID455", table_[81], {batch * 64, 256});
+  table_[456] = wf_refs.reshape("TID456", table_[445], {batch * 64, 64});
+  table_[457] = wf_refs.permute("TID457", table_[455], {1, 0});
+  table_[458] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[459] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[460] = wf_refs.contiguous("TID460", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID460 = gelu_grad
+  table_[461] = wf_refs.permute("TID461", table_[460], {0, 2, 1});
+  table_[462] = wf_refs.contiguous("TID462", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID462 = sum
+  table_[463] = wf_refs.permute("TID463", table_[462], {0, 2, 1});
+  table_[464] = wf_refs.permute("TID464", table_[463], {1, 2, 0});
+  table_[465] = wf_refs.contiguous("TID465", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID465 = sum
+  table_[466] = wf_refs.permute("TID466", table_[465], {2, 0, 1});
+  table_[467] = wf_refs.reshape("TID467", table_[466], {256});
+  table_[468] = wf_refs.permute("TID468", table_[77], {0, 2, 1});
+  table_[469] = wf_refs.contiguous("TID469", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID469 = matmul
+  table_[470] = wf_refs.reshape("TID470", table_[74], {batch * 64, 64});
+  table_[471] = wf_refs.reshape("TID471", table_[460], {batch * 64, 256});
+  table_[472] = wf_refs.permute("TID472", table_[470], {1, 0});
+  table_[473] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[474] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[475] = wf_refs.contiguous("TID475", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID475 = layer_norm_grad
+  table_[476] = wf_refs.reshape("TID476", table_[469], {batch * 64, 64});
+  table_[477] = wf_refs.reshape("TID477", table_[71], {batch * 64, 64});
+  table_[478] = wf_refs.contiguous("TID478", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID478 = layer_norm_param_grad
+  table_[479] = wf_refs.reshape("TID479", table_[469], {batch * 64, 64});
+  table_[480] = wf_refs.reshape("TID480", table_[71], {batch * 64, 64});
+  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID481 = layer_norm_param_grad
+  table_[482] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[483] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[484] = wf_refs.contiguous("TID484", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID484 = add
+  table_[485] = wf_refs.permute("TID485", table_[484], {0, 2, 1});
+  table_[486] = wf_refs.contiguous("TID486", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID486 = sum
+  table_[487] = wf_refs.permute("TID487", table_[486], {0, 2, 1});
+  table_[488] = wf_refs.permute("TID488", table_[487], {1, 2, 0});
+  table_[489] = wf_refs.contiguous("TID489", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID489 = sum
+  table_[490] = wf_refs.permute("TID490", table_[489], {2, 0, 1});
+  table_[491] = wf_refs.reshape("TID491", table_[490], {64});
+  table_[492] = wf_refs.permute("TID492", table_[68], {0, 2, 1});
+  table_[493] = wf_refs.contiguous("TID493", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID493 = matmul
+  table_[494] = wf_refs.reshape("TID494", table_[66], {batch * 64, 16});
+  table_[495] = wf_refs.reshape("TID495", table_[484], {batch * 64, 64});
+  table_[496] = wf_refs.permute("TID496", table_[494], {1, 0});
+  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot13, wfgen::rt::DType::f32, {16, 64});  // TID497 = matmul
+  table_[498] = wf_refs.contiguous("TID498", wf_arena + wf_slot14, wfgen::rt::DType::f32, {64, 64});  // TID498 = fill
+  table_[499] = wf_refs.slice("TID499", table_[498], {48, 0}, {1, 1}, {16, 64});
+  table_[500] = table_[499];  // copy into TID499
+  table_[501] = wf_refs.permute("TID501", table_[65], {0, 2, 1});
+  table_[502] = wf_refs.contiguous("TID502", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID502 = matmul
+  table_[503] = wf_refs.permute("TID503", table_[64], {0, 2, 1});
+  table_[504] = wf_refs.contiguous("TID504", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID504 = matmul
+  table_[505] = wf_refs.contiguous("TID505", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID505 = fill
+  table_[506] = wf_refs.slice("TID506", table_[505], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[507] = table_[506];  // copy into TID506
+  table_[508] = wf_refs.contiguous("TID508", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID508 = fused_mul_sum_sub_mul_and_1
+  table_[509] = wf_refs.permute("TID509", table_[62], {0, 2, 1});
+  table_[510] = wf_refs.contiguous("TID510", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID510 = matmul
+  table_[511] = wf_refs.permute("TID511", table_[60], {0, 2, 1});
+  table_[512] = wf_refs.contiguous("TID512", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 16, 64});  // TID512 = matmul
+  table_[513] = wf_refs.permute("TID513", table_[512], {0, 2, 1});
+  table_[514] = wf_refs.contiguous("TID514", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID514 = fill
+  table_[515] = wf_refs.slice("TID515", table_[514], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
   table_[516] = table_[515];  // copy into TID515
-  table_[517] = wf_refs.permute("TID517", table_[65], {0, 2, 1});
-  table_[518] = wf_refs.contiguous("TID518", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID518 = matmul
-  table_[519] = wf_refs.permute("TID519", table_[64], {0, 2, 1});
-  table_[520] = wf_refs.contiguous("TID520", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID520 = matmul
-  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID521 = fill
-  table_[522] = wf_refs.slice("TID522", table_[521], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[523] = table_[522];  // copy into TID522
-  table_[524] = wf_refs.contiguous("TID524", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID524 = fused_mul_sum_sub_mul_and_1
-  table_[525] = wf_refs.permute("TID525", table_[62], {0, 2, 1});
-  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID526 = matmul
-  table_[527] = wf_refs.permute("TID527", table_[60], {0, 2, 1});
-  table_[528] = wf_refs.contiguous("TID528", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 16, 64});  // TID528 = matmul
-  table_[529] = wf_refs.permute("TID529", table_[528], {0, 2, 1});
-  table_[530] = wf_refs.contiguous("TID530", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID530 = fill
-  table_[531] = wf_refs.slice("TID531", table_[530], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[532] = table_[531];  // copy into TID531
-  table_[533] = wf_refs.contiguous("TID533", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID533 = fill
-  table_[534] = wf_refs.slice("TID534", table_[533], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[535] = table_[534];  // copy into TID534
-  table_[536] = wf_refs.permute("TID536", table_[58], {0, 2, 1});
-  table_[537] = wf_refs.contiguous("TID537", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID537 = matmul
-  table_[538] = wf_refs.reshape("TID538", table_[56], {batch * 64, 16});
-  table_[539] = wf_refs.reshape("TID539", table_[500], {batch * 64, 64});
-  table_[540] = wf_refs.permute("TID540", table_[538], {1, 0});
-  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot17, wfgen::rt::DType::f32, {16, 64});  // TID541 = matmul
-  table_[542] = wf_refs.contiguous("TID542", wf_arena + wf_slot11, wfgen::rt::DType::f32, {64, 64});  // TID542 = fill
-  table_[543] = wf_refs.slice("TID543", table_[542], {32, 0}, {1, 1}, {16, 64});
-  table_[544] = table_[543];  // copy into TID543
-  table_[545] = wf_refs.permute("TID545", table_[55], {0, 2, 1});
-  table_[546] = wf_refs.contiguous("TID546", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID546 = matmul
-  table_[547] = wf_refs.permute("TID547", table_[54], {0, 2, 1});
-  table_[548] = wf_refs.contiguous("TID548", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 16});  // TID548 = matmul
-  table_[549] = wf_refs.contiguous("TID549", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID549 = fill
-  table_[550] = wf_refs.slice("TID550", table_[549], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[551] = table_[550];  // copy into TID550
-  table_[552] = wf_refs.contiguous("TID552", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID552 = fused_mul_sum_sub_mul_and_1
-  table_[553] = wf_refs.permute("TID553", table_[52], {0, 2, 1});
-  table_[554] = wf_refs.contiguous("TID554", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // TID554 = matmul
-  table_[555] = wf_refs.permute("TID555", table_[50], {0, 2, 1});
-  table_[556] = wf_refs.contiguous("TID556", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 16, 64});  // TID556 = matmul
-  table_[557] = wf_refs.permute("TID557", table_[556], {0, 2, 1});
-  table_[558] = wf_refs.contiguous("TID558", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID558 = fill
-  table_[559] = wf_refs.slice("TID559", table_[558], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[560] = table_[559];  // copy into TID559
-  table_[561] = wf_refs.contiguous("TID561", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID561 = fill
-  table_[562] = wf_refs.slice("TID562", table_[561], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[563] = table_[562];  // copy into TID562
-  table_[564] = wf_refs.permute("TID564", table_[48], {0, 2, 1});
-  table_[565] = wf_refs.contiguous("TID565", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // TID565 = matmul
-  table_[566] = wf_refs.reshape("TID566", table_[46], {batch * 64, 16});
-  table_[567] = wf_refs.reshape("TID567", table_[500], {batch * 64, 64});
-  table_[568] = wf_refs.permute("TID568", table_[566], {1, 0});
-  table_[569] = wf_refs.contiguous("TID569", wf_arena + wf_slot19, wfgen::rt::DType::f32, {16, 64});  // TID569 = matmul
-  table_[570] = wf_refs.contiguous("TID570", wf_arena + wf_slot8, wfgen::rt::DType::f32, {64, 64});  // TID570 = fill
-  table_[571] = wf_refs.slice("TID571", table_[570], {16, 0}, {1, 1}, {16, 64});
-  table_[572] = table_[571];  // copy into TID571
-  table_[573] = wf_refs.permute("TID573", table_[45], {0, 2, 1});
-  table_[574] = wf_refs.contiguous("TID574", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID574 = matmul
-  table_[575] = wf_refs.permute("TID575", table_[44], {0, 2, 1});
-  table_[576] = wf_refs.contiguous("TID576", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 16});  // TID576 = matmul
-  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // TID577 = fill
-  table_[578] = wf_refs.slice("TID578", table_[577], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[579] = table_[578];  // copy into TID578
-  table_[580] = wf_refs.contiguous("TID580", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID580 = fused_mul_sum_sub_mul_and_1
-  table_[581] = wf_refs.permute("TID581", table_[42], {0, 2, 1});
-  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID582 = matmul
-  table_[583] = wf_refs.permute("TID583", table_[40], {0, 2, 1});
-  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 16, 64});  // TID584 = matmul
-  table_[585] = wf_refs.permute("TID585", table_[584], {0, 2, 1});
-  table_[586] = wf_refs.contiguous("TID586", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID586 = fill
-  table_[587] = wf_refs.slice("TID587", table_[586], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[588] = table_[587];  // copy into TID587
-  table_[589] = wf_refs.contiguous("TID589", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID589 = fill
-  table_[590] = wf_refs.slice("TID590", table_[589], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[591] = table_[590];  // copy into TID590
-  table_[592] = wf_refs.permute("TID592", table_[38], {0, 2, 1});
-  table_[593] = wf_refs.contiguous("TID593", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID593 = matmul
-  table_[594] = wf_refs.reshape("TID594", table_[36], {batch * 64, 16});
-  table_[595] = wf_refs.reshape("TID595", table_[500], {batch * 64, 64});
-  table_[596] = wf_refs.permute("TID596", table_[594], {1, 0});
-  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot21, wfgen::rt::DType::f32, {16, 64});  // TID597 = matmul
-  table_[598] = wf_refs.contiguous("TID598", wf_arena + wf_slot5, wfgen::rt::DType::f32, {64, 64});  // TID598 = fill
-  table_[599] = wf_refs.slice("TID599", table_[598], {0, 0}, {1, 1}, {16, 64});
-  table_[600] = table_[599];  // copy into TID599
-  table_[601] = wf_refs.permute("TID601", table_[35], {0, 2, 1});
-  table_[602] = wf_refs.contiguous("TID602", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID602 = matmul
-  table_[603] = wf_refs.permute("TID603", table_[34], {0, 2, 1});
-  table_[604] = wf_refs.contiguous("TID604", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 16});  // TID604 = matmul
-  table_[605] = wf_refs.contiguous("TID605", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID605 = fill
-  table_[606] = wf_refs.slice("TID606", table_[605], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[607] = table_[606];  // copy into TID606
-  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID608 = fused_mul_sum_sub_mul_and_1
-  table_[609] = wf_refs.permute("TID609", table_[32], {0, 2, 1});
-  table_[610] = wf_refs.contiguous("TID610", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 16});  // TID610 = matmul
-  table_[611] = wf_refs.permute("TID611", table_[30], {0, 2, 1});
-  table_[612] = wf_refs.contiguous("TID612", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 16, 64});  // TID612 = matmul
-  table_[613] = wf_refs.permute("TID613", table_[612], {0, 2, 1});
-  table_[614] = wf_refs.contiguous("TID614", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID614 = fill
-  table_[615] = wf_refs.slice("TID615", table_[614], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[616] = table_[615];  // copy into TID615
-  table_[617] = wf_refs.contiguous("TID617", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID617 = fill
-  table_[618] = wf_refs.slice("TID618", table_[617], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[619] = table_[618];  // copy into TID618
-  table_[620] = wf_refs.contiguous("TID620", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID620 = fused_add_add_add
-  table_[621] = wf_refs.permute("TID621", table_[620], {0, 2, 1});
-  table_[622] = wf_refs.contiguous("TID622", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID622 = sum
-  table_[623] = wf_refs.permute("TID623", table_[622], {0, 2, 1});
-  table_[624] = wf_refs.permute("TID624", table_[623], {1, 2, 0});
-  table_[625] = wf_refs.contiguous("TID625", wf_arena + wf_slot6, wfgen::rt::DType::f32, {1, 64, 1});  // TID625 = sum
-  table_[626] = wf_refs.permute("TID626", table_[625], {2, 0, 1});
-  table_[627] = wf_refs.reshape("TID627", table_[626], {64});
-  table_[628] = wf_refs.permute("TID628", table_[26], {0, 2, 1});
-  table_[629] = wf_refs.contiguous("TID629", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID629 = matmul
-  table_[630] = wf_refs.reshape("TID630", table_[9], {batch * 64, 64});
-  table_[631] = wf_refs.reshape("TID631", table_[620], {batch * 64, 64});
-  table_[632] = wf_refs.permute("TID632", table_[630], {1, 0});
-  table_[633] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[634] = wf_refs.contiguous("TID634", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID634 = fused_add_add_add
-  table_[635] = wf_refs.permute("TID635", table_[634], {0, 2, 1});
-  table_[636] = wf_refs.contiguous("TID636", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID636 = sum
-  table_[637] = wf_refs.permute("TID637", table_[636], {0, 2, 1});
-  table_[638] = wf_refs.permute("TID638", table_[637], {1, 2, 0});
-  table_[639] = wf_refs.contiguous("TID639", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID639 = sum
-  table_[640] = wf_refs.permute("TID640", table_[639], {2, 0, 1});
-  table_[641] = wf_refs.reshape("TID641", table_[640], {64});
-  table_[642] = wf_refs.permute("TID642", table_[22], {0, 2, 1});
-  table_[643] = wf_refs.contiguous("TID643", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID643 = matmul
-  table_[644] = wf_refs.reshape("TID644", table_[9], {batch * 64, 64});
-  table_[645] = wf_refs.reshape("TID645", table_[634], {batch * 64, 64});
-  table_[646] = wf_refs.permute("TID646", table_[644], {1, 0});
-  table_[647] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[648] = wf_refs.contiguous("TID648", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID648 = fused_add_add_add
-  table_[649] = wf_refs.permute("TID649", table_[648], {0, 2, 1});
-  table_[650] = wf_refs.contiguous("TID650", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 1});  // TID650 = sum
-  table_[651] = wf_refs.permute("TID651", table_[650], {0, 2, 1});
-  table_[652] = wf_refs.permute("TID652", table_[651], {1, 2, 0});
-  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot9, wfgen::rt::DType::f32, {1, 64, 1});  // TID653 = sum
-  table_[654] = wf_refs.permute("TID654", table_[653], {2, 0, 1});
-  table_[655] = wf_refs.reshape("TID655", table_[654], {64});
-  table_[656] = wf_refs.permute("TID656", table_[18], {0, 2, 1});
-  table_[657] = wf_refs.contiguous("TID657", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID657 = matmul
-  table_[658] = wf_refs.reshape("TID658", table_[9], {batch * 64, 64});
-  table_[659] = wf_refs.reshape("TID659", table_[648], {batch * 64, 64});
-  table_[660] = wf_refs.permute("TID660", table_[658], {1, 0});
-  table_[661] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[662] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[663] = wf_refs.contiguous("TID663", wf_arena + wf_slot14, wfgen::rt::DType::f32, {64, 64});  // TID663 = fused_add_add_add
-  table_[664] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[665] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[666] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[667] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[668] = wf_refs.contiguous("TID668", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID668 = fused_add_add
-  table_[669] = wf_refs.contiguous("TID669", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID669 = layer_norm_grad
-  table_[670] = wf_refs.reshape("TID670", table_[668], {batch * 64, 64});
-  table_[671] = wf_refs.reshape("TID671", table_[6], {batch * 64, 64});
-  table_[672] = wf_refs.contiguous("TID672", wf_arena + wf_slot2, wfgen::rt::DType::f32, {64});  // TID672 = layer_norm_param_grad
-  table_[673] = wf_refs.reshape("TID673", table_[668], {batch * 64, 64});
-  table_[674] = wf_refs.reshape("TID674", table_[6], {batch * 64, 64});
-  table_[675] = wf_refs.contiguous("TID675", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID675 = layer_norm_param_grad
-  table_[676] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[677] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[678] = wf_refs.contiguous("TID678", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID678 = add
-  table_[679] = wf_refs.permute("TID679", table_[678], {1, 2, 0});
-  table_[680] = wf_refs.contiguous("TID680", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID680 = sum
-  table_[681] = wf_refs.permute("TID681", table_[680], {2, 0, 1});
-  table_[682] = wf_refs.reshape("TID682", table_[681], {64, 64});
-  table_[683] = wf_refs.reshape("TID683", table_[678], {batch * 64, 64});
-  table_[684] = wf_refs.reshape("TID684", table_[0], {batch * 64});
-  table_[685] = wf_refs.contiguous("TID685", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID685 = scatter_add
-  table_[686] = table_[185];  // add into grad:tiny_lm_0.position_embedding
-  table_[687] = wf_refs.contiguous("TID687", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID687 = add
-  table_[688] = table_[184];  // add into grad:tiny_lm_0.token_embedding
+  table_[517] = wf_refs.contiguous("TID517", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID517 = fill
+  table_[518] = wf_refs.slice("TID518", table_[517], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[519] = table_[518];  // copy into TID518
+  table_[520] = wf_refs.permute("TID520", table_[58], {0, 2, 1});
+  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID521 = matmul
+  table_[522] = wf_refs.reshape("TID522", table_[56], {batch * 64, 16});
+  table_[523] = wf_refs.reshape("TID523", table_[484], {batch * 64, 64});
+  table_[524] = wf_refs.permute("TID524", table_[522], {1, 0});
+  table_[525] = wf_refs.contiguous("TID525", wf_arena + wf_slot17, wfgen::rt::DType::f32, {16, 64});  // TID525 = matmul
+  table_[526] = wf_refs.slice("TID526", table_[498], {32, 0}, {1, 1}, {16, 64});
+  table_[527] = table_[526];  // add into TID526
+  table_[528] = wf_refs.permute("TID528", table_[55], {0, 2, 1});
+  table_[529] = wf_refs.contiguous("TID529", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID529 = matmul
+  table_[530] = wf_refs.permute("TID530", table_[54], {0, 2, 1});
+  table_[531] = wf_refs.contiguous("TID531", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 16});  // TID531 = matmul
+  table_[532] = wf_refs.slice("TID532", table_[505], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[533] = table_[532];  // add into TID532
+  table_[534] = wf_refs.contiguous("TID534", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID534 = fused_mul_sum_sub_mul_and_1
+  table_[535] = wf_refs.permute("TID535", table_[52], {0, 2, 1});
+  table_[536] = wf_refs.contiguous("TID536", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // TID536 = matmul
+  table_[537] = wf_refs.permute("TID537", table_[50], {0, 2, 1});
+  table_[538] = wf_refs.contiguous("TID538", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 16, 64});  // TID538 = matmul
+  table_[539] = wf_refs.permute("TID539", table_[538], {0, 2, 1});
+  table_[540] = wf_refs.slice("TID540", table_[514], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[541] = table_[540];  // add into TID540
+  table_[542] = wf_refs.slice("TID542", table_[517], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[543] = table_[542];  // add into TID542
+  table_[544] = wf_refs.permute("TID544", table_[48], {0, 2, 1});
+  table_[545] = wf_refs.contiguous("TID545", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // TID545 = matmul
+  table_[546] = wf_refs.reshape("TID546", table_[46], {batch * 64, 16});
+  table_[547] = wf_refs.reshape("TID547", table_[484], {batch * 64, 64});
+  table_[548] = wf_refs.permute("TID548", table_[546], {1, 0});
+  table_[549] = wf_refs.contiguous("TID549", wf_arena + wf_slot12, wfgen::rt::DType::f32, {16, 64});  // TID549 = matmul
+  table_[550] = wf_refs.slice("TID550", table_[498], {16, 0}, {1, 1}, {16, 64});
+  table_[551] = table_[550];  // add into TID550
+  table_[552] = wf_refs.permute("TID552", table_[45], {0, 2, 1});
+  table_[553] = wf_refs.contiguous("TID553", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID553 = matmul
+  table_[554] = wf_refs.permute("TID554", table_[44], {0, 2, 1});
+  table_[555] = wf_refs.contiguous("TID555", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // TID555 = matmul
+  table_[556] = wf_refs.slice("TID556", table_[505], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[557] = table_[556];  // add into TID556
+  table_[558] = wf_refs.contiguous("TID558", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID558 = fused_mul_sum_sub_mul_and_1
+  table_[559] = wf_refs.permute("TID559", table_[42], {0, 2, 1});
+  table_[560] = wf_refs.contiguous("TID560", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID560 = matmul
+  table_[561] = wf_refs.permute("TID561", table_[40], {0, 2, 1});
+  table_[562] = wf_refs.contiguous("TID562", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 16, 64});  // TID562 = matmul
+  table_[563] = wf_refs.permute("TID563", table_[562], {0, 2, 1});
+  table_[564] = wf_refs.slice("TID564", table_[514], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[565] = table_[564];  // add into TID564
+  table_[566] = wf_refs.slice("TID566", table_[517], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[567] = table_[566];  // add into TID566
+  table_[568] = wf_refs.permute("TID568", table_[38], {0, 2, 1});
+  table_[569] = wf_refs.contiguous("TID569", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID569 = matmul
+  table_[570] = wf_refs.reshape("TID570", table_[36], {batch * 64, 16});
+  table_[571] = wf_refs.reshape("TID571", table_[484], {batch * 64, 64});
+  table_[572] = wf_refs.permute("TID572", table_[570], {1, 0});
+  table_[573] = wf_refs.contiguous("TID573", wf_arena + wf_slot9, wfgen::rt::DType::f32, {16, 64});  // TID573 = matmul
+  table_[574] = wf_refs.slice("TID574", table_[498], {0, 0}, {1, 1}, {16, 64});
+  table_[575] = table_[574];  // add into TID574
+  table_[576] = wf_refs.permute("TID576", table_[35], {0, 2, 1});
+  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID577 = matmul
+  table_[578] = wf_refs.permute("TID578", table_[34], {0, 2, 1});
+  table_[579] = wf_refs.contiguous("TID579", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 16});  // TID579 = matmul
+  table_[580] = wf_refs.slice("TID580", table_[505], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[581] = table_[580];  // add into TID580
+  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID582 = fused_mul_sum_sub_mul_and_1
+  table_[583] = wf_refs.permute("TID583", table_[32], {0, 2, 1});
+  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // TID584 = matmul
+  table_[585] = wf_refs.permute("TID585", table_[30], {0, 2, 1});
+  table_[586] = wf_refs.contiguous("TID586", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 16, 64});  // TID586 = matmul
+  table_[587] = wf_refs.permute("TID587", table_[586], {0, 2, 1});
+  table_[588] = wf_refs.slice("TID588", table_[514], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[589] = table_[588];  // add into TID588
+  table_[590] = wf_refs.slice("TID590", table_[517], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[591] = table_[590];  // add into TID590
+  table_[592] = wf_refs.permute("TID592", table_[505], {0, 2, 1});
+  table_[593] = wf_refs.contiguous("TID593", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID593 = sum
+  table_[594] = wf_refs.permute("TID594", table_[593], {0, 2, 1});
+  table_[595] = wf_refs.permute("TID595", table_[594], {1, 2, 0});
+  table_[596] = wf_refs.contiguous("TID596", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID596 = sum
+  table_[597] = wf_refs.permute("TID597", table_[596], {2, 0, 1});
+  table_[598] = wf_refs.reshape("TID598", table_[597], {64});
+  table_[599] = wf_refs.permute("TID599", table_[26], {0, 2, 1});
+  table_[600] = wf_refs.contiguous("TID600", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID600 = matmul
+  table_[601] = wf_refs.reshape("TID601", table_[9], {batch * 64, 64});
+  table_[602] = wf_refs.reshape("TID602", table_[505], {batch * 64, 64});
+  table_[603] = wf_refs.permute("TID603", table_[601], {1, 0});
+  table_[604] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[605] = wf_refs.permute("TID605", table_[514], {0, 2, 1});
+  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID606 = sum
+  table_[607] = wf_refs.permute("TID607", table_[606], {0, 2, 1});
+  table_[608] = wf_refs.permute("TID608", table_[607], {1, 2, 0});
+  table_[609] = wf_refs.contiguous("TID609", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 64, 1});  // TID609 = sum
+  table_[610] = wf_refs.permute("TID610", table_[609], {2, 0, 1});
+  table_[611] = wf_refs.reshape("TID611", table_[610], {64});
+  table_[612] = wf_refs.permute("TID612", table_[22], {0, 2, 1});
+  table_[613] = wf_refs.contiguous("TID613", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID613 = matmul
+  table_[614] = wf_refs.reshape("TID614", table_[9], {batch * 64, 64});
+  table_[615] = wf_refs.reshape("TID615", table_[514], {batch * 64, 64});
+  table_[616] = wf_refs.permute("TID616", table_[614], {1, 0});
+  table_[617] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[618] = wf_refs.permute("TID618", table_[517], {0, 2, 1});
+  table_[619] = wf_refs.contiguous("TID619", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID619 = sum
+  table_[620] = wf_refs.permute("TID620", table_[619], {0, 2, 1});
+  table_[621] = wf_refs.permute("TID621", table_[620], {1, 2, 0});
+  table_[622] = wf_refs.contiguous("TID622", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID622 = sum
+  table_[623] = wf_refs.permute("TID623", table_[622], {2, 0, 1});
+  table_[624] = wf_refs.reshape("TID624", table_[623], {64});
+  table_[625] = wf_refs.permute("TID625", table_[18], {0, 2, 1});
+  table_[626] = wf_refs.contiguous("TID626", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID626 = matmul
+  table_[627] = wf_refs.reshape("TID627", table_[9], {batch * 64, 64});
+  table_[628] = wf_refs.reshape("TID628", table_[517], {batch * 64, 64});
+  table_[629] = wf_refs.permute("TID629", table_[627], {1, 0});
+  table_[630] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[631] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[632] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[633] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[634] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[635] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[636] = wf_refs.contiguous("TID636", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID636 = fused_add_add
+  table_[637] = wf_refs.contiguous("TID637", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID637 = layer_norm_grad
+  table_[638] = wf_refs.reshape("TID638", table_[636], {batch * 64, 64});
+  table_[639] = wf_refs.reshape("TID639", table_[6], {batch * 64, 64});
+  table_[640] = wf_refs.contiguous("TID640", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID640 = layer_norm_param_grad
+  table_[641] = wf_refs.reshape("TID641", table_[636], {batch * 64, 64});
+  table_[642] = wf_refs.reshape("TID642", table_[6], {batch * 64, 64});
+  table_[643] = wf_refs.contiguous("TID643", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID643 = layer_norm_param_grad
+  table_[644] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[645] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[646] = wf_refs.contiguous("TID646", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID646 = add
+  table_[647] = wf_refs.permute("TID647", table_[646], {1, 2, 0});
+  table_[648] = wf_refs.contiguous("TID648", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID648 = sum
+  table_[649] = wf_refs.permute("TID649", table_[648], {2, 0, 1});
+  table_[650] = wf_refs.reshape("TID650", table_[649], {64, 64});
+  table_[651] = wf_refs.reshape("TID651", table_[646], {batch * 64, 64});
+  table_[652] = wf_refs.reshape("TID652", table_[0], {batch * 64});
+  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID653 = scatter_add
+  table_[654] = table_[185];  // add into grad:tiny_lm_0.position_embedding
+  table_[655] = wf_refs.contiguous("TID655", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID655 = add
+  table_[656] = table_[184];  // add into grad:tiny_lm_0.token_embedding
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
@@ -3161,7 +2945,7 @@ wfgen::rt::Status lm_train::copy_parameters_from_(const std::vector<std::pair<st
 }
 
 std::string lm_train::summary() const {
-  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + max(batch * 16384, 256, batch * 4096) + max(batch * 16384, batch * 256, 256, 4096, batch * 4096) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, batch * 256, 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + batch * 16384 + max(batch * 65536, batch * 16384, 256, batch * 4096) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256, 4096, batch * 16384, batch * 4096) + max(batch * 256, 256, batch * 4096, batch * 16384) + 4 + max(4, 4096, batch * 16384) bytes (each slot rounded up to 64)\n  instructions: 68 forward, 229 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
+  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + max(batch * 16384, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + batch * 16384 + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + max(batch * 256, 256) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 68 forward, 197 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
 }
 
 std::string lm_train::disassemble() {
