@@ -39,7 +39,7 @@ void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
   w.line("const std::int64_t wf_sx = " + x.cpp + ".strides[" + last + "], wf_so = " + o.cpp + ".strides[" + last + "];");
   w.line("const " + t + " wf_scale = static_cast<" + t + ">(" + scalar(p, "scale") + ");");
   w.line("const bool wf_causal = " + scalar(p, "causal") + ";");
-  w.open("wfgen::rt::parallel_for(0, wf_mats * wf_rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, wf_cols)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("wfgen::rt::parallel_for(0, wf_mats * wf_rows, " + builtin::rows_grain(16384, "wf_cols") + ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
   w.open("for (std::int64_t wf_q = wf_lo; wf_q < wf_hi; ++wf_q)");
   w.line("const std::int64_t wf_i = wf_q % wf_rows;");
   w.line("std::int64_t wf_ox = wf_i * " + x.cpp + ".strides[" + rows_axis + "], wf_oo = wf_i * " + o.cpp + ".strides[" + rows_axis + "];");

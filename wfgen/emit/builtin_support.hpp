@@ -1,5 +1,5 @@
-// Small helpers the builtin kernels' writers share (builtins.cpp,
-// builtin_softmax.cpp).
+// Small helpers the kernels' writers share (builtins.cpp,
+// builtin_softmax.cpp, emit_kernels.cpp's reductions).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,13 @@ namespace wfgen::emit::builtin {
 inline std::string num(std::int64_t v) { return std::to_string(v); }
 
 inline std::string elem(rt::DType d) { return expr::cpp_type(d); }
+
+// A parallel_for grain in rows (planes, matrix rows) such that a chunk
+// holds about `elements` elements: the C++ expression max(1, elements /
+// max(1, per_row)), `per_row` being the expression of a row's elements.
+inline std::string rows_grain(std::int64_t elements, const std::string& per_row) {
+  return "std::max<std::int64_t>(1, " + num(elements) + " / std::max<std::int64_t>(1, " + per_row + "))";
+}
 
 // The name of a constructor argument's C++ parameter (checked by kernel_plan).
 inline std::string scalar(const lower::KernelPlan& p, const char* name) {

@@ -21,6 +21,7 @@ using spec::ArgType;
 using builtin::elem;
 using builtin::num;
 using builtin::open_row_nest;
+using builtin::rows_grain;
 using builtin::scalar;
 
 void emit_gather(CodeWriter& w, const KernelPlan& p) {
@@ -127,7 +128,7 @@ void open_plane_loop(CodeWriter& w, const TensorParam& planes, const TensorParam
   w.line("const std::int64_t wf_channels = " + planes.cpp + ".shape[1];");
   w.line("const std::int64_t wf_plane = " + col.cpp + ".shape[2] * " + col.cpp + ".shape[3] * " + col.cpp + ".shape[4] * " + col.cpp +
          ".shape[5];");
-  w.open("wfgen::rt::parallel_for(0, " + planes.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_plane)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("wfgen::rt::parallel_for(0, " + planes.cpp + ".shape[0] * wf_channels, " + rows_grain(32768, "wf_plane") + ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
   for (const auto& l : locals) w.line(l);
   w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
   w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
@@ -332,7 +333,7 @@ void emit_depthwise_conv2d(CodeWriter& w, const KernelPlan& p) {
   w.line("const std::int64_t wf_channels = " + o.cpp + ".shape[1];");
   w.line("const std::int64_t wf_work = " + o.cpp + ".shape[2] * " + o.cpp + ".shape[3] * " + f.cpp + ".shape[1] * " + f.cpp +
          ".shape[2];  // multiply-adds of a plane");
-  w.open("wfgen::rt::parallel_for(0, " + o.cpp + ".shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_work)), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.open("wfgen::rt::parallel_for(0, " + o.cpp + ".shape[0] * wf_channels, " + rows_grain(32768, "wf_work") + ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
   w.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");
   w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
   if (p.epilogue) emit_plane_epilogue(w, p);
@@ -520,8 +521,8 @@ class MaxPool {
     else if (mode_ == PoolMode::Grad)
       w_.comment(o_.name + "[n c h w] = sum of " + win_.name + "[n c y x] over the windows whose winner in " + x_.name + window + " is (h w)");
     else w_.comment(o_.name + "[n c y x] = " + target_.name + " at the winner in " + x_.name + window);
-    w_.open("wfgen::rt::parallel_for(0, " + x_.cpp + ".shape[0] * " + x_.cpp + ".shape[1], std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, " +
-            x_.cpp + ".shape[2] * " + x_.cpp + ".shape[3])), [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+    w_.open("wfgen::rt::parallel_for(0, " + x_.cpp + ".shape[0] * " + x_.cpp + ".shape[1], " +
+            rows_grain(32768, x_.cpp + ".shape[2] * " + x_.cpp + ".shape[3]") + ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
     sizes();
     tiles();
     w_.open("for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc)");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "wfgen/emit/builtin_support.hpp"
 #include "wfgen/emit/builtins.hpp"
 #include "wfgen/emit/code_writer.hpp"
 #include "wfgen/emit/row_kernels.hpp"
@@ -325,9 +326,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
          ".shape), {wfgen::rt::head<1>(" + x.cpp + ".strides), wfgen::rt::head<1>(" + o.cpp + ".strides)}, 1);");
   // The grain is in elements (docs/specs.md), the nest's in rows. Each row
   // is reduced by one thread in its own order, so a split changes no bit.
-  const std::string grain = p.impl->parallel_grain > 0
-                                ? "std::max<std::int64_t>(1, " + num(p.impl->parallel_grain) + " / std::max<std::int64_t>(1, wf_len))"
-                                : "0";
+  const std::string grain = p.impl->parallel_grain > 0 ? builtin::rows_grain(p.impl->parallel_grain, "wf_len") : "0";
   w.open("wf_nest.run(" + grain + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_rows)");
   w.line("std::int64_t wf_r = 0;");
   if (!arg) emit_reduce_lanes(w, p);
