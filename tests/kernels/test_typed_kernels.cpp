@@ -492,6 +492,46 @@ TEST_CASE("reductions above their grain split by rows and give one thread's bits
   }
 }
 
+// scaled_softmax splits its rows (of all matrices) across the threads, in
+// chunks of 16384 / cols rows that start inside a matrix: each chunk's
+// first row must get its matrix's offsets and its causal length from its
+// own index. Two threads against one (the same bits: each row is one
+// thread's) and against softmax in double here, for contiguous rows and
+// for rows read with a stride (X transposed: the scalar loop).
+TEST_CASE("scaled_softmax split across threads mid-matrix", "[kernels][threads]") {
+  using wfgen::rt::Tensor;
+  const int saved = wfgen::rt::num_threads();
+  Tensor x = Tensor::empty(wfgen::rt::DType::f32, {2, 3, 100, 100});
+  wfgen::rt::Rng rng(17);
+  wfgen::rt::fill_uniform(x, -4, 4, rng);
+  for (bool transposed : {false, true}) {
+    const Tensor in = transposed ? x.transpose(2, 3) : x;
+    std::vector<Tensor> outs;
+    for (int threads : {1, 2}) {
+      wfgen::rt::set_num_threads(threads);
+      outs.push_back(Tensor::zeros(wfgen::rt::DType::f32, {2, 3, 100, 100}));
+      wfgen_kernels::scaled_softmax_f32_r4(in.cview<float, 4>(), outs.back().view<float, 4>(), 0.5f, true);
+    }
+    wfgen::rt::set_num_threads(saved);
+    INFO((transposed ? "X transposed" : "contiguous rows"));
+    std::int64_t differ = 0, wrong = 0;
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 3; ++b)
+        for (int i = 0; i < 100; ++i) {
+          double mx = -1e300, sum = 0;
+          for (int j = 0; j <= i; ++j) mx = std::max(mx, 0.5 * in.at<float>({a, b, i, j}));
+          for (int j = 0; j <= i; ++j) sum += std::exp(0.5 * in.at<float>({a, b, i, j}) - mx);
+          for (int j = 0; j < 100; ++j) {
+            const double want = j <= i ? std::exp(0.5 * in.at<float>({a, b, i, j}) - mx) / sum : 0.0;
+            differ += outs[0].at<float>({a, b, i, j}) != outs[1].at<float>({a, b, i, j});
+            wrong += std::abs(outs[1].at<float>({a, b, i, j}) - want) > 1e-6 + 1e-5 * want;
+          }
+        }
+    CHECK(differ == 0);
+    CHECK(wrong == 0);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Streaming stores (rt::stream_store): a contiguous output at least
 // rt::streaming_store_bytes() large is written in 256-byte blocks with

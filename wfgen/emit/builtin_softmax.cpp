@@ -40,12 +40,16 @@ void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
   w.line("const " + t + " wf_scale = static_cast<" + t + ">(" + scalar(p, "scale") + ");");
   w.line("const bool wf_causal = " + scalar(p, "causal") + ";");
   w.open("wfgen::rt::parallel_for(0, wf_mats * wf_rows, " + builtin::rows_grain(16384, "wf_cols") + ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
-  w.open("for (std::int64_t wf_q = wf_lo; wf_q < wf_hi; ++wf_q)");
-  w.line("const std::int64_t wf_i = wf_q % wf_rows;");
-  w.line("std::int64_t wf_ox = wf_i * " + x.cpp + ".strides[" + rows_axis + "], wf_oo = wf_i * " + o.cpp + ".strides[" + rows_axis + "];");
-  builtin::add_batch_offsets(w, r, "wf_q / wf_rows", x, o, "wf_ox", "wf_oo");
-  w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_ox;");
-  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_oo;");
+  // Rows walked matrix by matrix: the matrix's offsets are computed once
+  // for its rows (a division and a remainder per row and batch axis were
+  // 4.3 of the 18.8 us of the tiny LM's 16 x 64 rows of 64).
+  w.open("for (std::int64_t wf_q = wf_lo; wf_q < wf_hi;)");
+  w.line("const std::int64_t wf_m = wf_q / wf_rows, wf_end = std::min(wf_hi, (wf_m + 1) * wf_rows);");
+  w.line("std::int64_t wf_mx = 0, wf_mo = 0;");
+  builtin::add_batch_offsets(w, r, "wf_m", x, o, "wf_mx", "wf_mo");
+  w.open("for (std::int64_t wf_i = wf_q - wf_m * wf_rows; wf_q < wf_end; ++wf_q, ++wf_i)");
+  w.line("const " + t + "* wf_src = " + x.cpp + ".data + wf_mx + wf_i * " + x.cpp + ".strides[" + rows_axis + "];");
+  w.line(t + "* wf_dst = " + o.cpp + ".data + wf_mo + wf_i * " + o.cpp + ".strides[" + rows_axis + "];");
   w.line("const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps");
   w.line("if (wf_n <= 0) continue;");
   w.open("if (wf_sx == 1 && wf_so == 1)");
@@ -58,6 +62,7 @@ void emit_scaled_softmax(CodeWriter& w, const KernelPlan& p) {
   w.line("for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_sum += std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max);");
   w.line("for (std::int64_t wf_j = 0; wf_j < wf_cols; ++wf_j)");
   w.line("  wf_dst[wf_j * wf_so] = wf_j < wf_n ? static_cast<" + t + ">(std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max) / wf_sum) : " + t + "(0);");
+  w.close();
   w.close();
   w.close(");");
 }

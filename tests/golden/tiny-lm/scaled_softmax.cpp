@@ -25,30 +25,32 @@ void scaled_softmax_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<fl
   const float wf_scale = static_cast<float>(scale);
   const bool wf_causal = causal;
   wfgen::rt::parallel_for(0, wf_mats * wf_rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, wf_cols)), [&](std::int64_t wf_lo, std::int64_t wf_hi) {
-    for (std::int64_t wf_q = wf_lo; wf_q < wf_hi; ++wf_q) {
-      const std::int64_t wf_i = wf_q % wf_rows;
-      std::int64_t wf_ox = wf_i * X.strides[1], wf_oo = wf_i * OUT.strides[1];
-      std::int64_t wf_rest = wf_q / wf_rows;
+    for (std::int64_t wf_q = wf_lo; wf_q < wf_hi;) {
+      const std::int64_t wf_m = wf_q / wf_rows, wf_end = std::min(wf_hi, (wf_m + 1) * wf_rows);
+      std::int64_t wf_mx = 0, wf_mo = 0;
+      std::int64_t wf_rest = wf_m;
       for (int wf_d = 0; wf_d >= 0; --wf_d) {
         const std::int64_t wf_k = wf_rest % OUT.shape[wf_d];
         wf_rest /= OUT.shape[wf_d];
-        wf_ox += wf_k * X.strides[wf_d];
-        wf_oo += wf_k * OUT.strides[wf_d];
+        wf_mx += wf_k * X.strides[wf_d];
+        wf_mo += wf_k * OUT.strides[wf_d];
       }
-      const float* wf_src = X.data + wf_ox;
-      float* wf_dst = OUT.data + wf_oo;
-      const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps
-      if (wf_n <= 0) continue;
-      if (wf_sx == 1 && wf_so == 1) {
-        wfgen::rt::math::scaled_softmax_row(wf_dst, wf_src, wf_scale, wf_n, wf_cols);
-        continue;
+      for (std::int64_t wf_i = wf_q - wf_m * wf_rows; wf_q < wf_end; ++wf_q, ++wf_i) {
+        const float* wf_src = X.data + wf_mx + wf_i * X.strides[1];
+        float* wf_dst = OUT.data + wf_mo + wf_i * OUT.strides[1];
+        const std::int64_t wf_n = wf_causal ? std::min(wf_i + 1, wf_cols) : wf_cols;  // the columns the row keeps
+        if (wf_n <= 0) continue;
+        if (wf_sx == 1 && wf_so == 1) {
+          wfgen::rt::math::scaled_softmax_row(wf_dst, wf_src, wf_scale, wf_n, wf_cols);
+          continue;
+        }
+        double wf_max = -std::numeric_limits<double>::infinity();
+        for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_max = std::max(wf_max, static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]));
+        double wf_sum = 0;
+        for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_sum += std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max);
+        for (std::int64_t wf_j = 0; wf_j < wf_cols; ++wf_j)
+          wf_dst[wf_j * wf_so] = wf_j < wf_n ? static_cast<float>(std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max) / wf_sum) : float(0);
       }
-      double wf_max = -std::numeric_limits<double>::infinity();
-      for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_max = std::max(wf_max, static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]));
-      double wf_sum = 0;
-      for (std::int64_t wf_j = 0; wf_j < wf_n; ++wf_j) wf_sum += std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max);
-      for (std::int64_t wf_j = 0; wf_j < wf_cols; ++wf_j)
-        wf_dst[wf_j * wf_so] = wf_j < wf_n ? static_cast<float>(std::exp(static_cast<double>(wf_scale * wf_src[wf_j * wf_sx]) - wf_max) / wf_sum) : float(0);
     }
   });
 }
