@@ -532,6 +532,50 @@ TEST_CASE("scaled_softmax split across threads mid-matrix", "[kernels][threads]"
   }
 }
 
+// layer_norm_param_grad sums down the rows in blocks of rows fixed by the
+// shape (each block's partial sums, then the blocks added in their order):
+// two threads give one thread's bits, G's gradient and B's (beta), rows
+// along their length and transposed operands (the strided loops), a row
+// count no block size divides; against the definition in double.
+TEST_CASE("layer_norm_param_grad splits its rows into blocks and gives one thread's bits", "[kernels][threads]") {
+  using wfgen::rt::Tensor;
+  const int saved = wfgen::rt::num_threads();
+  const std::int64_t rows = 3001, n = 67;
+  wfgen::rt::Rng rng(7);
+  Tensor dy = Tensor::empty(wfgen::rt::DType::f32, {rows, n}), x = Tensor::empty(wfgen::rt::DType::f32, {rows, n});
+  Tensor dyt = Tensor::empty(wfgen::rt::DType::f32, {n, rows}), xt = Tensor::empty(wfgen::rt::DType::f32, {n, rows});
+  for (Tensor* t : {&dy, &x, &dyt, &xt}) wfgen::rt::fill_uniform(*t, -1, 1, rng);
+  for (bool transposed : {false, true})
+    for (bool beta : {false, true}) {
+      const Tensor d = transposed ? dyt.T() : dy, xs = transposed ? xt.T() : x;
+      std::vector<Tensor> outs;
+      for (int threads : {1, 2}) {
+        wfgen::rt::set_num_threads(threads);
+        outs.push_back(Tensor::zeros(wfgen::rt::DType::f32, {n}));
+        wfgen_kernels::layer_norm_param_grad_f32_r1(d.cview<float, 2>(), xs.cview<float, 2>(), outs.back().view<float, 1>(), 1e-5f, beta);
+      }
+      wfgen::rt::set_num_threads(saved);
+      std::vector<double> want(static_cast<std::size_t>(n), 0.0);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (std::int64_t c = 0; c < n; ++c) mean += xs.at<float>({r, c}) / static_cast<double>(n);
+        for (std::int64_t c = 0; c < n; ++c) var += (xs.at<float>({r, c}) - mean) * (xs.at<float>({r, c}) - mean) / static_cast<double>(n);
+        for (std::int64_t c = 0; c < n; ++c) {
+          const double xhat = (xs.at<float>({r, c}) - mean) / std::sqrt(var + 1e-5);
+          want[static_cast<std::size_t>(c)] += d.at<float>({r, c}) * (beta ? 1.0 : xhat);
+        }
+      }
+      INFO((transposed ? "transposed" : "rows along their length") << (beta ? ", beta" : ", gamma"));
+      std::int64_t differ = 0, wrong = 0;
+      for (std::int64_t c = 0; c < n; ++c) {
+        differ += outs[0].at<float>({c}) != outs[1].at<float>({c});
+        wrong += std::abs(outs[1].at<float>({c}) - want[static_cast<std::size_t>(c)]) > 2e-3;
+      }
+      CHECK(differ == 0);
+      CHECK(wrong == 0);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Streaming stores (rt::stream_store): a contiguous output at least
 // rt::streaming_store_bytes() large is written in 256-byte blocks with

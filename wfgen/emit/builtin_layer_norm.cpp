@@ -74,22 +74,30 @@ void emit_layer_norm_grad(CodeWriter& w, const KernelPlan& p) {
 }
 
 // OUT[c] = sum over the rows of DOUT[r, c] * xhat[r, c], or of DOUT[r, c]
-// when beta: the gradients in G and B. A block of columns a thread (the
-// sums run down the rows; a row's moments need all of it), at least 16
-// columns (a cache line of floats) a block.
+// when beta: the gradients in G and B. The rows in blocks fixed by the
+// shape (rt::math::layer_norm::param_grad_block_rows), a block's sums into
+// its own partial sums, blocks split across the threads; then the partial
+// sums added in the order of the blocks, columns split across the threads
+// when there are many: the same bits at any thread count.
 void emit_layer_norm_param_grad(CodeWriter& w, const KernelPlan& p) {
   const auto& dy = p.tensors[0];
   const auto& x = p.tensors[1];
   const auto& o = p.tensors[2];
+  const std::string e = elem(p.dtype);
   w.comment(o.name + "[c] = sum over r of " + dy.name + "[r, c] * xhat[r, c] (beta: of " + dy.name + "[r, c]), xhat = (" + x.name +
             "[r, :] - mean) * rstd");
   w.line("const std::int64_t wf_rows = " + x.cpp + ".shape[0], wf_n = " + x.cpp + ".shape[1];");
-  w.line("const std::int64_t wf_threads = wfgen::rt::num_threads();");
-  w.line("const std::int64_t wf_block = std::max<std::int64_t>(16, (wf_n + wf_threads - 1) / wf_threads);");
-  w.open("wfgen::rt::parallel_for(0, wf_n, wf_block, [&](std::int64_t wf_lo, std::int64_t wf_hi)");
-  w.line("wfgen::rt::math::layer_norm::param_grad_cols(" + vec_of(o) + ", " + dy.cpp + ".data, " + dy.cpp + ".strides[0], " + dy.cpp +
-         ".strides[1], " + x.cpp + ".data, " + x.cpp + ".strides[0], " + x.cpp + ".strides[1], wf_rows, wf_n, wf_lo, wf_hi, " + eps_of(p) +
-         ", " + scalar(p, "beta") + ");");
+  w.line("const std::int64_t wf_block = wfgen::rt::math::layer_norm::param_grad_block_rows(wf_rows, wf_n);");
+  w.line("const std::int64_t wf_blocks = (wf_rows + wf_block - 1) / wf_block;");
+  w.line("std::vector<" + e + "> wf_part(static_cast<std::size_t>(wf_blocks * wf_n));");
+  w.open("wfgen::rt::parallel_for(0, wf_blocks, 1, [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.line("for (std::int64_t wf_b = wf_lo; wf_b < wf_hi; ++wf_b)");
+  w.line("  wfgen::rt::math::layer_norm::param_grad_rows(wf_part.data() + wf_b * wf_n, " + dy.cpp + ".data, " + dy.cpp + ".strides[0], " +
+         dy.cpp + ".strides[1], " + x.cpp + ".data, " + x.cpp + ".strides[0], " + x.cpp + ".strides[1], wf_b * wf_block, std::min(wf_rows, (wf_b + 1) * wf_block), wf_n, " +
+         eps_of(p) + ", " + scalar(p, "beta") + ");");
+  w.close(");");
+  w.open("wfgen::rt::parallel_for(0, wf_n, " + builtin::rows_grain(16384, "wf_blocks") + ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  w.line("wfgen::rt::math::layer_norm::fold_blocks(" + vec_of(o) + ", wf_part.data(), wf_blocks, wf_n, wf_lo, wf_hi);");
   w.close(");");
 }
 

@@ -20,10 +20,15 @@ namespace lm_example {
 void layer_norm_param_grad_f32_r1(wfgen::rt::View<const float, 2> DOUT, wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 1> OUT, float eps, bool beta) {
   // OUT[c] = sum over r of DOUT[r, c] * xhat[r, c] (beta: of DOUT[r, c]), xhat = (X[r, :] - mean) * rstd
   const std::int64_t wf_rows = X.shape[0], wf_n = X.shape[1];
-  const std::int64_t wf_threads = wfgen::rt::num_threads();
-  const std::int64_t wf_block = std::max<std::int64_t>(16, (wf_n + wf_threads - 1) / wf_threads);
-  wfgen::rt::parallel_for(0, wf_n, wf_block, [&](std::int64_t wf_lo, std::int64_t wf_hi) {
-    wfgen::rt::math::layer_norm::param_grad_cols(OUT.data, OUT.strides[0], DOUT.data, DOUT.strides[0], DOUT.strides[1], X.data, X.strides[0], X.strides[1], wf_rows, wf_n, wf_lo, wf_hi, static_cast<float>(eps), beta);
+  const std::int64_t wf_block = wfgen::rt::math::layer_norm::param_grad_block_rows(wf_rows, wf_n);
+  const std::int64_t wf_blocks = (wf_rows + wf_block - 1) / wf_block;
+  std::vector<float> wf_part(static_cast<std::size_t>(wf_blocks * wf_n));
+  wfgen::rt::parallel_for(0, wf_blocks, 1, [&](std::int64_t wf_lo, std::int64_t wf_hi) {
+    for (std::int64_t wf_b = wf_lo; wf_b < wf_hi; ++wf_b)
+      wfgen::rt::math::layer_norm::param_grad_rows(wf_part.data() + wf_b * wf_n, DOUT.data, DOUT.strides[0], DOUT.strides[1], X.data, X.strides[0], X.strides[1], wf_b * wf_block, std::min(wf_rows, (wf_b + 1) * wf_block), wf_n, static_cast<float>(eps), beta);
+  });
+  wfgen::rt::parallel_for(0, wf_n, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, wf_blocks)), [&](std::int64_t wf_lo, std::int64_t wf_hi) {
+    wfgen::rt::math::layer_norm::fold_blocks(OUT.data, OUT.strides[0], wf_part.data(), wf_blocks, wf_n, wf_lo, wf_hi);
   });
 }
 
