@@ -532,6 +532,33 @@ TEST_CASE("scaled_softmax split across threads mid-matrix", "[kernels][threads]"
   }
 }
 
+// one_hot splits its rows across the threads from 65536 output elements:
+// 1500 rows of 100 classes at 2 threads, a contiguous output and one read
+// with a stride (its transpose), every row against its index, some out of
+// range (a row of zeros).
+TEST_CASE("one_hot split across threads, contiguous and strided rows", "[kernels][threads]") {
+  using wfgen::rt::Tensor;
+  const int saved = wfgen::rt::num_threads();
+  const std::int64_t rows = 1500, classes = 100;
+  std::vector<float> ids(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = static_cast<float>((r * 37) % 113 - 5);  // -5 .. 107
+  Tensor idx = Tensor::from_data<float>({rows}, ids);
+  wfgen::rt::set_num_threads(2);
+  Tensor out = Tensor::full(DType::f32, {rows, classes}, 7);
+  Tensor outt = Tensor::full(DType::f32, {classes, rows}, 7);
+  wfgen_kernels::one_hot_f32_r2(idx.cview<float, 1>(), out.view<float, 2>(), classes);
+  wfgen_kernels::one_hot_f32_r2(idx.cview<float, 1>(), outt.T().view<float, 2>(), classes);
+  wfgen::rt::set_num_threads(saved);
+  std::int64_t wrong = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t k = 0; k < classes; ++k) {
+      const float want = static_cast<float>(ids[static_cast<std::size_t>(r)]) == static_cast<float>(k) ? 1.0f : 0.0f;
+      wrong += out.at<float>({r, k}) != want;
+      wrong += outt.at<float>({k, r}) != want;
+    }
+  CHECK(wrong == 0);
+}
+
 // layer_norm_param_grad sums down the rows in blocks of rows fixed by the
 // shape (each block's partial sums, then the blocks added in their order):
 // two threads give one thread's bits, G's gradient and B's (beta), rows

@@ -22,7 +22,7 @@ void fused_sub_div_f32_r4(wfgen::rt::View<const float, 4> in0, wfgen::rt::View<c
   const bool wf_contiguous = wf_nest.inner_contiguous();
   if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
     wfgen::rt::out_of_line([&] {
-      wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
+      wf_nest.run(32768, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
         (void)wf_step;  // contiguous: every step is 1
         const float* wf_p_in0 = in0.data + wf_off[0];
         const float* wf_p_in1 = in1.data + wf_off[1];
@@ -52,7 +52,7 @@ void fused_sub_div_f32_r4(wfgen::rt::View<const float, 4> in0, wfgen::rt::View<c
     }
   };
   if (wf_nest.tiled()) {
-    wf_nest.run_tiles(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
+    wf_nest.run_tiles(32768, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
       const wfgen::rt::TileOperand<const float> wf_t_in0(in0.data + wf_off[0], wf_row_step[0], wf_col_step[0], wf_rows, wf_cols);
       const wfgen::rt::TileOperand<const float> wf_t_in1(in1.data + wf_off[1], wf_row_step[1], wf_col_step[1], wf_rows, wf_cols);
       const wfgen::rt::TileOperand<const float> wf_t_in2(in2.data + wf_off[2], wf_row_step[2], wf_col_step[2], wf_rows, wf_cols);
@@ -61,7 +61,7 @@ void fused_sub_div_f32_r4(wfgen::rt::View<const float, 4> in0, wfgen::rt::View<c
     });
     return;
   }
-  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], in2.data + wf_off[2], out.data + wf_off[3], wf_step, wf_n); });
+  wf_nest.run(32768, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], in2.data + wf_off[2], out.data + wf_off[3], wf_step, wf_n); });
 }
 
 void fused_sub_div_f32_r4_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {

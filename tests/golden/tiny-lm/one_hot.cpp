@@ -21,10 +21,15 @@ void one_hot_f32_r2(wfgen::rt::View<const float, 1> IDX, wfgen::rt::View<float, 
   const std::int64_t wf_classes = OUT.shape[1];
   const std::int64_t wf_so = OUT.strides[1];
   const wfgen::rt::LoopNest<1, 2> wf_nest(IDX.shape, {IDX.strides, wfgen::rt::head<1>(OUT.strides)}, 1);
-  wf_nest.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
+  wf_nest.run(std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, wf_classes)), [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
     for (std::int64_t wf_r = 0; wf_r < wf_n; ++wf_r) {
       const std::int64_t wf_k = wfgen::rt::index_of(IDX.data[wf_off[0] + wf_r * wf_step[0]]);
       float* wf_dst = OUT.data + wf_off[1] + wf_r * wf_step[1];
+      if (wf_so == 1) {
+        for (std::int64_t wf_j = 0; wf_j < wf_classes; ++wf_j) wf_dst[wf_j] = float(0);
+        if (wf_k >= 0 && wf_k < wf_classes) wf_dst[wf_k] = float(1);
+        continue;
+      }
       for (std::int64_t wf_j = 0; wf_j < wf_classes; ++wf_j) wf_dst[wf_j * wf_so] = float(wf_j == wf_k ? 1 : 0);
     }
   });
