@@ -3,6 +3,7 @@
 #include "wfgen/emit/model_parts.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <set>
 
@@ -31,6 +32,31 @@ std::set<int> unread_results(const Graph& g) {
   for (int id : g.outputs)
     if (g[id].kind == Kind::Call && !g[id].backward && read.count(g.root(id)) == 0) out.insert(id);
   return out;
+}
+
+// A view written by a kernel, as the disassembly shows it: its storage and
+// the window, TID302[:, :, 48:64] (a slice's gradient that its product
+// writes in place, passes::write_into_windows).
+std::string window_text(const Graph& g, const std::vector<std::string>& names, int id) {
+  const Value& v = g[id];
+  if (v.kind != Kind::View) return names[static_cast<std::size_t>(id)];
+  std::string base = window_text(g, names, v.base);
+  if (v.view == ViewKind::Permute) {
+    std::string perm;
+    for (int x : v.perm) perm += (perm.empty() ? "" : ", ") + num(x);
+    return base + ".permute(" + perm + ")";
+  }
+  if (v.view != ViewKind::Slice) return base + "." + graph::view_name(v.view) + "(" + shape::shape_str(v.shape) + ")";
+  const Shape& whole = g[v.base].shape;
+  std::string axes;
+  for (std::size_t k = 0; k < v.starts.size(); ++k) {
+    const bool all = v.starts[k].is_known() && v.starts[k].value() == 0 && v.steps[k].is_known() && v.steps[k].value() == 1 &&
+                     v.shape[k] == whole[k];
+    std::string axis = all ? ":" : v.starts[k].str() + ":" + v.stops[k].str();
+    if (!(v.steps[k].is_known() && v.steps[k].value() == 1)) axis += ":" + v.steps[k].str();
+    axes += (k == 0 ? "" : ", ") + axis;
+  }
+  return base + "[" + axes + "]";
 }
 
 }  // namespace
@@ -151,7 +177,9 @@ std::string disassemble(const Graph& g) {
         args += (args.empty() ? "" : " ") + name + "{" + dtype + ", " + shape::shape_str(v.shape) + "}";
       }
       scalars += in.scalars.size();
-      out += line + outs + " <= op(" + args + ")>\n";
+      const int into = in.written == 0 ? -1 : g[in.operands[static_cast<std::size_t>(std::countr_zero(in.written))]].write_to;
+      const std::string window = into >= 0 && g[into].kind == Kind::View ? " into " + window_text(g, names, into) : "";
+      out += line + outs + " <= op(" + args + ")>" + window + "\n";
     }
   }
   out += "\n" + num(static_cast<std::int64_t>(insts.size())) + " Instructions | " + num(static_cast<std::int64_t>(tensors.size())) +

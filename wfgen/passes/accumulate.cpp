@@ -1,12 +1,20 @@
-// Products added into gradient buffers: `grad <- grad + A B` as one GEMM
-// that accumulates (beta = 1), not a GEMM into a temporary and an add.
+// Results written where they are going, not into a temporary then moved:
+// products added into gradient buffers (`grad <- grad + A B` as one GEMM
+// that accumulates, beta = 1), and results copied into a window of a
+// tensor (a slice's gradient) written into that window by their kernel.
+#include <algorithm>
+#include <optional>
+
 #include "wfgen/passes/passes.hpp"
 
 namespace wfgen::passes {
 
-int accumulate_products(graph::Graph& g) {
-  using graph::Kind;
-  // Readers of each value (operands, view bases, init_from, write_to, outputs).
+namespace {
+
+using graph::Kind;
+
+// Readers of each value (operands, view bases, init_from, write_to, outputs).
+std::vector<int> count_readers(const graph::Graph& g) {
   std::vector<int> readers(g.values.size(), 0);
   auto read = [&](int id) { ++readers[static_cast<std::size_t>(id)]; };
   for (const auto& v : g.values) {
@@ -17,6 +25,110 @@ int accumulate_products(graph::Graph& g) {
     if (v.write_to >= 0) read(v.write_to);
   }
   for (int o : g.outputs) read(o);
+  return readers;
+}
+
+// Whether call `u` reads or writes the storage `root`.
+bool touches(const graph::Graph& g, const graph::Value& u, int root) {
+  for (int o : u.operands)
+    if (o != u.id && g.root(o) == root) return true;
+  return (u.init_from >= 0 && g.root(u.init_from) == root) || (u.write_to >= 0 && g.root(u.write_to) == root);
+}
+
+// The copy `copy` of P's result (or of a permuted view of it) into a view
+// of other storage, where P may write that view itself: P's kernel takes a
+// strided output (a GEMM's row and column strides, an element-wise loop
+// nest), its result goes nowhere else, and nothing reads or writes the
+// storage between P and the copy. Returns P, or -1.
+int producer_of_copy(const graph::Graph& g, const std::vector<int>& readers, const graph::Value& copy) {
+  if (copy.kind != Kind::Call || copy.write_to < 0 || copy.node->name != "copy" || copy.operands.size() != 2 ||
+      readers[static_cast<std::size_t>(copy.id)] != 0)
+    return -1;
+  int p = copy.operands[0];
+  if (g[p].kind == Kind::View && g[p].view == graph::ViewKind::Permute && readers[static_cast<std::size_t>(p)] == 1) p = g[p].base;
+  const graph::Value& P = g[p];
+  if (P.kind != Kind::Call || (P.impl->kind != spec::BodyKind::Gemm && P.impl->kind != spec::BodyKind::Elementwise) ||
+      P.write_to >= 0 || P.init_from >= 0 || P.accumulate || P.dtype != copy.dtype || readers[static_cast<std::size_t>(p)] != 1)
+    return -1;
+  const int root = g.root(copy.write_to);
+  if (touches(g, P, root)) return -1;
+  for (int id = p + 1; id < copy.id; ++id)
+    if (g[id].kind == Kind::Call && touches(g, g[id], root)) return -1;
+  return p;
+}
+
+// The values P's output view needs (the copy's target and its bases, up
+// to the root) that are defined after P, when they can move before it:
+// views, and a root that is a call of no operands (a fill). Sorted; nullopt
+// when one cannot move.
+std::optional<std::vector<int>> defined_late(const graph::Graph& g, int target, int p) {
+  std::vector<int> late;
+  for (int id = target; id > p;) {
+    const graph::Value& v = g[id];
+    late.push_back(id);
+    if (v.kind == Kind::View) {
+      id = v.base;
+      continue;
+    }
+    const bool fill = v.kind == Kind::Call && v.write_to < 0 && v.init_from < 0 &&
+                      std::all_of(v.operands.begin(), v.operands.end(), [&](int o) { return o == v.id; });
+    if (!fill) return std::nullopt;
+    break;
+  }
+  std::sort(late.begin(), late.end());
+  return late;
+}
+
+// Makes P write into the copy's target (through the inverse of the copy's
+// permutation), moving what that target needs before P.
+void write_into(graph::Graph& g, int p, int copy, std::vector<int> late) {
+  int target = g[copy].write_to;
+  const int source = g[copy].operands[0];
+  if (source != p) {
+    const std::vector<int>& perm = g[source].perm;
+    graph::Value inverse = g[source];
+    inverse.id = static_cast<int>(g.values.size());
+    inverse.base = target;
+    inverse.shape = g[p].shape;
+    for (std::size_t k = 0; k < perm.size(); ++k) inverse.perm[static_cast<std::size_t>(perm[k])] = static_cast<int>(k);
+    inverse.contiguous = false;
+    target = inverse.id;
+    late.push_back(target);
+    g.values.push_back(std::move(inverse));
+  }
+  g[p].write_to = target;
+  g[copy].write_to = -1;  // now read by nothing: dead-code elimination drops it
+  std::vector<int> order;
+  for (const auto& v : g.values) {
+    if (v.id == p) order.insert(order.end(), late.begin(), late.end());
+    if (std::find(late.begin(), late.end(), v.id) == late.end()) order.push_back(v.id);
+  }
+  graph::renumber(g, order);
+}
+
+}  // namespace
+
+int write_into_windows(graph::Graph& g) {
+  int merged = 0;
+  for (bool found = true; found;) {
+    found = false;
+    const std::vector<int> readers = count_readers(g);
+    for (auto& copy : g.values) {
+      const int p = producer_of_copy(g, readers, copy);
+      if (p < 0) continue;
+      std::optional<std::vector<int>> late = defined_late(g, copy.write_to, p);
+      if (!late) continue;
+      write_into(g, p, copy.id, std::move(*late));
+      ++merged;
+      found = true;
+      break;  // ids changed
+    }
+  }
+  return merged;
+}
+
+int accumulate_products(graph::Graph& g) {
+  const std::vector<int> readers = count_readers(g);
   int merged = 0;
   for (auto& add : g.values) {
     // The accumulation autodiff makes: add(buffer, G) written into buffer.

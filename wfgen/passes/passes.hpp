@@ -112,6 +112,16 @@ int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0,
 // temporary and no add. Returns how many were merged.
 int accumulate_products(graph::Graph& g);
 
+// After autodiff: a result copied into a view of other storage (a slice's
+// gradient into its window of the base's gradient, autodiff's `copy` with
+// write_to) is written into that view by its own kernel instead, when the
+// kernel takes a strided output (GEMMs: row and column strides; element-wise
+// loop nests), nothing else reads the result, and nothing reads or writes
+// the storage in between; the view (and a fill that makes its storage) move
+// before the kernel. The copy then has no reader; dead-code elimination
+// drops it. Returns how many copies were replaced.
+int write_into_windows(graph::Graph& g);
+
 // Products of the blas device whose shape is known at build time and small
 // enough that wfgen's own GEMM is faster (rt::own_gemm_is_faster, K <= 256
 // and <= 2^24 multiply-adds) run the cpu implementation of their node
@@ -139,7 +149,7 @@ void apply_paths(const spec::Spec& spec, const spec::Build& build, graph::Graph&
 
 // The names run_pipeline gives its passes, in order (`--dump-after`,
 // `--time-passes`; docs/cli.md). "trace" is the graph as traced, before any pass.
-inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "fuse", "accumulate", "choose-gemms", "plan-memory"};
+inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "fuse", "accumulate", "windows", "choose-gemms", "plan-memory"};
 
 struct PipelineOptions {
   std::vector<std::string> dump_after;  // names of kPassNames: print the graph after them

@@ -41,6 +41,10 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
       step("dead-code", [&] { eliminate_dead_code(g); });    // drop the adds it replaced
     }
   }
+  if (g.has_backward) {
+    step("windows", [&] { write_into_windows(g); });    // slice gradients written into their windows by their kernels
+    step("dead-code", [&] { eliminate_dead_code(g); });  // drop the copies it replaced
+  }
   step("choose-gemms", [&] { choose_gemms(spec, build, g, options.rewrites); });  // small known products: wfgen's GEMM
   MemoryPlan plan;
   step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness

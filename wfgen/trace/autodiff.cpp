@@ -269,22 +269,41 @@ class Differentiator {
       }
       case ViewKind::Slice: {
         // The gradient of the base is zero outside its slices: each slice's
-        // gradient goes into its window of one tensor of zeros per base, the
-        // first copied, the next added (slices may overlap). One tensor, not
-        // one per slice then a sum: the tiny LM's heads (4 slices of q, k
-        // and v) filled and summed four 16 x 64 x 64 tensors per base.
-        const auto [it, first] = slice_grads_.try_emplace(v.base, -1);
-        if (first) it->second = b_.zeros(base_shape);
-        int window = b_.view(it->second, ViewKind::Slice, v.shape);
+        // gradient goes into its window of one tensor of zeros per base. One
+        // tensor, not one per slice then a sum: the tiny LM's heads (4 slices
+        // of q, k and v) filled and summed four 16 x 64 x 64 tensors per
+        // base. A window that overlaps none written before is copied into;
+        // one that may overlap (or has run-time bounds) is added into.
+        auto& windows = slice_grads_[v.base];
+        const bool first = windows.empty();
+        const int zeros = first ? b_.zeros(base_shape) : b_.graph()[windows.front()].base;
+        int window = b_.view(zeros, ViewKind::Slice, v.shape);
         b_.graph()[window].starts = v.starts;
         b_.graph()[window].stops = v.stops;
         b_.graph()[window].steps = v.steps;
-        int write = first ? b_.node("copy", {grad}) : b_.node("add", {window, grad});
+        const bool alone = std::none_of(windows.begin(), windows.end(), [&](int w) { return !disjoint(b_.graph()[w], v); });
+        int write = alone ? b_.node("copy", {grad}) : b_.node("add", {window, grad});
         b_.graph()[write].write_to = window;
-        if (first) contribute(v.base, it->second);
+        windows.push_back(window);
+        if (first) contribute(v.base, zeros);
         return;
       }
     }
+  }
+
+  // Whether two slices of one base share no element, from bounds known when
+  // tracing: on some axis their index sets (start, start + step, ..., below
+  // stop) are apart, or interleave with one step (x[::2], x[1::2]).
+  static bool disjoint(const Value& a, const Value& b) {
+    for (std::size_t k = 0; k < a.starts.size() && k < b.starts.size(); ++k) {
+      const Dim sa = a.starts[k], sb = b.starts[k], na = a.shape[k], nb = b.shape[k], ta = a.steps[k], tb = b.steps[k];
+      if (!sa.is_known() || !sb.is_known() || !na.is_known() || !nb.is_known() || !ta.is_known() || !tb.is_known()) continue;
+      if (na.value() == 0 || nb.value() == 0) return true;
+      const std::int64_t last_a = sa.value() + ta.value() * (na.value() - 1), last_b = sb.value() + tb.value() * (nb.value() - 1);
+      if (last_a < sb.value() || last_b < sa.value()) return true;
+      if (ta.value() == tb.value() && (sa.value() - sb.value()) % ta.value() != 0) return true;
+    }
+    return false;
   }
 
   // The gradient of a matrix broadcast over a product's batch (a weight
@@ -323,7 +342,9 @@ class Differentiator {
   std::vector<bool> requires_;
   std::map<int, std::vector<int>> contributions_;
   std::map<int, int> buffer_;  // parameter or input -> its gradient buffer
-  std::map<int, int> slice_grads_;  // a sliced value -> the tensor its slices' gradients are written into
+  // A sliced value -> the windows its slices' gradients were written into
+  // (views of one tensor of zeros).
+  std::map<int, std::vector<int>> slice_grads_;
 };
 
 }  // namespace

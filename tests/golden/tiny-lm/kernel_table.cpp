@@ -9,8 +9,6 @@ namespace {
     {"add_f32_r2", "add", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &add_f32_r2_erased},
     {"add_f32_r3", "add", "cpu", wfgen::rt::DType::f32, 3, 3, 0, &add_f32_r3_erased},
     {"gelu_f32_r3", "gelu", "cpu", wfgen::rt::DType::f32, 3, 2, 0, &gelu_f32_r3_erased},
-    {"copy_f32_r2", "copy", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &copy_f32_r2_erased},
-    {"copy_f32_r3", "copy", "cpu", wfgen::rt::DType::f32, 3, 2, 0, &copy_f32_r3_erased},
     {"fill_f32_r2", "fill", "cpu", wfgen::rt::DType::f32, 2, 1, 1, &fill_f32_r2_erased},
     {"fill_f32_r3", "fill", "cpu", wfgen::rt::DType::f32, 3, 1, 1, &fill_f32_r3_erased},
     {"sum_f32_r3", "sum", "cpu", wfgen::rt::DType::f32, 3, 2, 0, &sum_f32_r3_erased},

@@ -25,14 +25,6 @@ void add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg
 void gelu_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
 void gelu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// copy: X[~] OUT[~] -> OUT[~]
-void copy_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
-void copy_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// copy: X[~] OUT[~] -> OUT[~]
-void copy_f32_r3(wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
-void copy_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // fill: OUT[~] -> OUT[~]
 void fill_f32_r2(wfgen::rt::View<float, 2> OUT, float value);
 void fill_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);

@@ -312,227 +312,227 @@ namespace {
     {"TID294", TensorRole::View},
     {"TID295", TensorRole::View},
     {"TID296", TensorRole::Temp},
-    {"TID297", TensorRole::Temp},
-    {"TID298", TensorRole::View},
-    {"TID299", TensorRole::Temp},
-    {"TID300", TensorRole::View},
-    {"TID301", TensorRole::Temp},
-    {"TID302", TensorRole::View},
-    {"TID303", TensorRole::Temp},
+    {"TID297", TensorRole::View},
+    {"TID298", TensorRole::Temp},
+    {"TID299", TensorRole::View},
+    {"TID300", TensorRole::Temp},
+    {"TID301", TensorRole::View},
+    {"TID302", TensorRole::Temp},
+    {"TID303", TensorRole::View},
     {"TID304", TensorRole::Temp},
-    {"TID305", TensorRole::View},
-    {"TID306", TensorRole::Temp},
+    {"TID305", TensorRole::Temp},
+    {"TID306", TensorRole::View},
     {"TID307", TensorRole::Temp},
     {"TID308", TensorRole::View},
     {"TID309", TensorRole::Temp},
     {"TID310", TensorRole::View},
     {"TID311", TensorRole::Temp},
     {"TID312", TensorRole::View},
-    {"TID313", TensorRole::Temp},
-    {"TID314", TensorRole::View},
-    {"TID315", TensorRole::Temp},
+    {"TID313", TensorRole::View},
+    {"TID314", TensorRole::Temp},
+    {"TID315", TensorRole::View},
     {"TID316", TensorRole::Temp},
     {"TID317", TensorRole::View},
-    {"TID318", TensorRole::Temp},
+    {"TID318", TensorRole::View},
     {"TID319", TensorRole::View},
-    {"TID320", TensorRole::Temp},
-    {"TID321", TensorRole::View},
+    {"TID320", TensorRole::View},
+    {"TID321", TensorRole::Temp},
     {"TID322", TensorRole::View},
-    {"TID323", TensorRole::View},
-    {"TID324", TensorRole::Temp},
+    {"TID323", TensorRole::Temp},
+    {"TID324", TensorRole::View},
     {"TID325", TensorRole::View},
     {"TID326", TensorRole::Temp},
-    {"TID327", TensorRole::View},
-    {"TID328", TensorRole::Temp},
+    {"TID327", TensorRole::Temp},
+    {"TID328", TensorRole::View},
     {"TID329", TensorRole::View},
     {"TID330", TensorRole::Temp},
     {"TID331", TensorRole::View},
-    {"TID332", TensorRole::Temp},
-    {"TID333", TensorRole::Temp},
-    {"TID334", TensorRole::View},
-    {"TID335", TensorRole::Temp},
-    {"TID336", TensorRole::View},
-    {"TID337", TensorRole::Temp},
+    {"TID332", TensorRole::View},
+    {"TID333", TensorRole::View},
+    {"TID334", TensorRole::Temp},
+    {"TID335", TensorRole::View},
+    {"TID336", TensorRole::Temp},
+    {"TID337", TensorRole::View},
     {"TID338", TensorRole::View},
     {"TID339", TensorRole::View},
-    {"TID340", TensorRole::Temp},
-    {"TID341", TensorRole::View},
-    {"TID342", TensorRole::Temp},
-    {"TID343", TensorRole::View},
-    {"TID344", TensorRole::Temp},
+    {"TID340", TensorRole::View},
+    {"TID341", TensorRole::Temp},
+    {"TID342", TensorRole::View},
+    {"TID343", TensorRole::Temp},
+    {"TID344", TensorRole::View},
     {"TID345", TensorRole::View},
-    {"TID346", TensorRole::View},
-    {"TID347", TensorRole::View},
-    {"TID348", TensorRole::Temp},
+    {"TID346", TensorRole::Temp},
+    {"TID347", TensorRole::Temp},
+    {"TID348", TensorRole::View},
     {"TID349", TensorRole::View},
     {"TID350", TensorRole::Temp},
     {"TID351", TensorRole::View},
-    {"TID352", TensorRole::Temp},
+    {"TID352", TensorRole::View},
     {"TID353", TensorRole::View},
     {"TID354", TensorRole::Temp},
     {"TID355", TensorRole::View},
     {"TID356", TensorRole::Temp},
-    {"TID357", TensorRole::Temp},
+    {"TID357", TensorRole::View},
     {"TID358", TensorRole::View},
-    {"TID359", TensorRole::Temp},
+    {"TID359", TensorRole::View},
     {"TID360", TensorRole::View},
     {"TID361", TensorRole::Temp},
     {"TID362", TensorRole::View},
-    {"TID363", TensorRole::View},
-    {"TID364", TensorRole::Temp},
+    {"TID363", TensorRole::Temp},
+    {"TID364", TensorRole::View},
     {"TID365", TensorRole::View},
     {"TID366", TensorRole::Temp},
-    {"TID367", TensorRole::View},
-    {"TID368", TensorRole::Temp},
+    {"TID367", TensorRole::Temp},
+    {"TID368", TensorRole::View},
     {"TID369", TensorRole::View},
-    {"TID370", TensorRole::View},
+    {"TID370", TensorRole::Temp},
     {"TID371", TensorRole::View},
-    {"TID372", TensorRole::Temp},
+    {"TID372", TensorRole::View},
     {"TID373", TensorRole::View},
     {"TID374", TensorRole::Temp},
     {"TID375", TensorRole::View},
     {"TID376", TensorRole::Temp},
     {"TID377", TensorRole::View},
-    {"TID378", TensorRole::Temp},
-    {"TID379", TensorRole::View},
-    {"TID380", TensorRole::Temp},
-    {"TID381", TensorRole::Temp},
+    {"TID378", TensorRole::View},
+    {"TID379", TensorRole::Temp},
+    {"TID380", TensorRole::View},
+    {"TID381", TensorRole::View},
     {"TID382", TensorRole::View},
     {"TID383", TensorRole::Temp},
     {"TID384", TensorRole::View},
-    {"TID385", TensorRole::Temp},
+    {"TID385", TensorRole::View},
     {"TID386", TensorRole::View},
-    {"TID387", TensorRole::View},
-    {"TID388", TensorRole::Temp},
-    {"TID389", TensorRole::View},
-    {"TID390", TensorRole::Temp},
+    {"TID387", TensorRole::Temp},
+    {"TID388", TensorRole::View},
+    {"TID389", TensorRole::Temp},
+    {"TID390", TensorRole::View},
     {"TID391", TensorRole::View},
     {"TID392", TensorRole::Temp},
     {"TID393", TensorRole::View},
     {"TID394", TensorRole::View},
-    {"TID395", TensorRole::Temp},
-    {"TID396", TensorRole::View},
+    {"TID395", TensorRole::View},
+    {"TID396", TensorRole::Temp},
     {"TID397", TensorRole::View},
     {"TID398", TensorRole::View},
-    {"TID399", TensorRole::Temp},
-    {"TID400", TensorRole::View},
+    {"TID399", TensorRole::View},
+    {"TID400", TensorRole::Temp},
     {"TID401", TensorRole::View},
-    {"TID402", TensorRole::View},
-    {"TID403", TensorRole::Temp},
+    {"TID402", TensorRole::Temp},
+    {"TID403", TensorRole::View},
     {"TID404", TensorRole::View},
     {"TID405", TensorRole::Temp},
     {"TID406", TensorRole::View},
     {"TID407", TensorRole::View},
-    {"TID408", TensorRole::Temp},
-    {"TID409", TensorRole::View},
+    {"TID408", TensorRole::View},
+    {"TID409", TensorRole::Temp},
     {"TID410", TensorRole::View},
     {"TID411", TensorRole::View},
-    {"TID412", TensorRole::Temp},
-    {"TID413", TensorRole::View},
-    {"TID414", TensorRole::View},
-    {"TID415", TensorRole::View},
+    {"TID412", TensorRole::View},
+    {"TID413", TensorRole::Temp},
+    {"TID414", TensorRole::Temp},
+    {"TID415", TensorRole::Temp},
     {"TID416", TensorRole::Temp},
-    {"TID417", TensorRole::View},
+    {"TID417", TensorRole::Temp},
     {"TID418", TensorRole::Temp},
-    {"TID419", TensorRole::View},
-    {"TID420", TensorRole::View},
-    {"TID421", TensorRole::Temp},
+    {"TID419", TensorRole::Temp},
+    {"TID420", TensorRole::Temp},
+    {"TID421", TensorRole::View},
     {"TID422", TensorRole::View},
-    {"TID423", TensorRole::View},
+    {"TID423", TensorRole::Temp},
     {"TID424", TensorRole::View},
-    {"TID425", TensorRole::Temp},
-    {"TID426", TensorRole::View},
-    {"TID427", TensorRole::View},
-    {"TID428", TensorRole::View},
+    {"TID425", TensorRole::View},
+    {"TID426", TensorRole::Temp},
+    {"TID427", TensorRole::Temp},
+    {"TID428", TensorRole::Temp},
     {"TID429", TensorRole::Temp},
-    {"TID430", TensorRole::Temp},
+    {"TID430", TensorRole::View},
     {"TID431", TensorRole::Temp},
-    {"TID432", TensorRole::Temp},
-    {"TID433", TensorRole::Temp},
+    {"TID432", TensorRole::View},
+    {"TID433", TensorRole::View},
     {"TID434", TensorRole::Temp},
-    {"TID435", TensorRole::Temp},
-    {"TID436", TensorRole::Temp},
+    {"TID435", TensorRole::View},
+    {"TID436", TensorRole::View},
     {"TID437", TensorRole::View},
-    {"TID438", TensorRole::View},
-    {"TID439", TensorRole::Temp},
+    {"TID438", TensorRole::Temp},
+    {"TID439", TensorRole::View},
     {"TID440", TensorRole::View},
     {"TID441", TensorRole::View},
     {"TID442", TensorRole::Temp},
     {"TID443", TensorRole::Temp},
     {"TID444", TensorRole::Temp},
-    {"TID445", TensorRole::Temp},
-    {"TID446", TensorRole::View},
-    {"TID447", TensorRole::Temp},
+    {"TID445", TensorRole::View},
+    {"TID446", TensorRole::Temp},
+    {"TID447", TensorRole::View},
     {"TID448", TensorRole::View},
-    {"TID449", TensorRole::View},
-    {"TID450", TensorRole::Temp},
+    {"TID449", TensorRole::Temp},
+    {"TID450", TensorRole::View},
     {"TID451", TensorRole::View},
     {"TID452", TensorRole::View},
-    {"TID453", TensorRole::View},
-    {"TID454", TensorRole::Temp},
+    {"TID453", TensorRole::Temp},
+    {"TID454", TensorRole::View},
     {"TID455", TensorRole::View},
     {"TID456", TensorRole::View},
-    {"TID457", TensorRole::View},
+    {"TID457", TensorRole::Temp},
     {"TID458", TensorRole::Temp},
     {"TID459", TensorRole::Temp},
-    {"TID460", TensorRole::Temp},
+    {"TID460", TensorRole::View},
     {"TID461", TensorRole::View},
     {"TID462", TensorRole::Temp},
     {"TID463", TensorRole::View},
     {"TID464", TensorRole::View},
     {"TID465", TensorRole::Temp},
-    {"TID466", TensorRole::View},
-    {"TID467", TensorRole::View},
-    {"TID468", TensorRole::View},
-    {"TID469", TensorRole::Temp},
-    {"TID470", TensorRole::View},
+    {"TID466", TensorRole::Temp},
+    {"TID467", TensorRole::Temp},
+    {"TID468", TensorRole::Temp},
+    {"TID469", TensorRole::View},
+    {"TID470", TensorRole::Temp},
     {"TID471", TensorRole::View},
     {"TID472", TensorRole::View},
     {"TID473", TensorRole::Temp},
-    {"TID474", TensorRole::Temp},
-    {"TID475", TensorRole::Temp},
+    {"TID474", TensorRole::View},
+    {"TID475", TensorRole::View},
     {"TID476", TensorRole::View},
-    {"TID477", TensorRole::View},
-    {"TID478", TensorRole::Temp},
+    {"TID477", TensorRole::Temp},
+    {"TID478", TensorRole::View},
     {"TID479", TensorRole::View},
     {"TID480", TensorRole::View},
     {"TID481", TensorRole::Temp},
-    {"TID482", TensorRole::Temp},
+    {"TID482", TensorRole::View},
     {"TID483", TensorRole::Temp},
-    {"TID484", TensorRole::Temp},
-    {"TID485", TensorRole::View},
-    {"TID486", TensorRole::Temp},
-    {"TID487", TensorRole::View},
+    {"TID484", TensorRole::View},
+    {"TID485", TensorRole::Temp},
+    {"TID486", TensorRole::View},
+    {"TID487", TensorRole::Temp},
     {"TID488", TensorRole::View},
     {"TID489", TensorRole::Temp},
-    {"TID490", TensorRole::View},
+    {"TID490", TensorRole::Temp},
     {"TID491", TensorRole::View},
-    {"TID492", TensorRole::View},
-    {"TID493", TensorRole::Temp},
-    {"TID494", TensorRole::View},
+    {"TID492", TensorRole::Temp},
+    {"TID493", TensorRole::View},
+    {"TID494", TensorRole::Temp},
     {"TID495", TensorRole::View},
-    {"TID496", TensorRole::View},
-    {"TID497", TensorRole::Temp},
-    {"TID498", TensorRole::Temp},
-    {"TID499", TensorRole::View},
-    {"TID500", TensorRole::Temp},
-    {"TID501", TensorRole::View},
-    {"TID502", TensorRole::Temp},
+    {"TID496", TensorRole::Temp},
+    {"TID497", TensorRole::View},
+    {"TID498", TensorRole::View},
+    {"TID499", TensorRole::Temp},
+    {"TID500", TensorRole::View},
+    {"TID501", TensorRole::Temp},
+    {"TID502", TensorRole::View},
     {"TID503", TensorRole::View},
-    {"TID504", TensorRole::Temp},
-    {"TID505", TensorRole::Temp},
-    {"TID506", TensorRole::View},
-    {"TID507", TensorRole::Temp},
+    {"TID504", TensorRole::View},
+    {"TID505", TensorRole::View},
+    {"TID506", TensorRole::Temp},
+    {"TID507", TensorRole::View},
     {"TID508", TensorRole::Temp},
     {"TID509", TensorRole::View},
-    {"TID510", TensorRole::Temp},
-    {"TID511", TensorRole::View},
+    {"TID510", TensorRole::View},
+    {"TID511", TensorRole::Temp},
     {"TID512", TensorRole::Temp},
     {"TID513", TensorRole::View},
-    {"TID514", TensorRole::Temp},
-    {"TID515", TensorRole::View},
-    {"TID516", TensorRole::Temp},
-    {"TID517", TensorRole::Temp},
+    {"TID514", TensorRole::View},
+    {"TID515", TensorRole::Temp},
+    {"TID516", TensorRole::View},
+    {"TID517", TensorRole::View},
     {"TID518", TensorRole::View},
     {"TID519", TensorRole::Temp},
     {"TID520", TensorRole::View},
@@ -540,138 +540,106 @@ namespace {
     {"TID522", TensorRole::View},
     {"TID523", TensorRole::View},
     {"TID524", TensorRole::View},
-    {"TID525", TensorRole::Temp},
-    {"TID526", TensorRole::View},
-    {"TID527", TensorRole::Temp},
-    {"TID528", TensorRole::View},
-    {"TID529", TensorRole::Temp},
+    {"TID525", TensorRole::View},
+    {"TID526", TensorRole::Temp},
+    {"TID527", TensorRole::View},
+    {"TID528", TensorRole::Temp},
+    {"TID529", TensorRole::View},
     {"TID530", TensorRole::View},
     {"TID531", TensorRole::Temp},
-    {"TID532", TensorRole::View},
-    {"TID533", TensorRole::Temp},
-    {"TID534", TensorRole::Temp},
-    {"TID535", TensorRole::View},
-    {"TID536", TensorRole::Temp},
+    {"TID532", TensorRole::Temp},
+    {"TID533", TensorRole::View},
+    {"TID534", TensorRole::View},
+    {"TID535", TensorRole::Temp},
+    {"TID536", TensorRole::View},
     {"TID537", TensorRole::View},
-    {"TID538", TensorRole::Temp},
-    {"TID539", TensorRole::View},
+    {"TID538", TensorRole::View},
+    {"TID539", TensorRole::Temp},
     {"TID540", TensorRole::View},
     {"TID541", TensorRole::Temp},
     {"TID542", TensorRole::View},
-    {"TID543", TensorRole::Temp},
+    {"TID543", TensorRole::View},
     {"TID544", TensorRole::View},
-    {"TID545", TensorRole::Temp},
-    {"TID546", TensorRole::View},
+    {"TID545", TensorRole::View},
+    {"TID546", TensorRole::Temp},
     {"TID547", TensorRole::View},
-    {"TID548", TensorRole::View},
-    {"TID549", TensorRole::Temp},
+    {"TID548", TensorRole::Temp},
+    {"TID549", TensorRole::View},
     {"TID550", TensorRole::View},
     {"TID551", TensorRole::Temp},
-    {"TID552", TensorRole::View},
-    {"TID553", TensorRole::Temp},
+    {"TID552", TensorRole::Temp},
+    {"TID553", TensorRole::View},
     {"TID554", TensorRole::View},
     {"TID555", TensorRole::Temp},
     {"TID556", TensorRole::View},
-    {"TID557", TensorRole::Temp},
-    {"TID558", TensorRole::Temp},
-    {"TID559", TensorRole::View},
-    {"TID560", TensorRole::Temp},
-    {"TID561", TensorRole::View},
-    {"TID562", TensorRole::Temp},
+    {"TID557", TensorRole::View},
+    {"TID558", TensorRole::View},
+    {"TID559", TensorRole::Temp},
+    {"TID560", TensorRole::View},
+    {"TID561", TensorRole::Temp},
+    {"TID562", TensorRole::View},
     {"TID563", TensorRole::View},
-    {"TID564", TensorRole::View},
-    {"TID565", TensorRole::Temp},
+    {"TID564", TensorRole::Temp},
+    {"TID565", TensorRole::View},
     {"TID566", TensorRole::View},
-    {"TID567", TensorRole::Temp},
-    {"TID568", TensorRole::View},
-    {"TID569", TensorRole::Temp},
+    {"TID567", TensorRole::View},
+    {"TID568", TensorRole::Temp},
+    {"TID569", TensorRole::View},
     {"TID570", TensorRole::View},
     {"TID571", TensorRole::View},
-    {"TID572", TensorRole::View},
-    {"TID573", TensorRole::Temp},
-    {"TID574", TensorRole::View},
-    {"TID575", TensorRole::Temp},
+    {"TID572", TensorRole::Temp},
+    {"TID573", TensorRole::View},
+    {"TID574", TensorRole::Temp},
+    {"TID575", TensorRole::View},
     {"TID576", TensorRole::View},
     {"TID577", TensorRole::Temp},
     {"TID578", TensorRole::View},
-    {"TID579", TensorRole::Temp},
+    {"TID579", TensorRole::View},
     {"TID580", TensorRole::View},
     {"TID581", TensorRole::Temp},
-    {"TID582", TensorRole::Temp},
+    {"TID582", TensorRole::View},
     {"TID583", TensorRole::View},
-    {"TID584", TensorRole::Temp},
-    {"TID585", TensorRole::View},
-    {"TID586", TensorRole::Temp},
-    {"TID587", TensorRole::View},
+    {"TID584", TensorRole::View},
+    {"TID585", TensorRole::Temp},
+    {"TID586", TensorRole::View},
+    {"TID587", TensorRole::Temp},
     {"TID588", TensorRole::View},
-    {"TID589", TensorRole::Temp},
-    {"TID590", TensorRole::View},
-    {"TID591", TensorRole::Temp},
+    {"TID589", TensorRole::View},
+    {"TID590", TensorRole::Temp},
+    {"TID591", TensorRole::View},
     {"TID592", TensorRole::View},
-    {"TID593", TensorRole::Temp},
-    {"TID594", TensorRole::View},
+    {"TID593", TensorRole::View},
+    {"TID594", TensorRole::Temp},
     {"TID595", TensorRole::View},
-    {"TID596", TensorRole::Temp},
+    {"TID596", TensorRole::View},
     {"TID597", TensorRole::View},
-    {"TID598", TensorRole::View},
-    {"TID599", TensorRole::View},
+    {"TID598", TensorRole::Temp},
+    {"TID599", TensorRole::Temp},
     {"TID600", TensorRole::Temp},
-    {"TID601", TensorRole::View},
-    {"TID602", TensorRole::View},
-    {"TID603", TensorRole::View},
+    {"TID601", TensorRole::Temp},
+    {"TID602", TensorRole::Temp},
+    {"TID603", TensorRole::Temp},
     {"TID604", TensorRole::Temp},
-    {"TID605", TensorRole::View},
-    {"TID606", TensorRole::Temp},
+    {"TID605", TensorRole::Temp},
+    {"TID606", TensorRole::View},
     {"TID607", TensorRole::View},
-    {"TID608", TensorRole::View},
-    {"TID609", TensorRole::Temp},
+    {"TID608", TensorRole::Temp},
+    {"TID609", TensorRole::View},
     {"TID610", TensorRole::View},
-    {"TID611", TensorRole::View},
-    {"TID612", TensorRole::View},
+    {"TID611", TensorRole::Temp},
+    {"TID612", TensorRole::Temp},
     {"TID613", TensorRole::Temp},
-    {"TID614", TensorRole::View},
+    {"TID614", TensorRole::Temp},
     {"TID615", TensorRole::View},
-    {"TID616", TensorRole::View},
-    {"TID617", TensorRole::Temp},
+    {"TID616", TensorRole::Temp},
+    {"TID617", TensorRole::View},
     {"TID618", TensorRole::View},
-    {"TID619", TensorRole::Temp},
+    {"TID619", TensorRole::View},
     {"TID620", TensorRole::View},
-    {"TID621", TensorRole::View},
+    {"TID621", TensorRole::Temp},
     {"TID622", TensorRole::Temp},
-    {"TID623", TensorRole::View},
-    {"TID624", TensorRole::View},
-    {"TID625", TensorRole::View},
-    {"TID626", TensorRole::Temp},
-    {"TID627", TensorRole::View},
-    {"TID628", TensorRole::View},
-    {"TID629", TensorRole::View},
-    {"TID630", TensorRole::Temp},
-    {"TID631", TensorRole::Temp},
-    {"TID632", TensorRole::Temp},
-    {"TID633", TensorRole::Temp},
-    {"TID634", TensorRole::Temp},
-    {"TID635", TensorRole::Temp},
-    {"TID636", TensorRole::Temp},
-    {"TID637", TensorRole::Temp},
-    {"TID638", TensorRole::View},
-    {"TID639", TensorRole::View},
-    {"TID640", TensorRole::Temp},
-    {"TID641", TensorRole::View},
-    {"TID642", TensorRole::View},
-    {"TID643", TensorRole::Temp},
-    {"TID644", TensorRole::Temp},
-    {"TID645", TensorRole::Temp},
-    {"TID646", TensorRole::Temp},
-    {"TID647", TensorRole::View},
-    {"TID648", TensorRole::Temp},
-    {"TID649", TensorRole::View},
-    {"TID650", TensorRole::View},
-    {"TID651", TensorRole::View},
-    {"TID652", TensorRole::View},
-    {"TID653", TensorRole::Temp},
-    {"TID654", TensorRole::Temp},
-    {"TID655", TensorRole::Temp},
-    {"TID656", TensorRole::Temp},
+    {"TID623", TensorRole::Temp},
+    {"TID624", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -774,173 +742,141 @@ namespace {
     284, 285, // sum_f32_r3
     287, 288, // sum_f32_r3
     283, 291, 292, // matmul_blas_f32_r3
-    295, 294, 296, // matmul_blas_f32_r2
-    297, // fill_f32_r2
-    296, 299, // copy_f32_r2
-    292, 300, 301, // matmul_f32_r3
-    302, 292, 303, // matmul_f32_r3
-    304, // fill_f32_r3
-    303, 306, // copy_f32_r3
-    301, 145, 307, // fused_mul_sum_sub_mul_and_1_f32_r3
-    307, 308, 309, // matmul_f32_r3
-    310, 307, 311, // matmul_f32_r3
-    313, // fill_f32_r3
-    312, 315, // copy_f32_r3
-    316, // fill_f32_r3
-    309, 318, // copy_f32_r3
-    283, 319, 320, // matmul_blas_f32_r3
-    323, 322, 324, // matmul_blas_f32_r2
-    325, 324, 326, // add_f32_r2
-    320, 327, 328, // matmul_f32_r3
-    329, 320, 330, // matmul_f32_r3
-    331, 330, 332, // add_f32_r3
-    328, 135, 333, // fused_mul_sum_sub_mul_and_1_f32_r3
-    333, 334, 335, // matmul_f32_r3
-    336, 333, 337, // matmul_f32_r3
-    339, 338, 340, // add_f32_r3
-    341, 335, 342, // add_f32_r3
-    283, 343, 344, // matmul_blas_f32_r3
-    347, 346, 348, // matmul_blas_f32_r2
-    349, 348, 350, // add_f32_r2
-    344, 351, 352, // matmul_f32_r3
-    353, 344, 354, // matmul_f32_r3
-    355, 354, 356, // add_f32_r3
-    352, 125, 357, // fused_mul_sum_sub_mul_and_1_f32_r3
-    357, 358, 359, // matmul_f32_r3
-    360, 357, 361, // matmul_f32_r3
-    363, 362, 364, // add_f32_r3
-    365, 359, 366, // add_f32_r3
-    283, 367, 368, // matmul_blas_f32_r3
-    371, 370, 372, // matmul_blas_f32_r2
-    373, 372, 374, // add_f32_r2
-    368, 375, 376, // matmul_f32_r3
-    377, 368, 378, // matmul_f32_r3
-    379, 378, 380, // add_f32_r3
-    376, 115, 381, // fused_mul_sum_sub_mul_and_1_f32_r3
-    381, 382, 383, // matmul_f32_r3
-    384, 381, 385, // matmul_f32_r3
-    387, 386, 388, // add_f32_r3
-    389, 383, 390, // add_f32_r3
+    296, // fill_f32_r2
+    295, 294, 298, // matmul_blas_f32_r2
+    292, 299, 300, // matmul_f32_r3
+    302, // fill_f32_r3
+    301, 292, 304, // matmul_f32_r3
+    300, 145, 305, // fused_mul_sum_sub_mul_and_1_f32_r3
+    307, // fill_f32_r3
+    305, 306, 309, // matmul_f32_r3
+    311, // fill_f32_r3
+    310, 305, 314, // matmul_f32_r3
+    283, 315, 316, // matmul_blas_f32_r3
+    319, 318, 321, // matmul_blas_f32_r2
+    316, 322, 323, // matmul_f32_r3
+    324, 316, 326, // matmul_f32_r3
+    323, 135, 327, // fused_mul_sum_sub_mul_and_1_f32_r3
+    327, 328, 330, // matmul_f32_r3
+    331, 327, 334, // matmul_f32_r3
+    283, 335, 336, // matmul_blas_f32_r3
+    339, 338, 341, // matmul_blas_f32_r2
+    336, 342, 343, // matmul_f32_r3
+    344, 336, 346, // matmul_f32_r3
+    343, 125, 347, // fused_mul_sum_sub_mul_and_1_f32_r3
+    347, 348, 350, // matmul_f32_r3
+    351, 347, 354, // matmul_f32_r3
+    283, 355, 356, // matmul_blas_f32_r3
+    359, 358, 361, // matmul_blas_f32_r2
+    356, 362, 363, // matmul_f32_r3
+    364, 356, 366, // matmul_f32_r3
+    363, 115, 367, // fused_mul_sum_sub_mul_and_1_f32_r3
+    367, 368, 370, // matmul_f32_r3
+    371, 367, 374, // matmul_f32_r3
+    375, 376, // sum_f32_r3
+    378, 379, // sum_f32_r3
+    302, 382, 383, // matmul_blas_f32_r3
+    386, 385, 387, // matmul_acc_blas_f32_r2
+    388, 389, // sum_f32_r3
     391, 392, // sum_f32_r3
-    394, 395, // sum_f32_r3
-    304, 398, 399, // matmul_blas_f32_r3
-    402, 401, 403, // matmul_acc_blas_f32_r2
+    311, 395, 396, // matmul_blas_f32_r3
+    399, 398, 400, // matmul_acc_blas_f32_r2
+    401, 402, // sum_f32_r3
     404, 405, // sum_f32_r3
-    407, 408, // sum_f32_r3
-    313, 411, 412, // matmul_blas_f32_r3
-    415, 414, 416, // matmul_acc_blas_f32_r2
-    417, 418, // sum_f32_r3
-    420, 421, // sum_f32_r3
-    316, 424, 425, // matmul_blas_f32_r3
-    428, 427, 429, // matmul_acc_blas_f32_r2
-    211, 290, 430, // add_f32_r1
-    210, 297, 431, // add_f32_r2
-    209, 397, 432, // add_f32_r1
-    207, 410, 433, // add_f32_r1
-    205, 423, 434, // add_f32_r1
-    399, 412, 425, 435, // fused_add_add_f32_r3
-    435, 87, 88, 436, // layer_norm_grad_f32_r3
-    437, 438, 439, // layer_norm_param_grad_f32_r1
-    440, 441, 442, // layer_norm_param_grad_f32_r1
-    203, 442, 443, // add_f32_r1
-    202, 439, 444, // add_f32_r1
-    283, 436, 445, // add_f32_r3
-    446, 447, // sum_f32_r3
-    449, 450, // sum_f32_r3
-    445, 453, 454, // matmul_blas_f32_r3
-    457, 456, 458, // matmul_acc_blas_f32_r2
-    201, 452, 459, // add_f32_r1
-    454, 80, 460, // gelu_grad_f32_r3
-    461, 462, // sum_f32_r3
-    464, 465, // sum_f32_r3
-    460, 468, 469, // matmul_blas_f32_r3
-    472, 471, 473, // matmul_acc_blas_f32_r2
-    199, 467, 474, // add_f32_r1
-    469, 71, 72, 475, // layer_norm_grad_f32_r3
-    476, 477, 478, // layer_norm_param_grad_f32_r1
-    479, 480, 481, // layer_norm_param_grad_f32_r1
-    197, 481, 482, // add_f32_r1
-    196, 478, 483, // add_f32_r1
-    445, 475, 484, // add_f32_r3
-    485, 486, // sum_f32_r3
-    488, 489, // sum_f32_r3
-    484, 492, 493, // matmul_blas_f32_r3
-    496, 495, 497, // matmul_blas_f32_r2
-    498, // fill_f32_r2
-    497, 500, // copy_f32_r2
-    493, 501, 502, // matmul_f32_r3
-    503, 493, 504, // matmul_f32_r3
-    505, // fill_f32_r3
-    504, 507, // copy_f32_r3
-    502, 64, 508, // fused_mul_sum_sub_mul_and_1_f32_r3
-    508, 509, 510, // matmul_f32_r3
-    511, 508, 512, // matmul_f32_r3
-    514, // fill_f32_r3
-    513, 516, // copy_f32_r3
-    517, // fill_f32_r3
-    510, 519, // copy_f32_r3
-    484, 520, 521, // matmul_blas_f32_r3
-    524, 523, 525, // matmul_blas_f32_r2
-    526, 525, 527, // add_f32_r2
-    521, 528, 529, // matmul_f32_r3
-    530, 521, 531, // matmul_f32_r3
-    532, 531, 533, // add_f32_r3
-    529, 54, 534, // fused_mul_sum_sub_mul_and_1_f32_r3
-    534, 535, 536, // matmul_f32_r3
-    537, 534, 538, // matmul_f32_r3
-    540, 539, 541, // add_f32_r3
-    542, 536, 543, // add_f32_r3
-    484, 544, 545, // matmul_blas_f32_r3
-    548, 547, 549, // matmul_blas_f32_r2
-    550, 549, 551, // add_f32_r2
-    545, 552, 553, // matmul_f32_r3
-    554, 545, 555, // matmul_f32_r3
-    556, 555, 557, // add_f32_r3
-    553, 44, 558, // fused_mul_sum_sub_mul_and_1_f32_r3
-    558, 559, 560, // matmul_f32_r3
-    561, 558, 562, // matmul_f32_r3
-    564, 563, 565, // add_f32_r3
-    566, 560, 567, // add_f32_r3
-    484, 568, 569, // matmul_blas_f32_r3
-    572, 571, 573, // matmul_blas_f32_r2
-    574, 573, 575, // add_f32_r2
-    569, 576, 577, // matmul_f32_r3
-    578, 569, 579, // matmul_f32_r3
-    580, 579, 581, // add_f32_r3
-    577, 34, 582, // fused_mul_sum_sub_mul_and_1_f32_r3
-    582, 583, 584, // matmul_f32_r3
-    585, 582, 586, // matmul_f32_r3
-    588, 587, 589, // add_f32_r3
-    590, 584, 591, // add_f32_r3
-    592, 593, // sum_f32_r3
-    595, 596, // sum_f32_r3
-    505, 599, 600, // matmul_blas_f32_r3
-    603, 602, 604, // matmul_acc_blas_f32_r2
-    605, 606, // sum_f32_r3
-    608, 609, // sum_f32_r3
-    514, 612, 613, // matmul_blas_f32_r3
-    616, 615, 617, // matmul_acc_blas_f32_r2
-    618, 619, // sum_f32_r3
-    621, 622, // sum_f32_r3
-    517, 625, 626, // matmul_blas_f32_r3
-    629, 628, 630, // matmul_acc_blas_f32_r2
-    195, 491, 631, // add_f32_r1
-    194, 498, 632, // add_f32_r2
-    193, 598, 633, // add_f32_r1
-    191, 611, 634, // add_f32_r1
-    189, 624, 635, // add_f32_r1
-    600, 613, 626, 636, // fused_add_add_f32_r3
-    636, 6, 7, 637, // layer_norm_grad_f32_r3
-    638, 639, 640, // layer_norm_param_grad_f32_r1
-    641, 642, 643, // layer_norm_param_grad_f32_r1
-    187, 643, 644, // add_f32_r1
-    186, 640, 645, // add_f32_r1
-    484, 637, 646, // add_f32_r3
-    647, 648, // sum_f32_r3
-    651, 652, 2, 653, // scatter_add_f32_r2
-    185, 650, 654, // add_f32_r2
-    235, 653, 655, // add_f32_r2
-    184, 655, 656, // add_f32_r2
+    307, 408, 409, // matmul_blas_f32_r3
+    412, 411, 413, // matmul_acc_blas_f32_r2
+    211, 290, 414, // add_f32_r1
+    210, 296, 415, // add_f32_r2
+    209, 381, 416, // add_f32_r1
+    207, 394, 417, // add_f32_r1
+    205, 407, 418, // add_f32_r1
+    383, 396, 409, 419, // fused_add_add_f32_r3
+    419, 87, 88, 420, // layer_norm_grad_f32_r3
+    421, 422, 423, // layer_norm_param_grad_f32_r1
+    424, 425, 426, // layer_norm_param_grad_f32_r1
+    203, 426, 427, // add_f32_r1
+    202, 423, 428, // add_f32_r1
+    283, 420, 429, // add_f32_r3
+    430, 431, // sum_f32_r3
+    433, 434, // sum_f32_r3
+    429, 437, 438, // matmul_blas_f32_r3
+    441, 440, 442, // matmul_acc_blas_f32_r2
+    201, 436, 443, // add_f32_r1
+    438, 80, 444, // gelu_grad_f32_r3
+    445, 446, // sum_f32_r3
+    448, 449, // sum_f32_r3
+    444, 452, 453, // matmul_blas_f32_r3
+    456, 455, 457, // matmul_acc_blas_f32_r2
+    199, 451, 458, // add_f32_r1
+    453, 71, 72, 459, // layer_norm_grad_f32_r3
+    460, 461, 462, // layer_norm_param_grad_f32_r1
+    463, 464, 465, // layer_norm_param_grad_f32_r1
+    197, 465, 466, // add_f32_r1
+    196, 462, 467, // add_f32_r1
+    429, 459, 468, // add_f32_r3
+    469, 470, // sum_f32_r3
+    472, 473, // sum_f32_r3
+    468, 476, 477, // matmul_blas_f32_r3
+    481, // fill_f32_r2
+    480, 479, 483, // matmul_blas_f32_r2
+    477, 484, 485, // matmul_f32_r3
+    487, // fill_f32_r3
+    486, 477, 489, // matmul_f32_r3
+    485, 64, 490, // fused_mul_sum_sub_mul_and_1_f32_r3
+    492, // fill_f32_r3
+    490, 491, 494, // matmul_f32_r3
+    496, // fill_f32_r3
+    495, 490, 499, // matmul_f32_r3
+    468, 500, 501, // matmul_blas_f32_r3
+    504, 503, 506, // matmul_blas_f32_r2
+    501, 507, 508, // matmul_f32_r3
+    509, 501, 511, // matmul_f32_r3
+    508, 54, 512, // fused_mul_sum_sub_mul_and_1_f32_r3
+    512, 513, 515, // matmul_f32_r3
+    516, 512, 519, // matmul_f32_r3
+    468, 520, 521, // matmul_blas_f32_r3
+    524, 523, 526, // matmul_blas_f32_r2
+    521, 527, 528, // matmul_f32_r3
+    529, 521, 531, // matmul_f32_r3
+    528, 44, 532, // fused_mul_sum_sub_mul_and_1_f32_r3
+    532, 533, 535, // matmul_f32_r3
+    536, 532, 539, // matmul_f32_r3
+    468, 540, 541, // matmul_blas_f32_r3
+    544, 543, 546, // matmul_blas_f32_r2
+    541, 547, 548, // matmul_f32_r3
+    549, 541, 551, // matmul_f32_r3
+    548, 34, 552, // fused_mul_sum_sub_mul_and_1_f32_r3
+    552, 553, 555, // matmul_f32_r3
+    556, 552, 559, // matmul_f32_r3
+    560, 561, // sum_f32_r3
+    563, 564, // sum_f32_r3
+    487, 567, 568, // matmul_blas_f32_r3
+    571, 570, 572, // matmul_acc_blas_f32_r2
+    573, 574, // sum_f32_r3
+    576, 577, // sum_f32_r3
+    496, 580, 581, // matmul_blas_f32_r3
+    584, 583, 585, // matmul_acc_blas_f32_r2
+    586, 587, // sum_f32_r3
+    589, 590, // sum_f32_r3
+    492, 593, 594, // matmul_blas_f32_r3
+    597, 596, 598, // matmul_acc_blas_f32_r2
+    195, 475, 599, // add_f32_r1
+    194, 481, 600, // add_f32_r2
+    193, 566, 601, // add_f32_r1
+    191, 579, 602, // add_f32_r1
+    189, 592, 603, // add_f32_r1
+    568, 581, 594, 604, // fused_add_add_f32_r3
+    604, 6, 7, 605, // layer_norm_grad_f32_r3
+    606, 607, 608, // layer_norm_param_grad_f32_r1
+    609, 610, 611, // layer_norm_param_grad_f32_r1
+    187, 611, 612, // add_f32_r1
+    186, 608, 613, // add_f32_r1
+    468, 605, 614, // add_f32_r3
+    615, 616, // sum_f32_r3
+    619, 620, 2, 621, // scatter_add_f32_r2
+    185, 618, 622, // add_f32_r2
+    235, 621, 623, // add_f32_r2
+    184, 623, 624, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1041,53 +977,37 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1132,53 +1052,37 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1451,340 +1355,276 @@ namespace {
     {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 288, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
     {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 290, 3, 4u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 293, 1, 1u, 0u, 32, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 293, 3, 4u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 296, 1, 1u, 0u, 32, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 297, 2, 2u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 294, 3, 4u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 299, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 297, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 300, 1, 1u, 0u, 33, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 302, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 305, 1, 1u, 0u, 33, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 306, 2, 2u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 301, 3, 4u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 308, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 304, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 311, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 307, 1, 1u, 0u, 34, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 314, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 308, 3, 4u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 317, 1, 1u, 0u, 34, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 318, 2, 2u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 311, 1, 1u, 0u, 35, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 320, 1, 1u, 0u, 35, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 321, 2, 2u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 312, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 323, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 315, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 326, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 329, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 318, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 332, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 321, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 335, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 338, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 324, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 341, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 327, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 344, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 330, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 347, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 350, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 353, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 333, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 356, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 336, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 359, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 362, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 339, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 365, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 342, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 368, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 371, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 345, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 374, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 348, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 377, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 351, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 380, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 383, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 386, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 354, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 389, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 357, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 392, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 395, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 360, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 398, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 363, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 401, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 404, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 366, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 407, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 369, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 410, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 372, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 413, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 416, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 419, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 375, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 422, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 378, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 424, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 380, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 426, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 382, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 429, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 385, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 432, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 388, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 434, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 390, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 436, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 392, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 439, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 395, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 442, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 398, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 444, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 400, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 446, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 402, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 449, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 405, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 452, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 408, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 455, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 411, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 458, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 414, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 461, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 417, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 464, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 420, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 467, 4, 8u, 0u, 36, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 423, 4, 8u, 0u, 36, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 471, 4, 8u, 0u, 36, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 427, 4, 8u, 0u, 36, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 475, 3, 4u, 0u, 37, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 431, 3, 4u, 0u, 37, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 478, 3, 4u, 0u, 39, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 434, 3, 4u, 0u, 39, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 481, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 437, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 484, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 440, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 487, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 443, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 490, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 446, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 492, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 448, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 494, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 450, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 497, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 453, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 500, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 456, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 503, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 459, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 506, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 462, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 508, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 464, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 510, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 466, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 513, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 469, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 516, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 472, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 519, 4, 8u, 0u, 41, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 475, 4, 8u, 0u, 41, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 523, 3, 4u, 0u, 42, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 479, 3, 4u, 0u, 42, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 526, 3, 4u, 0u, 44, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 482, 3, 4u, 0u, 44, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 529, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 485, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 532, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 488, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 535, 3, 4u, 0u, 46, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 491, 3, 4u, 0u, 46, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 538, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 494, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 540, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 496, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 542, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 498, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 501, 1, 1u, 0u, 46, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 545, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 548, 1, 1u, 0u, 46, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"COPY-CPU", "copy_f32_r2", &copy_f32_r2_erased, 549, 2, 2u, 0u, 47, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 502, 3, 4u, 0u, 47, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 551, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 505, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 508, 1, 1u, 0u, 47, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 554, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 557, 1, 1u, 0u, 47, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 558, 2, 2u, 0u, 48, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 509, 3, 4u, 0u, 48, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 560, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 512, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 563, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 515, 1, 1u, 0u, 48, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 566, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 516, 3, 4u, 0u, 49, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 569, 1, 1u, 0u, 48, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 570, 2, 2u, 0u, 49, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 519, 1, 1u, 0u, 49, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 572, 1, 1u, 0u, 49, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"COPY-CPU", "copy_f32_r3", &copy_f32_r3_erased, 573, 2, 2u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 520, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 575, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 523, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 578, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 581, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 526, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 584, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 529, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 587, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 590, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 532, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 593, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 535, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 596, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 538, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 599, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 602, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 605, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 541, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 608, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 544, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 611, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 614, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 547, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 617, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 550, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 620, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 623, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 553, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 626, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 556, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 629, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 559, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 632, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 635, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 638, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 562, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 641, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 565, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 644, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 647, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 568, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 650, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 571, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 653, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 656, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 574, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 659, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 577, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 662, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 580, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 665, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 668, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
-    // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 671, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 583, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 674, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 586, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 676, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 588, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 678, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 590, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 681, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 593, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 684, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 596, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 686, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 598, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 688, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 600, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 691, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 603, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 694, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 606, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 696, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 608, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 698, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 610, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 701, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 613, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 704, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 616, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 707, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 619, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 710, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 622, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 713, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 625, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 716, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 628, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 719, 4, 8u, 0u, 50, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 631, 4, 8u, 0u, 50, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 723, 4, 8u, 0u, 50, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 635, 4, 8u, 0u, 50, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 727, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 639, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 730, 3, 4u, 0u, 53, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 642, 3, 4u, 0u, 53, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 733, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 645, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 736, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 648, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 739, 3, 4u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 651, 3, 4u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 742, 2, 2u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 654, 2, 2u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 744, 4, 8u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 656, 4, 8u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 748, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 660, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 751, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 663, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 754, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 666, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 55), kForward, kBackward, kOperandSpecs};
@@ -1909,7 +1749,7 @@ lm_train::lm_train() : vm_(kProgram) {
   index_values_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(657);
+  table_.resize(625);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(36);
   seeds_.resize(1);
@@ -2041,38 +1881,38 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
   const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64})});
   const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
-  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64})});
+  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
-  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
   const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
-  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64})});
+  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
-  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
   const std::size_t wf_slot35 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot37 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256})});
@@ -2392,367 +2232,335 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[293] = wf_refs.reshape("TID293", table_[147], {batch * 64, 16});
   table_[294] = wf_refs.reshape("TID294", table_[283], {batch * 64, 64});
   table_[295] = wf_refs.permute("TID295", table_[293], {1, 0});
-  table_[296] = wf_refs.contiguous("TID296", wf_arena + wf_slot30, wfgen::rt::DType::f32, {16, 64});  // TID296 = matmul
-  table_[297] = wf_refs.contiguous("TID297", wf_arena + wf_slot31, wfgen::rt::DType::f32, {64, 64});  // TID297 = fill
-  table_[298] = wf_refs.slice("TID298", table_[297], {48, 0}, {1, 1}, {16, 64});
-  table_[299] = table_[298];  // copy into TID298
-  table_[300] = wf_refs.permute("TID300", table_[146], {0, 2, 1});
-  table_[301] = wf_refs.contiguous("TID301", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID301 = matmul
-  table_[302] = wf_refs.permute("TID302", table_[145], {0, 2, 1});
-  table_[303] = wf_refs.contiguous("TID303", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 16});  // TID303 = matmul
-  table_[304] = wf_refs.contiguous("TID304", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID304 = fill
-  table_[305] = wf_refs.slice("TID305", table_[304], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[306] = table_[305];  // copy into TID305
-  table_[307] = wf_refs.contiguous("TID307", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID307 = fused_mul_sum_sub_mul_and_1
-  table_[308] = wf_refs.permute("TID308", table_[143], {0, 2, 1});
-  table_[309] = wf_refs.contiguous("TID309", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 16});  // TID309 = matmul
+  table_[296] = wf_refs.contiguous("TID296", wf_arena + wf_slot30, wfgen::rt::DType::f32, {64, 64});  // TID296 = fill
+  table_[297] = wf_refs.slice("TID297", table_[296], {48, 0}, {1, 1}, {16, 64});
+  table_[298] = table_[297];  // matmul into TID297
+  table_[299] = wf_refs.permute("TID299", table_[146], {0, 2, 1});
+  table_[300] = wf_refs.contiguous("TID300", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID300 = matmul
+  table_[301] = wf_refs.permute("TID301", table_[145], {0, 2, 1});
+  table_[302] = wf_refs.contiguous("TID302", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID302 = fill
+  table_[303] = wf_refs.slice("TID303", table_[302], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[304] = table_[303];  // matmul into TID303
+  table_[305] = wf_refs.contiguous("TID305", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID305 = fused_mul_sum_sub_mul_and_1
+  table_[306] = wf_refs.permute("TID306", table_[143], {0, 2, 1});
+  table_[307] = wf_refs.contiguous("TID307", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID307 = fill
+  table_[308] = wf_refs.slice("TID308", table_[307], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[309] = table_[308];  // matmul into TID308
   table_[310] = wf_refs.permute("TID310", table_[141], {0, 2, 1});
-  table_[311] = wf_refs.contiguous("TID311", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 16, 64});  // TID311 = matmul
-  table_[312] = wf_refs.permute("TID312", table_[311], {0, 2, 1});
-  table_[313] = wf_refs.contiguous("TID313", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID313 = fill
-  table_[314] = wf_refs.slice("TID314", table_[313], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[315] = table_[314];  // copy into TID314
-  table_[316] = wf_refs.contiguous("TID316", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID316 = fill
-  table_[317] = wf_refs.slice("TID317", table_[316], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[318] = table_[317];  // copy into TID317
-  table_[319] = wf_refs.permute("TID319", table_[139], {0, 2, 1});
-  table_[320] = wf_refs.contiguous("TID320", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 16});  // TID320 = matmul
-  table_[321] = wf_refs.reshape("TID321", table_[137], {batch * 64, 16});
-  table_[322] = wf_refs.reshape("TID322", table_[283], {batch * 64, 64});
-  table_[323] = wf_refs.permute("TID323", table_[321], {1, 0});
-  table_[324] = wf_refs.contiguous("TID324", wf_arena + wf_slot34, wfgen::rt::DType::f32, {16, 64});  // TID324 = matmul
-  table_[325] = wf_refs.slice("TID325", table_[297], {32, 0}, {1, 1}, {16, 64});
-  table_[326] = table_[325];  // add into TID325
-  table_[327] = wf_refs.permute("TID327", table_[136], {0, 2, 1});
-  table_[328] = wf_refs.contiguous("TID328", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID328 = matmul
-  table_[329] = wf_refs.permute("TID329", table_[135], {0, 2, 1});
-  table_[330] = wf_refs.contiguous("TID330", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 16});  // TID330 = matmul
-  table_[331] = wf_refs.slice("TID331", table_[304], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[332] = table_[331];  // add into TID331
-  table_[333] = wf_refs.contiguous("TID333", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID333 = fused_mul_sum_sub_mul_and_1
-  table_[334] = wf_refs.permute("TID334", table_[133], {0, 2, 1});
-  table_[335] = wf_refs.contiguous("TID335", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID335 = matmul
-  table_[336] = wf_refs.permute("TID336", table_[131], {0, 2, 1});
-  table_[337] = wf_refs.contiguous("TID337", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 16, 64});  // TID337 = matmul
-  table_[338] = wf_refs.permute("TID338", table_[337], {0, 2, 1});
-  table_[339] = wf_refs.slice("TID339", table_[313], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[340] = table_[339];  // add into TID339
-  table_[341] = wf_refs.slice("TID341", table_[316], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[342] = table_[341];  // add into TID341
-  table_[343] = wf_refs.permute("TID343", table_[129], {0, 2, 1});
-  table_[344] = wf_refs.contiguous("TID344", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // TID344 = matmul
-  table_[345] = wf_refs.reshape("TID345", table_[127], {batch * 64, 16});
-  table_[346] = wf_refs.reshape("TID346", table_[283], {batch * 64, 64});
-  table_[347] = wf_refs.permute("TID347", table_[345], {1, 0});
-  table_[348] = wf_refs.contiguous("TID348", wf_arena + wf_slot29, wfgen::rt::DType::f32, {16, 64});  // TID348 = matmul
-  table_[349] = wf_refs.slice("TID349", table_[297], {16, 0}, {1, 1}, {16, 64});
-  table_[350] = table_[349];  // add into TID349
-  table_[351] = wf_refs.permute("TID351", table_[126], {0, 2, 1});
-  table_[352] = wf_refs.contiguous("TID352", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID352 = matmul
-  table_[353] = wf_refs.permute("TID353", table_[125], {0, 2, 1});
-  table_[354] = wf_refs.contiguous("TID354", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 16});  // TID354 = matmul
-  table_[355] = wf_refs.slice("TID355", table_[304], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[356] = table_[355];  // add into TID355
-  table_[357] = wf_refs.contiguous("TID357", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID357 = fused_mul_sum_sub_mul_and_1
-  table_[358] = wf_refs.permute("TID358", table_[123], {0, 2, 1});
-  table_[359] = wf_refs.contiguous("TID359", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // TID359 = matmul
-  table_[360] = wf_refs.permute("TID360", table_[121], {0, 2, 1});
-  table_[361] = wf_refs.contiguous("TID361", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 16, 64});  // TID361 = matmul
-  table_[362] = wf_refs.permute("TID362", table_[361], {0, 2, 1});
-  table_[363] = wf_refs.slice("TID363", table_[313], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[364] = table_[363];  // add into TID363
-  table_[365] = wf_refs.slice("TID365", table_[316], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[366] = table_[365];  // add into TID365
-  table_[367] = wf_refs.permute("TID367", table_[119], {0, 2, 1});
-  table_[368] = wf_refs.contiguous("TID368", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // TID368 = matmul
-  table_[369] = wf_refs.reshape("TID369", table_[117], {batch * 64, 16});
-  table_[370] = wf_refs.reshape("TID370", table_[283], {batch * 64, 64});
-  table_[371] = wf_refs.permute("TID371", table_[369], {1, 0});
-  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot26, wfgen::rt::DType::f32, {16, 64});  // TID372 = matmul
-  table_[373] = wf_refs.slice("TID373", table_[297], {0, 0}, {1, 1}, {16, 64});
-  table_[374] = table_[373];  // add into TID373
-  table_[375] = wf_refs.permute("TID375", table_[116], {0, 2, 1});
-  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID376 = matmul
-  table_[377] = wf_refs.permute("TID377", table_[115], {0, 2, 1});
-  table_[378] = wf_refs.contiguous("TID378", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 16});  // TID378 = matmul
-  table_[379] = wf_refs.slice("TID379", table_[304], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[380] = table_[379];  // add into TID379
-  table_[381] = wf_refs.contiguous("TID381", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID381 = fused_mul_sum_sub_mul_and_1
-  table_[382] = wf_refs.permute("TID382", table_[113], {0, 2, 1});
-  table_[383] = wf_refs.contiguous("TID383", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // TID383 = matmul
-  table_[384] = wf_refs.permute("TID384", table_[111], {0, 2, 1});
-  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 16, 64});  // TID385 = matmul
-  table_[386] = wf_refs.permute("TID386", table_[385], {0, 2, 1});
-  table_[387] = wf_refs.slice("TID387", table_[313], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[388] = table_[387];  // add into TID387
-  table_[389] = wf_refs.slice("TID389", table_[316], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[390] = table_[389];  // add into TID389
-  table_[391] = wf_refs.permute("TID391", table_[304], {0, 2, 1});
-  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID392 = sum
-  table_[393] = wf_refs.permute("TID393", table_[392], {0, 2, 1});
-  table_[394] = wf_refs.permute("TID394", table_[393], {1, 2, 0});
-  table_[395] = wf_refs.contiguous("TID395", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID395 = sum
-  table_[396] = wf_refs.permute("TID396", table_[395], {2, 0, 1});
-  table_[397] = wf_refs.reshape("TID397", table_[396], {64});
-  table_[398] = wf_refs.permute("TID398", table_[107], {0, 2, 1});
-  table_[399] = wf_refs.contiguous("TID399", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID399 = matmul
-  table_[400] = wf_refs.reshape("TID400", table_[90], {batch * 64, 64});
-  table_[401] = wf_refs.reshape("TID401", table_[304], {batch * 64, 64});
-  table_[402] = wf_refs.permute("TID402", table_[400], {1, 0});
-  table_[403] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[404] = wf_refs.permute("TID404", table_[313], {0, 2, 1});
-  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID405 = sum
-  table_[406] = wf_refs.permute("TID406", table_[405], {0, 2, 1});
-  table_[407] = wf_refs.permute("TID407", table_[406], {1, 2, 0});
-  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot22, wfgen::rt::DType::f32, {1, 64, 1});  // TID408 = sum
-  table_[409] = wf_refs.permute("TID409", table_[408], {2, 0, 1});
-  table_[410] = wf_refs.reshape("TID410", table_[409], {64});
-  table_[411] = wf_refs.permute("TID411", table_[103], {0, 2, 1});
-  table_[412] = wf_refs.contiguous("TID412", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID412 = matmul
-  table_[413] = wf_refs.reshape("TID413", table_[90], {batch * 64, 64});
-  table_[414] = wf_refs.reshape("TID414", table_[313], {batch * 64, 64});
-  table_[415] = wf_refs.permute("TID415", table_[413], {1, 0});
-  table_[416] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[417] = wf_refs.permute("TID417", table_[316], {0, 2, 1});
-  table_[418] = wf_refs.contiguous("TID418", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 1});  // TID418 = sum
-  table_[419] = wf_refs.permute("TID419", table_[418], {0, 2, 1});
-  table_[420] = wf_refs.permute("TID420", table_[419], {1, 2, 0});
-  table_[421] = wf_refs.contiguous("TID421", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID421 = sum
-  table_[422] = wf_refs.permute("TID422", table_[421], {2, 0, 1});
-  table_[423] = wf_refs.reshape("TID423", table_[422], {64});
-  table_[424] = wf_refs.permute("TID424", table_[99], {0, 2, 1});
-  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID425 = matmul
-  table_[426] = wf_refs.reshape("TID426", table_[90], {batch * 64, 64});
-  table_[427] = wf_refs.reshape("TID427", table_[316], {batch * 64, 64});
-  table_[428] = wf_refs.permute("TID428", table_[426], {1, 0});
-  table_[429] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[430] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[431] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[432] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[433] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[434] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[435] = wf_refs.contiguous("TID435", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID435 = fused_add_add
-  table_[436] = wf_refs.contiguous("TID436", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID436 = layer_norm_grad
-  table_[437] = wf_refs.reshape("TID437", table_[435], {batch * 64, 64});
-  table_[438] = wf_refs.reshape("TID438", table_[87], {batch * 64, 64});
-  table_[439] = wf_refs.contiguous("TID439", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID439 = layer_norm_param_grad
-  table_[440] = wf_refs.reshape("TID440", table_[435], {batch * 64, 64});
-  table_[441] = wf_refs.reshape("TID441", table_[87], {batch * 64, 64});
-  table_[442] = wf_refs.contiguous("TID442", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID442 = layer_norm_param_grad
-  table_[443] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[444] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[445] = wf_refs.contiguous("TID445", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID445 = add
-  table_[446] = wf_refs.permute("TID446", table_[445], {0, 2, 1});
-  table_[447] = wf_refs.contiguous("TID447", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID447 = sum
-  table_[448] = wf_refs.permute("TID448", table_[447], {0, 2, 1});
-  table_[449] = wf_refs.permute("TID449", table_[448], {1, 2, 0});
-  table_[450] = wf_refs.contiguous("TID450", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID450 = sum
-  table_[451] = wf_refs.permute("TID451", table_[450], {2, 0, 1});
-  table_[452] = wf_refs.reshape("TID452", table_[451], {64});
-  table_[453] = wf_refs.permute("TID453", table_[84], {0, 2, 1});
-  table_[454] = wf_refs.contiguous("TID454", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID454 = matmul
-  table_[455] = wf_refs.reshape("TID455", table_[81], {batch * 64, 256});
-  table_[456] = wf_refs.reshape("TID456", table_[445], {batch * 64, 64});
-  table_[457] = wf_refs.permute("TID457", table_[455], {1, 0});
-  table_[458] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[459] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[460] = wf_refs.contiguous("TID460", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID460 = gelu_grad
-  table_[461] = wf_refs.permute("TID461", table_[460], {0, 2, 1});
-  table_[462] = wf_refs.contiguous("TID462", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID462 = sum
-  table_[463] = wf_refs.permute("TID463", table_[462], {0, 2, 1});
-  table_[464] = wf_refs.permute("TID464", table_[463], {1, 2, 0});
-  table_[465] = wf_refs.contiguous("TID465", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID465 = sum
-  table_[466] = wf_refs.permute("TID466", table_[465], {2, 0, 1});
-  table_[467] = wf_refs.reshape("TID467", table_[466], {256});
-  table_[468] = wf_refs.permute("TID468", table_[77], {0, 2, 1});
-  table_[469] = wf_refs.contiguous("TID469", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID469 = matmul
-  table_[470] = wf_refs.reshape("TID470", table_[74], {batch * 64, 64});
-  table_[471] = wf_refs.reshape("TID471", table_[460], {batch * 64, 256});
-  table_[472] = wf_refs.permute("TID472", table_[470], {1, 0});
-  table_[473] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[474] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[475] = wf_refs.contiguous("TID475", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID475 = layer_norm_grad
-  table_[476] = wf_refs.reshape("TID476", table_[469], {batch * 64, 64});
-  table_[477] = wf_refs.reshape("TID477", table_[71], {batch * 64, 64});
-  table_[478] = wf_refs.contiguous("TID478", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID478 = layer_norm_param_grad
-  table_[479] = wf_refs.reshape("TID479", table_[469], {batch * 64, 64});
-  table_[480] = wf_refs.reshape("TID480", table_[71], {batch * 64, 64});
-  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID481 = layer_norm_param_grad
-  table_[482] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[483] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[484] = wf_refs.contiguous("TID484", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID484 = add
-  table_[485] = wf_refs.permute("TID485", table_[484], {0, 2, 1});
-  table_[486] = wf_refs.contiguous("TID486", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID486 = sum
-  table_[487] = wf_refs.permute("TID487", table_[486], {0, 2, 1});
-  table_[488] = wf_refs.permute("TID488", table_[487], {1, 2, 0});
-  table_[489] = wf_refs.contiguous("TID489", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID489 = sum
-  table_[490] = wf_refs.permute("TID490", table_[489], {2, 0, 1});
-  table_[491] = wf_refs.reshape("TID491", table_[490], {64});
-  table_[492] = wf_refs.permute("TID492", table_[68], {0, 2, 1});
-  table_[493] = wf_refs.contiguous("TID493", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID493 = matmul
-  table_[494] = wf_refs.reshape("TID494", table_[66], {batch * 64, 16});
-  table_[495] = wf_refs.reshape("TID495", table_[484], {batch * 64, 64});
-  table_[496] = wf_refs.permute("TID496", table_[494], {1, 0});
-  table_[497] = wf_refs.contiguous("TID497", wf_arena + wf_slot13, wfgen::rt::DType::f32, {16, 64});  // TID497 = matmul
-  table_[498] = wf_refs.contiguous("TID498", wf_arena + wf_slot14, wfgen::rt::DType::f32, {64, 64});  // TID498 = fill
-  table_[499] = wf_refs.slice("TID499", table_[498], {48, 0}, {1, 1}, {16, 64});
-  table_[500] = table_[499];  // copy into TID499
-  table_[501] = wf_refs.permute("TID501", table_[65], {0, 2, 1});
-  table_[502] = wf_refs.contiguous("TID502", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID502 = matmul
-  table_[503] = wf_refs.permute("TID503", table_[64], {0, 2, 1});
-  table_[504] = wf_refs.contiguous("TID504", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 16});  // TID504 = matmul
-  table_[505] = wf_refs.contiguous("TID505", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID505 = fill
-  table_[506] = wf_refs.slice("TID506", table_[505], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[507] = table_[506];  // copy into TID506
-  table_[508] = wf_refs.contiguous("TID508", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID508 = fused_mul_sum_sub_mul_and_1
-  table_[509] = wf_refs.permute("TID509", table_[62], {0, 2, 1});
-  table_[510] = wf_refs.contiguous("TID510", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID510 = matmul
-  table_[511] = wf_refs.permute("TID511", table_[60], {0, 2, 1});
-  table_[512] = wf_refs.contiguous("TID512", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 16, 64});  // TID512 = matmul
-  table_[513] = wf_refs.permute("TID513", table_[512], {0, 2, 1});
-  table_[514] = wf_refs.contiguous("TID514", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID514 = fill
-  table_[515] = wf_refs.slice("TID515", table_[514], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[516] = table_[515];  // copy into TID515
-  table_[517] = wf_refs.contiguous("TID517", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID517 = fill
-  table_[518] = wf_refs.slice("TID518", table_[517], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[519] = table_[518];  // copy into TID518
-  table_[520] = wf_refs.permute("TID520", table_[58], {0, 2, 1});
-  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // TID521 = matmul
-  table_[522] = wf_refs.reshape("TID522", table_[56], {batch * 64, 16});
-  table_[523] = wf_refs.reshape("TID523", table_[484], {batch * 64, 64});
+  table_[311] = wf_refs.contiguous("TID311", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID311 = fill
+  table_[312] = wf_refs.slice("TID312", table_[311], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[313] = wf_refs.permute("TID313", table_[312], {0, 2, 1});
+  table_[314] = table_[313];  // matmul into TID313
+  table_[315] = wf_refs.permute("TID315", table_[139], {0, 2, 1});
+  table_[316] = wf_refs.contiguous("TID316", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID316 = matmul
+  table_[317] = wf_refs.reshape("TID317", table_[137], {batch * 64, 16});
+  table_[318] = wf_refs.reshape("TID318", table_[283], {batch * 64, 64});
+  table_[319] = wf_refs.permute("TID319", table_[317], {1, 0});
+  table_[320] = wf_refs.slice("TID320", table_[296], {32, 0}, {1, 1}, {16, 64});
+  table_[321] = table_[320];  // matmul into TID320
+  table_[322] = wf_refs.permute("TID322", table_[136], {0, 2, 1});
+  table_[323] = wf_refs.contiguous("TID323", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID323 = matmul
+  table_[324] = wf_refs.permute("TID324", table_[135], {0, 2, 1});
+  table_[325] = wf_refs.slice("TID325", table_[302], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[326] = table_[325];  // matmul into TID325
+  table_[327] = wf_refs.contiguous("TID327", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID327 = fused_mul_sum_sub_mul_and_1
+  table_[328] = wf_refs.permute("TID328", table_[133], {0, 2, 1});
+  table_[329] = wf_refs.slice("TID329", table_[307], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[330] = table_[329];  // matmul into TID329
+  table_[331] = wf_refs.permute("TID331", table_[131], {0, 2, 1});
+  table_[332] = wf_refs.slice("TID332", table_[311], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[333] = wf_refs.permute("TID333", table_[332], {0, 2, 1});
+  table_[334] = table_[333];  // matmul into TID333
+  table_[335] = wf_refs.permute("TID335", table_[129], {0, 2, 1});
+  table_[336] = wf_refs.contiguous("TID336", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID336 = matmul
+  table_[337] = wf_refs.reshape("TID337", table_[127], {batch * 64, 16});
+  table_[338] = wf_refs.reshape("TID338", table_[283], {batch * 64, 64});
+  table_[339] = wf_refs.permute("TID339", table_[337], {1, 0});
+  table_[340] = wf_refs.slice("TID340", table_[296], {16, 0}, {1, 1}, {16, 64});
+  table_[341] = table_[340];  // matmul into TID340
+  table_[342] = wf_refs.permute("TID342", table_[126], {0, 2, 1});
+  table_[343] = wf_refs.contiguous("TID343", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID343 = matmul
+  table_[344] = wf_refs.permute("TID344", table_[125], {0, 2, 1});
+  table_[345] = wf_refs.slice("TID345", table_[302], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[346] = table_[345];  // matmul into TID345
+  table_[347] = wf_refs.contiguous("TID347", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID347 = fused_mul_sum_sub_mul_and_1
+  table_[348] = wf_refs.permute("TID348", table_[123], {0, 2, 1});
+  table_[349] = wf_refs.slice("TID349", table_[307], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[350] = table_[349];  // matmul into TID349
+  table_[351] = wf_refs.permute("TID351", table_[121], {0, 2, 1});
+  table_[352] = wf_refs.slice("TID352", table_[311], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[353] = wf_refs.permute("TID353", table_[352], {0, 2, 1});
+  table_[354] = table_[353];  // matmul into TID353
+  table_[355] = wf_refs.permute("TID355", table_[119], {0, 2, 1});
+  table_[356] = wf_refs.contiguous("TID356", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID356 = matmul
+  table_[357] = wf_refs.reshape("TID357", table_[117], {batch * 64, 16});
+  table_[358] = wf_refs.reshape("TID358", table_[283], {batch * 64, 64});
+  table_[359] = wf_refs.permute("TID359", table_[357], {1, 0});
+  table_[360] = wf_refs.slice("TID360", table_[296], {0, 0}, {1, 1}, {16, 64});
+  table_[361] = table_[360];  // matmul into TID360
+  table_[362] = wf_refs.permute("TID362", table_[116], {0, 2, 1});
+  table_[363] = wf_refs.contiguous("TID363", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID363 = matmul
+  table_[364] = wf_refs.permute("TID364", table_[115], {0, 2, 1});
+  table_[365] = wf_refs.slice("TID365", table_[302], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[366] = table_[365];  // matmul into TID365
+  table_[367] = wf_refs.contiguous("TID367", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID367 = fused_mul_sum_sub_mul_and_1
+  table_[368] = wf_refs.permute("TID368", table_[113], {0, 2, 1});
+  table_[369] = wf_refs.slice("TID369", table_[307], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[370] = table_[369];  // matmul into TID369
+  table_[371] = wf_refs.permute("TID371", table_[111], {0, 2, 1});
+  table_[372] = wf_refs.slice("TID372", table_[311], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[373] = wf_refs.permute("TID373", table_[372], {0, 2, 1});
+  table_[374] = table_[373];  // matmul into TID373
+  table_[375] = wf_refs.permute("TID375", table_[302], {0, 2, 1});
+  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID376 = sum
+  table_[377] = wf_refs.permute("TID377", table_[376], {0, 2, 1});
+  table_[378] = wf_refs.permute("TID378", table_[377], {1, 2, 0});
+  table_[379] = wf_refs.contiguous("TID379", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID379 = sum
+  table_[380] = wf_refs.permute("TID380", table_[379], {2, 0, 1});
+  table_[381] = wf_refs.reshape("TID381", table_[380], {64});
+  table_[382] = wf_refs.permute("TID382", table_[107], {0, 2, 1});
+  table_[383] = wf_refs.contiguous("TID383", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID383 = matmul
+  table_[384] = wf_refs.reshape("TID384", table_[90], {batch * 64, 64});
+  table_[385] = wf_refs.reshape("TID385", table_[302], {batch * 64, 64});
+  table_[386] = wf_refs.permute("TID386", table_[384], {1, 0});
+  table_[387] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[388] = wf_refs.permute("TID388", table_[311], {0, 2, 1});
+  table_[389] = wf_refs.contiguous("TID389", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID389 = sum
+  table_[390] = wf_refs.permute("TID390", table_[389], {0, 2, 1});
+  table_[391] = wf_refs.permute("TID391", table_[390], {1, 2, 0});
+  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot22, wfgen::rt::DType::f32, {1, 64, 1});  // TID392 = sum
+  table_[393] = wf_refs.permute("TID393", table_[392], {2, 0, 1});
+  table_[394] = wf_refs.reshape("TID394", table_[393], {64});
+  table_[395] = wf_refs.permute("TID395", table_[103], {0, 2, 1});
+  table_[396] = wf_refs.contiguous("TID396", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID396 = matmul
+  table_[397] = wf_refs.reshape("TID397", table_[90], {batch * 64, 64});
+  table_[398] = wf_refs.reshape("TID398", table_[311], {batch * 64, 64});
+  table_[399] = wf_refs.permute("TID399", table_[397], {1, 0});
+  table_[400] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[401] = wf_refs.permute("TID401", table_[307], {0, 2, 1});
+  table_[402] = wf_refs.contiguous("TID402", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 1});  // TID402 = sum
+  table_[403] = wf_refs.permute("TID403", table_[402], {0, 2, 1});
+  table_[404] = wf_refs.permute("TID404", table_[403], {1, 2, 0});
+  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID405 = sum
+  table_[406] = wf_refs.permute("TID406", table_[405], {2, 0, 1});
+  table_[407] = wf_refs.reshape("TID407", table_[406], {64});
+  table_[408] = wf_refs.permute("TID408", table_[99], {0, 2, 1});
+  table_[409] = wf_refs.contiguous("TID409", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID409 = matmul
+  table_[410] = wf_refs.reshape("TID410", table_[90], {batch * 64, 64});
+  table_[411] = wf_refs.reshape("TID411", table_[307], {batch * 64, 64});
+  table_[412] = wf_refs.permute("TID412", table_[410], {1, 0});
+  table_[413] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[414] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[415] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[416] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[417] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[418] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID419 = fused_add_add
+  table_[420] = wf_refs.contiguous("TID420", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID420 = layer_norm_grad
+  table_[421] = wf_refs.reshape("TID421", table_[419], {batch * 64, 64});
+  table_[422] = wf_refs.reshape("TID422", table_[87], {batch * 64, 64});
+  table_[423] = wf_refs.contiguous("TID423", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID423 = layer_norm_param_grad
+  table_[424] = wf_refs.reshape("TID424", table_[419], {batch * 64, 64});
+  table_[425] = wf_refs.reshape("TID425", table_[87], {batch * 64, 64});
+  table_[426] = wf_refs.contiguous("TID426", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID426 = layer_norm_param_grad
+  table_[427] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[428] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[429] = wf_refs.contiguous("TID429", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID429 = add
+  table_[430] = wf_refs.permute("TID430", table_[429], {0, 2, 1});
+  table_[431] = wf_refs.contiguous("TID431", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID431 = sum
+  table_[432] = wf_refs.permute("TID432", table_[431], {0, 2, 1});
+  table_[433] = wf_refs.permute("TID433", table_[432], {1, 2, 0});
+  table_[434] = wf_refs.contiguous("TID434", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID434 = sum
+  table_[435] = wf_refs.permute("TID435", table_[434], {2, 0, 1});
+  table_[436] = wf_refs.reshape("TID436", table_[435], {64});
+  table_[437] = wf_refs.permute("TID437", table_[84], {0, 2, 1});
+  table_[438] = wf_refs.contiguous("TID438", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID438 = matmul
+  table_[439] = wf_refs.reshape("TID439", table_[81], {batch * 64, 256});
+  table_[440] = wf_refs.reshape("TID440", table_[429], {batch * 64, 64});
+  table_[441] = wf_refs.permute("TID441", table_[439], {1, 0});
+  table_[442] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[443] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[444] = wf_refs.contiguous("TID444", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID444 = gelu_grad
+  table_[445] = wf_refs.permute("TID445", table_[444], {0, 2, 1});
+  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID446 = sum
+  table_[447] = wf_refs.permute("TID447", table_[446], {0, 2, 1});
+  table_[448] = wf_refs.permute("TID448", table_[447], {1, 2, 0});
+  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID449 = sum
+  table_[450] = wf_refs.permute("TID450", table_[449], {2, 0, 1});
+  table_[451] = wf_refs.reshape("TID451", table_[450], {256});
+  table_[452] = wf_refs.permute("TID452", table_[77], {0, 2, 1});
+  table_[453] = wf_refs.contiguous("TID453", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID453 = matmul
+  table_[454] = wf_refs.reshape("TID454", table_[74], {batch * 64, 64});
+  table_[455] = wf_refs.reshape("TID455", table_[444], {batch * 64, 256});
+  table_[456] = wf_refs.permute("TID456", table_[454], {1, 0});
+  table_[457] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[458] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[459] = wf_refs.contiguous("TID459", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID459 = layer_norm_grad
+  table_[460] = wf_refs.reshape("TID460", table_[453], {batch * 64, 64});
+  table_[461] = wf_refs.reshape("TID461", table_[71], {batch * 64, 64});
+  table_[462] = wf_refs.contiguous("TID462", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID462 = layer_norm_param_grad
+  table_[463] = wf_refs.reshape("TID463", table_[453], {batch * 64, 64});
+  table_[464] = wf_refs.reshape("TID464", table_[71], {batch * 64, 64});
+  table_[465] = wf_refs.contiguous("TID465", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID465 = layer_norm_param_grad
+  table_[466] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[467] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[468] = wf_refs.contiguous("TID468", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID468 = add
+  table_[469] = wf_refs.permute("TID469", table_[468], {0, 2, 1});
+  table_[470] = wf_refs.contiguous("TID470", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID470 = sum
+  table_[471] = wf_refs.permute("TID471", table_[470], {0, 2, 1});
+  table_[472] = wf_refs.permute("TID472", table_[471], {1, 2, 0});
+  table_[473] = wf_refs.contiguous("TID473", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID473 = sum
+  table_[474] = wf_refs.permute("TID474", table_[473], {2, 0, 1});
+  table_[475] = wf_refs.reshape("TID475", table_[474], {64});
+  table_[476] = wf_refs.permute("TID476", table_[68], {0, 2, 1});
+  table_[477] = wf_refs.contiguous("TID477", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID477 = matmul
+  table_[478] = wf_refs.reshape("TID478", table_[66], {batch * 64, 16});
+  table_[479] = wf_refs.reshape("TID479", table_[468], {batch * 64, 64});
+  table_[480] = wf_refs.permute("TID480", table_[478], {1, 0});
+  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot13, wfgen::rt::DType::f32, {64, 64});  // TID481 = fill
+  table_[482] = wf_refs.slice("TID482", table_[481], {48, 0}, {1, 1}, {16, 64});
+  table_[483] = table_[482];  // matmul into TID482
+  table_[484] = wf_refs.permute("TID484", table_[65], {0, 2, 1});
+  table_[485] = wf_refs.contiguous("TID485", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID485 = matmul
+  table_[486] = wf_refs.permute("TID486", table_[64], {0, 2, 1});
+  table_[487] = wf_refs.contiguous("TID487", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID487 = fill
+  table_[488] = wf_refs.slice("TID488", table_[487], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[489] = table_[488];  // matmul into TID488
+  table_[490] = wf_refs.contiguous("TID490", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID490 = fused_mul_sum_sub_mul_and_1
+  table_[491] = wf_refs.permute("TID491", table_[62], {0, 2, 1});
+  table_[492] = wf_refs.contiguous("TID492", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID492 = fill
+  table_[493] = wf_refs.slice("TID493", table_[492], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[494] = table_[493];  // matmul into TID493
+  table_[495] = wf_refs.permute("TID495", table_[60], {0, 2, 1});
+  table_[496] = wf_refs.contiguous("TID496", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID496 = fill
+  table_[497] = wf_refs.slice("TID497", table_[496], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[498] = wf_refs.permute("TID498", table_[497], {0, 2, 1});
+  table_[499] = table_[498];  // matmul into TID498
+  table_[500] = wf_refs.permute("TID500", table_[58], {0, 2, 1});
+  table_[501] = wf_refs.contiguous("TID501", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID501 = matmul
+  table_[502] = wf_refs.reshape("TID502", table_[56], {batch * 64, 16});
+  table_[503] = wf_refs.reshape("TID503", table_[468], {batch * 64, 64});
+  table_[504] = wf_refs.permute("TID504", table_[502], {1, 0});
+  table_[505] = wf_refs.slice("TID505", table_[481], {32, 0}, {1, 1}, {16, 64});
+  table_[506] = table_[505];  // matmul into TID505
+  table_[507] = wf_refs.permute("TID507", table_[55], {0, 2, 1});
+  table_[508] = wf_refs.contiguous("TID508", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID508 = matmul
+  table_[509] = wf_refs.permute("TID509", table_[54], {0, 2, 1});
+  table_[510] = wf_refs.slice("TID510", table_[487], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[511] = table_[510];  // matmul into TID510
+  table_[512] = wf_refs.contiguous("TID512", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID512 = fused_mul_sum_sub_mul_and_1
+  table_[513] = wf_refs.permute("TID513", table_[52], {0, 2, 1});
+  table_[514] = wf_refs.slice("TID514", table_[492], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[515] = table_[514];  // matmul into TID514
+  table_[516] = wf_refs.permute("TID516", table_[50], {0, 2, 1});
+  table_[517] = wf_refs.slice("TID517", table_[496], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[518] = wf_refs.permute("TID518", table_[517], {0, 2, 1});
+  table_[519] = table_[518];  // matmul into TID518
+  table_[520] = wf_refs.permute("TID520", table_[48], {0, 2, 1});
+  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID521 = matmul
+  table_[522] = wf_refs.reshape("TID522", table_[46], {batch * 64, 16});
+  table_[523] = wf_refs.reshape("TID523", table_[468], {batch * 64, 64});
   table_[524] = wf_refs.permute("TID524", table_[522], {1, 0});
-  table_[525] = wf_refs.contiguous("TID525", wf_arena + wf_slot17, wfgen::rt::DType::f32, {16, 64});  // TID525 = matmul
-  table_[526] = wf_refs.slice("TID526", table_[498], {32, 0}, {1, 1}, {16, 64});
-  table_[527] = table_[526];  // add into TID526
-  table_[528] = wf_refs.permute("TID528", table_[55], {0, 2, 1});
-  table_[529] = wf_refs.contiguous("TID529", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID529 = matmul
-  table_[530] = wf_refs.permute("TID530", table_[54], {0, 2, 1});
-  table_[531] = wf_refs.contiguous("TID531", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 16});  // TID531 = matmul
-  table_[532] = wf_refs.slice("TID532", table_[505], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[533] = table_[532];  // add into TID532
-  table_[534] = wf_refs.contiguous("TID534", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID534 = fused_mul_sum_sub_mul_and_1
-  table_[535] = wf_refs.permute("TID535", table_[52], {0, 2, 1});
-  table_[536] = wf_refs.contiguous("TID536", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // TID536 = matmul
-  table_[537] = wf_refs.permute("TID537", table_[50], {0, 2, 1});
-  table_[538] = wf_refs.contiguous("TID538", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 16, 64});  // TID538 = matmul
-  table_[539] = wf_refs.permute("TID539", table_[538], {0, 2, 1});
-  table_[540] = wf_refs.slice("TID540", table_[514], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[541] = table_[540];  // add into TID540
-  table_[542] = wf_refs.slice("TID542", table_[517], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[543] = table_[542];  // add into TID542
-  table_[544] = wf_refs.permute("TID544", table_[48], {0, 2, 1});
-  table_[545] = wf_refs.contiguous("TID545", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // TID545 = matmul
-  table_[546] = wf_refs.reshape("TID546", table_[46], {batch * 64, 16});
-  table_[547] = wf_refs.reshape("TID547", table_[484], {batch * 64, 64});
-  table_[548] = wf_refs.permute("TID548", table_[546], {1, 0});
-  table_[549] = wf_refs.contiguous("TID549", wf_arena + wf_slot12, wfgen::rt::DType::f32, {16, 64});  // TID549 = matmul
-  table_[550] = wf_refs.slice("TID550", table_[498], {16, 0}, {1, 1}, {16, 64});
-  table_[551] = table_[550];  // add into TID550
-  table_[552] = wf_refs.permute("TID552", table_[45], {0, 2, 1});
-  table_[553] = wf_refs.contiguous("TID553", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID553 = matmul
-  table_[554] = wf_refs.permute("TID554", table_[44], {0, 2, 1});
-  table_[555] = wf_refs.contiguous("TID555", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 16});  // TID555 = matmul
-  table_[556] = wf_refs.slice("TID556", table_[505], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[557] = table_[556];  // add into TID556
-  table_[558] = wf_refs.contiguous("TID558", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID558 = fused_mul_sum_sub_mul_and_1
-  table_[559] = wf_refs.permute("TID559", table_[42], {0, 2, 1});
-  table_[560] = wf_refs.contiguous("TID560", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID560 = matmul
-  table_[561] = wf_refs.permute("TID561", table_[40], {0, 2, 1});
-  table_[562] = wf_refs.contiguous("TID562", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 16, 64});  // TID562 = matmul
-  table_[563] = wf_refs.permute("TID563", table_[562], {0, 2, 1});
-  table_[564] = wf_refs.slice("TID564", table_[514], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[565] = table_[564];  // add into TID564
-  table_[566] = wf_refs.slice("TID566", table_[517], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[567] = table_[566];  // add into TID566
-  table_[568] = wf_refs.permute("TID568", table_[38], {0, 2, 1});
-  table_[569] = wf_refs.contiguous("TID569", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // TID569 = matmul
-  table_[570] = wf_refs.reshape("TID570", table_[36], {batch * 64, 16});
-  table_[571] = wf_refs.reshape("TID571", table_[484], {batch * 64, 64});
-  table_[572] = wf_refs.permute("TID572", table_[570], {1, 0});
-  table_[573] = wf_refs.contiguous("TID573", wf_arena + wf_slot9, wfgen::rt::DType::f32, {16, 64});  // TID573 = matmul
-  table_[574] = wf_refs.slice("TID574", table_[498], {0, 0}, {1, 1}, {16, 64});
-  table_[575] = table_[574];  // add into TID574
-  table_[576] = wf_refs.permute("TID576", table_[35], {0, 2, 1});
-  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID577 = matmul
-  table_[578] = wf_refs.permute("TID578", table_[34], {0, 2, 1});
-  table_[579] = wf_refs.contiguous("TID579", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 16});  // TID579 = matmul
-  table_[580] = wf_refs.slice("TID580", table_[505], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[581] = table_[580];  // add into TID580
-  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID582 = fused_mul_sum_sub_mul_and_1
-  table_[583] = wf_refs.permute("TID583", table_[32], {0, 2, 1});
-  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // TID584 = matmul
-  table_[585] = wf_refs.permute("TID585", table_[30], {0, 2, 1});
-  table_[586] = wf_refs.contiguous("TID586", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 16, 64});  // TID586 = matmul
-  table_[587] = wf_refs.permute("TID587", table_[586], {0, 2, 1});
-  table_[588] = wf_refs.slice("TID588", table_[514], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[589] = table_[588];  // add into TID588
-  table_[590] = wf_refs.slice("TID590", table_[517], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[591] = table_[590];  // add into TID590
-  table_[592] = wf_refs.permute("TID592", table_[505], {0, 2, 1});
-  table_[593] = wf_refs.contiguous("TID593", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID593 = sum
-  table_[594] = wf_refs.permute("TID594", table_[593], {0, 2, 1});
-  table_[595] = wf_refs.permute("TID595", table_[594], {1, 2, 0});
-  table_[596] = wf_refs.contiguous("TID596", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID596 = sum
-  table_[597] = wf_refs.permute("TID597", table_[596], {2, 0, 1});
-  table_[598] = wf_refs.reshape("TID598", table_[597], {64});
-  table_[599] = wf_refs.permute("TID599", table_[26], {0, 2, 1});
-  table_[600] = wf_refs.contiguous("TID600", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID600 = matmul
-  table_[601] = wf_refs.reshape("TID601", table_[9], {batch * 64, 64});
-  table_[602] = wf_refs.reshape("TID602", table_[505], {batch * 64, 64});
-  table_[603] = wf_refs.permute("TID603", table_[601], {1, 0});
-  table_[604] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[605] = wf_refs.permute("TID605", table_[514], {0, 2, 1});
-  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID606 = sum
-  table_[607] = wf_refs.permute("TID607", table_[606], {0, 2, 1});
-  table_[608] = wf_refs.permute("TID608", table_[607], {1, 2, 0});
-  table_[609] = wf_refs.contiguous("TID609", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 64, 1});  // TID609 = sum
-  table_[610] = wf_refs.permute("TID610", table_[609], {2, 0, 1});
-  table_[611] = wf_refs.reshape("TID611", table_[610], {64});
-  table_[612] = wf_refs.permute("TID612", table_[22], {0, 2, 1});
-  table_[613] = wf_refs.contiguous("TID613", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID613 = matmul
-  table_[614] = wf_refs.reshape("TID614", table_[9], {batch * 64, 64});
-  table_[615] = wf_refs.reshape("TID615", table_[514], {batch * 64, 64});
-  table_[616] = wf_refs.permute("TID616", table_[614], {1, 0});
-  table_[617] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[618] = wf_refs.permute("TID618", table_[517], {0, 2, 1});
-  table_[619] = wf_refs.contiguous("TID619", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID619 = sum
-  table_[620] = wf_refs.permute("TID620", table_[619], {0, 2, 1});
-  table_[621] = wf_refs.permute("TID621", table_[620], {1, 2, 0});
-  table_[622] = wf_refs.contiguous("TID622", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID622 = sum
-  table_[623] = wf_refs.permute("TID623", table_[622], {2, 0, 1});
-  table_[624] = wf_refs.reshape("TID624", table_[623], {64});
-  table_[625] = wf_refs.permute("TID625", table_[18], {0, 2, 1});
-  table_[626] = wf_refs.contiguous("TID626", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID626 = matmul
-  table_[627] = wf_refs.reshape("TID627", table_[9], {batch * 64, 64});
-  table_[628] = wf_refs.reshape("TID628", table_[517], {batch * 64, 64});
-  table_[629] = wf_refs.permute("TID629", table_[627], {1, 0});
-  table_[630] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[631] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[632] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[633] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[634] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[635] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[636] = wf_refs.contiguous("TID636", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID636 = fused_add_add
-  table_[637] = wf_refs.contiguous("TID637", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID637 = layer_norm_grad
-  table_[638] = wf_refs.reshape("TID638", table_[636], {batch * 64, 64});
-  table_[639] = wf_refs.reshape("TID639", table_[6], {batch * 64, 64});
-  table_[640] = wf_refs.contiguous("TID640", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID640 = layer_norm_param_grad
-  table_[641] = wf_refs.reshape("TID641", table_[636], {batch * 64, 64});
-  table_[642] = wf_refs.reshape("TID642", table_[6], {batch * 64, 64});
-  table_[643] = wf_refs.contiguous("TID643", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID643 = layer_norm_param_grad
-  table_[644] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[645] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[646] = wf_refs.contiguous("TID646", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID646 = add
-  table_[647] = wf_refs.permute("TID647", table_[646], {1, 2, 0});
-  table_[648] = wf_refs.contiguous("TID648", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID648 = sum
-  table_[649] = wf_refs.permute("TID649", table_[648], {2, 0, 1});
-  table_[650] = wf_refs.reshape("TID650", table_[649], {64, 64});
-  table_[651] = wf_refs.reshape("TID651", table_[646], {batch * 64, 64});
-  table_[652] = wf_refs.reshape("TID652", table_[0], {batch * 64});
-  table_[653] = wf_refs.contiguous("TID653", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID653 = scatter_add
-  table_[654] = table_[185];  // add into grad:tiny_lm_0.position_embedding
-  table_[655] = wf_refs.contiguous("TID655", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID655 = add
-  table_[656] = table_[184];  // add into grad:tiny_lm_0.token_embedding
+  table_[525] = wf_refs.slice("TID525", table_[481], {16, 0}, {1, 1}, {16, 64});
+  table_[526] = table_[525];  // matmul into TID525
+  table_[527] = wf_refs.permute("TID527", table_[45], {0, 2, 1});
+  table_[528] = wf_refs.contiguous("TID528", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID528 = matmul
+  table_[529] = wf_refs.permute("TID529", table_[44], {0, 2, 1});
+  table_[530] = wf_refs.slice("TID530", table_[487], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[531] = table_[530];  // matmul into TID530
+  table_[532] = wf_refs.contiguous("TID532", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID532 = fused_mul_sum_sub_mul_and_1
+  table_[533] = wf_refs.permute("TID533", table_[42], {0, 2, 1});
+  table_[534] = wf_refs.slice("TID534", table_[492], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[535] = table_[534];  // matmul into TID534
+  table_[536] = wf_refs.permute("TID536", table_[40], {0, 2, 1});
+  table_[537] = wf_refs.slice("TID537", table_[496], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[538] = wf_refs.permute("TID538", table_[537], {0, 2, 1});
+  table_[539] = table_[538];  // matmul into TID538
+  table_[540] = wf_refs.permute("TID540", table_[38], {0, 2, 1});
+  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID541 = matmul
+  table_[542] = wf_refs.reshape("TID542", table_[36], {batch * 64, 16});
+  table_[543] = wf_refs.reshape("TID543", table_[468], {batch * 64, 64});
+  table_[544] = wf_refs.permute("TID544", table_[542], {1, 0});
+  table_[545] = wf_refs.slice("TID545", table_[481], {0, 0}, {1, 1}, {16, 64});
+  table_[546] = table_[545];  // matmul into TID545
+  table_[547] = wf_refs.permute("TID547", table_[35], {0, 2, 1});
+  table_[548] = wf_refs.contiguous("TID548", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID548 = matmul
+  table_[549] = wf_refs.permute("TID549", table_[34], {0, 2, 1});
+  table_[550] = wf_refs.slice("TID550", table_[487], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[551] = table_[550];  // matmul into TID550
+  table_[552] = wf_refs.contiguous("TID552", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID552 = fused_mul_sum_sub_mul_and_1
+  table_[553] = wf_refs.permute("TID553", table_[32], {0, 2, 1});
+  table_[554] = wf_refs.slice("TID554", table_[492], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[555] = table_[554];  // matmul into TID554
+  table_[556] = wf_refs.permute("TID556", table_[30], {0, 2, 1});
+  table_[557] = wf_refs.slice("TID557", table_[496], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[558] = wf_refs.permute("TID558", table_[557], {0, 2, 1});
+  table_[559] = table_[558];  // matmul into TID558
+  table_[560] = wf_refs.permute("TID560", table_[487], {0, 2, 1});
+  table_[561] = wf_refs.contiguous("TID561", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID561 = sum
+  table_[562] = wf_refs.permute("TID562", table_[561], {0, 2, 1});
+  table_[563] = wf_refs.permute("TID563", table_[562], {1, 2, 0});
+  table_[564] = wf_refs.contiguous("TID564", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID564 = sum
+  table_[565] = wf_refs.permute("TID565", table_[564], {2, 0, 1});
+  table_[566] = wf_refs.reshape("TID566", table_[565], {64});
+  table_[567] = wf_refs.permute("TID567", table_[26], {0, 2, 1});
+  table_[568] = wf_refs.contiguous("TID568", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID568 = matmul
+  table_[569] = wf_refs.reshape("TID569", table_[9], {batch * 64, 64});
+  table_[570] = wf_refs.reshape("TID570", table_[487], {batch * 64, 64});
+  table_[571] = wf_refs.permute("TID571", table_[569], {1, 0});
+  table_[572] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[573] = wf_refs.permute("TID573", table_[496], {0, 2, 1});
+  table_[574] = wf_refs.contiguous("TID574", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID574 = sum
+  table_[575] = wf_refs.permute("TID575", table_[574], {0, 2, 1});
+  table_[576] = wf_refs.permute("TID576", table_[575], {1, 2, 0});
+  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 64, 1});  // TID577 = sum
+  table_[578] = wf_refs.permute("TID578", table_[577], {2, 0, 1});
+  table_[579] = wf_refs.reshape("TID579", table_[578], {64});
+  table_[580] = wf_refs.permute("TID580", table_[22], {0, 2, 1});
+  table_[581] = wf_refs.contiguous("TID581", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID581 = matmul
+  table_[582] = wf_refs.reshape("TID582", table_[9], {batch * 64, 64});
+  table_[583] = wf_refs.reshape("TID583", table_[496], {batch * 64, 64});
+  table_[584] = wf_refs.permute("TID584", table_[582], {1, 0});
+  table_[585] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[586] = wf_refs.permute("TID586", table_[492], {0, 2, 1});
+  table_[587] = wf_refs.contiguous("TID587", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID587 = sum
+  table_[588] = wf_refs.permute("TID588", table_[587], {0, 2, 1});
+  table_[589] = wf_refs.permute("TID589", table_[588], {1, 2, 0});
+  table_[590] = wf_refs.contiguous("TID590", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID590 = sum
+  table_[591] = wf_refs.permute("TID591", table_[590], {2, 0, 1});
+  table_[592] = wf_refs.reshape("TID592", table_[591], {64});
+  table_[593] = wf_refs.permute("TID593", table_[18], {0, 2, 1});
+  table_[594] = wf_refs.contiguous("TID594", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID594 = matmul
+  table_[595] = wf_refs.reshape("TID595", table_[9], {batch * 64, 64});
+  table_[596] = wf_refs.reshape("TID596", table_[492], {batch * 64, 64});
+  table_[597] = wf_refs.permute("TID597", table_[595], {1, 0});
+  table_[598] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[599] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[600] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[601] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[602] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[603] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[604] = wf_refs.contiguous("TID604", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID604 = fused_add_add
+  table_[605] = wf_refs.contiguous("TID605", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID605 = layer_norm_grad
+  table_[606] = wf_refs.reshape("TID606", table_[604], {batch * 64, 64});
+  table_[607] = wf_refs.reshape("TID607", table_[6], {batch * 64, 64});
+  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID608 = layer_norm_param_grad
+  table_[609] = wf_refs.reshape("TID609", table_[604], {batch * 64, 64});
+  table_[610] = wf_refs.reshape("TID610", table_[6], {batch * 64, 64});
+  table_[611] = wf_refs.contiguous("TID611", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID611 = layer_norm_param_grad
+  table_[612] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[613] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[614] = wf_refs.contiguous("TID614", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID614 = add
+  table_[615] = wf_refs.permute("TID615", table_[614], {1, 2, 0});
+  table_[616] = wf_refs.contiguous("TID616", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID616 = sum
+  table_[617] = wf_refs.permute("TID617", table_[616], {2, 0, 1});
+  table_[618] = wf_refs.reshape("TID618", table_[617], {64, 64});
+  table_[619] = wf_refs.reshape("TID619", table_[614], {batch * 64, 64});
+  table_[620] = wf_refs.reshape("TID620", table_[0], {batch * 64});
+  table_[621] = wf_refs.contiguous("TID621", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID621 = scatter_add
+  table_[622] = table_[185];  // add into grad:tiny_lm_0.position_embedding
+  table_[623] = wf_refs.contiguous("TID623", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID623 = add
+  table_[624] = table_[184];  // add into grad:tiny_lm_0.token_embedding
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
@@ -2945,7 +2753,7 @@ wfgen::rt::Status lm_train::copy_parameters_from_(const std::vector<std::pair<st
 }
 
 std::string lm_train::summary() const {
-  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + max(batch * 16384, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 4096, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 4096, 4096) + max(batch * 16384, batch * 65536, batch * 1024, 4096, batch * 4096) + max(batch * 16384, batch * 4096, 16384) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536, 1024, 256, batch * 4096) + max(batch * 16384, batch * 256, batch * 65536, 256, 4096, batch * 4096) + batch * 16384 + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + max(batch * 256, 256) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 68 forward, 197 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
+  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, batch * 1024, 16384) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, batch * 1024, 16384) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536, 256) + batch * 16384 + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + max(batch * 256, 256) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 68 forward, 165 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
 }
 
 std::string lm_train::disassemble() {
