@@ -79,22 +79,64 @@ std::optional<std::vector<int>> defined_late(const graph::Graph& g, int target, 
   return late;
 }
 
+// A permuted view of `base` like `like` (a permute view of the pullback),
+// appended to the graph; returns its id.
+int permuted(graph::Graph& g, const graph::Value& like, int base, std::vector<int> perm) {
+  graph::Value v = like;
+  v.id = static_cast<int>(g.values.size());
+  v.base = base;
+  v.shape.clear();
+  for (int a : perm) v.shape.push_back(g[base].shape[static_cast<std::size_t>(a)]);
+  v.perm = std::move(perm);
+  v.contiguous = false;
+  g.values.push_back(std::move(v));
+  return g.values.back().id;
+}
+
+// The permutation that swaps the last two of `rank` axes.
+std::vector<int> swap_last(std::size_t rank) {
+  std::vector<int> perm(rank);
+  for (std::size_t k = 0; k < rank; ++k) perm[k] = static_cast<int>(k);
+  std::swap(perm[rank - 2], perm[rank - 1]);
+  return perm;
+}
+
+// A product copied through its transpose, (A B)^T, is made B^T A^T
+// instead: writing through the transpose would store one element at a time
+// (a column stride), this writes the window's rows (dK of an attention
+// head: q_h^T dS becomes dS^T q_h). Transposed operands are views the GEMM
+// packs. Appends the operands' views to `late`; false when P is not such a
+// product.
+bool transpose_product(graph::Graph& g, int p, const graph::Value& source, std::vector<int>& late) {
+  const std::size_t rank = g[p].shape.size();
+  if (g[p].node->name != "matmul" || g[p].operands.size() != 3 || g[p].result_operand != 2 || rank < 2 || source.perm != swap_last(rank))
+    return false;
+  const std::vector<int> operands = g[p].operands;
+  for (int k = 0; k < 2; ++k)
+    if (g[operands[static_cast<std::size_t>(k)]].shape.size() != rank) return false;
+  int swapped[2];
+  for (int k = 0; k < 2; ++k) {
+    const int x = operands[static_cast<std::size_t>(k)];
+    const bool transposed = g[x].kind == Kind::View && g[x].view == graph::ViewKind::Permute && g[x].perm == swap_last(rank);
+    swapped[k] = transposed ? g[x].base : permuted(g, source, x, swap_last(rank));
+    if (!transposed) late.push_back(swapped[k]);
+  }
+  g[p].operands = {swapped[1], swapped[0], p};
+  g[p].shape = source.shape;
+  return true;
+}
+
 // Makes P write into the copy's target (through the inverse of the copy's
-// permutation), moving what that target needs before P.
+// permutation, or as the transposed product), moving what that target
+// needs before P.
 void write_into(graph::Graph& g, int p, int copy, std::vector<int> late) {
   int target = g[copy].write_to;
   const int source = g[copy].operands[0];
-  if (source != p) {
-    const std::vector<int>& perm = g[source].perm;
-    graph::Value inverse = g[source];
-    inverse.id = static_cast<int>(g.values.size());
-    inverse.base = target;
-    inverse.shape = g[p].shape;
-    for (std::size_t k = 0; k < perm.size(); ++k) inverse.perm[static_cast<std::size_t>(perm[k])] = static_cast<int>(k);
-    inverse.contiguous = false;
-    target = inverse.id;
+  if (source != p && !transpose_product(g, p, graph::Value(g[source]), late)) {
+    std::vector<int> inverse(g[source].perm.size());
+    for (std::size_t k = 0; k < inverse.size(); ++k) inverse[static_cast<std::size_t>(g[source].perm[k])] = static_cast<int>(k);
+    target = permuted(g, g[source], target, inverse);
     late.push_back(target);
-    g.values.push_back(std::move(inverse));
   }
   g[p].write_to = target;
   g[copy].write_to = -1;  // now read by nothing: dead-code elimination drops it

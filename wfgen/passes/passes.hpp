@@ -118,8 +118,10 @@ int accumulate_products(graph::Graph& g);
 // kernel takes a strided output (GEMMs: row and column strides; element-wise
 // loop nests), nothing else reads the result, and nothing reads or writes
 // the storage in between; the view (and a fill that makes its storage) move
-// before the kernel. The copy then has no reader; dead-code elimination
-// drops it. Returns how many copies were replaced.
+// before the kernel. A product copied through its transpose, (A B)^T,
+// becomes B^T A^T writing the window's rows (not one element at a time
+// through a column stride). The copy then has no reader; dead-code
+// elimination drops it. Returns how many copies were replaced.
 int write_into_windows(graph::Graph& g);
 
 // Products of the blas device whose shape is known at build time and small

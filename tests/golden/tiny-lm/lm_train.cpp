@@ -325,73 +325,73 @@ namespace {
     {"TID307", TensorRole::Temp},
     {"TID308", TensorRole::View},
     {"TID309", TensorRole::Temp},
-    {"TID310", TensorRole::View},
-    {"TID311", TensorRole::Temp},
+    {"TID310", TensorRole::Temp},
+    {"TID311", TensorRole::View},
     {"TID312", TensorRole::View},
-    {"TID313", TensorRole::View},
-    {"TID314", TensorRole::Temp},
-    {"TID315", TensorRole::View},
-    {"TID316", TensorRole::Temp},
+    {"TID313", TensorRole::Temp},
+    {"TID314", TensorRole::View},
+    {"TID315", TensorRole::Temp},
+    {"TID316", TensorRole::View},
     {"TID317", TensorRole::View},
     {"TID318", TensorRole::View},
     {"TID319", TensorRole::View},
-    {"TID320", TensorRole::View},
-    {"TID321", TensorRole::Temp},
-    {"TID322", TensorRole::View},
-    {"TID323", TensorRole::Temp},
+    {"TID320", TensorRole::Temp},
+    {"TID321", TensorRole::View},
+    {"TID322", TensorRole::Temp},
+    {"TID323", TensorRole::View},
     {"TID324", TensorRole::View},
-    {"TID325", TensorRole::View},
+    {"TID325", TensorRole::Temp},
     {"TID326", TensorRole::Temp},
-    {"TID327", TensorRole::Temp},
+    {"TID327", TensorRole::View},
     {"TID328", TensorRole::View},
-    {"TID329", TensorRole::View},
-    {"TID330", TensorRole::Temp},
+    {"TID329", TensorRole::Temp},
+    {"TID330", TensorRole::View},
     {"TID331", TensorRole::View},
-    {"TID332", TensorRole::View},
+    {"TID332", TensorRole::Temp},
     {"TID333", TensorRole::View},
     {"TID334", TensorRole::Temp},
     {"TID335", TensorRole::View},
-    {"TID336", TensorRole::Temp},
+    {"TID336", TensorRole::View},
     {"TID337", TensorRole::View},
     {"TID338", TensorRole::View},
-    {"TID339", TensorRole::View},
+    {"TID339", TensorRole::Temp},
     {"TID340", TensorRole::View},
     {"TID341", TensorRole::Temp},
     {"TID342", TensorRole::View},
-    {"TID343", TensorRole::Temp},
-    {"TID344", TensorRole::View},
-    {"TID345", TensorRole::View},
-    {"TID346", TensorRole::Temp},
-    {"TID347", TensorRole::Temp},
-    {"TID348", TensorRole::View},
+    {"TID343", TensorRole::View},
+    {"TID344", TensorRole::Temp},
+    {"TID345", TensorRole::Temp},
+    {"TID346", TensorRole::View},
+    {"TID347", TensorRole::View},
+    {"TID348", TensorRole::Temp},
     {"TID349", TensorRole::View},
-    {"TID350", TensorRole::Temp},
-    {"TID351", TensorRole::View},
+    {"TID350", TensorRole::View},
+    {"TID351", TensorRole::Temp},
     {"TID352", TensorRole::View},
-    {"TID353", TensorRole::View},
-    {"TID354", TensorRole::Temp},
+    {"TID353", TensorRole::Temp},
+    {"TID354", TensorRole::View},
     {"TID355", TensorRole::View},
-    {"TID356", TensorRole::Temp},
+    {"TID356", TensorRole::View},
     {"TID357", TensorRole::View},
-    {"TID358", TensorRole::View},
+    {"TID358", TensorRole::Temp},
     {"TID359", TensorRole::View},
-    {"TID360", TensorRole::View},
-    {"TID361", TensorRole::Temp},
+    {"TID360", TensorRole::Temp},
+    {"TID361", TensorRole::View},
     {"TID362", TensorRole::View},
     {"TID363", TensorRole::Temp},
-    {"TID364", TensorRole::View},
+    {"TID364", TensorRole::Temp},
     {"TID365", TensorRole::View},
-    {"TID366", TensorRole::Temp},
+    {"TID366", TensorRole::View},
     {"TID367", TensorRole::Temp},
     {"TID368", TensorRole::View},
     {"TID369", TensorRole::View},
     {"TID370", TensorRole::Temp},
     {"TID371", TensorRole::View},
-    {"TID372", TensorRole::View},
+    {"TID372", TensorRole::Temp},
     {"TID373", TensorRole::View},
-    {"TID374", TensorRole::Temp},
-    {"TID375", TensorRole::View},
-    {"TID376", TensorRole::Temp},
+    {"TID374", TensorRole::View},
+    {"TID375", TensorRole::Temp},
+    {"TID376", TensorRole::View},
     {"TID377", TensorRole::View},
     {"TID378", TensorRole::View},
     {"TID379", TensorRole::Temp},
@@ -400,11 +400,11 @@ namespace {
     {"TID382", TensorRole::View},
     {"TID383", TensorRole::Temp},
     {"TID384", TensorRole::View},
-    {"TID385", TensorRole::View},
+    {"TID385", TensorRole::Temp},
     {"TID386", TensorRole::View},
-    {"TID387", TensorRole::Temp},
-    {"TID388", TensorRole::View},
-    {"TID389", TensorRole::Temp},
+    {"TID387", TensorRole::View},
+    {"TID388", TensorRole::Temp},
+    {"TID389", TensorRole::View},
     {"TID390", TensorRole::View},
     {"TID391", TensorRole::View},
     {"TID392", TensorRole::Temp},
@@ -413,11 +413,11 @@ namespace {
     {"TID395", TensorRole::View},
     {"TID396", TensorRole::Temp},
     {"TID397", TensorRole::View},
-    {"TID398", TensorRole::View},
+    {"TID398", TensorRole::Temp},
     {"TID399", TensorRole::View},
-    {"TID400", TensorRole::Temp},
-    {"TID401", TensorRole::View},
-    {"TID402", TensorRole::Temp},
+    {"TID400", TensorRole::View},
+    {"TID401", TensorRole::Temp},
+    {"TID402", TensorRole::View},
     {"TID403", TensorRole::View},
     {"TID404", TensorRole::View},
     {"TID405", TensorRole::Temp},
@@ -425,28 +425,28 @@ namespace {
     {"TID407", TensorRole::View},
     {"TID408", TensorRole::View},
     {"TID409", TensorRole::Temp},
-    {"TID410", TensorRole::View},
-    {"TID411", TensorRole::View},
-    {"TID412", TensorRole::View},
+    {"TID410", TensorRole::Temp},
+    {"TID411", TensorRole::Temp},
+    {"TID412", TensorRole::Temp},
     {"TID413", TensorRole::Temp},
     {"TID414", TensorRole::Temp},
     {"TID415", TensorRole::Temp},
     {"TID416", TensorRole::Temp},
-    {"TID417", TensorRole::Temp},
-    {"TID418", TensorRole::Temp},
+    {"TID417", TensorRole::View},
+    {"TID418", TensorRole::View},
     {"TID419", TensorRole::Temp},
-    {"TID420", TensorRole::Temp},
+    {"TID420", TensorRole::View},
     {"TID421", TensorRole::View},
-    {"TID422", TensorRole::View},
+    {"TID422", TensorRole::Temp},
     {"TID423", TensorRole::Temp},
-    {"TID424", TensorRole::View},
-    {"TID425", TensorRole::View},
-    {"TID426", TensorRole::Temp},
+    {"TID424", TensorRole::Temp},
+    {"TID425", TensorRole::Temp},
+    {"TID426", TensorRole::View},
     {"TID427", TensorRole::Temp},
-    {"TID428", TensorRole::Temp},
-    {"TID429", TensorRole::Temp},
-    {"TID430", TensorRole::View},
-    {"TID431", TensorRole::Temp},
+    {"TID428", TensorRole::View},
+    {"TID429", TensorRole::View},
+    {"TID430", TensorRole::Temp},
+    {"TID431", TensorRole::View},
     {"TID432", TensorRole::View},
     {"TID433", TensorRole::View},
     {"TID434", TensorRole::Temp},
@@ -454,14 +454,14 @@ namespace {
     {"TID436", TensorRole::View},
     {"TID437", TensorRole::View},
     {"TID438", TensorRole::Temp},
-    {"TID439", TensorRole::View},
-    {"TID440", TensorRole::View},
+    {"TID439", TensorRole::Temp},
+    {"TID440", TensorRole::Temp},
     {"TID441", TensorRole::View},
     {"TID442", TensorRole::Temp},
-    {"TID443", TensorRole::Temp},
-    {"TID444", TensorRole::Temp},
-    {"TID445", TensorRole::View},
-    {"TID446", TensorRole::Temp},
+    {"TID443", TensorRole::View},
+    {"TID444", TensorRole::View},
+    {"TID445", TensorRole::Temp},
+    {"TID446", TensorRole::View},
     {"TID447", TensorRole::View},
     {"TID448", TensorRole::View},
     {"TID449", TensorRole::Temp},
@@ -469,23 +469,23 @@ namespace {
     {"TID451", TensorRole::View},
     {"TID452", TensorRole::View},
     {"TID453", TensorRole::Temp},
-    {"TID454", TensorRole::View},
-    {"TID455", TensorRole::View},
+    {"TID454", TensorRole::Temp},
+    {"TID455", TensorRole::Temp},
     {"TID456", TensorRole::View},
-    {"TID457", TensorRole::Temp},
+    {"TID457", TensorRole::View},
     {"TID458", TensorRole::Temp},
-    {"TID459", TensorRole::Temp},
+    {"TID459", TensorRole::View},
     {"TID460", TensorRole::View},
-    {"TID461", TensorRole::View},
+    {"TID461", TensorRole::Temp},
     {"TID462", TensorRole::Temp},
-    {"TID463", TensorRole::View},
-    {"TID464", TensorRole::View},
-    {"TID465", TensorRole::Temp},
+    {"TID463", TensorRole::Temp},
+    {"TID464", TensorRole::Temp},
+    {"TID465", TensorRole::View},
     {"TID466", TensorRole::Temp},
-    {"TID467", TensorRole::Temp},
-    {"TID468", TensorRole::Temp},
-    {"TID469", TensorRole::View},
-    {"TID470", TensorRole::Temp},
+    {"TID467", TensorRole::View},
+    {"TID468", TensorRole::View},
+    {"TID469", TensorRole::Temp},
+    {"TID470", TensorRole::View},
     {"TID471", TensorRole::View},
     {"TID472", TensorRole::View},
     {"TID473", TensorRole::Temp},
@@ -494,63 +494,63 @@ namespace {
     {"TID476", TensorRole::View},
     {"TID477", TensorRole::Temp},
     {"TID478", TensorRole::View},
-    {"TID479", TensorRole::View},
+    {"TID479", TensorRole::Temp},
     {"TID480", TensorRole::View},
     {"TID481", TensorRole::Temp},
     {"TID482", TensorRole::View},
     {"TID483", TensorRole::Temp},
     {"TID484", TensorRole::View},
     {"TID485", TensorRole::Temp},
-    {"TID486", TensorRole::View},
-    {"TID487", TensorRole::Temp},
-    {"TID488", TensorRole::View},
-    {"TID489", TensorRole::Temp},
+    {"TID486", TensorRole::Temp},
+    {"TID487", TensorRole::View},
+    {"TID488", TensorRole::Temp},
+    {"TID489", TensorRole::View},
     {"TID490", TensorRole::Temp},
-    {"TID491", TensorRole::View},
-    {"TID492", TensorRole::Temp},
+    {"TID491", TensorRole::Temp},
+    {"TID492", TensorRole::View},
     {"TID493", TensorRole::View},
     {"TID494", TensorRole::Temp},
     {"TID495", TensorRole::View},
     {"TID496", TensorRole::Temp},
     {"TID497", TensorRole::View},
     {"TID498", TensorRole::View},
-    {"TID499", TensorRole::Temp},
+    {"TID499", TensorRole::View},
     {"TID500", TensorRole::View},
     {"TID501", TensorRole::Temp},
     {"TID502", TensorRole::View},
-    {"TID503", TensorRole::View},
+    {"TID503", TensorRole::Temp},
     {"TID504", TensorRole::View},
     {"TID505", TensorRole::View},
     {"TID506", TensorRole::Temp},
-    {"TID507", TensorRole::View},
-    {"TID508", TensorRole::Temp},
+    {"TID507", TensorRole::Temp},
+    {"TID508", TensorRole::View},
     {"TID509", TensorRole::View},
-    {"TID510", TensorRole::View},
-    {"TID511", TensorRole::Temp},
-    {"TID512", TensorRole::Temp},
-    {"TID513", TensorRole::View},
+    {"TID510", TensorRole::Temp},
+    {"TID511", TensorRole::View},
+    {"TID512", TensorRole::View},
+    {"TID513", TensorRole::Temp},
     {"TID514", TensorRole::View},
     {"TID515", TensorRole::Temp},
     {"TID516", TensorRole::View},
     {"TID517", TensorRole::View},
     {"TID518", TensorRole::View},
-    {"TID519", TensorRole::Temp},
-    {"TID520", TensorRole::View},
-    {"TID521", TensorRole::Temp},
-    {"TID522", TensorRole::View},
+    {"TID519", TensorRole::View},
+    {"TID520", TensorRole::Temp},
+    {"TID521", TensorRole::View},
+    {"TID522", TensorRole::Temp},
     {"TID523", TensorRole::View},
     {"TID524", TensorRole::View},
-    {"TID525", TensorRole::View},
+    {"TID525", TensorRole::Temp},
     {"TID526", TensorRole::Temp},
     {"TID527", TensorRole::View},
-    {"TID528", TensorRole::Temp},
-    {"TID529", TensorRole::View},
+    {"TID528", TensorRole::View},
+    {"TID529", TensorRole::Temp},
     {"TID530", TensorRole::View},
-    {"TID531", TensorRole::Temp},
+    {"TID531", TensorRole::View},
     {"TID532", TensorRole::Temp},
     {"TID533", TensorRole::View},
-    {"TID534", TensorRole::View},
-    {"TID535", TensorRole::Temp},
+    {"TID534", TensorRole::Temp},
+    {"TID535", TensorRole::View},
     {"TID536", TensorRole::View},
     {"TID537", TensorRole::View},
     {"TID538", TensorRole::View},
@@ -559,87 +559,79 @@ namespace {
     {"TID541", TensorRole::Temp},
     {"TID542", TensorRole::View},
     {"TID543", TensorRole::View},
-    {"TID544", TensorRole::View},
-    {"TID545", TensorRole::View},
-    {"TID546", TensorRole::Temp},
+    {"TID544", TensorRole::Temp},
+    {"TID545", TensorRole::Temp},
+    {"TID546", TensorRole::View},
     {"TID547", TensorRole::View},
     {"TID548", TensorRole::Temp},
     {"TID549", TensorRole::View},
     {"TID550", TensorRole::View},
     {"TID551", TensorRole::Temp},
-    {"TID552", TensorRole::Temp},
-    {"TID553", TensorRole::View},
+    {"TID552", TensorRole::View},
+    {"TID553", TensorRole::Temp},
     {"TID554", TensorRole::View},
-    {"TID555", TensorRole::Temp},
-    {"TID556", TensorRole::View},
+    {"TID555", TensorRole::View},
+    {"TID556", TensorRole::Temp},
     {"TID557", TensorRole::View},
     {"TID558", TensorRole::View},
-    {"TID559", TensorRole::Temp},
-    {"TID560", TensorRole::View},
-    {"TID561", TensorRole::Temp},
+    {"TID559", TensorRole::View},
+    {"TID560", TensorRole::Temp},
+    {"TID561", TensorRole::View},
     {"TID562", TensorRole::View},
     {"TID563", TensorRole::View},
     {"TID564", TensorRole::Temp},
     {"TID565", TensorRole::View},
-    {"TID566", TensorRole::View},
+    {"TID566", TensorRole::Temp},
     {"TID567", TensorRole::View},
-    {"TID568", TensorRole::Temp},
-    {"TID569", TensorRole::View},
+    {"TID568", TensorRole::View},
+    {"TID569", TensorRole::Temp},
     {"TID570", TensorRole::View},
     {"TID571", TensorRole::View},
-    {"TID572", TensorRole::Temp},
-    {"TID573", TensorRole::View},
-    {"TID574", TensorRole::Temp},
+    {"TID572", TensorRole::View},
+    {"TID573", TensorRole::Temp},
+    {"TID574", TensorRole::View},
     {"TID575", TensorRole::View},
     {"TID576", TensorRole::View},
     {"TID577", TensorRole::Temp},
     {"TID578", TensorRole::View},
-    {"TID579", TensorRole::View},
+    {"TID579", TensorRole::Temp},
     {"TID580", TensorRole::View},
-    {"TID581", TensorRole::Temp},
-    {"TID582", TensorRole::View},
+    {"TID581", TensorRole::View},
+    {"TID582", TensorRole::Temp},
     {"TID583", TensorRole::View},
     {"TID584", TensorRole::View},
-    {"TID585", TensorRole::Temp},
-    {"TID586", TensorRole::View},
-    {"TID587", TensorRole::Temp},
+    {"TID585", TensorRole::View},
+    {"TID586", TensorRole::Temp},
+    {"TID587", TensorRole::View},
     {"TID588", TensorRole::View},
     {"TID589", TensorRole::View},
     {"TID590", TensorRole::Temp},
-    {"TID591", TensorRole::View},
-    {"TID592", TensorRole::View},
-    {"TID593", TensorRole::View},
+    {"TID591", TensorRole::Temp},
+    {"TID592", TensorRole::Temp},
+    {"TID593", TensorRole::Temp},
     {"TID594", TensorRole::Temp},
-    {"TID595", TensorRole::View},
-    {"TID596", TensorRole::View},
-    {"TID597", TensorRole::View},
-    {"TID598", TensorRole::Temp},
-    {"TID599", TensorRole::Temp},
+    {"TID595", TensorRole::Temp},
+    {"TID596", TensorRole::Temp},
+    {"TID597", TensorRole::Temp},
+    {"TID598", TensorRole::View},
+    {"TID599", TensorRole::View},
     {"TID600", TensorRole::Temp},
-    {"TID601", TensorRole::Temp},
-    {"TID602", TensorRole::Temp},
+    {"TID601", TensorRole::View},
+    {"TID602", TensorRole::View},
     {"TID603", TensorRole::Temp},
     {"TID604", TensorRole::Temp},
     {"TID605", TensorRole::Temp},
-    {"TID606", TensorRole::View},
+    {"TID606", TensorRole::Temp},
     {"TID607", TensorRole::View},
     {"TID608", TensorRole::Temp},
     {"TID609", TensorRole::View},
     {"TID610", TensorRole::View},
-    {"TID611", TensorRole::Temp},
-    {"TID612", TensorRole::Temp},
+    {"TID611", TensorRole::View},
+    {"TID612", TensorRole::View},
     {"TID613", TensorRole::Temp},
     {"TID614", TensorRole::Temp},
-    {"TID615", TensorRole::View},
+    {"TID615", TensorRole::Temp},
     {"TID616", TensorRole::Temp},
-    {"TID617", TensorRole::View},
-    {"TID618", TensorRole::View},
-    {"TID619", TensorRole::View},
-    {"TID620", TensorRole::View},
-    {"TID621", TensorRole::Temp},
-    {"TID622", TensorRole::Temp},
-    {"TID623", TensorRole::Temp},
-    {"TID624", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -750,133 +742,133 @@ namespace {
     300, 145, 305, // fused_mul_sum_sub_mul_and_1_f32_r3
     307, // fill_f32_r3
     305, 306, 309, // matmul_f32_r3
-    311, // fill_f32_r3
-    310, 305, 314, // matmul_f32_r3
-    283, 315, 316, // matmul_blas_f32_r3
-    319, 318, 321, // matmul_blas_f32_r2
-    316, 322, 323, // matmul_f32_r3
-    324, 316, 326, // matmul_f32_r3
-    323, 135, 327, // fused_mul_sum_sub_mul_and_1_f32_r3
-    327, 328, 330, // matmul_f32_r3
-    331, 327, 334, // matmul_f32_r3
-    283, 335, 336, // matmul_blas_f32_r3
-    339, 338, 341, // matmul_blas_f32_r2
-    336, 342, 343, // matmul_f32_r3
-    344, 336, 346, // matmul_f32_r3
-    343, 125, 347, // fused_mul_sum_sub_mul_and_1_f32_r3
-    347, 348, 350, // matmul_f32_r3
-    351, 347, 354, // matmul_f32_r3
-    283, 355, 356, // matmul_blas_f32_r3
-    359, 358, 361, // matmul_blas_f32_r2
-    356, 362, 363, // matmul_f32_r3
-    364, 356, 366, // matmul_f32_r3
-    363, 115, 367, // fused_mul_sum_sub_mul_and_1_f32_r3
-    367, 368, 370, // matmul_f32_r3
-    371, 367, 374, // matmul_f32_r3
-    375, 376, // sum_f32_r3
-    378, 379, // sum_f32_r3
-    302, 382, 383, // matmul_blas_f32_r3
-    386, 385, 387, // matmul_acc_blas_f32_r2
-    388, 389, // sum_f32_r3
-    391, 392, // sum_f32_r3
-    311, 395, 396, // matmul_blas_f32_r3
-    399, 398, 400, // matmul_acc_blas_f32_r2
-    401, 402, // sum_f32_r3
-    404, 405, // sum_f32_r3
-    307, 408, 409, // matmul_blas_f32_r3
-    412, 411, 413, // matmul_acc_blas_f32_r2
-    211, 290, 414, // add_f32_r1
-    210, 296, 415, // add_f32_r2
-    209, 381, 416, // add_f32_r1
-    207, 394, 417, // add_f32_r1
-    205, 407, 418, // add_f32_r1
-    383, 396, 409, 419, // fused_add_add_f32_r3
-    419, 87, 88, 420, // layer_norm_grad_f32_r3
-    421, 422, 423, // layer_norm_param_grad_f32_r1
-    424, 425, 426, // layer_norm_param_grad_f32_r1
-    203, 426, 427, // add_f32_r1
-    202, 423, 428, // add_f32_r1
-    283, 420, 429, // add_f32_r3
-    430, 431, // sum_f32_r3
-    433, 434, // sum_f32_r3
-    429, 437, 438, // matmul_blas_f32_r3
-    441, 440, 442, // matmul_acc_blas_f32_r2
-    201, 436, 443, // add_f32_r1
-    438, 80, 444, // gelu_grad_f32_r3
-    445, 446, // sum_f32_r3
-    448, 449, // sum_f32_r3
-    444, 452, 453, // matmul_blas_f32_r3
-    456, 455, 457, // matmul_acc_blas_f32_r2
-    199, 451, 458, // add_f32_r1
-    453, 71, 72, 459, // layer_norm_grad_f32_r3
-    460, 461, 462, // layer_norm_param_grad_f32_r1
-    463, 464, 465, // layer_norm_param_grad_f32_r1
-    197, 465, 466, // add_f32_r1
-    196, 462, 467, // add_f32_r1
-    429, 459, 468, // add_f32_r3
-    469, 470, // sum_f32_r3
-    472, 473, // sum_f32_r3
-    468, 476, 477, // matmul_blas_f32_r3
-    481, // fill_f32_r2
-    480, 479, 483, // matmul_blas_f32_r2
-    477, 484, 485, // matmul_f32_r3
-    487, // fill_f32_r3
-    486, 477, 489, // matmul_f32_r3
-    485, 64, 490, // fused_mul_sum_sub_mul_and_1_f32_r3
-    492, // fill_f32_r3
-    490, 491, 494, // matmul_f32_r3
-    496, // fill_f32_r3
-    495, 490, 499, // matmul_f32_r3
-    468, 500, 501, // matmul_blas_f32_r3
-    504, 503, 506, // matmul_blas_f32_r2
-    501, 507, 508, // matmul_f32_r3
-    509, 501, 511, // matmul_f32_r3
-    508, 54, 512, // fused_mul_sum_sub_mul_and_1_f32_r3
-    512, 513, 515, // matmul_f32_r3
-    516, 512, 519, // matmul_f32_r3
-    468, 520, 521, // matmul_blas_f32_r3
-    524, 523, 526, // matmul_blas_f32_r2
-    521, 527, 528, // matmul_f32_r3
-    529, 521, 531, // matmul_f32_r3
-    528, 44, 532, // fused_mul_sum_sub_mul_and_1_f32_r3
-    532, 533, 535, // matmul_f32_r3
-    536, 532, 539, // matmul_f32_r3
-    468, 540, 541, // matmul_blas_f32_r3
-    544, 543, 546, // matmul_blas_f32_r2
-    541, 547, 548, // matmul_f32_r3
-    549, 541, 551, // matmul_f32_r3
-    548, 34, 552, // fused_mul_sum_sub_mul_and_1_f32_r3
-    552, 553, 555, // matmul_f32_r3
-    556, 552, 559, // matmul_f32_r3
-    560, 561, // sum_f32_r3
-    563, 564, // sum_f32_r3
-    487, 567, 568, // matmul_blas_f32_r3
-    571, 570, 572, // matmul_acc_blas_f32_r2
-    573, 574, // sum_f32_r3
-    576, 577, // sum_f32_r3
-    496, 580, 581, // matmul_blas_f32_r3
-    584, 583, 585, // matmul_acc_blas_f32_r2
-    586, 587, // sum_f32_r3
-    589, 590, // sum_f32_r3
-    492, 593, 594, // matmul_blas_f32_r3
-    597, 596, 598, // matmul_acc_blas_f32_r2
-    195, 475, 599, // add_f32_r1
-    194, 481, 600, // add_f32_r2
-    193, 566, 601, // add_f32_r1
-    191, 579, 602, // add_f32_r1
-    189, 592, 603, // add_f32_r1
-    568, 581, 594, 604, // fused_add_add_f32_r3
-    604, 6, 7, 605, // layer_norm_grad_f32_r3
-    606, 607, 608, // layer_norm_param_grad_f32_r1
-    609, 610, 611, // layer_norm_param_grad_f32_r1
-    187, 611, 612, // add_f32_r1
-    186, 608, 613, // add_f32_r1
-    468, 605, 614, // add_f32_r3
-    615, 616, // sum_f32_r3
-    619, 620, 2, 621, // scatter_add_f32_r2
-    185, 618, 622, // add_f32_r2
-    235, 621, 623, // add_f32_r2
-    184, 623, 624, // add_f32_r2
+    310, // fill_f32_r3
+    312, 141, 313, // matmul_f32_r3
+    283, 314, 315, // matmul_blas_f32_r3
+    318, 317, 320, // matmul_blas_f32_r2
+    315, 321, 322, // matmul_f32_r3
+    323, 315, 325, // matmul_f32_r3
+    322, 135, 326, // fused_mul_sum_sub_mul_and_1_f32_r3
+    326, 327, 329, // matmul_f32_r3
+    331, 131, 332, // matmul_f32_r3
+    283, 333, 334, // matmul_blas_f32_r3
+    337, 336, 339, // matmul_blas_f32_r2
+    334, 340, 341, // matmul_f32_r3
+    342, 334, 344, // matmul_f32_r3
+    341, 125, 345, // fused_mul_sum_sub_mul_and_1_f32_r3
+    345, 346, 348, // matmul_f32_r3
+    350, 121, 351, // matmul_f32_r3
+    283, 352, 353, // matmul_blas_f32_r3
+    356, 355, 358, // matmul_blas_f32_r2
+    353, 359, 360, // matmul_f32_r3
+    361, 353, 363, // matmul_f32_r3
+    360, 115, 364, // fused_mul_sum_sub_mul_and_1_f32_r3
+    364, 365, 367, // matmul_f32_r3
+    369, 111, 370, // matmul_f32_r3
+    371, 372, // sum_f32_r3
+    374, 375, // sum_f32_r3
+    302, 378, 379, // matmul_blas_f32_r3
+    382, 381, 383, // matmul_acc_blas_f32_r2
+    384, 385, // sum_f32_r3
+    387, 388, // sum_f32_r3
+    310, 391, 392, // matmul_blas_f32_r3
+    395, 394, 396, // matmul_acc_blas_f32_r2
+    397, 398, // sum_f32_r3
+    400, 401, // sum_f32_r3
+    307, 404, 405, // matmul_blas_f32_r3
+    408, 407, 409, // matmul_acc_blas_f32_r2
+    211, 290, 410, // add_f32_r1
+    210, 296, 411, // add_f32_r2
+    209, 377, 412, // add_f32_r1
+    207, 390, 413, // add_f32_r1
+    205, 403, 414, // add_f32_r1
+    379, 392, 405, 415, // fused_add_add_f32_r3
+    415, 87, 88, 416, // layer_norm_grad_f32_r3
+    417, 418, 419, // layer_norm_param_grad_f32_r1
+    420, 421, 422, // layer_norm_param_grad_f32_r1
+    203, 422, 423, // add_f32_r1
+    202, 419, 424, // add_f32_r1
+    283, 416, 425, // add_f32_r3
+    426, 427, // sum_f32_r3
+    429, 430, // sum_f32_r3
+    425, 433, 434, // matmul_blas_f32_r3
+    437, 436, 438, // matmul_acc_blas_f32_r2
+    201, 432, 439, // add_f32_r1
+    434, 80, 440, // gelu_grad_f32_r3
+    441, 442, // sum_f32_r3
+    444, 445, // sum_f32_r3
+    440, 448, 449, // matmul_blas_f32_r3
+    452, 451, 453, // matmul_acc_blas_f32_r2
+    199, 447, 454, // add_f32_r1
+    449, 71, 72, 455, // layer_norm_grad_f32_r3
+    456, 457, 458, // layer_norm_param_grad_f32_r1
+    459, 460, 461, // layer_norm_param_grad_f32_r1
+    197, 461, 462, // add_f32_r1
+    196, 458, 463, // add_f32_r1
+    425, 455, 464, // add_f32_r3
+    465, 466, // sum_f32_r3
+    468, 469, // sum_f32_r3
+    464, 472, 473, // matmul_blas_f32_r3
+    477, // fill_f32_r2
+    476, 475, 479, // matmul_blas_f32_r2
+    473, 480, 481, // matmul_f32_r3
+    483, // fill_f32_r3
+    482, 473, 485, // matmul_f32_r3
+    481, 64, 486, // fused_mul_sum_sub_mul_and_1_f32_r3
+    488, // fill_f32_r3
+    486, 487, 490, // matmul_f32_r3
+    491, // fill_f32_r3
+    493, 60, 494, // matmul_f32_r3
+    464, 495, 496, // matmul_blas_f32_r3
+    499, 498, 501, // matmul_blas_f32_r2
+    496, 502, 503, // matmul_f32_r3
+    504, 496, 506, // matmul_f32_r3
+    503, 54, 507, // fused_mul_sum_sub_mul_and_1_f32_r3
+    507, 508, 510, // matmul_f32_r3
+    512, 50, 513, // matmul_f32_r3
+    464, 514, 515, // matmul_blas_f32_r3
+    518, 517, 520, // matmul_blas_f32_r2
+    515, 521, 522, // matmul_f32_r3
+    523, 515, 525, // matmul_f32_r3
+    522, 44, 526, // fused_mul_sum_sub_mul_and_1_f32_r3
+    526, 527, 529, // matmul_f32_r3
+    531, 40, 532, // matmul_f32_r3
+    464, 533, 534, // matmul_blas_f32_r3
+    537, 536, 539, // matmul_blas_f32_r2
+    534, 540, 541, // matmul_f32_r3
+    542, 534, 544, // matmul_f32_r3
+    541, 34, 545, // fused_mul_sum_sub_mul_and_1_f32_r3
+    545, 546, 548, // matmul_f32_r3
+    550, 30, 551, // matmul_f32_r3
+    552, 553, // sum_f32_r3
+    555, 556, // sum_f32_r3
+    483, 559, 560, // matmul_blas_f32_r3
+    563, 562, 564, // matmul_acc_blas_f32_r2
+    565, 566, // sum_f32_r3
+    568, 569, // sum_f32_r3
+    491, 572, 573, // matmul_blas_f32_r3
+    576, 575, 577, // matmul_acc_blas_f32_r2
+    578, 579, // sum_f32_r3
+    581, 582, // sum_f32_r3
+    488, 585, 586, // matmul_blas_f32_r3
+    589, 588, 590, // matmul_acc_blas_f32_r2
+    195, 471, 591, // add_f32_r1
+    194, 477, 592, // add_f32_r2
+    193, 558, 593, // add_f32_r1
+    191, 571, 594, // add_f32_r1
+    189, 584, 595, // add_f32_r1
+    560, 573, 586, 596, // fused_add_add_f32_r3
+    596, 6, 7, 597, // layer_norm_grad_f32_r3
+    598, 599, 600, // layer_norm_param_grad_f32_r1
+    601, 602, 603, // layer_norm_param_grad_f32_r1
+    187, 603, 604, // add_f32_r1
+    186, 600, 605, // add_f32_r1
+    464, 597, 606, // add_f32_r3
+    607, 608, // sum_f32_r3
+    611, 612, 2, 613, // scatter_add_f32_r2
+    185, 610, 614, // add_f32_r2
+    235, 613, 615, // add_f32_r2
+    184, 615, 616, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1749,7 +1741,7 @@ lm_train::lm_train() : vm_(kProgram) {
   index_values_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(625);
+  table_.resize(617);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(36);
   seeds_.resize(1);
@@ -2246,321 +2238,313 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[307] = wf_refs.contiguous("TID307", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID307 = fill
   table_[308] = wf_refs.slice("TID308", table_[307], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
   table_[309] = table_[308];  // matmul into TID308
-  table_[310] = wf_refs.permute("TID310", table_[141], {0, 2, 1});
-  table_[311] = wf_refs.contiguous("TID311", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID311 = fill
-  table_[312] = wf_refs.slice("TID312", table_[311], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[313] = wf_refs.permute("TID313", table_[312], {0, 2, 1});
-  table_[314] = table_[313];  // matmul into TID313
-  table_[315] = wf_refs.permute("TID315", table_[139], {0, 2, 1});
-  table_[316] = wf_refs.contiguous("TID316", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID316 = matmul
-  table_[317] = wf_refs.reshape("TID317", table_[137], {batch * 64, 16});
-  table_[318] = wf_refs.reshape("TID318", table_[283], {batch * 64, 64});
-  table_[319] = wf_refs.permute("TID319", table_[317], {1, 0});
-  table_[320] = wf_refs.slice("TID320", table_[296], {32, 0}, {1, 1}, {16, 64});
-  table_[321] = table_[320];  // matmul into TID320
-  table_[322] = wf_refs.permute("TID322", table_[136], {0, 2, 1});
-  table_[323] = wf_refs.contiguous("TID323", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID323 = matmul
-  table_[324] = wf_refs.permute("TID324", table_[135], {0, 2, 1});
-  table_[325] = wf_refs.slice("TID325", table_[302], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[326] = table_[325];  // matmul into TID325
-  table_[327] = wf_refs.contiguous("TID327", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID327 = fused_mul_sum_sub_mul_and_1
-  table_[328] = wf_refs.permute("TID328", table_[133], {0, 2, 1});
-  table_[329] = wf_refs.slice("TID329", table_[307], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[330] = table_[329];  // matmul into TID329
-  table_[331] = wf_refs.permute("TID331", table_[131], {0, 2, 1});
-  table_[332] = wf_refs.slice("TID332", table_[311], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[333] = wf_refs.permute("TID333", table_[332], {0, 2, 1});
-  table_[334] = table_[333];  // matmul into TID333
-  table_[335] = wf_refs.permute("TID335", table_[129], {0, 2, 1});
-  table_[336] = wf_refs.contiguous("TID336", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID336 = matmul
-  table_[337] = wf_refs.reshape("TID337", table_[127], {batch * 64, 16});
-  table_[338] = wf_refs.reshape("TID338", table_[283], {batch * 64, 64});
-  table_[339] = wf_refs.permute("TID339", table_[337], {1, 0});
-  table_[340] = wf_refs.slice("TID340", table_[296], {16, 0}, {1, 1}, {16, 64});
-  table_[341] = table_[340];  // matmul into TID340
-  table_[342] = wf_refs.permute("TID342", table_[126], {0, 2, 1});
-  table_[343] = wf_refs.contiguous("TID343", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID343 = matmul
-  table_[344] = wf_refs.permute("TID344", table_[125], {0, 2, 1});
-  table_[345] = wf_refs.slice("TID345", table_[302], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[346] = table_[345];  // matmul into TID345
-  table_[347] = wf_refs.contiguous("TID347", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID347 = fused_mul_sum_sub_mul_and_1
-  table_[348] = wf_refs.permute("TID348", table_[123], {0, 2, 1});
-  table_[349] = wf_refs.slice("TID349", table_[307], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[350] = table_[349];  // matmul into TID349
-  table_[351] = wf_refs.permute("TID351", table_[121], {0, 2, 1});
-  table_[352] = wf_refs.slice("TID352", table_[311], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[353] = wf_refs.permute("TID353", table_[352], {0, 2, 1});
-  table_[354] = table_[353];  // matmul into TID353
-  table_[355] = wf_refs.permute("TID355", table_[119], {0, 2, 1});
-  table_[356] = wf_refs.contiguous("TID356", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID356 = matmul
-  table_[357] = wf_refs.reshape("TID357", table_[117], {batch * 64, 16});
-  table_[358] = wf_refs.reshape("TID358", table_[283], {batch * 64, 64});
-  table_[359] = wf_refs.permute("TID359", table_[357], {1, 0});
-  table_[360] = wf_refs.slice("TID360", table_[296], {0, 0}, {1, 1}, {16, 64});
-  table_[361] = table_[360];  // matmul into TID360
-  table_[362] = wf_refs.permute("TID362", table_[116], {0, 2, 1});
-  table_[363] = wf_refs.contiguous("TID363", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID363 = matmul
-  table_[364] = wf_refs.permute("TID364", table_[115], {0, 2, 1});
-  table_[365] = wf_refs.slice("TID365", table_[302], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[366] = table_[365];  // matmul into TID365
-  table_[367] = wf_refs.contiguous("TID367", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID367 = fused_mul_sum_sub_mul_and_1
-  table_[368] = wf_refs.permute("TID368", table_[113], {0, 2, 1});
-  table_[369] = wf_refs.slice("TID369", table_[307], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[370] = table_[369];  // matmul into TID369
-  table_[371] = wf_refs.permute("TID371", table_[111], {0, 2, 1});
-  table_[372] = wf_refs.slice("TID372", table_[311], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[310] = wf_refs.contiguous("TID310", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID310 = fill
+  table_[311] = wf_refs.slice("TID311", table_[310], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[312] = wf_refs.permute("TID312", table_[305], {0, 2, 1});
+  table_[313] = table_[311];  // matmul into TID311
+  table_[314] = wf_refs.permute("TID314", table_[139], {0, 2, 1});
+  table_[315] = wf_refs.contiguous("TID315", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID315 = matmul
+  table_[316] = wf_refs.reshape("TID316", table_[137], {batch * 64, 16});
+  table_[317] = wf_refs.reshape("TID317", table_[283], {batch * 64, 64});
+  table_[318] = wf_refs.permute("TID318", table_[316], {1, 0});
+  table_[319] = wf_refs.slice("TID319", table_[296], {32, 0}, {1, 1}, {16, 64});
+  table_[320] = table_[319];  // matmul into TID319
+  table_[321] = wf_refs.permute("TID321", table_[136], {0, 2, 1});
+  table_[322] = wf_refs.contiguous("TID322", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID322 = matmul
+  table_[323] = wf_refs.permute("TID323", table_[135], {0, 2, 1});
+  table_[324] = wf_refs.slice("TID324", table_[302], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[325] = table_[324];  // matmul into TID324
+  table_[326] = wf_refs.contiguous("TID326", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID326 = fused_mul_sum_sub_mul_and_1
+  table_[327] = wf_refs.permute("TID327", table_[133], {0, 2, 1});
+  table_[328] = wf_refs.slice("TID328", table_[307], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[329] = table_[328];  // matmul into TID328
+  table_[330] = wf_refs.slice("TID330", table_[310], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[331] = wf_refs.permute("TID331", table_[326], {0, 2, 1});
+  table_[332] = table_[330];  // matmul into TID330
+  table_[333] = wf_refs.permute("TID333", table_[129], {0, 2, 1});
+  table_[334] = wf_refs.contiguous("TID334", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID334 = matmul
+  table_[335] = wf_refs.reshape("TID335", table_[127], {batch * 64, 16});
+  table_[336] = wf_refs.reshape("TID336", table_[283], {batch * 64, 64});
+  table_[337] = wf_refs.permute("TID337", table_[335], {1, 0});
+  table_[338] = wf_refs.slice("TID338", table_[296], {16, 0}, {1, 1}, {16, 64});
+  table_[339] = table_[338];  // matmul into TID338
+  table_[340] = wf_refs.permute("TID340", table_[126], {0, 2, 1});
+  table_[341] = wf_refs.contiguous("TID341", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID341 = matmul
+  table_[342] = wf_refs.permute("TID342", table_[125], {0, 2, 1});
+  table_[343] = wf_refs.slice("TID343", table_[302], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[344] = table_[343];  // matmul into TID343
+  table_[345] = wf_refs.contiguous("TID345", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID345 = fused_mul_sum_sub_mul_and_1
+  table_[346] = wf_refs.permute("TID346", table_[123], {0, 2, 1});
+  table_[347] = wf_refs.slice("TID347", table_[307], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[348] = table_[347];  // matmul into TID347
+  table_[349] = wf_refs.slice("TID349", table_[310], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[350] = wf_refs.permute("TID350", table_[345], {0, 2, 1});
+  table_[351] = table_[349];  // matmul into TID349
+  table_[352] = wf_refs.permute("TID352", table_[119], {0, 2, 1});
+  table_[353] = wf_refs.contiguous("TID353", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID353 = matmul
+  table_[354] = wf_refs.reshape("TID354", table_[117], {batch * 64, 16});
+  table_[355] = wf_refs.reshape("TID355", table_[283], {batch * 64, 64});
+  table_[356] = wf_refs.permute("TID356", table_[354], {1, 0});
+  table_[357] = wf_refs.slice("TID357", table_[296], {0, 0}, {1, 1}, {16, 64});
+  table_[358] = table_[357];  // matmul into TID357
+  table_[359] = wf_refs.permute("TID359", table_[116], {0, 2, 1});
+  table_[360] = wf_refs.contiguous("TID360", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID360 = matmul
+  table_[361] = wf_refs.permute("TID361", table_[115], {0, 2, 1});
+  table_[362] = wf_refs.slice("TID362", table_[302], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[363] = table_[362];  // matmul into TID362
+  table_[364] = wf_refs.contiguous("TID364", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID364 = fused_mul_sum_sub_mul_and_1
+  table_[365] = wf_refs.permute("TID365", table_[113], {0, 2, 1});
+  table_[366] = wf_refs.slice("TID366", table_[307], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[367] = table_[366];  // matmul into TID366
+  table_[368] = wf_refs.slice("TID368", table_[310], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[369] = wf_refs.permute("TID369", table_[364], {0, 2, 1});
+  table_[370] = table_[368];  // matmul into TID368
+  table_[371] = wf_refs.permute("TID371", table_[302], {0, 2, 1});
+  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID372 = sum
   table_[373] = wf_refs.permute("TID373", table_[372], {0, 2, 1});
-  table_[374] = table_[373];  // matmul into TID373
-  table_[375] = wf_refs.permute("TID375", table_[302], {0, 2, 1});
-  table_[376] = wf_refs.contiguous("TID376", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID376 = sum
-  table_[377] = wf_refs.permute("TID377", table_[376], {0, 2, 1});
-  table_[378] = wf_refs.permute("TID378", table_[377], {1, 2, 0});
-  table_[379] = wf_refs.contiguous("TID379", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID379 = sum
-  table_[380] = wf_refs.permute("TID380", table_[379], {2, 0, 1});
-  table_[381] = wf_refs.reshape("TID381", table_[380], {64});
-  table_[382] = wf_refs.permute("TID382", table_[107], {0, 2, 1});
-  table_[383] = wf_refs.contiguous("TID383", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID383 = matmul
-  table_[384] = wf_refs.reshape("TID384", table_[90], {batch * 64, 64});
-  table_[385] = wf_refs.reshape("TID385", table_[302], {batch * 64, 64});
-  table_[386] = wf_refs.permute("TID386", table_[384], {1, 0});
-  table_[387] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[388] = wf_refs.permute("TID388", table_[311], {0, 2, 1});
-  table_[389] = wf_refs.contiguous("TID389", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID389 = sum
-  table_[390] = wf_refs.permute("TID390", table_[389], {0, 2, 1});
-  table_[391] = wf_refs.permute("TID391", table_[390], {1, 2, 0});
-  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot22, wfgen::rt::DType::f32, {1, 64, 1});  // TID392 = sum
-  table_[393] = wf_refs.permute("TID393", table_[392], {2, 0, 1});
-  table_[394] = wf_refs.reshape("TID394", table_[393], {64});
-  table_[395] = wf_refs.permute("TID395", table_[103], {0, 2, 1});
-  table_[396] = wf_refs.contiguous("TID396", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID396 = matmul
-  table_[397] = wf_refs.reshape("TID397", table_[90], {batch * 64, 64});
-  table_[398] = wf_refs.reshape("TID398", table_[311], {batch * 64, 64});
-  table_[399] = wf_refs.permute("TID399", table_[397], {1, 0});
-  table_[400] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[401] = wf_refs.permute("TID401", table_[307], {0, 2, 1});
-  table_[402] = wf_refs.contiguous("TID402", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 1});  // TID402 = sum
-  table_[403] = wf_refs.permute("TID403", table_[402], {0, 2, 1});
-  table_[404] = wf_refs.permute("TID404", table_[403], {1, 2, 0});
-  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID405 = sum
-  table_[406] = wf_refs.permute("TID406", table_[405], {2, 0, 1});
-  table_[407] = wf_refs.reshape("TID407", table_[406], {64});
-  table_[408] = wf_refs.permute("TID408", table_[99], {0, 2, 1});
-  table_[409] = wf_refs.contiguous("TID409", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID409 = matmul
-  table_[410] = wf_refs.reshape("TID410", table_[90], {batch * 64, 64});
-  table_[411] = wf_refs.reshape("TID411", table_[307], {batch * 64, 64});
-  table_[412] = wf_refs.permute("TID412", table_[410], {1, 0});
-  table_[413] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[414] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[415] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[416] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[417] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[418] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID419 = fused_add_add
-  table_[420] = wf_refs.contiguous("TID420", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID420 = layer_norm_grad
-  table_[421] = wf_refs.reshape("TID421", table_[419], {batch * 64, 64});
-  table_[422] = wf_refs.reshape("TID422", table_[87], {batch * 64, 64});
-  table_[423] = wf_refs.contiguous("TID423", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID423 = layer_norm_param_grad
-  table_[424] = wf_refs.reshape("TID424", table_[419], {batch * 64, 64});
-  table_[425] = wf_refs.reshape("TID425", table_[87], {batch * 64, 64});
-  table_[426] = wf_refs.contiguous("TID426", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID426 = layer_norm_param_grad
-  table_[427] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[428] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[429] = wf_refs.contiguous("TID429", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID429 = add
-  table_[430] = wf_refs.permute("TID430", table_[429], {0, 2, 1});
-  table_[431] = wf_refs.contiguous("TID431", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID431 = sum
-  table_[432] = wf_refs.permute("TID432", table_[431], {0, 2, 1});
-  table_[433] = wf_refs.permute("TID433", table_[432], {1, 2, 0});
-  table_[434] = wf_refs.contiguous("TID434", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID434 = sum
-  table_[435] = wf_refs.permute("TID435", table_[434], {2, 0, 1});
-  table_[436] = wf_refs.reshape("TID436", table_[435], {64});
-  table_[437] = wf_refs.permute("TID437", table_[84], {0, 2, 1});
-  table_[438] = wf_refs.contiguous("TID438", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID438 = matmul
-  table_[439] = wf_refs.reshape("TID439", table_[81], {batch * 64, 256});
-  table_[440] = wf_refs.reshape("TID440", table_[429], {batch * 64, 64});
-  table_[441] = wf_refs.permute("TID441", table_[439], {1, 0});
-  table_[442] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[443] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[444] = wf_refs.contiguous("TID444", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID444 = gelu_grad
-  table_[445] = wf_refs.permute("TID445", table_[444], {0, 2, 1});
-  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID446 = sum
-  table_[447] = wf_refs.permute("TID447", table_[446], {0, 2, 1});
-  table_[448] = wf_refs.permute("TID448", table_[447], {1, 2, 0});
-  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID449 = sum
-  table_[450] = wf_refs.permute("TID450", table_[449], {2, 0, 1});
-  table_[451] = wf_refs.reshape("TID451", table_[450], {256});
-  table_[452] = wf_refs.permute("TID452", table_[77], {0, 2, 1});
-  table_[453] = wf_refs.contiguous("TID453", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID453 = matmul
-  table_[454] = wf_refs.reshape("TID454", table_[74], {batch * 64, 64});
-  table_[455] = wf_refs.reshape("TID455", table_[444], {batch * 64, 256});
-  table_[456] = wf_refs.permute("TID456", table_[454], {1, 0});
-  table_[457] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[458] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[459] = wf_refs.contiguous("TID459", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID459 = layer_norm_grad
-  table_[460] = wf_refs.reshape("TID460", table_[453], {batch * 64, 64});
-  table_[461] = wf_refs.reshape("TID461", table_[71], {batch * 64, 64});
-  table_[462] = wf_refs.contiguous("TID462", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID462 = layer_norm_param_grad
-  table_[463] = wf_refs.reshape("TID463", table_[453], {batch * 64, 64});
-  table_[464] = wf_refs.reshape("TID464", table_[71], {batch * 64, 64});
-  table_[465] = wf_refs.contiguous("TID465", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID465 = layer_norm_param_grad
-  table_[466] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[467] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[468] = wf_refs.contiguous("TID468", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID468 = add
-  table_[469] = wf_refs.permute("TID469", table_[468], {0, 2, 1});
-  table_[470] = wf_refs.contiguous("TID470", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID470 = sum
-  table_[471] = wf_refs.permute("TID471", table_[470], {0, 2, 1});
-  table_[472] = wf_refs.permute("TID472", table_[471], {1, 2, 0});
-  table_[473] = wf_refs.contiguous("TID473", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID473 = sum
-  table_[474] = wf_refs.permute("TID474", table_[473], {2, 0, 1});
-  table_[475] = wf_refs.reshape("TID475", table_[474], {64});
-  table_[476] = wf_refs.permute("TID476", table_[68], {0, 2, 1});
-  table_[477] = wf_refs.contiguous("TID477", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID477 = matmul
-  table_[478] = wf_refs.reshape("TID478", table_[66], {batch * 64, 16});
-  table_[479] = wf_refs.reshape("TID479", table_[468], {batch * 64, 64});
-  table_[480] = wf_refs.permute("TID480", table_[478], {1, 0});
-  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot13, wfgen::rt::DType::f32, {64, 64});  // TID481 = fill
-  table_[482] = wf_refs.slice("TID482", table_[481], {48, 0}, {1, 1}, {16, 64});
-  table_[483] = table_[482];  // matmul into TID482
-  table_[484] = wf_refs.permute("TID484", table_[65], {0, 2, 1});
-  table_[485] = wf_refs.contiguous("TID485", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID485 = matmul
-  table_[486] = wf_refs.permute("TID486", table_[64], {0, 2, 1});
-  table_[487] = wf_refs.contiguous("TID487", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID487 = fill
-  table_[488] = wf_refs.slice("TID488", table_[487], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[489] = table_[488];  // matmul into TID488
-  table_[490] = wf_refs.contiguous("TID490", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID490 = fused_mul_sum_sub_mul_and_1
-  table_[491] = wf_refs.permute("TID491", table_[62], {0, 2, 1});
-  table_[492] = wf_refs.contiguous("TID492", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID492 = fill
-  table_[493] = wf_refs.slice("TID493", table_[492], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[494] = table_[493];  // matmul into TID493
-  table_[495] = wf_refs.permute("TID495", table_[60], {0, 2, 1});
-  table_[496] = wf_refs.contiguous("TID496", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID496 = fill
-  table_[497] = wf_refs.slice("TID497", table_[496], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[498] = wf_refs.permute("TID498", table_[497], {0, 2, 1});
-  table_[499] = table_[498];  // matmul into TID498
-  table_[500] = wf_refs.permute("TID500", table_[58], {0, 2, 1});
-  table_[501] = wf_refs.contiguous("TID501", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID501 = matmul
-  table_[502] = wf_refs.reshape("TID502", table_[56], {batch * 64, 16});
-  table_[503] = wf_refs.reshape("TID503", table_[468], {batch * 64, 64});
-  table_[504] = wf_refs.permute("TID504", table_[502], {1, 0});
-  table_[505] = wf_refs.slice("TID505", table_[481], {32, 0}, {1, 1}, {16, 64});
+  table_[374] = wf_refs.permute("TID374", table_[373], {1, 2, 0});
+  table_[375] = wf_refs.contiguous("TID375", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID375 = sum
+  table_[376] = wf_refs.permute("TID376", table_[375], {2, 0, 1});
+  table_[377] = wf_refs.reshape("TID377", table_[376], {64});
+  table_[378] = wf_refs.permute("TID378", table_[107], {0, 2, 1});
+  table_[379] = wf_refs.contiguous("TID379", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID379 = matmul
+  table_[380] = wf_refs.reshape("TID380", table_[90], {batch * 64, 64});
+  table_[381] = wf_refs.reshape("TID381", table_[302], {batch * 64, 64});
+  table_[382] = wf_refs.permute("TID382", table_[380], {1, 0});
+  table_[383] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[384] = wf_refs.permute("TID384", table_[310], {0, 2, 1});
+  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID385 = sum
+  table_[386] = wf_refs.permute("TID386", table_[385], {0, 2, 1});
+  table_[387] = wf_refs.permute("TID387", table_[386], {1, 2, 0});
+  table_[388] = wf_refs.contiguous("TID388", wf_arena + wf_slot22, wfgen::rt::DType::f32, {1, 64, 1});  // TID388 = sum
+  table_[389] = wf_refs.permute("TID389", table_[388], {2, 0, 1});
+  table_[390] = wf_refs.reshape("TID390", table_[389], {64});
+  table_[391] = wf_refs.permute("TID391", table_[103], {0, 2, 1});
+  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID392 = matmul
+  table_[393] = wf_refs.reshape("TID393", table_[90], {batch * 64, 64});
+  table_[394] = wf_refs.reshape("TID394", table_[310], {batch * 64, 64});
+  table_[395] = wf_refs.permute("TID395", table_[393], {1, 0});
+  table_[396] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[397] = wf_refs.permute("TID397", table_[307], {0, 2, 1});
+  table_[398] = wf_refs.contiguous("TID398", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 1});  // TID398 = sum
+  table_[399] = wf_refs.permute("TID399", table_[398], {0, 2, 1});
+  table_[400] = wf_refs.permute("TID400", table_[399], {1, 2, 0});
+  table_[401] = wf_refs.contiguous("TID401", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID401 = sum
+  table_[402] = wf_refs.permute("TID402", table_[401], {2, 0, 1});
+  table_[403] = wf_refs.reshape("TID403", table_[402], {64});
+  table_[404] = wf_refs.permute("TID404", table_[99], {0, 2, 1});
+  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID405 = matmul
+  table_[406] = wf_refs.reshape("TID406", table_[90], {batch * 64, 64});
+  table_[407] = wf_refs.reshape("TID407", table_[307], {batch * 64, 64});
+  table_[408] = wf_refs.permute("TID408", table_[406], {1, 0});
+  table_[409] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[410] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[411] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[412] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[413] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[414] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[415] = wf_refs.contiguous("TID415", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID415 = fused_add_add
+  table_[416] = wf_refs.contiguous("TID416", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID416 = layer_norm_grad
+  table_[417] = wf_refs.reshape("TID417", table_[415], {batch * 64, 64});
+  table_[418] = wf_refs.reshape("TID418", table_[87], {batch * 64, 64});
+  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID419 = layer_norm_param_grad
+  table_[420] = wf_refs.reshape("TID420", table_[415], {batch * 64, 64});
+  table_[421] = wf_refs.reshape("TID421", table_[87], {batch * 64, 64});
+  table_[422] = wf_refs.contiguous("TID422", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID422 = layer_norm_param_grad
+  table_[423] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[424] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID425 = add
+  table_[426] = wf_refs.permute("TID426", table_[425], {0, 2, 1});
+  table_[427] = wf_refs.contiguous("TID427", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID427 = sum
+  table_[428] = wf_refs.permute("TID428", table_[427], {0, 2, 1});
+  table_[429] = wf_refs.permute("TID429", table_[428], {1, 2, 0});
+  table_[430] = wf_refs.contiguous("TID430", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID430 = sum
+  table_[431] = wf_refs.permute("TID431", table_[430], {2, 0, 1});
+  table_[432] = wf_refs.reshape("TID432", table_[431], {64});
+  table_[433] = wf_refs.permute("TID433", table_[84], {0, 2, 1});
+  table_[434] = wf_refs.contiguous("TID434", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID434 = matmul
+  table_[435] = wf_refs.reshape("TID435", table_[81], {batch * 64, 256});
+  table_[436] = wf_refs.reshape("TID436", table_[425], {batch * 64, 64});
+  table_[437] = wf_refs.permute("TID437", table_[435], {1, 0});
+  table_[438] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[439] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID440 = gelu_grad
+  table_[441] = wf_refs.permute("TID441", table_[440], {0, 2, 1});
+  table_[442] = wf_refs.contiguous("TID442", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID442 = sum
+  table_[443] = wf_refs.permute("TID443", table_[442], {0, 2, 1});
+  table_[444] = wf_refs.permute("TID444", table_[443], {1, 2, 0});
+  table_[445] = wf_refs.contiguous("TID445", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID445 = sum
+  table_[446] = wf_refs.permute("TID446", table_[445], {2, 0, 1});
+  table_[447] = wf_refs.reshape("TID447", table_[446], {256});
+  table_[448] = wf_refs.permute("TID448", table_[77], {0, 2, 1});
+  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID449 = matmul
+  table_[450] = wf_refs.reshape("TID450", table_[74], {batch * 64, 64});
+  table_[451] = wf_refs.reshape("TID451", table_[440], {batch * 64, 256});
+  table_[452] = wf_refs.permute("TID452", table_[450], {1, 0});
+  table_[453] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[454] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[455] = wf_refs.contiguous("TID455", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID455 = layer_norm_grad
+  table_[456] = wf_refs.reshape("TID456", table_[449], {batch * 64, 64});
+  table_[457] = wf_refs.reshape("TID457", table_[71], {batch * 64, 64});
+  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID458 = layer_norm_param_grad
+  table_[459] = wf_refs.reshape("TID459", table_[449], {batch * 64, 64});
+  table_[460] = wf_refs.reshape("TID460", table_[71], {batch * 64, 64});
+  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID461 = layer_norm_param_grad
+  table_[462] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[463] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[464] = wf_refs.contiguous("TID464", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID464 = add
+  table_[465] = wf_refs.permute("TID465", table_[464], {0, 2, 1});
+  table_[466] = wf_refs.contiguous("TID466", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID466 = sum
+  table_[467] = wf_refs.permute("TID467", table_[466], {0, 2, 1});
+  table_[468] = wf_refs.permute("TID468", table_[467], {1, 2, 0});
+  table_[469] = wf_refs.contiguous("TID469", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID469 = sum
+  table_[470] = wf_refs.permute("TID470", table_[469], {2, 0, 1});
+  table_[471] = wf_refs.reshape("TID471", table_[470], {64});
+  table_[472] = wf_refs.permute("TID472", table_[68], {0, 2, 1});
+  table_[473] = wf_refs.contiguous("TID473", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID473 = matmul
+  table_[474] = wf_refs.reshape("TID474", table_[66], {batch * 64, 16});
+  table_[475] = wf_refs.reshape("TID475", table_[464], {batch * 64, 64});
+  table_[476] = wf_refs.permute("TID476", table_[474], {1, 0});
+  table_[477] = wf_refs.contiguous("TID477", wf_arena + wf_slot13, wfgen::rt::DType::f32, {64, 64});  // TID477 = fill
+  table_[478] = wf_refs.slice("TID478", table_[477], {48, 0}, {1, 1}, {16, 64});
+  table_[479] = table_[478];  // matmul into TID478
+  table_[480] = wf_refs.permute("TID480", table_[65], {0, 2, 1});
+  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID481 = matmul
+  table_[482] = wf_refs.permute("TID482", table_[64], {0, 2, 1});
+  table_[483] = wf_refs.contiguous("TID483", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID483 = fill
+  table_[484] = wf_refs.slice("TID484", table_[483], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[485] = table_[484];  // matmul into TID484
+  table_[486] = wf_refs.contiguous("TID486", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID486 = fused_mul_sum_sub_mul_and_1
+  table_[487] = wf_refs.permute("TID487", table_[62], {0, 2, 1});
+  table_[488] = wf_refs.contiguous("TID488", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID488 = fill
+  table_[489] = wf_refs.slice("TID489", table_[488], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[490] = table_[489];  // matmul into TID489
+  table_[491] = wf_refs.contiguous("TID491", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID491 = fill
+  table_[492] = wf_refs.slice("TID492", table_[491], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[493] = wf_refs.permute("TID493", table_[486], {0, 2, 1});
+  table_[494] = table_[492];  // matmul into TID492
+  table_[495] = wf_refs.permute("TID495", table_[58], {0, 2, 1});
+  table_[496] = wf_refs.contiguous("TID496", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID496 = matmul
+  table_[497] = wf_refs.reshape("TID497", table_[56], {batch * 64, 16});
+  table_[498] = wf_refs.reshape("TID498", table_[464], {batch * 64, 64});
+  table_[499] = wf_refs.permute("TID499", table_[497], {1, 0});
+  table_[500] = wf_refs.slice("TID500", table_[477], {32, 0}, {1, 1}, {16, 64});
+  table_[501] = table_[500];  // matmul into TID500
+  table_[502] = wf_refs.permute("TID502", table_[55], {0, 2, 1});
+  table_[503] = wf_refs.contiguous("TID503", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID503 = matmul
+  table_[504] = wf_refs.permute("TID504", table_[54], {0, 2, 1});
+  table_[505] = wf_refs.slice("TID505", table_[483], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
   table_[506] = table_[505];  // matmul into TID505
-  table_[507] = wf_refs.permute("TID507", table_[55], {0, 2, 1});
-  table_[508] = wf_refs.contiguous("TID508", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID508 = matmul
-  table_[509] = wf_refs.permute("TID509", table_[54], {0, 2, 1});
-  table_[510] = wf_refs.slice("TID510", table_[487], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[511] = table_[510];  // matmul into TID510
-  table_[512] = wf_refs.contiguous("TID512", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID512 = fused_mul_sum_sub_mul_and_1
-  table_[513] = wf_refs.permute("TID513", table_[52], {0, 2, 1});
-  table_[514] = wf_refs.slice("TID514", table_[492], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[515] = table_[514];  // matmul into TID514
-  table_[516] = wf_refs.permute("TID516", table_[50], {0, 2, 1});
-  table_[517] = wf_refs.slice("TID517", table_[496], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[518] = wf_refs.permute("TID518", table_[517], {0, 2, 1});
-  table_[519] = table_[518];  // matmul into TID518
-  table_[520] = wf_refs.permute("TID520", table_[48], {0, 2, 1});
-  table_[521] = wf_refs.contiguous("TID521", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID521 = matmul
-  table_[522] = wf_refs.reshape("TID522", table_[46], {batch * 64, 16});
-  table_[523] = wf_refs.reshape("TID523", table_[468], {batch * 64, 64});
-  table_[524] = wf_refs.permute("TID524", table_[522], {1, 0});
-  table_[525] = wf_refs.slice("TID525", table_[481], {16, 0}, {1, 1}, {16, 64});
-  table_[526] = table_[525];  // matmul into TID525
-  table_[527] = wf_refs.permute("TID527", table_[45], {0, 2, 1});
-  table_[528] = wf_refs.contiguous("TID528", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID528 = matmul
-  table_[529] = wf_refs.permute("TID529", table_[44], {0, 2, 1});
-  table_[530] = wf_refs.slice("TID530", table_[487], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[531] = table_[530];  // matmul into TID530
-  table_[532] = wf_refs.contiguous("TID532", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID532 = fused_mul_sum_sub_mul_and_1
-  table_[533] = wf_refs.permute("TID533", table_[42], {0, 2, 1});
-  table_[534] = wf_refs.slice("TID534", table_[492], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[535] = table_[534];  // matmul into TID534
-  table_[536] = wf_refs.permute("TID536", table_[40], {0, 2, 1});
-  table_[537] = wf_refs.slice("TID537", table_[496], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[538] = wf_refs.permute("TID538", table_[537], {0, 2, 1});
+  table_[507] = wf_refs.contiguous("TID507", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID507 = fused_mul_sum_sub_mul_and_1
+  table_[508] = wf_refs.permute("TID508", table_[52], {0, 2, 1});
+  table_[509] = wf_refs.slice("TID509", table_[488], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[510] = table_[509];  // matmul into TID509
+  table_[511] = wf_refs.slice("TID511", table_[491], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[512] = wf_refs.permute("TID512", table_[507], {0, 2, 1});
+  table_[513] = table_[511];  // matmul into TID511
+  table_[514] = wf_refs.permute("TID514", table_[48], {0, 2, 1});
+  table_[515] = wf_refs.contiguous("TID515", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID515 = matmul
+  table_[516] = wf_refs.reshape("TID516", table_[46], {batch * 64, 16});
+  table_[517] = wf_refs.reshape("TID517", table_[464], {batch * 64, 64});
+  table_[518] = wf_refs.permute("TID518", table_[516], {1, 0});
+  table_[519] = wf_refs.slice("TID519", table_[477], {16, 0}, {1, 1}, {16, 64});
+  table_[520] = table_[519];  // matmul into TID519
+  table_[521] = wf_refs.permute("TID521", table_[45], {0, 2, 1});
+  table_[522] = wf_refs.contiguous("TID522", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID522 = matmul
+  table_[523] = wf_refs.permute("TID523", table_[44], {0, 2, 1});
+  table_[524] = wf_refs.slice("TID524", table_[483], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[525] = table_[524];  // matmul into TID524
+  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID526 = fused_mul_sum_sub_mul_and_1
+  table_[527] = wf_refs.permute("TID527", table_[42], {0, 2, 1});
+  table_[528] = wf_refs.slice("TID528", table_[488], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[529] = table_[528];  // matmul into TID528
+  table_[530] = wf_refs.slice("TID530", table_[491], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[531] = wf_refs.permute("TID531", table_[526], {0, 2, 1});
+  table_[532] = table_[530];  // matmul into TID530
+  table_[533] = wf_refs.permute("TID533", table_[38], {0, 2, 1});
+  table_[534] = wf_refs.contiguous("TID534", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID534 = matmul
+  table_[535] = wf_refs.reshape("TID535", table_[36], {batch * 64, 16});
+  table_[536] = wf_refs.reshape("TID536", table_[464], {batch * 64, 64});
+  table_[537] = wf_refs.permute("TID537", table_[535], {1, 0});
+  table_[538] = wf_refs.slice("TID538", table_[477], {0, 0}, {1, 1}, {16, 64});
   table_[539] = table_[538];  // matmul into TID538
-  table_[540] = wf_refs.permute("TID540", table_[38], {0, 2, 1});
-  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID541 = matmul
-  table_[542] = wf_refs.reshape("TID542", table_[36], {batch * 64, 16});
-  table_[543] = wf_refs.reshape("TID543", table_[468], {batch * 64, 64});
-  table_[544] = wf_refs.permute("TID544", table_[542], {1, 0});
-  table_[545] = wf_refs.slice("TID545", table_[481], {0, 0}, {1, 1}, {16, 64});
-  table_[546] = table_[545];  // matmul into TID545
-  table_[547] = wf_refs.permute("TID547", table_[35], {0, 2, 1});
-  table_[548] = wf_refs.contiguous("TID548", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID548 = matmul
-  table_[549] = wf_refs.permute("TID549", table_[34], {0, 2, 1});
-  table_[550] = wf_refs.slice("TID550", table_[487], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[551] = table_[550];  // matmul into TID550
-  table_[552] = wf_refs.contiguous("TID552", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID552 = fused_mul_sum_sub_mul_and_1
-  table_[553] = wf_refs.permute("TID553", table_[32], {0, 2, 1});
-  table_[554] = wf_refs.slice("TID554", table_[492], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[555] = table_[554];  // matmul into TID554
-  table_[556] = wf_refs.permute("TID556", table_[30], {0, 2, 1});
-  table_[557] = wf_refs.slice("TID557", table_[496], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[558] = wf_refs.permute("TID558", table_[557], {0, 2, 1});
-  table_[559] = table_[558];  // matmul into TID558
-  table_[560] = wf_refs.permute("TID560", table_[487], {0, 2, 1});
-  table_[561] = wf_refs.contiguous("TID561", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID561 = sum
-  table_[562] = wf_refs.permute("TID562", table_[561], {0, 2, 1});
-  table_[563] = wf_refs.permute("TID563", table_[562], {1, 2, 0});
-  table_[564] = wf_refs.contiguous("TID564", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID564 = sum
-  table_[565] = wf_refs.permute("TID565", table_[564], {2, 0, 1});
-  table_[566] = wf_refs.reshape("TID566", table_[565], {64});
-  table_[567] = wf_refs.permute("TID567", table_[26], {0, 2, 1});
-  table_[568] = wf_refs.contiguous("TID568", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID568 = matmul
-  table_[569] = wf_refs.reshape("TID569", table_[9], {batch * 64, 64});
-  table_[570] = wf_refs.reshape("TID570", table_[487], {batch * 64, 64});
-  table_[571] = wf_refs.permute("TID571", table_[569], {1, 0});
-  table_[572] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[573] = wf_refs.permute("TID573", table_[496], {0, 2, 1});
-  table_[574] = wf_refs.contiguous("TID574", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID574 = sum
-  table_[575] = wf_refs.permute("TID575", table_[574], {0, 2, 1});
-  table_[576] = wf_refs.permute("TID576", table_[575], {1, 2, 0});
-  table_[577] = wf_refs.contiguous("TID577", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 64, 1});  // TID577 = sum
-  table_[578] = wf_refs.permute("TID578", table_[577], {2, 0, 1});
-  table_[579] = wf_refs.reshape("TID579", table_[578], {64});
-  table_[580] = wf_refs.permute("TID580", table_[22], {0, 2, 1});
-  table_[581] = wf_refs.contiguous("TID581", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID581 = matmul
-  table_[582] = wf_refs.reshape("TID582", table_[9], {batch * 64, 64});
-  table_[583] = wf_refs.reshape("TID583", table_[496], {batch * 64, 64});
-  table_[584] = wf_refs.permute("TID584", table_[582], {1, 0});
-  table_[585] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[586] = wf_refs.permute("TID586", table_[492], {0, 2, 1});
-  table_[587] = wf_refs.contiguous("TID587", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID587 = sum
-  table_[588] = wf_refs.permute("TID588", table_[587], {0, 2, 1});
-  table_[589] = wf_refs.permute("TID589", table_[588], {1, 2, 0});
-  table_[590] = wf_refs.contiguous("TID590", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID590 = sum
-  table_[591] = wf_refs.permute("TID591", table_[590], {2, 0, 1});
-  table_[592] = wf_refs.reshape("TID592", table_[591], {64});
-  table_[593] = wf_refs.permute("TID593", table_[18], {0, 2, 1});
-  table_[594] = wf_refs.contiguous("TID594", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID594 = matmul
-  table_[595] = wf_refs.reshape("TID595", table_[9], {batch * 64, 64});
-  table_[596] = wf_refs.reshape("TID596", table_[492], {batch * 64, 64});
-  table_[597] = wf_refs.permute("TID597", table_[595], {1, 0});
-  table_[598] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[599] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[600] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[601] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[602] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[603] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[604] = wf_refs.contiguous("TID604", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID604 = fused_add_add
-  table_[605] = wf_refs.contiguous("TID605", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID605 = layer_norm_grad
-  table_[606] = wf_refs.reshape("TID606", table_[604], {batch * 64, 64});
-  table_[607] = wf_refs.reshape("TID607", table_[6], {batch * 64, 64});
-  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID608 = layer_norm_param_grad
-  table_[609] = wf_refs.reshape("TID609", table_[604], {batch * 64, 64});
-  table_[610] = wf_refs.reshape("TID610", table_[6], {batch * 64, 64});
-  table_[611] = wf_refs.contiguous("TID611", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID611 = layer_norm_param_grad
-  table_[612] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[613] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[614] = wf_refs.contiguous("TID614", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID614 = add
-  table_[615] = wf_refs.permute("TID615", table_[614], {1, 2, 0});
-  table_[616] = wf_refs.contiguous("TID616", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID616 = sum
-  table_[617] = wf_refs.permute("TID617", table_[616], {2, 0, 1});
-  table_[618] = wf_refs.reshape("TID618", table_[617], {64, 64});
-  table_[619] = wf_refs.reshape("TID619", table_[614], {batch * 64, 64});
-  table_[620] = wf_refs.reshape("TID620", table_[0], {batch * 64});
-  table_[621] = wf_refs.contiguous("TID621", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID621 = scatter_add
-  table_[622] = table_[185];  // add into grad:tiny_lm_0.position_embedding
-  table_[623] = wf_refs.contiguous("TID623", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID623 = add
-  table_[624] = table_[184];  // add into grad:tiny_lm_0.token_embedding
+  table_[540] = wf_refs.permute("TID540", table_[35], {0, 2, 1});
+  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID541 = matmul
+  table_[542] = wf_refs.permute("TID542", table_[34], {0, 2, 1});
+  table_[543] = wf_refs.slice("TID543", table_[483], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[544] = table_[543];  // matmul into TID543
+  table_[545] = wf_refs.contiguous("TID545", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID545 = fused_mul_sum_sub_mul_and_1
+  table_[546] = wf_refs.permute("TID546", table_[32], {0, 2, 1});
+  table_[547] = wf_refs.slice("TID547", table_[488], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[548] = table_[547];  // matmul into TID547
+  table_[549] = wf_refs.slice("TID549", table_[491], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[550] = wf_refs.permute("TID550", table_[545], {0, 2, 1});
+  table_[551] = table_[549];  // matmul into TID549
+  table_[552] = wf_refs.permute("TID552", table_[483], {0, 2, 1});
+  table_[553] = wf_refs.contiguous("TID553", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID553 = sum
+  table_[554] = wf_refs.permute("TID554", table_[553], {0, 2, 1});
+  table_[555] = wf_refs.permute("TID555", table_[554], {1, 2, 0});
+  table_[556] = wf_refs.contiguous("TID556", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID556 = sum
+  table_[557] = wf_refs.permute("TID557", table_[556], {2, 0, 1});
+  table_[558] = wf_refs.reshape("TID558", table_[557], {64});
+  table_[559] = wf_refs.permute("TID559", table_[26], {0, 2, 1});
+  table_[560] = wf_refs.contiguous("TID560", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID560 = matmul
+  table_[561] = wf_refs.reshape("TID561", table_[9], {batch * 64, 64});
+  table_[562] = wf_refs.reshape("TID562", table_[483], {batch * 64, 64});
+  table_[563] = wf_refs.permute("TID563", table_[561], {1, 0});
+  table_[564] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[565] = wf_refs.permute("TID565", table_[491], {0, 2, 1});
+  table_[566] = wf_refs.contiguous("TID566", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID566 = sum
+  table_[567] = wf_refs.permute("TID567", table_[566], {0, 2, 1});
+  table_[568] = wf_refs.permute("TID568", table_[567], {1, 2, 0});
+  table_[569] = wf_refs.contiguous("TID569", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 64, 1});  // TID569 = sum
+  table_[570] = wf_refs.permute("TID570", table_[569], {2, 0, 1});
+  table_[571] = wf_refs.reshape("TID571", table_[570], {64});
+  table_[572] = wf_refs.permute("TID572", table_[22], {0, 2, 1});
+  table_[573] = wf_refs.contiguous("TID573", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID573 = matmul
+  table_[574] = wf_refs.reshape("TID574", table_[9], {batch * 64, 64});
+  table_[575] = wf_refs.reshape("TID575", table_[491], {batch * 64, 64});
+  table_[576] = wf_refs.permute("TID576", table_[574], {1, 0});
+  table_[577] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[578] = wf_refs.permute("TID578", table_[488], {0, 2, 1});
+  table_[579] = wf_refs.contiguous("TID579", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID579 = sum
+  table_[580] = wf_refs.permute("TID580", table_[579], {0, 2, 1});
+  table_[581] = wf_refs.permute("TID581", table_[580], {1, 2, 0});
+  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID582 = sum
+  table_[583] = wf_refs.permute("TID583", table_[582], {2, 0, 1});
+  table_[584] = wf_refs.reshape("TID584", table_[583], {64});
+  table_[585] = wf_refs.permute("TID585", table_[18], {0, 2, 1});
+  table_[586] = wf_refs.contiguous("TID586", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID586 = matmul
+  table_[587] = wf_refs.reshape("TID587", table_[9], {batch * 64, 64});
+  table_[588] = wf_refs.reshape("TID588", table_[488], {batch * 64, 64});
+  table_[589] = wf_refs.permute("TID589", table_[587], {1, 0});
+  table_[590] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[591] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[592] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[593] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[594] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[595] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[596] = wf_refs.contiguous("TID596", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID596 = fused_add_add
+  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID597 = layer_norm_grad
+  table_[598] = wf_refs.reshape("TID598", table_[596], {batch * 64, 64});
+  table_[599] = wf_refs.reshape("TID599", table_[6], {batch * 64, 64});
+  table_[600] = wf_refs.contiguous("TID600", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID600 = layer_norm_param_grad
+  table_[601] = wf_refs.reshape("TID601", table_[596], {batch * 64, 64});
+  table_[602] = wf_refs.reshape("TID602", table_[6], {batch * 64, 64});
+  table_[603] = wf_refs.contiguous("TID603", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID603 = layer_norm_param_grad
+  table_[604] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[605] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID606 = add
+  table_[607] = wf_refs.permute("TID607", table_[606], {1, 2, 0});
+  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID608 = sum
+  table_[609] = wf_refs.permute("TID609", table_[608], {2, 0, 1});
+  table_[610] = wf_refs.reshape("TID610", table_[609], {64, 64});
+  table_[611] = wf_refs.reshape("TID611", table_[606], {batch * 64, 64});
+  table_[612] = wf_refs.reshape("TID612", table_[0], {batch * 64});
+  table_[613] = wf_refs.contiguous("TID613", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID613 = scatter_add
+  table_[614] = table_[185];  // add into grad:tiny_lm_0.position_embedding
+  table_[615] = wf_refs.contiguous("TID615", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID615 = add
+  table_[616] = table_[184];  // add into grad:tiny_lm_0.token_embedding
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
