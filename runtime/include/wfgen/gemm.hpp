@@ -43,9 +43,12 @@ struct GemmEpilogue {
   bool any() const { return bias != nullptr || relu; }
 };
 
-// Below this many multiply-adds a product stays on one thread (waking the
-// pool costs microseconds; 2^21 is about 20 us of one core's FMAs).
-inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 21;
+// Below this many multiply-adds a product stays on one thread. 2^20 is
+// 12-18 us of one core of the AVX-512 machine of docs/performance.md (the
+// tiny LM's per-head output projections, 1024 x 16 x 64 forward and
+// backward and their weight gradients 16 x 64 x 1024: 24 products, ~0.35 ms
+// a step that did not scale at 2^21), against the pool's 0.2 us hand-off.
+inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 20;
 // Below this many in all a batch of products stays on one thread. Sharing a
 // batch out costs the pool's hand-off (0.2 us with its workers spinning,
 // bench/pool_handoff.cpp) and each product runs whole on one thread, so it
