@@ -351,3 +351,65 @@ builds:
   CHECK(count(train, "op=GELU-CPU") == 1);
   CHECK(count(train, "op=DEPTHWISE-CONV2D-CPU") == 0);
 }
+
+// matmul's impls (cpu and blas) have fuse_epilogue: the element-wise chain
+// that alone reads a product becomes the GEMM's epilogue, whatever its
+// other operands vary along (a bias per column, per row, a full tensor, a
+// scalar). Not when the product is read elsewhere; in a training build only
+// as far as the pullback lets the chain go; the blas impl keeps its device
+// (a product too large for wfgen's GEMM at build time).
+TEST_CASE("matmul takes the element-wise chain that alone reads its product as its epilogue, and only then") {
+  const std::string spec = R"Y(
+models:
+  - name: mm_gelu
+    where: "X[2 5 7] W[7 9] b[9] -> Y[2 5 9]"
+    call: |
+      return gelu(X @ W + b)
+  - name: mm_mixed
+    where: "X[5 7] W[7 9] r[5 1] R[5 9] -> Y[5 9]"
+    call: |
+      return relu((X @ W) * r + R - 6.0)
+  - name: mm_twice
+    where: "X[5 7] W[7 9] b[9] -> Y[5 9] Z[5 9]"
+    call: |
+      y = X @ W
+      return relu(y + b), y
+  - name: mm_big
+    where: "X[300 300] W[300 300] b[300] -> Y[300 300]"
+    call: |
+      return relu(X @ W + b)
+  - name: mm_train
+    params: {W: {shape: [7, 9], init: {uniform: [-1, 1]}}, b: {shape: [9]}}
+    where: "X[5 7] -> Y[5 9]"
+    call: |
+      return gelu(X @ W + b)
+builds:
+  - {name: mm_gelu, model: mm_gelu}
+  - {name: mm_mixed, model: mm_mixed}
+  - {name: mm_twice, model: mm_twice}
+  - {name: mm_big, model: mm_big, devices: [blas, cpu]}
+  - {name: mm_train, model: mm_train, backward: true}
+)Y";
+  const std::string gelu = disasm(spec, "mm_gelu");
+  INFO(gelu);
+  CHECK(count(gelu, "<WfInst") == 1);
+  CHECK(count(gelu, "op=FUSED-MATMUL-ADD-GELU-CPU") == 1);
+  CHECK(count(disasm(spec, "mm_gelu", true), "op=MATMUL-CPU") == 1);  // --no-fuse
+  const std::string mixed = disasm(spec, "mm_mixed");
+  INFO(mixed);
+  CHECK(count(mixed, "<WfInst") == 1);
+  CHECK(count(mixed, "op=FUSED-MATMUL-MUL-ADD-SUB-SCALAR-AND-1-CPU") == 1);
+  const std::string twice = disasm(spec, "mm_twice");
+  INFO(twice);
+  CHECK(count(twice, "op=MATMUL-CPU") == 1);
+  CHECK(count(twice, "op=FUSED-MATMUL") == 0);
+  const std::string big = disasm(spec, "mm_big");
+  INFO(big);
+  CHECK(count(big, "<WfInst") == 1);
+  CHECK(count(big, "op=FUSED-MATMUL-ADD-RELU-BLAS") == 1);
+  const std::string train = disasm(spec, "mm_train");
+  INFO(train);
+  CHECK(count(train, "op=FUSED-MATMUL-ADD-CPU") == 1);
+  CHECK(count(train, "op=GELU-CPU") == 1);
+  CHECK(count(train, "op=MATMUL-ACC-CPU") == 1);  // the pullback's product
+}

@@ -974,3 +974,76 @@ TEST_CASE("depthwise_conv2d with a bias + clip epilogue applied as each element 
   check_depthwise_epilogue<float>(1e-5);
   check_depthwise_epilogue<double>(1e-12);
 }
+
+namespace {
+
+// The GEMMs (rt::gemm, OpenBLAS's path, blas_gemm's choice) with a general
+// epilogue (GemmEpilogue::block, as fused matmul kernels call them): C =
+// max(acc * row[i] + col[j] + full[i, j] - 0.25, -0.5) for acc = A B (+ C),
+// operands along C's rows, its columns, both and neither. Against the
+// loops in double; a block applied twice or missed would not match (the
+// epilogue is not idempotent), nor one applied before the last block of K.
+template <class T>
+void check_gemm_epilogue(int path, std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate, bool c_transposed, double tol) {
+  INFO("path " << path << ": " << M << " x " << N << " x " << K << (accumulate ? " +=" : "") << (c_transposed ? ", C transposed" : "")
+                << ", threads " << wfgen::rt::num_threads());
+  wfgen::rt::Rng rng(static_cast<std::uint64_t>(M * 131 + N * 7 + K));
+  auto values = [&](std::int64_t n) {
+    std::vector<T> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = static_cast<T>(rng.uniform(-1, 1));
+    return v;
+  };
+  const std::vector<T> A = values(M * K), B = values(K * N), row = values(M), col = values(N), full = values(M * N);
+  std::vector<T> C = values(M * N);
+  const std::vector<T> C0 = C;
+  const std::int64_t rsc = c_transposed ? 1 : N, csc = c_transposed ? M : 1;
+  const auto epilogue = [&](std::int64_t i0, std::int64_t j0, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t i = i0; i < i0 + rows; ++i)
+      for (std::int64_t j = j0; j < j0 + cols; ++j) {
+        T& c = C[static_cast<std::size_t>(i * rsc + j * csc)];
+        c = std::max(c * row[static_cast<std::size_t>(i)] + col[static_cast<std::size_t>(j)] + full[static_cast<std::size_t>(i * N + j)] - T(0.25),
+                     T(-0.5));
+      }
+  };
+  const wfgen::rt::GemmEpilogue<T> ep = wfgen::rt::gemm_epilogue<T>(epilogue);
+  if (path == 0) wfgen::rt::gemm<T>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, accumulate, ep);
+#if !defined(WFGEN_NO_BLAS)
+  if (path == 1) wfgen::rt::openblas_gemm<T>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, accumulate, ep);
+#endif
+  if (path == 2) wfgen::rt::blas_gemm<T>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), rsc, csc, accumulate, ep);
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double s = accumulate ? double(C0[static_cast<std::size_t>(i * rsc + j * csc)]) : 0.0;
+      for (std::int64_t k = 0; k < K; ++k)
+        s += double(A[static_cast<std::size_t>(i * K + k)]) *
+             double(B[static_cast<std::size_t>(k * N + j)]);
+      const double want = std::max(s * double(row[static_cast<std::size_t>(i)]) + double(col[static_cast<std::size_t>(j)]) +
+                                       double(full[static_cast<std::size_t>(i * N + j)]) - 0.25,
+                                   -0.5);
+      wrong += !(std::fabs(double(C[static_cast<std::size_t>(i * rsc + j * csc)]) - want) <= tol * (1 + std::sqrt(double(K))));
+    }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("GEMM epilogues (fused matmul kernels): on every block of C once, after the last block of K, std-only and OpenBLAS", "[kernels][gemm][threads]") {
+  const int saved = wfgen::rt::num_threads();
+  struct Size {
+    std::int64_t m, n, k;
+  };
+  // Tile remainders and K over KC (7 x 37 x 600), a narrow C (70 x 16 x 64),
+  // an empty K, and from 2^21 multiply-adds split across the threads: by
+  // bands of rows (130 x 90 x 200) and by blocks of C (8 x 600 x 500).
+  for (int threads : {1, 2}) {
+    wfgen::rt::set_num_threads(threads);
+    for (const Size s : {Size{1, 1, 1}, Size{7, 37, 600}, Size{70, 16, 64}, Size{13, 40, 0}, Size{130, 90, 200}, Size{8, 600, 500}})
+      for (int path : {0, 1, 2})
+        for (bool accumulate : {false, true}) {
+          check_gemm_epilogue<float>(path, s.m, s.n, s.k, accumulate, false, 2e-5);
+          check_gemm_epilogue<double>(path, s.m, s.n, s.k, accumulate, path == 1, 1e-12);
+        }
+  }
+  wfgen::rt::set_num_threads(saved);
+}

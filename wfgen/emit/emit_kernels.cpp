@@ -403,33 +403,117 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
 }
 
 
+// The epilogue fusion gave a GEMM (plan_with_epilogue): wf_epilogue, called
+// by the GEMM on each block of C whose sums are final (rows x cols from row
+// wf_i0, column wf_j0 of the matrix; rt::GemmEpilogue), replaces each
+// element by the epilogue of it (`acc`) and of the inputs in0, in1... at
+// the same place (the same expression the unfused element-wise kernel
+// computes). `base(k)`: tensor k's first element of the matrix. A row
+// whose every step is 1 (a bias per column, a residual) is indexed plainly;
+// when C's row has step 1 and each input's step 1 or 0 (a value repeated
+// along the row: a bias per row), the inputs are indexed `wf_s<k> != 0 ?
+// wf_j : 0`, which the compiler unswitches into vectorised loops; otherwise
+// with the steps. (The plain loop is the one that vectorises a GELU's erf:
+// in the unswitched one it stayed scalar, 10 times slower.)
+void emit_gemm_epilogue(CodeWriter& w, const KernelPlan& p, const std::function<std::string(std::size_t)>& base) {
+  const std::string t = elem(p.dtype), last = num(p.rank - 1), row = num(p.rank - 2);
+  const std::size_t out = p.tensors.size() - 1;
+  const TensorParam& o = p.tensors[out];
+  w.open("const auto wf_epilogue = [&](std::int64_t wf_i0, std::int64_t wf_j0, std::int64_t wf_nrows, std::int64_t wf_ncols)");
+  std::string steps, unit = "wf_s" + num(static_cast<std::int64_t>(out)) + " == 1", plain = unit;
+  for (std::size_t k = 2; k <= out; ++k) {
+    const std::string s = "wf_s" + num(static_cast<std::int64_t>(k));
+    steps += (k == 2 ? "const std::int64_t " : ", ") + s + " = " + p.tensors[k].cpp + ".strides[" + last + "]";
+    if (k < out) unit += " && (" + s + " | 1) == 1";
+    if (k < out) plain += " && " + s + " == 1";
+  }
+  w.line(steps + ";");
+  w.open("for (std::int64_t wf_i = wf_i0; wf_i < wf_i0 + wf_nrows; ++wf_i)");
+  for (std::size_t k = 2; k <= out; ++k) {
+    const TensorParam& x = p.tensors[k];
+    w.line(std::string(k == out ? "" : "const ") + t + "* " + x.local() + " = " + base(k) + " + wf_i * " + x.cpp + ".strides[" + row +
+           "] + wf_j0 * wf_s" + num(static_cast<std::int64_t>(k)) + ";");
+  }
+  enum class Steps { Plain, UnitOrRepeated, Strided };
+  auto loop = [&](Steps steps_of) {
+    const bool unit_steps = steps_of != Steps::Strided;
+    expr::EmitContext ctx;
+    ctx.dtype = p.dtype;
+    ctx.math = math_namespace(p);
+    ctx.name = [&](const std::string& name) -> std::string {
+      if (name == "acc") return "wf_acc";
+      for (std::size_t k = 2; k < out; ++k) {
+        if (p.tensors[k].name != name) continue;
+        const std::string s = "wf_s" + num(static_cast<std::int64_t>(k));
+        const std::string index = steps_of == Steps::Plain ? "wf_j" : steps_of == Steps::UnitOrRepeated ? s + " != 0 ? wf_j : 0" : "wf_j * " + s;
+        return p.tensors[k].local() + "[" + index + "]";
+      }
+      return name;
+    };
+    const std::string c = o.local() + "[" + (unit_steps ? std::string("wf_j") : "wf_j * wf_s" + num(static_cast<std::int64_t>(out))) + "]";
+    w.open("for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j)");
+    w.line("const " + t + " wf_acc = " + c + ";");
+    w.line(c + " = " + t + "(" + expr::to_cpp(*p.epilogue, ctx) + ");");
+    w.close();
+  };
+  w.open("if (" + plain + ")");
+  loop(Steps::Plain);
+  if (out > 2) {  // inputs, which may repeat along the row
+    w.otherwise_if(unit);
+    loop(Steps::UnitOrRepeated);
+  }
+  w.otherwise();
+  loop(Steps::Strided);
+  w.close();
+  w.close();
+  w.close(";");
+}
+
+// A GEMM (rt::gemm, or rt::blas_gemm for the blas device) per matrix of the
+// batch; with an epilogue (fusion's: the tensors between B and C are its
+// inputs), the GEMM applies it to each block of C it finishes.
 void emit_gemm(CodeWriter& w, const KernelPlan& p) {
   const auto& a = p.tensors[0];
   const auto& b = p.tensors[1];
-  const auto& c = p.tensors[2];
+  const std::size_t out = p.tensors.size() - 1;
+  const auto& c = p.tensors[out];
   const int r = p.rank;
+  const std::string t = elem(p.dtype);
   std::string fn = p.impl->device == "blas" ? "wfgen::rt::blas_gemm" : "wfgen::rt::gemm";
   w.comment(c.name + (p.accumulate ? " += " : " = ") + a.name + " " + b.name +
             (p.impl->device == "blas" ? ", through cblas" : ", std-only blocked GEMM") + (r > 2 ? ", for each matrix of the batch dims" : ""));
+  if (p.epilogue)
+    w.comment("then, on each block of " + c.name + " the GEMM finishes (in the cache), " + c.name + " = " + p.epilogue->str() +
+              " of its element acc");
+  const std::string tail = p.epilogue ? std::string(p.accumulate ? ", true" : ", false") + ", wfgen::rt::gemm_epilogue<" + t + ">(wf_epilogue)"
+                                      : p.accumulate ? ", /*accumulate=*/true" : "";
   w.line("const std::int64_t wf_m = " + c.cpp + ".shape[" + num(r - 2) + "], wf_n = " + c.cpp + ".shape[" + num(r - 1) +
          "], wf_k = " + a.cpp + ".shape[" + num(r - 1) + "];");
   if (r > 2) {
     // A B whose B the batch shares (a linear layer's weight): one GEMM of
-    // every row of the batch when A's and C's batch dims continue their rows.
+    // every row of the batch when A's and C's batch dims continue their rows
+    // (and the epilogue's inputs' too).
     const std::string head = "wfgen::rt::head<2>(";
+    std::string inputs_fold;
+    for (std::size_t k = 2; k < out; ++k) {
+      const auto& x = p.tensors[k];
+      inputs_fold += " && wfgen::rt::gemm_rows_continue(" + head + c.cpp + ".shape), " + head + x.cpp + ".strides), wf_m, " + x.cpp +
+                     ".strides[" + num(r - 2) + "])";
+    }
     w.open("if (const std::int64_t wf_rows = wfgen::rt::gemm_folded_rows(" + head + c.cpp + ".shape), " + head + a.cpp +
            ".strides), " + head + b.cpp + ".strides), " + head + c.cpp + ".strides), wf_m, " + a.cpp + ".strides[" +
-           num(r - 2) + "], " + c.cpp + ".strides[" + num(r - 2) + "]); wf_rows > 0)");
-    auto whole = [&](const TensorParam& t) {
-      return t.cpp + ".data, " + t.cpp + ".strides[" + num(r - 2) + "], " + t.cpp + ".strides[" + num(r - 1) + "]";
+           num(r - 2) + "], " + c.cpp + ".strides[" + num(r - 2) + "]); wf_rows > 0" + inputs_fold + ")");
+    auto whole = [&](const TensorParam& x) {
+      return x.cpp + ".data, " + x.cpp + ".strides[" + num(r - 2) + "], " + x.cpp + ".strides[" + num(r - 1) + "]";
     };
-    w.line(fn + "<" + elem(p.dtype) + ">(wf_rows, wf_n, wf_k, " + whole(a) + ", " + whole(b) + ", " + whole(c) +
-           (p.accumulate ? ", /*accumulate=*/true" : "") + ");");
+    if (p.epilogue) emit_gemm_epilogue(w, p, [&](std::size_t k) { return p.tensors[k].cpp + ".data"; });
+    w.line(fn + "<" + t + ">(wf_rows, wf_n, wf_k, " + whole(a) + ", " + whole(b) + ", " + whole(c) + tail + ");");
     w.line("return;");
     w.close();
   }
-  w.line("const wfgen::rt::LoopNest<" + num(r - 2) + ", 3> wf_batch(wfgen::rt::head<2>(" + c.cpp + ".shape), " +
-         strides_list(p, "wfgen::rt::head<2>(", ")") + ", 2);");
+  w.line("const wfgen::rt::LoopNest<" + num(r - 2) + ", " + num(static_cast<std::int64_t>(p.tensors.size())) +
+         "> wf_batch(wfgen::rt::head<2>(" + c.cpp + ".shape), " + strides_list(p, "wfgen::rt::head<2>(", ")") + ", " +
+         num(static_cast<std::int64_t>(out)) + ");");
   // A batch of products small enough not to split themselves is shared out
   // among the threads (gemm_batch_grain); rank 2 is a batch of one.
   const std::string grain = r > 2 ? "wfgen::rt::gemm_batch_grain(wfgen::rt::head<2>(" + c.cpp + ".shape), wfgen::rt::head<2>(" +
@@ -437,12 +521,16 @@ void emit_gemm(CodeWriter& w, const KernelPlan& p) {
                                    : "0";
   w.open("wf_batch.run(" + grain + ", [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count)");
   w.open("for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r)");
-  auto operand = [&](const TensorParam& t, int k) {
-    return t.cpp + ".data + wf_off[" + num(k) + "] + wf_r * wf_step[" + num(k) + "], " + t.cpp + ".strides[" + num(r - 2) +
-           "], " + t.cpp + ".strides[" + num(r - 1) + "]";
+  auto at = [&](std::size_t k) {
+    return p.tensors[k].cpp + ".data + wf_off[" + num(static_cast<std::int64_t>(k)) + "] + wf_r * wf_step[" +
+           num(static_cast<std::int64_t>(k)) + "]";
   };
-  w.line(fn + "<" + elem(p.dtype) + ">(wf_m, wf_n, wf_k, " + operand(a, 0) + ",");
-  w.line("    " + operand(b, 1) + ", " + operand(c, 2) + (p.accumulate ? ", /*accumulate=*/true" : "") + ");");
+  auto operand = [&](std::size_t k) {
+    return at(k) + ", " + p.tensors[k].cpp + ".strides[" + num(r - 2) + "], " + p.tensors[k].cpp + ".strides[" + num(r - 1) + "]";
+  };
+  if (p.epilogue) emit_gemm_epilogue(w, p, at);
+  w.line(fn + "<" + t + ">(wf_m, wf_n, wf_k, " + operand(0) + ",");
+  w.line("    " + operand(1) + ", " + operand(out) + tail + ");");
   w.close();
   w.close(");");
 }
@@ -572,7 +660,10 @@ void emit_erased(CodeWriter& w, const KernelPlan& p) {
 }
 
 std::string file_of(const KernelPlan& p) {
-  if (p.node->fused) return "fused.cpp";
+  // Fused kernels of another device (a blas GEMM with an epilogue) in a file
+  // of their own, fused_blas.cpp: wfgen_add_library links BLAS when a
+  // generated file is named *_blas*.cpp.
+  if (p.node->fused) return p.impl->device == "cpu" ? "fused.cpp" : "fused_" + p.impl->device + ".cpp";
   std::string base = lower_name(p.node->name);
   // The build's own class is <build>.cpp: its node kernel goes next to it.
   if (p.impl->kind == BodyKind::Build) return base + "_node.cpp";

@@ -130,8 +130,8 @@ class Planner {
     // it is judged on their defaults; kernels a model asked for were chosen
     // with the call's own arguments (trace), so they are always made.
     if (judge_reject_ && rejected(node, impl, dt, what)) return std::nullopt;
-    if (impl.fuse_epilogue && impl.kind != BodyKind::Builtin) {
-      error(diag(impl.loc, what + ": fuse_epilogue is for builtins that take an epilogue, but this kernel is " +
+    if (impl.fuse_epilogue && impl.kind != BodyKind::Builtin && impl.kind != BodyKind::Gemm) {
+      error(diag(impl.loc, what + ": fuse_epilogue is for gemm kernels and builtins that take an epilogue, but this kernel is " +
                                spec::body_kind_name(impl.kind) + "; remove it"));
       return std::nullopt;
     }
@@ -528,6 +528,12 @@ std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelecti
   return Planner(spec).run(selection);
 }
 
+bool takes_epilogue(const spec::Impl& impl) {
+  if (!impl.fuse_epilogue) return false;
+  if (impl.kind == BodyKind::Gemm) return true;
+  return epilogue_axes(impl) > 0;
+}
+
 int epilogue_axes(const spec::Impl& impl) {
   if (!impl.fuse_epilogue || impl.kind != BodyKind::Builtin) return 0;
   const auto* form = Planner::builtin_form(impl.builtin);
@@ -539,7 +545,7 @@ KernelPlan plan_with_epilogue(const spec::Spec& spec, const spec::Node& node, co
   Planner planner(spec);
   std::optional<KernelPlan> p = planner.plan_one(node, impl, dtype, rank);
   WFGEN_ASSERT(p && planner.errors().empty(), "the kernel of a call fusion gives an epilogue does not plan");
-  // The epilogue's inputs between the builtin's inputs and its output.
+  // The epilogue's inputs between the kernel's inputs and its output.
   const std::size_t at = p->tensors.size() - 1;
   const TensorParam out = p->tensors[at];
   for (int k = inputs - 1; k >= 0; --k) {

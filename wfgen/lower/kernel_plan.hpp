@@ -126,17 +126,23 @@ void bind_scalar_args(const spec::Node& node, const std::vector<std::optional<sp
 bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
              const std::vector<std::optional<spec::ArgValue>>& args);
 
+// Whether the kernels of `impl` can apply an element-wise epilogue to each
+// output element (`fuse_epilogue: true` on a gemm kernel, or on a builtin
+// whose epilogue_axes > 0).
+bool takes_epilogue(const spec::Impl& impl);
+
 // The number of trailing axes of the output over which the other operands
 // of an epilogue of `impl` must be constant: a builtin with
 // `fuse_epilogue: true` that takes one (depthwise_conv2d: 2, its epilogue's
-// operands are per (n, c) plane); 0 when it takes none.
+// operands are per (n, c) plane); 0 when it takes none, or (a gemm kernel)
+// when they may vary along every axis.
 int epilogue_axes(const spec::Impl& impl);
 
-// The kernel of builtin `impl` (epilogue_axes > 0) of `node` that applies
-// `epilogue` to each output element before storing it (passes/fuse.cpp):
-// the builtin's inputs, then `inputs` tensors in0, in1... shaped as the
-// output, then the output; the epilogue names the builtin's result `acc`
-// and those inputs (typed for `dtype`). Its function is named from `node`.
+// The kernel of `impl` (takes_epilogue) of `node` that applies `epilogue`
+// to each output element before storing it (passes/fuse.cpp): the kernel's
+// inputs, then `inputs` tensors in0, in1... shaped as the output, then the
+// output; the epilogue names the kernel's result `acc` and those inputs
+// (typed for `dtype`). Its function is named from `node`.
 KernelPlan plan_with_epilogue(const spec::Spec& spec, const spec::Node& node, const spec::Impl& impl, rt::DType dtype, int rank,
                               int inputs, expr::Expr epilogue);
 

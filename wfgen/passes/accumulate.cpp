@@ -178,7 +178,8 @@ int accumulate_products(graph::Graph& g) {
     const int buffer = add.write_to;
     if (add.operands[0] != buffer || g[buffer].kind != Kind::Grad) continue;
     graph::Value& product = g[add.operands[1]];
-    if (product.kind != Kind::Call || product.impl->kind != spec::BodyKind::Gemm || product.write_to >= 0 ||
+    // (Not a GEMM fusion gave an epilogue: that applies to the sum.)
+    if (product.kind != Kind::Call || product.impl->kind != spec::BodyKind::Gemm || product.node->fused || product.write_to >= 0 ||
         product.init_from >= 0 || product.accumulate)
       continue;
     // G's result only feeds this add, with the buffer's shape and dtype (no

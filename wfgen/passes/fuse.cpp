@@ -215,16 +215,18 @@ class Fuser {
     return in.size();
   }
 
-  // --- epilogues of builtins -------------------------------------------------------
+  // --- epilogues of GEMMs and builtins ---------------------------------------------
 
   // The call whose output a flat group reads as its input `input`, when that
-  // call's kernel can run the group as its epilogue (lower::epilogue_axes,
-  // an impl's `fuse_epilogue`): its output (of the group's shape) read by
-  // the group alone, directly or through reshapes, which keep its elements
-  // where they are (a fresh call's output is contiguous); every other input
-  // of the group constant over the output's last axes the kernel names (a
-  // bias broadcast per channel); nothing writing into what the call reads
-  // before the group's root, where it will run.
+  // call's kernel can run the group as its epilogue (lower::takes_epilogue,
+  // an impl's `fuse_epilogue`: a GEMM, depthwise_conv2d): its output (of
+  // the group's shape) read by the group alone, directly or through
+  // reshapes, which keep its elements where they are (a fresh call's output
+  // is contiguous); every other input of the group constant over the
+  // output's last axes the kernel names (lower::epilogue_axes: a bias
+  // broadcast per channel for a depthwise convolution; a GEMM's reads them
+  // anywhere); nothing writing into what the call reads before the group's
+  // root, where it will run.
   struct Producer {
     int call = -1;
     std::size_t input = 0;
@@ -241,12 +243,15 @@ class Fuser {
       for (; ok && g_[call].kind == Kind::View && g_[call].view == ViewKind::Reshape; next = call, call = g_[call].base)
         ok = !pinned_[id(call)] && read_only_by(call, next, gid);
       const Value& p = g_[call];
-      const int axes = ok && p.kind == Kind::Call && p.impl ? lower::epilogue_axes(*p.impl) : 0;
-      if (axes == 0 || p.impl->device != "cpu" || p.dtype != root.dtype || p.shape != grp.space || !p.contiguous ||
-          pinned_[id(call)] || p.write_to >= 0 || p.init_from >= 0 || p.backward != root.backward || !read_only_by(call, next, gid))
+      if (!ok || p.kind != Kind::Call || !p.impl || !lower::takes_epilogue(*p.impl) || p.node->fused ||
+          (p.impl->device != "cpu" && p.impl->device != "blas") || p.dtype != root.dtype || p.shape != grp.space || !p.contiguous ||
+          pinned_[id(call)] || p.write_to >= 0 || p.init_from >= 0 || p.accumulate || p.backward != root.backward ||
+          !read_only_by(call, next, gid))
         continue;
+      // A GEMM's epilogue reads its other operands anywhere (epilogue_axes 0).
+      const int axes = lower::epilogue_axes(*p.impl);
       for (std::size_t j = 0; j < inputs.size(); ++j)
-        if (j != k && !constant_over(inputs[j], axes)) ok = false;
+        if (j != k && axes > 0 && !constant_over(inputs[j], axes)) ok = false;
       for (int o : p.operands) {
         if (o == call) continue;
         for (int w : writes_[id(g_.root(o))])
@@ -508,7 +513,8 @@ class Fuser {
     expr::Env env{{"acc", expr::Binding::element(root.dtype)}};
     for (std::size_t k = 0; k < extra.size(); ++k) env["in" + std::to_string(k)] = expr::Binding::element(root.dtype);
     const Expr epilogue = expr::check(expr::substitute(out, names), root.dtype, env);
-    const std::string key = "epilogue of " + p.node->name + " (" + p.impl->builtin + ") " + rt::dtype_name(root.dtype) + " r" +
+    const std::string body = p.impl->kind == spec::BodyKind::Gemm ? "gemm, " + p.impl->device : p.impl->builtin;
+    const std::string key = "epilogue of " + p.node->name + " (" + body + ") " + rt::dtype_name(root.dtype) + " r" +
                             std::to_string(p.rank) + ", " + std::to_string(extra.size()) + " inputs: " + epilogue.str() +
                             (fast ? "; math: fast" : "");
     parts.insert(parts.begin(), p.node->name);
@@ -754,11 +760,14 @@ void FusionRegistry::finalize() {
     if (e->parts.size() > 4) base += "_and_" + std::to_string(e->parts.size() - 4);
     if (e->plan.fast_math) base += "_fastmath";
     std::string name = base;
-    for (int k = 2; spec_.find_node(name) || functions.count(lower::kernel_name(name, "cpu", e->plan.dtype, e->plan.rank)); ++k)
+    // The device names the function as the model's call names it (a blas
+    // GEMM with an epilogue: fused_matmul_..._blas_f32_r3).
+    const std::string& device = e->impl.device;
+    for (int k = 2; spec_.find_node(name) || functions.count(lower::kernel_name(name, device, e->plan.dtype, e->plan.rank)); ++k)
       name = base + "_" + std::to_string(k);
     e->node.name = name;
     e->impl.node = name;
-    e->plan.function = lower::kernel_name(name, "cpu", e->plan.dtype, e->plan.rank);
+    e->plan.function = lower::kernel_name(name, device, e->plan.dtype, e->plan.rank);
     functions.insert(e->plan.function);
   }
 }

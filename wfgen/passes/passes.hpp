@@ -94,13 +94,14 @@ class FusionRegistry {
 //    row, each reduction is one loop over the row (in cache), then one loop
 //    writes the output. softmax and layernorm become one kernel each;
 //  - a flat chain (or one element-wise call) that alone reads the output of
-//    a builtin whose impl has `fuse_epilogue` (depthwise_conv2d), with its
-//    other operands constant over each output plane (a per-channel bias,
-//    scalars), becomes that builtin's epilogue: one kernel that applies it
-//    to each element before storing it (conv + bias + clip in one pass).
+//    a call whose impl has `fuse_epilogue` becomes its epilogue: one kernel
+//    that applies it to each element before storing it. A GEMM (matmul's
+//    cpu and blas kernels) takes any other operands (a bias per column, a
+//    residual); a builtin (depthwise_conv2d) operands constant over each
+//    output plane (a per-channel bias, scalars: conv + bias + clip).
 //    Where the pullback reads an intermediate (the pre-activation), the
 //    chain stops before it and the rest stays a call of its own.
-// Only cpu calls of float dtypes are fused. Returns the number of calls
+// Only cpu calls of float dtypes are fused (and blas GEMMs' epilogues). Returns the number of calls
 // removed; each fused group is described in `log` when given.
 // fast_math: the build's `math: fast` (its fused kernels call rt::math::fast).
 int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0, std::string* log = nullptr,
@@ -151,7 +152,7 @@ void apply_paths(const spec::Spec& spec, const spec::Build& build, graph::Graph&
 
 // The names run_pipeline gives its passes, in order (`--dump-after`,
 // `--time-passes`; docs/cli.md). "trace" is the graph as traced, before any pass.
-inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "fuse", "accumulate", "windows", "choose-gemms", "plan-memory"};
+inline const std::vector<std::string> kPassNames = {"trace", "dead-code", "paths", "autodiff", "choose-gemms", "fuse", "accumulate", "windows", "plan-memory"};
 
 struct PipelineOptions {
   std::vector<std::string> dump_after;  // names of kPassNames: print the graph after them

@@ -33,6 +33,9 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
     step("autodiff", [&] { trace::derive_backward(spec, build, g); });  // append the pullback
     step("dead-code", [&] { eliminate_dead_code(g); });                // drop what no gradient needs
   }
+  // Before fusion, which may give a product an epilogue (its kernel then
+  // one of its own): the GEMM chosen here is the one that runs it.
+  step("choose-gemms", [&] { choose_gemms(spec, build, g, options.rewrites); });  // small known products: wfgen's GEMM
   if (options.fusion) {
     step("fuse", [&] { fuse_kernels(g, *options.fusion, options.build_index, options.rewrites, build.fast_math); });  // element-wise chains and row kernels
     step("dead-code", [&] { eliminate_dead_code(g); });        // drop the calls fusion replaced
@@ -45,7 +48,6 @@ MemoryPlan run_pipeline(const spec::Spec& spec, const spec::Build& build, graph:
     step("windows", [&] { write_into_windows(g); });    // slice gradients written into their windows by their kernels
     step("dead-code", [&] { eliminate_dead_code(g); });  // drop the copies it replaced
   }
-  step("choose-gemms", [&] { choose_gemms(spec, build, g, options.rewrites); });  // small known products: wfgen's GEMM
   MemoryPlan plan;
   step("plan-memory", [&] { plan = plan_memory(g); });  // arena slots by liveness
   return plan;

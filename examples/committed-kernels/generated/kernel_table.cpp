@@ -5,9 +5,8 @@ namespace committed {
 
 namespace {
   const wfgen::rt::KernelEntry kTable[] = {
-    {"matmul_f32_r2", "matmul", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &matmul_f32_r2_erased},
-    {"fused_add_sigmoid_f32_r2", "fused_add_sigmoid", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_add_sigmoid_f32_r2_erased},
-    {"fused_add_tanh_f32_r2", "fused_add_tanh", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_add_tanh_f32_r2_erased},
+    {"fused_matmul_add_sigmoid_f32_r2", "fused_matmul_add_sigmoid", "cpu", wfgen::rt::DType::f32, 2, 4, 0, &fused_matmul_add_sigmoid_f32_r2_erased},
+    {"fused_matmul_add_tanh_f32_r2", "fused_matmul_add_tanh", "cpu", wfgen::rt::DType::f32, 2, 4, 0, &fused_matmul_add_tanh_f32_r2_erased},
   };
 }  // namespace
 

@@ -9,17 +9,13 @@
 
 namespace committed {
 
-// matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
-void matmul_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C);
-void matmul_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_add_sigmoid: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<const float, 2> in0, wfgen::rt::View<float, 2> C);
+void fused_matmul_add_sigmoid_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_sigmoid: in0[~] in1[~] out[~] -> out[~]
-void fused_add_sigmoid_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
-void fused_add_sigmoid_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// fused_add_tanh: in0[~] in1[~] out[~] -> out[~]
-void fused_add_tanh_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
-void fused_add_tanh_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_add_tanh: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_tanh_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<const float, 2> in0, wfgen::rt::View<float, 2> C);
+void fused_matmul_add_tanh_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

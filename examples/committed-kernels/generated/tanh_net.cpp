@@ -20,37 +20,27 @@ namespace {
     {"b1", TensorRole::Param},
     {"W2", TensorRole::Param},
     {"b2", TensorRole::Param},
-    {"TID5", TensorRole::Temp},
-    {"TID6", TensorRole::View},
+    {"TID5", TensorRole::View},
     {"h", TensorRole::Temp},
+    {"TID7", TensorRole::View},
     {"TID8", TensorRole::Temp},
-    {"TID9", TensorRole::View},
-    {"TID10", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
-    0, 1, 5, // matmul_f32_r2
-    5, 6, 7, // fused_add_tanh_f32_r2
-    7, 3, 8, // matmul_f32_r2
-    8, 9, 10, // fused_add_sigmoid_f32_r2
+    0, 1, 5, 6, // fused_matmul_add_tanh_f32_r2
+    6, 3, 7, 8, // fused_matmul_add_sigmoid_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 8}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 12}, 
   };
   // [Forward]: one kernel call per line, commented with the body line it implements.
   const wfgen::rt::Instruction kForward[] = {
-    // h = tanh(X @ W1 + b1)  (model.yaml:15:16)
-    {"MATMUL-CPU", "matmul_f32_r2", &matmul_f32_r2_erased, 0, 3, 4u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:16)"},
     // h = tanh(X @ W1 + b1)  (model.yaml:15:11)
-    {"FUSED-ADD-TANH-CPU", "fused_add_tanh_f32_r2", &fused_add_tanh_f32_r2_erased, 3, 3, 4u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:11)"},
-    // return sigmoid(h @ W2 + b2)  (model.yaml:16:22)
-    {"MATMUL-CPU", "matmul_f32_r2", &matmul_f32_r2_erased, 6, 3, 4u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:22)"},
+    {"FUSED-MATMUL-ADD-TANH-CPU", "fused_matmul_add_tanh_f32_r2", &fused_matmul_add_tanh_f32_r2_erased, 0, 4, 8u, 0u, 0, 0, "h = tanh(X @ W1 + b1)  (model.yaml:15:11)"},
     // return sigmoid(h @ W2 + b2)  (model.yaml:16:14)
-    {"FUSED-ADD-SIGMOID-CPU", "fused_add_sigmoid_f32_r2", &fused_add_sigmoid_f32_r2_erased, 9, 3, 4u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:14)"},
+    {"FUSED-MATMUL-ADD-SIGMOID-CPU", "fused_matmul_add_sigmoid_f32_r2", &fused_matmul_add_sigmoid_f32_r2_erased, 4, 4, 8u, 0u, 0, 0, "return sigmoid(h @ W2 + b2)  (model.yaml:16:14)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, {}, kOperandSpecs};
@@ -77,7 +67,7 @@ tanh_net::tanh_net() : vm_(kProgram) {
   bound_inputs_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(11);
+  table_.resize(9);
 }
 
 wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -92,8 +82,8 @@ wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   const wfgen::rt::Size batch = wf_binder.value(0);
   // Arena: 2 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
-  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2})});
+  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 5})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 2})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -110,22 +100,20 @@ wfgen::rt::Status tanh_net::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[2] = params_[1].ref();  // b1
   table_[3] = params_[2].ref();  // W2
   table_[4] = params_[3].ref();  // b2
-  table_[5] = wf_refs.contiguous("TID5", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // TID5 = matmul
-  table_[6] = wf_refs.broadcast("TID6", table_[2], {batch, 5});
-  table_[7] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // h = fused_add_tanh
-  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID8 = matmul
-  table_[9] = wf_refs.broadcast("TID9", table_[4], {batch, 2});
-  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID10 = fused_add_sigmoid
+  table_[5] = wf_refs.broadcast("TID5", table_[2], {batch, 5});
+  table_[6] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 5});  // h = fused_matmul_add_tanh
+  table_[7] = wf_refs.broadcast("TID7", table_[4], {batch, 2});
+  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 2});  // TID8 = fused_matmul_add_sigmoid
   // The output Y: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[10] = direct_outputs_[0].ref();
+    table_[8] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("Y", wf_out_t[0].ref(), table_[10]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("Y", wf_out_t[0].ref(), table_[8]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -214,7 +202,7 @@ wfgen::rt::Status tanh_net::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_che
     if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;
   }
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[10]);  // Y
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[8]);  // Y
   return {};
 }
 
@@ -303,7 +291,7 @@ wfgen::rt::Status tanh_net::copy_parameters_from_(const std::vector<std::pair<st
 }
 
 std::string tanh_net::summary() const {
-  return "<Compiled: tanh_net (TanhNet)>\n  where: X[batch inputs] -> Y[batch outputs]\n  inputs:\n    X float (batch 3)\n  outputs:\n    Y float (batch 2)\n  parameters:\n    W1 float (3 5)\n    b1 float (5)\n    W2 float (5 2)\n    b2 float (2)\n  32 parameter values\n  memory pool: 2 slots, batch * 20 + batch * 8 bytes (each slot rounded up to 64)\n  instructions: 4 forward\n";
+  return "<Compiled: tanh_net (TanhNet)>\n  where: X[batch inputs] -> Y[batch outputs]\n  inputs:\n    X float (batch 3)\n  outputs:\n    Y float (batch 2)\n  parameters:\n    W1 float (3 5)\n    b1 float (5)\n    W2 float (5 2)\n    b2 float (2)\n  32 parameter values\n  memory pool: 2 slots, batch * 20 + batch * 8 bytes (each slot rounded up to 64)\n  instructions: 2 forward\n";
 }
 
 std::string tanh_net::disassemble() {

@@ -16,13 +16,13 @@
 
 namespace wfgen::rt {
 
-// C = A * B (C += A * B when `accumulate`) through rt::gemm: blas_gemm's
-// contract, on a target without cblas.
+// C = A * B (C += A * B when `accumulate`), then the epilogue, through
+// rt::gemm: blas_gemm's contract, on a target without cblas.
 template <class T>
 void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
                const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
-               bool accumulate = false) {
-  gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+               bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
+  gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, ep);
 }
 
 }  // namespace wfgen::rt
@@ -138,15 +138,18 @@ std::vector<T> packed(std::int64_t rows, std::int64_t cols, const T* p, std::int
 // column stride); otherwise the product is computed into a temporary and
 // copied (or added). Threads: wfgen's (num_threads(), none inside another
 // parallel_for), with OpenBLAS on one thread in each (BlasOnOneThread).
+// The epilogue (GemmEpilogue) runs on each thread's block of C right after
+// its OpenBLAS call wrote it (the block's last rows still in the caches).
 template <class T>
 void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
                    const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
-                   bool accumulate = false) {
+                   bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    if (accumulate) return;
-    for (std::int64_t i = 0; i < M; ++i)
-      for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
+    if (!accumulate)
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
+    detail::gemm_epilogue_rows(ep, C, rsc, csc, 0, M, 0, N);
     return;
   }
   std::vector<T> a_copy, b_copy, c_copy;
@@ -180,6 +183,7 @@ void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, s
     const T* a0 = A + (a.trans ? i0 : i0 * a.ld);  // row i0 of A
     const T* b0 = B + (b.trans ? j0 * b.ld : j0);  // column j0 of B
     detail::cblas_call<T>(ta, tb, i1 - i0, j1 - j0, K, a0, a.ld, b0, b.ld, beta, out + i0 * ldc + j0, ldc);
+    if (c_direct) detail::gemm_epilogue_rows(ep, C, rsc, csc, i0, i1, j0, j1);
   };
   const bool by_rows = M >= N;
   const std::int64_t units = ((by_rows ? M : N) + 15) / 16;
@@ -203,6 +207,7 @@ void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, s
         C[i * rsc + j * csc] = accumulate ? C[i * rsc + j * csc] + v : v;
       }
     }
+    detail::gemm_epilogue_rows(ep, C, rsc, csc, 0, M, 0, N);
   }
 }
 
@@ -215,9 +220,9 @@ void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, s
 template <class T>
 void blas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa,
                const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
-               bool accumulate = false) {
-  if (own_gemm_is_faster(M, N, K)) gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
-  else openblas_gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+               bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
+  if (own_gemm_is_faster(M, N, K)) gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, ep);
+  else openblas_gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, ep);
 }
 
 }  // namespace wfgen::rt

@@ -8,7 +8,9 @@
 // and the micro-kernel multiplies one A panel by one B panel into an MR x NR
 // tile of C held in registers. An epilogue (a bias along the columns, then
 // relu) is applied to the tile while it is in registers, after the last
-// block of K.
+// block of K; a general one (GemmEpilogue::block, any element-wise function
+// of C and of other tensors: generated code's fused epilogues) on each
+// block of C's rows just finished, while it is in L2.
 //
 // Threads: when C has at least two tiles of rows per thread, each thread
 // takes one band of C's rows and runs the whole product on it, packing its
@@ -35,13 +37,36 @@ namespace wfgen::rt {
 
 // What gemm() applies to each element of C = A B (+ C) before storing it:
 // c + bias[j * bias_stride] when `bias` is set, then max(c, 0) with `relu`.
+// Then, when `block` is set, block(context, i, j, rows, cols) on each block
+// of C (rows x cols from C[i][j], in the product's own rows and columns)
+// whose sums are final (after the last block of K, after C's own values
+// when accumulating): once per element, from any thread of the split, the
+// block of rows just finished and still in L2 (rt::gemm: up to MC rows by
+// a thread's columns) or the rows a thread's OpenBLAS call wrote
+// (openblas_gemm). Made from a function object by
+// gemm_epilogue(); called through a pointer, so the GEMM is not compiled
+// again for each epilogue.
 template <class T>
 struct GemmEpilogue {
   const T* bias = nullptr;
   std::int64_t bias_stride = 1;
   bool relu = false;
-  bool any() const { return bias != nullptr || relu; }
+  void (*block)(const void* context, std::int64_t i, std::int64_t j, std::int64_t rows, std::int64_t cols) = nullptr;
+  const void* context = nullptr;
+  bool any() const { return bias != nullptr || relu; }  // the part applied in registers
 };
+
+// A GemmEpilogue that calls `f(i, j, rows, cols)` on each finished block of
+// C; `f` must outlive the GEMM's call.
+template <class T, class F>
+GemmEpilogue<T> gemm_epilogue(const F& f) {
+  GemmEpilogue<T> ep;
+  ep.context = &f;
+  ep.block = [](const void* context, std::int64_t i, std::int64_t j, std::int64_t rows, std::int64_t cols) {
+    (*static_cast<const F*>(context))(i, j, rows, cols);
+  };
+  return ep;
+}
 
 // Below this many multiply-adds a product stays on one thread. 2^20 is
 // 12-18 us of one core of the AVX-512 machine of docs/performance.md (the
@@ -88,6 +113,23 @@ std::int64_t gemm_batch_grain(const std::array<std::int64_t, B>& c_shape, const 
   return one < static_cast<double>(kGemmParallelWork) || count >= 2 * threads ? 1 : 0;
 }
 
+// Whether a tensor's batch dims (`strides`, over C's batch `c_shape`)
+// continue its row dim (M rows `rs` apart): each batch stride is the
+// extent times the stride of the dim inside it, so that row i of the batch
+// folded into rows (gemm_folded_rows) is at i * rs. Dims of extent 1 do
+// not count.
+template <std::size_t B>
+bool gemm_rows_continue(const std::array<std::int64_t, B>& c_shape, const std::array<std::int64_t, B>& strides, std::int64_t M,
+                        std::int64_t rs) {
+  std::int64_t next = M * rs;
+  for (std::size_t d = B; d-- > 0;) {
+    if (c_shape[d] == 1) continue;
+    if (strides[d] != next) return false;
+    next *= c_shape[d];
+  }
+  return true;
+}
+
 // The rows of one product that does the work of a whole batch, or 0. When
 // B is shared by the batch (every batch stride of B 0, as a linear layer's
 // weight broadcast over [batch context d]) and the batch dims of A and C
@@ -100,14 +142,12 @@ template <std::size_t B>
 std::int64_t gemm_folded_rows(const std::array<std::int64_t, B>& c_shape, const std::array<std::int64_t, B>& a_strides,
                               const std::array<std::int64_t, B>& b_strides, const std::array<std::int64_t, B>& c_strides,
                               std::int64_t M, std::int64_t rsa, std::int64_t rsc) {
-  if (M <= 0) return 0;
-  std::int64_t rows = M, a_next = M * rsa, c_next = M * rsc;
-  for (std::size_t d = B; d-- > 0;) {
+  if (M <= 0 || !gemm_rows_continue(c_shape, a_strides, M, rsa) || !gemm_rows_continue(c_shape, c_strides, M, rsc)) return 0;
+  std::int64_t rows = M;
+  for (std::size_t d = 0; d < B; ++d) {
     if (c_shape[d] == 1) continue;
-    if (c_shape[d] <= 0 || b_strides[d] != 0 || a_strides[d] != a_next || c_strides[d] != c_next) return 0;
+    if (c_shape[d] <= 0 || b_strides[d] != 0) return 0;
     rows *= c_shape[d];
-    a_next *= c_shape[d];
-    c_next *= c_shape[d];
   }
   return rows > M ? rows : 0;
 }
@@ -394,6 +434,7 @@ struct GemmArgs {
   std::int64_t rsc, csc;
   bool accumulate;
   const GemmEpilogue<T>* ep;
+  std::int64_t row0 = 0;  // the product's row of C's first (a thread's band): the rows ep->block is told
 };
 
 // Packs panels [p0, p1) of B's block (rows pc..pc+kc, columns from jc) into
@@ -457,6 +498,15 @@ void gemm_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, std::int6
                               g.csc, mr, nr, accumulate, last, ep, bias);
       }
     }
+    // The block of C (mc rows, these panels' columns) is final and in L2:
+    // the general epilogue on it now, not in a second pass over C. Rows of
+    // the block's whole width, not a tile's: per tile (8 x 32) its loops
+    // were too short, and the fused kernel slower than the two passes
+    // (tiny LM's bias + GELU, 1024 x 64 x 256: 267 against 246 us).
+    if (last && ep.block != nullptr) {
+      const std::int64_t j0 = jc + p0 * NR, j1 = std::min(g.N, jc + p1 * NR);
+      ep.block(ep.context, g.row0 + ic, j0, mc, j1 - j0);
+    }
   }
 }
 
@@ -518,6 +568,7 @@ void gemm_impl(const GemmArgs<T>& g) {
         part.M = i1 - i0;
         part.A = g.A + i0 * g.rsa;
         part.C = g.C + i0 * g.rsc;
+        part.row0 = g.row0 + i0;
         gemm_serial<T, Tile>(part);
       }
     });
@@ -550,6 +601,25 @@ void gemm_impl(const GemmArgs<T>& g) {
   });
 }
 
+// The epilogue on C's finished block of rows [i0, i1) x columns [j0, j1)
+// (C at the product's first element), outside the micro-kernel (an empty
+// product, OpenBLAS's): the bias and relu element by element, then `block`.
+template <class T>
+void gemm_epilogue_rows(const GemmEpilogue<T>& ep, T* C, std::int64_t rsc, std::int64_t csc, std::int64_t i0, std::int64_t i1,
+                        std::int64_t j0, std::int64_t j1) {
+  if (ep.any()) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      for (std::int64_t j = j0; j < j1; ++j) {
+        T v = C[i * rsc + j * csc];
+        if (ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
+        if (ep.relu) v = v > T(0) ? v : T(0);
+        C[i * rsc + j * csc] = v;
+      }
+    }
+  }
+  if (ep.block != nullptr && i1 > i0 && j1 > j0) ep.block(ep.context, i0, j0, i1 - i0, j1 - j0);
+}
+
 }  // namespace detail
 
 // C = A * B (C += A * B when `accumulate`), then the epilogue, std-only:
@@ -561,14 +631,10 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64
           bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    for (std::int64_t i = 0; i < M; ++i) {
-      for (std::int64_t j = 0; j < N; ++j) {
-        T v = accumulate ? C[i * rsc + j * csc] : T(0);
-        if (ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
-        if (ep.relu) v = v > T(0) ? v : T(0);
-        C[i * rsc + j * csc] = v;
-      }
-    }
+    if (!accumulate)
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
+    detail::gemm_epilogue_rows(ep, C, rsc, csc, 0, M, 0, N);
     return;
   }
   const detail::GemmArgs<T> g{M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, &ep};

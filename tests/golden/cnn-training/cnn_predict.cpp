@@ -21,55 +21,46 @@ namespace {
     {"col", TensorRole::Temp},
     {"TID4", TensorRole::View},
     {"TID5", TensorRole::View},
-    {"y", TensorRole::Temp},
+    {"TID6", TensorRole::View},
     {"TID7", TensorRole::View},
-    {"TID8", TensorRole::View},
-    {"TID9", TensorRole::Temp},
-    {"TID10", TensorRole::View},
+    {"TID8", TensorRole::Temp},
+    {"TID9", TensorRole::View},
     {"h", TensorRole::Temp},
     {"conv2d_1.W", TensorRole::Param},
     {"conv2d_1.b", TensorRole::Param},
     {"col.1", TensorRole::Temp},
+    {"TID14", TensorRole::View},
     {"TID15", TensorRole::View},
     {"TID16", TensorRole::View},
-    {"y.1", TensorRole::Temp},
-    {"TID18", TensorRole::View},
+    {"TID17", TensorRole::View},
+    {"TID18", TensorRole::Temp},
     {"TID19", TensorRole::View},
-    {"TID20", TensorRole::Temp},
-    {"TID21", TensorRole::View},
     {"h.1", TensorRole::Temp},
-    {"TID23", TensorRole::View},
+    {"TID21", TensorRole::View},
     {"linear_0.W", TensorRole::Param},
     {"linear_0.b", TensorRole::Param},
-    {"TID26", TensorRole::Temp},
-    {"TID27", TensorRole::View},
-    {"TID28", TensorRole::Temp},
+    {"TID24", TensorRole::View},
+    {"TID25", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     0, 3, // im2col_f32_r6
-    5, 4, 6, // matmul_f32_r3
-    6, 8, 9, // fused_add_relu_f32_r3
-    10, 11, // max_pool_f32_r4
-    11, 14, // im2col_f32_r6
-    16, 15, 17, // matmul_f32_r3
-    17, 19, 20, // fused_add_relu_f32_r3
-    21, 22, // max_pool_f32_r4
-    23, 24, 26, // matmul_blas_f32_r2
-    26, 27, 28, // add_f32_r2
+    5, 4, 7, 8, // fused_matmul_add_relu_f32_r3
+    9, 10, // max_pool_f32_r4
+    10, 13, // im2col_f32_r6
+    15, 14, 17, 18, // fused_matmul_add_relu_f32_r3
+    19, 20, // max_pool_f32_r4
+    21, 22, 24, 25, // fused_matmul_linear_blas_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 6, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 4, -1, 4}, 
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 6, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 4, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 8}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 12}, 
   };
   const wfgen::rt::ScalarArg kScalars[] = {
     {.i = 3}, {.i = 3}, {.i = 1}, {.i = 1}, {.i = 1}, {.i = 1}, {.i = 1}, {.i = 1}, // im2col_f32_r6
@@ -82,24 +73,18 @@ namespace {
   const wfgen::rt::Instruction kForward[] = {
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
     {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 0, 2, 2u, 0u, 0, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
-    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 2, 3, 4u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
-    // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
-    {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 5, 3, 4u, 0u, 8, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
+    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
+    {"FUSED-MATMUL-ADD-RELU-CPU", "fused_matmul_add_relu_f32_r3", &fused_matmul_add_relu_f32_r3_erased, 2, 4, 8u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
-    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 8, 2, 2u, 0u, 8, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
+    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 6, 2, 2u, 0u, 8, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
-    {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 10, 2, 2u, 0u, 14, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
-    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 12, 3, 4u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
-    // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
-    {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 15, 3, 4u, 0u, 22, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
+    {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 8, 2, 2u, 0u, 14, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
+    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
+    {"FUSED-MATMUL-ADD-RELU-CPU", "fused_matmul_add_relu_f32_r3", &fused_matmul_add_relu_f32_r3_erased, 10, 4, 8u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
-    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 18, 2, 2u, 0u, 22, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
+    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 14, 2, 2u, 0u, 22, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 20, 3, 4u, 0u, 28, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 23, 3, 4u, 0u, 28, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r2", &fused_matmul_linear_blas_f32_r2_erased, 16, 4, 8u, 0u, 28, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 28), kForward, {}, kOperandSpecs};
@@ -132,7 +117,7 @@ cnn_predict::cnn_predict() : vm_(kProgram) {
   bound_inputs_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(29);
+  table_.resize(26);
 }
 
 wfgen::rt::Status cnn_predict::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -147,8 +132,8 @@ wfgen::rt::Status cnn_predict::try_bind_(bool wf_check_all, wfgen::rt::Tensor* c
   const wfgen::rt::Size batch = wf_binder.value(0);
   // Arena: 2 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
-  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1, 3, 3, 28, 28}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 14, 14}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 784}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 784}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 6, 6})});
+  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1, 3, 3, 28, 28}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 14, 14}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 784}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 6, 6})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -166,39 +151,36 @@ wfgen::rt::Status cnn_predict::try_bind_(bool wf_check_all, wfgen::rt::Tensor* c
   table_[3] = wf_refs.contiguous("col", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 1, 3, 3, 28, 28});  // col = im2col
   table_[4] = wf_refs.reshape("TID4", table_[3], {batch, 9, 784});
   table_[5] = wf_refs.broadcast("TID5", table_[1], {batch, 16, 9});
-  table_[6] = wf_refs.contiguous("y", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 784});  // y = matmul
-  table_[7] = wf_refs.reshape("TID7", table_[2], {16, 1});
-  table_[8] = wf_refs.broadcast("TID8", table_[7], {batch, 16, 784});
-  table_[9] = wf_refs.contiguous("TID9", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 784});  // TID9 = fused_add_relu
-  table_[10] = wf_refs.reshape("TID10", table_[9], {batch, 16, 28, 28});
-  table_[11] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 16, 14, 14});  // h = max_pool
-  table_[12] = params_[2].ref();  // conv2d_1.W
-  table_[13] = params_[3].ref();  // conv2d_1.b
-  table_[14] = wf_refs.contiguous("col.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12});  // col.1 = im2col
-  table_[15] = wf_refs.reshape("TID15", table_[14], {batch, 144, 144});
-  table_[16] = wf_refs.broadcast("TID16", table_[12], {batch, 32, 144});
-  table_[17] = wf_refs.contiguous("y.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 32, 144});  // y.1 = matmul
-  table_[18] = wf_refs.reshape("TID18", table_[13], {32, 1});
-  table_[19] = wf_refs.broadcast("TID19", table_[18], {batch, 32, 144});
-  table_[20] = wf_refs.contiguous("TID20", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 32, 144});  // TID20 = fused_add_relu
-  table_[21] = wf_refs.reshape("TID21", table_[20], {batch, 32, 12, 12});
-  table_[22] = wf_refs.contiguous("h.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 32, 6, 6});  // h.1 = max_pool
-  table_[23] = wf_refs.reshape("TID23", table_[22], {batch, 1152});
-  table_[24] = params_[4].ref();  // linear_0.W
-  table_[25] = params_[5].ref();  // linear_0.b
-  table_[26] = wf_refs.contiguous("TID26", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 10});  // TID26 = matmul
-  table_[27] = wf_refs.broadcast("TID27", table_[25], {batch, 10});
-  table_[28] = wf_refs.contiguous("TID28", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 10});  // TID28 = add
+  table_[6] = wf_refs.reshape("TID6", table_[2], {16, 1});
+  table_[7] = wf_refs.broadcast("TID7", table_[6], {batch, 16, 784});
+  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 784});  // TID8 = fused_matmul_add_relu
+  table_[9] = wf_refs.reshape("TID9", table_[8], {batch, 16, 28, 28});
+  table_[10] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 16, 14, 14});  // h = max_pool
+  table_[11] = params_[2].ref();  // conv2d_1.W
+  table_[12] = params_[3].ref();  // conv2d_1.b
+  table_[13] = wf_refs.contiguous("col.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12});  // col.1 = im2col
+  table_[14] = wf_refs.reshape("TID14", table_[13], {batch, 144, 144});
+  table_[15] = wf_refs.broadcast("TID15", table_[11], {batch, 32, 144});
+  table_[16] = wf_refs.reshape("TID16", table_[12], {32, 1});
+  table_[17] = wf_refs.broadcast("TID17", table_[16], {batch, 32, 144});
+  table_[18] = wf_refs.contiguous("TID18", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 32, 144});  // TID18 = fused_matmul_add_relu
+  table_[19] = wf_refs.reshape("TID19", table_[18], {batch, 32, 12, 12});
+  table_[20] = wf_refs.contiguous("h.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 32, 6, 6});  // h.1 = max_pool
+  table_[21] = wf_refs.reshape("TID21", table_[20], {batch, 1152});
+  table_[22] = params_[4].ref();  // linear_0.W
+  table_[23] = params_[5].ref();  // linear_0.b
+  table_[24] = wf_refs.broadcast("TID24", table_[23], {batch, 10});
+  table_[25] = wf_refs.contiguous("TID25", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 10});  // TID25 = fused_matmul_linear
   // The output logits: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[28] = direct_outputs_[0].ref();
+    table_[25] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[28]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[25]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -287,7 +269,7 @@ wfgen::rt::Status cnn_predict::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_
     if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;
   }
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[28]);  // logits
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[25]);  // logits
   return {};
 }
 
@@ -376,7 +358,7 @@ wfgen::rt::Status cnn_predict::copy_parameters_from_(const std::vector<std::pair
 }
 
 std::string cnn_predict::summary() const {
-  return "<Compiled: cnn_predict (classifier)>\n  where: X[batch 1 side side] -> logits[batch classes]\n  inputs:\n    X float (batch 1 28 28)\n  outputs:\n    logits float (batch 10)\n  parameters:\n    conv2d_0.W float (16 9)\n    conv2d_0.b float (16)\n    conv2d_1.W float (32 144)\n    conv2d_1.b float (32)\n    linear_0.W float (1152 10)\n    linear_0.b float (10)\n  16330 parameter values\n  memory pool: 2 slots, max(batch * 28224, batch * 12544, batch * 18432, batch * 40) + max(batch * 50176, batch * 82944, batch * 4608) bytes (each slot rounded up to 64)\n  instructions: 10 forward\n";
+  return "<Compiled: cnn_predict (classifier)>\n  where: X[batch 1 side side] -> logits[batch classes]\n  inputs:\n    X float (batch 1 28 28)\n  outputs:\n    logits float (batch 10)\n  parameters:\n    conv2d_0.W float (16 9)\n    conv2d_0.b float (16)\n    conv2d_1.W float (32 144)\n    conv2d_1.b float (32)\n    linear_0.W float (1152 10)\n    linear_0.b float (10)\n  16330 parameter values\n  memory pool: 2 slots, max(batch * 28224, batch * 12544, batch * 18432, batch * 40) + max(batch * 50176, batch * 82944, batch * 4608) bytes (each slot rounded up to 64)\n  instructions: 7 forward\n";
 }
 
 std::string cnn_predict::disassemble() {

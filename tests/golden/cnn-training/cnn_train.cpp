@@ -22,35 +22,32 @@ namespace {
     {"col", TensorRole::Temp},
     {"TID5", TensorRole::View},
     {"TID6", TensorRole::View},
-    {"y", TensorRole::Temp},
+    {"TID7", TensorRole::View},
     {"TID8", TensorRole::View},
-    {"TID9", TensorRole::View},
-    {"TID10", TensorRole::Temp},
-    {"TID11", TensorRole::View},
+    {"TID9", TensorRole::Temp},
+    {"TID10", TensorRole::View},
     {"h", TensorRole::Temp},
     {"classifier_0/conv2d_1.W", TensorRole::Param},
     {"classifier_0/conv2d_1.b", TensorRole::Param},
     {"col.1", TensorRole::Temp},
+    {"TID15", TensorRole::View},
     {"TID16", TensorRole::View},
     {"TID17", TensorRole::View},
-    {"y.1", TensorRole::Temp},
-    {"TID19", TensorRole::View},
+    {"TID18", TensorRole::View},
+    {"TID19", TensorRole::Temp},
     {"TID20", TensorRole::View},
-    {"TID21", TensorRole::Temp},
-    {"TID22", TensorRole::View},
     {"h.1", TensorRole::Temp},
-    {"TID24", TensorRole::View},
+    {"TID22", TensorRole::View},
     {"classifier_0/linear_0.W", TensorRole::Param},
     {"classifier_0/linear_0.b", TensorRole::Param},
+    {"TID25", TensorRole::View},
+    {"TID26", TensorRole::Temp},
     {"TID27", TensorRole::Temp},
-    {"TID28", TensorRole::View},
-    {"TID29", TensorRole::Temp},
+    {"TID28", TensorRole::Temp},
+    {"TID29", TensorRole::View},
     {"TID30", TensorRole::Temp},
-    {"TID31", TensorRole::Temp},
+    {"TID31", TensorRole::View},
     {"TID32", TensorRole::View},
-    {"TID33", TensorRole::Temp},
-    {"TID34", TensorRole::View},
-    {"TID35", TensorRole::View},
     {"grad:classifier_0/conv2d_0.W", TensorRole::Grad},
     {"grad:classifier_0/conv2d_0.b", TensorRole::Grad},
     {"grad:classifier_0/conv2d_1.W", TensorRole::Grad},
@@ -58,115 +55,109 @@ namespace {
     {"grad:classifier_0/linear_0.W", TensorRole::Grad},
     {"grad:classifier_0/linear_0.b", TensorRole::Grad},
     {"dloss", TensorRole::Grad},
+    {"TID40", TensorRole::View},
+    {"TID41", TensorRole::View},
+    {"TID42", TensorRole::Temp},
     {"TID43", TensorRole::View},
     {"TID44", TensorRole::View},
     {"TID45", TensorRole::Temp},
-    {"TID46", TensorRole::View},
+    {"TID46", TensorRole::Temp},
     {"TID47", TensorRole::View},
     {"TID48", TensorRole::Temp},
-    {"TID49", TensorRole::Temp},
+    {"TID49", TensorRole::View},
     {"TID50", TensorRole::View},
-    {"TID51", TensorRole::Temp},
-    {"TID52", TensorRole::View},
+    {"TID51", TensorRole::View},
+    {"TID52", TensorRole::Temp},
     {"TID53", TensorRole::View},
-    {"TID54", TensorRole::View},
+    {"TID54", TensorRole::Temp},
     {"TID55", TensorRole::Temp},
     {"TID56", TensorRole::View},
     {"TID57", TensorRole::Temp},
     {"TID58", TensorRole::Temp},
     {"TID59", TensorRole::View},
     {"TID60", TensorRole::Temp},
-    {"TID61", TensorRole::Temp},
-    {"TID62", TensorRole::View},
-    {"TID63", TensorRole::Temp},
+    {"TID61", TensorRole::View},
+    {"TID62", TensorRole::Temp},
+    {"TID63", TensorRole::View},
     {"TID64", TensorRole::View},
-    {"TID65", TensorRole::Temp},
+    {"TID65", TensorRole::View},
     {"TID66", TensorRole::View},
-    {"TID67", TensorRole::View},
+    {"TID67", TensorRole::Temp},
     {"TID68", TensorRole::View},
-    {"TID69", TensorRole::View},
-    {"TID70", TensorRole::Temp},
-    {"TID71", TensorRole::View},
-    {"TID72", TensorRole::Temp},
+    {"TID69", TensorRole::Temp},
+    {"TID70", TensorRole::View},
+    {"TID71", TensorRole::Temp},
+    {"TID72", TensorRole::View},
     {"TID73", TensorRole::View},
-    {"TID74", TensorRole::Temp},
-    {"TID75", TensorRole::View},
-    {"TID76", TensorRole::View},
-    {"TID77", TensorRole::View},
+    {"TID74", TensorRole::View},
+    {"TID75", TensorRole::Temp},
+    {"TID76", TensorRole::Temp},
+    {"TID77", TensorRole::Temp},
     {"TID78", TensorRole::Temp},
     {"TID79", TensorRole::Temp},
-    {"TID80", TensorRole::Temp},
+    {"TID80", TensorRole::View},
     {"TID81", TensorRole::Temp},
-    {"TID82", TensorRole::Temp},
-    {"TID83", TensorRole::View},
-    {"TID84", TensorRole::Temp},
+    {"TID82", TensorRole::View},
+    {"TID83", TensorRole::Temp},
+    {"TID84", TensorRole::View},
     {"TID85", TensorRole::View},
-    {"TID86", TensorRole::Temp},
+    {"TID86", TensorRole::View},
     {"TID87", TensorRole::View},
-    {"TID88", TensorRole::View},
+    {"TID88", TensorRole::Temp},
     {"TID89", TensorRole::View},
-    {"TID90", TensorRole::View},
-    {"TID91", TensorRole::Temp},
+    {"TID90", TensorRole::Temp},
+    {"TID91", TensorRole::View},
     {"TID92", TensorRole::View},
     {"TID93", TensorRole::Temp},
-    {"TID94", TensorRole::View},
-    {"TID95", TensorRole::View},
-    {"TID96", TensorRole::Temp},
-    {"TID97", TensorRole::Temp},
+    {"TID94", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
     0, 4, // im2col_f32_r6
-    6, 5, 7, // matmul_f32_r3
-    7, 9, 10, // fused_add_relu_f32_r3
-    11, 12, // max_pool_f32_r4
-    12, 15, // im2col_f32_r6
-    17, 16, 18, // matmul_f32_r3
-    18, 20, 21, // fused_add_relu_f32_r3
-    22, 23, // max_pool_f32_r4
-    24, 25, 27, // matmul_blas_f32_r2
-    27, 28, 29, // add_f32_r2
-    29, 1, 30, // softmax_cross_entropy_f32_r2
-    30, 31, // mean_f32_r2
-    32, 33, // mean_f32_r2
-    32, 44, 45, // fused_inv_count_mul_f32_r2
-    30, 48, // inv_count_f32_r2
-    47, 48, 29, 1, 49, // fused_mul_max_sub_exp_and_6_f32_r2
-    50, 51, // sum_f32_r2
-    49, 54, 55, // matmul_blas_f32_r2
-    56, 49, 57, // matmul_acc_blas_f32_r2
-    41, 53, 58, // add_f32_r1
-    59, 22, 60, // max_pool_grad_f32_r4
-    60, 22, 61, // relu_grad_f32_r4
-    62, 63, // sum_f32_r3
-    64, 65, // sum_f32_r3
-    62, 69, 70, // matmul_f32_r3
-    71, 62, 72, // matmul_f32_r3
-    73, 74, // sum_f32_r3
-    77, 12, 78, // col2im_f32_r4
-    39, 68, 79, // add_f32_r1
-    38, 76, 80, // add_f32_r2
-    78, 11, 81, // max_pool_grad_f32_r4
-    81, 11, 82, // relu_grad_f32_r4
-    83, 84, // sum_f32_r3
-    85, 86, // sum_f32_r3
-    83, 90, 91, // matmul_blas_f32_r3
-    92, 93, // sum_f32_r3
-    37, 89, 96, // add_f32_r1
-    36, 95, 97, // add_f32_r2
+    6, 5, 8, 9, // fused_matmul_add_relu_f32_r3
+    10, 11, // max_pool_f32_r4
+    11, 14, // im2col_f32_r6
+    16, 15, 18, 19, // fused_matmul_add_relu_f32_r3
+    20, 21, // max_pool_f32_r4
+    22, 23, 25, 26, // fused_matmul_linear_blas_f32_r2
+    26, 1, 27, // softmax_cross_entropy_f32_r2
+    27, 28, // mean_f32_r2
+    29, 30, // mean_f32_r2
+    29, 41, 42, // fused_inv_count_mul_f32_r2
+    27, 45, // inv_count_f32_r2
+    44, 45, 26, 1, 46, // fused_mul_max_sub_exp_and_6_f32_r2
+    47, 48, // sum_f32_r2
+    46, 51, 52, // matmul_blas_f32_r2
+    53, 46, 54, // matmul_acc_blas_f32_r2
+    38, 50, 55, // add_f32_r1
+    56, 20, 57, // max_pool_grad_f32_r4
+    57, 20, 58, // relu_grad_f32_r4
+    59, 60, // sum_f32_r3
+    61, 62, // sum_f32_r3
+    59, 66, 67, // matmul_f32_r3
+    68, 59, 69, // matmul_f32_r3
+    70, 71, // sum_f32_r3
+    74, 11, 75, // col2im_f32_r4
+    36, 65, 76, // add_f32_r1
+    35, 73, 77, // add_f32_r2
+    75, 10, 78, // max_pool_grad_f32_r4
+    78, 10, 79, // relu_grad_f32_r4
+    80, 81, // sum_f32_r3
+    82, 83, // sum_f32_r3
+    80, 87, 88, // matmul_blas_f32_r3
+    89, 90, // sum_f32_r3
+    34, 86, 93, // add_f32_r1
+    33, 92, 94, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 6, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 4, -1, 4}, 
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 6, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 4, -1, 0}, {wfgen::rt::DType::f32, 4, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
@@ -210,84 +201,78 @@ namespace {
   const wfgen::rt::Instruction kForward[] = {
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
     {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 0, 2, 2u, 0u, 0, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
-    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 2, 3, 4u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
-    // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
-    {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 5, 3, 4u, 0u, 8, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
+    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
+    {"FUSED-MATMUL-ADD-RELU-CPU", "fused_matmul_add_relu_f32_r3", &fused_matmul_add_relu_f32_r3_erased, 2, 4, 8u, 0u, 8, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
-    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 8, 2, 2u, 0u, 8, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
+    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 6, 2, 2u, 0u, 8, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
     // col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
-    {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 10, 2, 2u, 0u, 14, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
-    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 12, 3, 4u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
-    // y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
-    {"FUSED-ADD-RELU-CPU", "fused_add_relu_f32_r3", &fused_add_relu_f32_r3_erased, 15, 3, 4u, 0u, 22, 0, "y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
+    {"IM2COL-CPU", "im2col_f32_r6", &im2col_f32_r6_erased, 8, 2, 2u, 0u, 14, 8, "col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
+    // y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
+    {"FUSED-MATMUL-ADD-RELU-CPU", "fused_matmul_add_relu_f32_r3", &fused_matmul_add_relu_f32_r3_erased, 10, 4, 8u, 0u, 22, 0, "y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out); y = y + b.reshape(out_channels, 1); h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
     // return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
-    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 18, 2, 2u, 0u, 22, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
+    {"MAX-POOL-CPU", "max_pool_f32_r4", &max_pool_f32_r4_erased, 14, 2, 2u, 0u, 22, 6, "return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 20, 3, 4u, 0u, 28, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 23, 3, 4u, 0u, 28, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r2", &fused_matmul_linear_blas_f32_r2_erased, 16, 4, 8u, 0u, 28, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 26, 3, 4u, 0u, 28, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 20, 3, 4u, 0u, 28, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 29, 2, 2u, 0u, 28, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 23, 2, 2u, 0u, 28, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 31, 2, 2u, 0u, 28, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 25, 2, 2u, 0u, 28, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
   };
 
   // [Pullback]: the backward pass, derived by wfgen from the nodes' backward expressions.
   const wfgen::rt::Instruction kBackward[] = {
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 33, 3, 4u, 0u, 28, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 27, 3, 4u, 0u, 28, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 36, 2, 2u, 0u, 28, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 30, 2, 2u, 0u, 28, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 38, 5, 16u, 0u, 28, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 32, 5, 16u, 0u, 28, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r2", &sum_f32_r2_erased, 43, 2, 2u, 0u, 28, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r2", &sum_f32_r2_erased, 37, 2, 2u, 0u, 28, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 45, 3, 4u, 0u, 28, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 39, 3, 4u, 0u, 28, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 48, 3, 4u, 0u, 28, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 42, 3, 4u, 0u, 28, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: classifier_0/linear_0.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 51, 3, 4u, 0u, 28, 0, "grad of: classifier_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 45, 3, 4u, 0u, 28, 0, "grad of: classifier_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
-    {"MAX-POOL-GRAD-CPU", "max_pool_grad_f32_r4", &max_pool_grad_f32_r4_erased, 54, 3, 4u, 0u, 28, 6, "grad of: return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
+    {"MAX-POOL-GRAD-CPU", "max_pool_grad_f32_r4", &max_pool_grad_f32_r4_erased, 48, 3, 4u, 0u, 28, 6, "grad of: return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
     // grad of: h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)
-    {"RELU-GRAD-CPU", "relu_grad_f32_r4", &relu_grad_f32_r4_erased, 57, 3, 4u, 0u, 34, 0, "grad of: h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
+    {"RELU-GRAD-CPU", "relu_grad_f32_r4", &relu_grad_f32_r4_erased, 51, 3, 4u, 0u, 34, 0, "grad of: h = max_pool2d(relu(conv2d(h, c1, c2, 3, 3)), 2)  (cnn.yaml:23:22)"},
     // grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 60, 2, 2u, 0u, 34, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 54, 2, 2u, 0u, 34, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
     // grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 62, 2, 2u, 0u, 34, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 56, 2, 2u, 0u, 34, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 64, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 58, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 67, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 61, 3, 4u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 70, 2, 2u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 64, 2, 2u, 0u, 34, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)
-    {"COL2IM-CPU", "col2im_f32_r4", &col2im_f32_r4_erased, 72, 3, 4u, 0u, 34, 8, "grad of: col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
+    {"COL2IM-CPU", "col2im_f32_r4", &col2im_f32_r4_erased, 66, 3, 4u, 0u, 34, 8, "grad of: col = im2col(X, k_h=kernel_h, k_w=kernel_w, stride_h=stride, stride_w=stride, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:112:13)"},
     // grad of: classifier_0/conv2d_1.b  (<stdlib>/models.yaml:104:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 75, 3, 4u, 0u, 42, 0, "grad of: classifier_0/conv2d_1.b  (<stdlib>/models.yaml:104:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 69, 3, 4u, 0u, 42, 0, "grad of: classifier_0/conv2d_1.b  (<stdlib>/models.yaml:104:7)"},
     // grad of: classifier_0/conv2d_1.W  (<stdlib>/models.yaml:103:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 78, 3, 4u, 0u, 42, 0, "grad of: classifier_0/conv2d_1.W  (<stdlib>/models.yaml:103:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 72, 3, 4u, 0u, 42, 0, "grad of: classifier_0/conv2d_1.W  (<stdlib>/models.yaml:103:7)"},
     // grad of: return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)
-    {"MAX-POOL-GRAD-CPU", "max_pool_grad_f32_r4", &max_pool_grad_f32_r4_erased, 81, 3, 4u, 0u, 42, 6, "grad of: return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
+    {"MAX-POOL-GRAD-CPU", "max_pool_grad_f32_r4", &max_pool_grad_f32_r4_erased, 75, 3, 4u, 0u, 42, 6, "grad of: return max_pool(X, k_h=kernel, k_w=kernel, stride_h=s, stride_w=s, pad_h=padding, pad_w=padding)  (<stdlib>/models.yaml:138:14)"},
     // grad of: h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)
-    {"RELU-GRAD-CPU", "relu_grad_f32_r4", &relu_grad_f32_r4_erased, 84, 3, 4u, 0u, 48, 0, "grad of: h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
+    {"RELU-GRAD-CPU", "relu_grad_f32_r4", &relu_grad_f32_r4_erased, 78, 3, 4u, 0u, 48, 0, "grad of: h = max_pool2d(relu(conv2d(X, 1, c1, 3, 3, padding=1)), 2)  (cnn.yaml:22:22)"},
     // grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 87, 2, 2u, 0u, 48, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 81, 2, 2u, 0u, 48, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
     // grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 89, 2, 2u, 0u, 48, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 83, 2, 2u, 0u, 48, 0, "grad of: y = y + b.reshape(out_channels, 1)  (<stdlib>/models.yaml:117:13)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 91, 3, 4u, 0u, 48, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 85, 3, 4u, 0u, 48, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 94, 2, 2u, 0u, 48, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 88, 2, 2u, 0u, 48, 0, "grad of: y = W @ col.reshape(-1, in_channels * kernel_h * kernel_w, h_out * w_out)  (<stdlib>/models.yaml:115:11)"},
     // grad of: classifier_0/conv2d_0.b  (<stdlib>/models.yaml:104:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 96, 3, 4u, 0u, 48, 0, "grad of: classifier_0/conv2d_0.b  (<stdlib>/models.yaml:104:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 90, 3, 4u, 0u, 48, 0, "grad of: classifier_0/conv2d_0.b  (<stdlib>/models.yaml:104:7)"},
     // grad of: classifier_0/conv2d_0.W  (<stdlib>/models.yaml:103:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 99, 3, 4u, 0u, 48, 0, "grad of: classifier_0/conv2d_0.W  (<stdlib>/models.yaml:103:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 93, 3, 4u, 0u, 48, 0, "grad of: classifier_0/conv2d_0.W  (<stdlib>/models.yaml:103:7)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 48), kForward, kBackward, kOperandSpecs};
@@ -321,7 +306,7 @@ cnn_train::cnn_train() : vm_(kProgram) {
   bound_inputs_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(98);
+  table_.resize(95);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(6);
   seeds_.resize(1);
@@ -361,12 +346,12 @@ wfgen::rt::Status cnn_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   // Arena: 11 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1, 3, 3, 28, 28}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 9, 1})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 784}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 784}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 9})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 784}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 9})});
   const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 14, 14}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 28, 28}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 28, 28})});
   const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 144, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {16, 1, 1})});
-  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 14, 14})});
+  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 144}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 16, 14, 14})});
   const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 6, 6}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 12, 12}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 32, 12, 12}), wf_plan.bytes(wfgen::rt::DType::f32, {32, 144, 1})});
-  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {10, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {32, 1, 1})});
+  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {10, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {32, 1, 1})});
   const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10})});
   const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1152})});
   const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
@@ -389,102 +374,99 @@ wfgen::rt::Status cnn_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   table_[4] = wf_refs.contiguous("col", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 1, 3, 3, 28, 28});  // col = im2col
   table_[5] = wf_refs.reshape("TID5", table_[4], {batch, 9, 784});
   table_[6] = wf_refs.broadcast("TID6", table_[2], {batch, 16, 9});
-  table_[7] = wf_refs.contiguous("y", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 784});  // y = matmul
-  table_[8] = wf_refs.reshape("TID8", table_[3], {16, 1});
-  table_[9] = wf_refs.broadcast("TID9", table_[8], {batch, 16, 784});
-  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 784});  // TID10 = fused_add_relu
-  table_[11] = wf_refs.reshape("TID11", table_[10], {batch, 16, 28, 28});
-  table_[12] = wf_refs.contiguous("h", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 16, 14, 14});  // h = max_pool
-  table_[13] = params_[2].ref();  // classifier_0/conv2d_1.W
-  table_[14] = params_[3].ref();  // classifier_0/conv2d_1.b
-  table_[15] = wf_refs.contiguous("col.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12});  // col.1 = im2col
-  table_[16] = wf_refs.reshape("TID16", table_[15], {batch, 144, 144});
-  table_[17] = wf_refs.broadcast("TID17", table_[13], {batch, 32, 144});
-  table_[18] = wf_refs.contiguous("y.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 144});  // y.1 = matmul
-  table_[19] = wf_refs.reshape("TID19", table_[14], {32, 1});
-  table_[20] = wf_refs.broadcast("TID20", table_[19], {batch, 32, 144});
-  table_[21] = wf_refs.contiguous("TID21", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 144});  // TID21 = fused_add_relu
-  table_[22] = wf_refs.reshape("TID22", table_[21], {batch, 32, 12, 12});
-  table_[23] = wf_refs.contiguous("h.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 32, 6, 6});  // h.1 = max_pool
-  table_[24] = wf_refs.reshape("TID24", table_[23], {batch, 1152});
-  table_[25] = params_[4].ref();  // classifier_0/linear_0.W
-  table_[26] = params_[5].ref();  // classifier_0/linear_0.b
-  table_[27] = wf_refs.contiguous("TID27", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 10});  // TID27 = matmul
-  table_[28] = wf_refs.broadcast("TID28", table_[26], {batch, 10});
-  table_[29] = wf_refs.contiguous("TID29", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 10});  // TID29 = add
-  table_[30] = wf_refs.contiguous("TID30", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 1});  // TID30 = softmax_cross_entropy
-  table_[31] = wf_refs.contiguous("TID31", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 1});  // TID31 = mean
-  table_[32] = wf_refs.permute("TID32", table_[31], {1, 0});
-  table_[33] = wf_refs.contiguous("TID33", wf_arena + wf_slot9, wfgen::rt::DType::f32, {1, 1});  // TID33 = mean
-  table_[34] = wf_refs.permute("TID34", table_[33], {1, 0});
-  table_[35] = wf_refs.reshape("TID35", table_[34], {1});
-  table_[36] = grads_[0].ref();  // grad:classifier_0/conv2d_0.W
-  table_[37] = grads_[1].ref();  // grad:classifier_0/conv2d_0.b
-  table_[38] = grads_[2].ref();  // grad:classifier_0/conv2d_1.W
-  table_[39] = grads_[3].ref();  // grad:classifier_0/conv2d_1.b
-  table_[40] = grads_[4].ref();  // grad:classifier_0/linear_0.W
-  table_[41] = grads_[5].ref();  // grad:classifier_0/linear_0.b
+  table_[7] = wf_refs.reshape("TID7", table_[3], {16, 1});
+  table_[8] = wf_refs.broadcast("TID8", table_[7], {batch, 16, 784});
+  table_[9] = wf_refs.contiguous("TID9", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 784});  // TID9 = fused_matmul_add_relu
+  table_[10] = wf_refs.reshape("TID10", table_[9], {batch, 16, 28, 28});
+  table_[11] = wf_refs.contiguous("h", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 16, 14, 14});  // h = max_pool
+  table_[12] = params_[2].ref();  // classifier_0/conv2d_1.W
+  table_[13] = params_[3].ref();  // classifier_0/conv2d_1.b
+  table_[14] = wf_refs.contiguous("col.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 16, 3, 3, 12, 12});  // col.1 = im2col
+  table_[15] = wf_refs.reshape("TID15", table_[14], {batch, 144, 144});
+  table_[16] = wf_refs.broadcast("TID16", table_[12], {batch, 32, 144});
+  table_[17] = wf_refs.reshape("TID17", table_[13], {32, 1});
+  table_[18] = wf_refs.broadcast("TID18", table_[17], {batch, 32, 144});
+  table_[19] = wf_refs.contiguous("TID19", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 144});  // TID19 = fused_matmul_add_relu
+  table_[20] = wf_refs.reshape("TID20", table_[19], {batch, 32, 12, 12});
+  table_[21] = wf_refs.contiguous("h.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 32, 6, 6});  // h.1 = max_pool
+  table_[22] = wf_refs.reshape("TID22", table_[21], {batch, 1152});
+  table_[23] = params_[4].ref();  // classifier_0/linear_0.W
+  table_[24] = params_[5].ref();  // classifier_0/linear_0.b
+  table_[25] = wf_refs.broadcast("TID25", table_[24], {batch, 10});
+  table_[26] = wf_refs.contiguous("TID26", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 10});  // TID26 = fused_matmul_linear
+  table_[27] = wf_refs.contiguous("TID27", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 1});  // TID27 = softmax_cross_entropy
+  table_[28] = wf_refs.contiguous("TID28", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 1});  // TID28 = mean
+  table_[29] = wf_refs.permute("TID29", table_[28], {1, 0});
+  table_[30] = wf_refs.contiguous("TID30", wf_arena + wf_slot9, wfgen::rt::DType::f32, {1, 1});  // TID30 = mean
+  table_[31] = wf_refs.permute("TID31", table_[30], {1, 0});
+  table_[32] = wf_refs.reshape("TID32", table_[31], {1});
+  table_[33] = grads_[0].ref();  // grad:classifier_0/conv2d_0.W
+  table_[34] = grads_[1].ref();  // grad:classifier_0/conv2d_0.b
+  table_[35] = grads_[2].ref();  // grad:classifier_0/conv2d_1.W
+  table_[36] = grads_[3].ref();  // grad:classifier_0/conv2d_1.b
+  table_[37] = grads_[4].ref();  // grad:classifier_0/linear_0.W
+  table_[38] = grads_[5].ref();  // grad:classifier_0/linear_0.b
   if (wfgen::rt::Status wf_s = wfgen::rt::try_zeros(seeds_[0], wfgen::rt::DType::f32, {1}); !wf_s.ok()) return wf_s;
-  table_[42] = seeds_[0].ref();  // dloss
-  table_[43] = wf_refs.reshape("TID43", table_[42], {1, 1});
+  table_[39] = seeds_[0].ref();  // dloss
+  table_[40] = wf_refs.reshape("TID40", table_[39], {1, 1});
+  table_[41] = wf_refs.permute("TID41", table_[40], {1, 0});
+  table_[42] = wf_refs.contiguous("TID42", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 1});  // TID42 = fused_inv_count_mul
+  table_[43] = wf_refs.broadcast("TID43", table_[42], {1, batch});
   table_[44] = wf_refs.permute("TID44", table_[43], {1, 0});
-  table_[45] = wf_refs.contiguous("TID45", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 1});  // TID45 = fused_inv_count_mul
-  table_[46] = wf_refs.broadcast("TID46", table_[45], {1, batch});
+  table_[45] = wf_refs.contiguous("TID45", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 1});  // TID45 = inv_count
+  table_[46] = wf_refs.contiguous("TID46", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 10});  // TID46 = fused_mul_max_sub_exp_and_6
   table_[47] = wf_refs.permute("TID47", table_[46], {1, 0});
-  table_[48] = wf_refs.contiguous("TID48", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 1});  // TID48 = inv_count
-  table_[49] = wf_refs.contiguous("TID49", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 10});  // TID49 = fused_mul_max_sub_exp_and_6
-  table_[50] = wf_refs.permute("TID50", table_[49], {1, 0});
-  table_[51] = wf_refs.contiguous("TID51", wf_arena + wf_slot6, wfgen::rt::DType::f32, {10, 1});  // TID51 = sum
-  table_[52] = wf_refs.permute("TID52", table_[51], {1, 0});
-  table_[53] = wf_refs.reshape("TID53", table_[52], {10});
-  table_[54] = wf_refs.permute("TID54", table_[25], {1, 0});
-  table_[55] = wf_refs.contiguous("TID55", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 1152});  // TID55 = matmul
-  table_[56] = wf_refs.permute("TID56", table_[24], {1, 0});
-  table_[57] = table_[40];  // matmul into grad:classifier_0/linear_0.W
-  table_[58] = table_[41];  // add into grad:classifier_0/linear_0.b
-  table_[59] = wf_refs.reshape("TID59", table_[55], {batch, 32, 6, 6});
-  table_[60] = wf_refs.contiguous("TID60", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 32, 12, 12});  // TID60 = max_pool_grad
-  table_[61] = wf_refs.contiguous("TID61", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 32, 12, 12});  // TID61 = relu_grad
-  table_[62] = wf_refs.reshape("TID62", table_[61], {batch, 32, 144});
-  table_[63] = wf_refs.contiguous("TID63", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 1});  // TID63 = sum
-  table_[64] = wf_refs.permute("TID64", table_[63], {1, 2, 0});
-  table_[65] = wf_refs.contiguous("TID65", wf_arena + wf_slot6, wfgen::rt::DType::f32, {32, 1, 1});  // TID65 = sum
-  table_[66] = wf_refs.permute("TID66", table_[65], {2, 0, 1});
-  table_[67] = wf_refs.reshape("TID67", table_[66], {32, 1});
-  table_[68] = wf_refs.reshape("TID68", table_[67], {32});
-  table_[69] = wf_refs.permute("TID69", table_[16], {0, 2, 1});
-  table_[70] = wf_refs.contiguous("TID70", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 144});  // TID70 = matmul
-  table_[71] = wf_refs.permute("TID71", table_[17], {0, 2, 1});
-  table_[72] = wf_refs.contiguous("TID72", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 144, 144});  // TID72 = matmul
-  table_[73] = wf_refs.permute("TID73", table_[70], {1, 2, 0});
-  table_[74] = wf_refs.contiguous("TID74", wf_arena + wf_slot5, wfgen::rt::DType::f32, {32, 144, 1});  // TID74 = sum
-  table_[75] = wf_refs.permute("TID75", table_[74], {2, 0, 1});
-  table_[76] = wf_refs.reshape("TID76", table_[75], {32, 144});
-  table_[77] = wf_refs.reshape("TID77", table_[72], {batch, 16, 3, 3, 12, 12});
-  table_[78] = wf_refs.contiguous("TID78", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 16, 14, 14});  // TID78 = col2im
-  table_[79] = table_[39];  // add into grad:classifier_0/conv2d_1.b
-  table_[80] = table_[38];  // add into grad:classifier_0/conv2d_1.W
-  table_[81] = wf_refs.contiguous("TID81", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 16, 28, 28});  // TID81 = max_pool_grad
-  table_[82] = wf_refs.contiguous("TID82", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 16, 28, 28});  // TID82 = relu_grad
-  table_[83] = wf_refs.reshape("TID83", table_[82], {batch, 16, 784});
-  table_[84] = wf_refs.contiguous("TID84", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 1});  // TID84 = sum
-  table_[85] = wf_refs.permute("TID85", table_[84], {1, 2, 0});
-  table_[86] = wf_refs.contiguous("TID86", wf_arena + wf_slot3, wfgen::rt::DType::f32, {16, 1, 1});  // TID86 = sum
-  table_[87] = wf_refs.permute("TID87", table_[86], {2, 0, 1});
-  table_[88] = wf_refs.reshape("TID88", table_[87], {16, 1});
-  table_[89] = wf_refs.reshape("TID89", table_[88], {16});
-  table_[90] = wf_refs.permute("TID90", table_[5], {0, 2, 1});
-  table_[91] = wf_refs.contiguous("TID91", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 9});  // TID91 = matmul
-  table_[92] = wf_refs.permute("TID92", table_[91], {1, 2, 0});
-  table_[93] = wf_refs.contiguous("TID93", wf_arena + wf_slot0, wfgen::rt::DType::f32, {16, 9, 1});  // TID93 = sum
-  table_[94] = wf_refs.permute("TID94", table_[93], {2, 0, 1});
-  table_[95] = wf_refs.reshape("TID95", table_[94], {16, 9});
-  table_[96] = table_[37];  // add into grad:classifier_0/conv2d_0.b
-  table_[97] = table_[36];  // add into grad:classifier_0/conv2d_0.W
+  table_[48] = wf_refs.contiguous("TID48", wf_arena + wf_slot6, wfgen::rt::DType::f32, {10, 1});  // TID48 = sum
+  table_[49] = wf_refs.permute("TID49", table_[48], {1, 0});
+  table_[50] = wf_refs.reshape("TID50", table_[49], {10});
+  table_[51] = wf_refs.permute("TID51", table_[23], {1, 0});
+  table_[52] = wf_refs.contiguous("TID52", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 1152});  // TID52 = matmul
+  table_[53] = wf_refs.permute("TID53", table_[22], {1, 0});
+  table_[54] = table_[37];  // matmul into grad:classifier_0/linear_0.W
+  table_[55] = table_[38];  // add into grad:classifier_0/linear_0.b
+  table_[56] = wf_refs.reshape("TID56", table_[52], {batch, 32, 6, 6});
+  table_[57] = wf_refs.contiguous("TID57", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 32, 12, 12});  // TID57 = max_pool_grad
+  table_[58] = wf_refs.contiguous("TID58", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 32, 12, 12});  // TID58 = relu_grad
+  table_[59] = wf_refs.reshape("TID59", table_[58], {batch, 32, 144});
+  table_[60] = wf_refs.contiguous("TID60", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 1});  // TID60 = sum
+  table_[61] = wf_refs.permute("TID61", table_[60], {1, 2, 0});
+  table_[62] = wf_refs.contiguous("TID62", wf_arena + wf_slot6, wfgen::rt::DType::f32, {32, 1, 1});  // TID62 = sum
+  table_[63] = wf_refs.permute("TID63", table_[62], {2, 0, 1});
+  table_[64] = wf_refs.reshape("TID64", table_[63], {32, 1});
+  table_[65] = wf_refs.reshape("TID65", table_[64], {32});
+  table_[66] = wf_refs.permute("TID66", table_[15], {0, 2, 1});
+  table_[67] = wf_refs.contiguous("TID67", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 32, 144});  // TID67 = matmul
+  table_[68] = wf_refs.permute("TID68", table_[16], {0, 2, 1});
+  table_[69] = wf_refs.contiguous("TID69", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 144, 144});  // TID69 = matmul
+  table_[70] = wf_refs.permute("TID70", table_[67], {1, 2, 0});
+  table_[71] = wf_refs.contiguous("TID71", wf_arena + wf_slot5, wfgen::rt::DType::f32, {32, 144, 1});  // TID71 = sum
+  table_[72] = wf_refs.permute("TID72", table_[71], {2, 0, 1});
+  table_[73] = wf_refs.reshape("TID73", table_[72], {32, 144});
+  table_[74] = wf_refs.reshape("TID74", table_[69], {batch, 16, 3, 3, 12, 12});
+  table_[75] = wf_refs.contiguous("TID75", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 16, 14, 14});  // TID75 = col2im
+  table_[76] = table_[36];  // add into grad:classifier_0/conv2d_1.b
+  table_[77] = table_[35];  // add into grad:classifier_0/conv2d_1.W
+  table_[78] = wf_refs.contiguous("TID78", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 16, 28, 28});  // TID78 = max_pool_grad
+  table_[79] = wf_refs.contiguous("TID79", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 16, 28, 28});  // TID79 = relu_grad
+  table_[80] = wf_refs.reshape("TID80", table_[79], {batch, 16, 784});
+  table_[81] = wf_refs.contiguous("TID81", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 1});  // TID81 = sum
+  table_[82] = wf_refs.permute("TID82", table_[81], {1, 2, 0});
+  table_[83] = wf_refs.contiguous("TID83", wf_arena + wf_slot3, wfgen::rt::DType::f32, {16, 1, 1});  // TID83 = sum
+  table_[84] = wf_refs.permute("TID84", table_[83], {2, 0, 1});
+  table_[85] = wf_refs.reshape("TID85", table_[84], {16, 1});
+  table_[86] = wf_refs.reshape("TID86", table_[85], {16});
+  table_[87] = wf_refs.permute("TID87", table_[5], {0, 2, 1});
+  table_[88] = wf_refs.contiguous("TID88", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 16, 9});  // TID88 = matmul
+  table_[89] = wf_refs.permute("TID89", table_[88], {1, 2, 0});
+  table_[90] = wf_refs.contiguous("TID90", wf_arena + wf_slot0, wfgen::rt::DType::f32, {16, 9, 1});  // TID90 = sum
+  table_[91] = wf_refs.permute("TID91", table_[90], {2, 0, 1});
+  table_[92] = wf_refs.reshape("TID92", table_[91], {16, 9});
+  table_[93] = table_[34];  // add into grad:classifier_0/conv2d_0.b
+  table_[94] = table_[33];  // add into grad:classifier_0/conv2d_0.W
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
-    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[35]); !wf_s.ok()) return wf_s;
+    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[32]); !wf_s.ok()) return wf_s;
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
   if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
@@ -577,7 +559,7 @@ wfgen::rt::Status cnn_train::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_ch
   }
   vm_.run(wfgen::rt::Section::Forward);
   forward_done_ = true;
-  wfgen::rt::copy_elements(bound_outputs_[0], table_[35]);  // loss
+  wfgen::rt::copy_elements(bound_outputs_[0], table_[32]);  // loss
   return {};
 }
 
@@ -666,7 +648,7 @@ wfgen::rt::Status cnn_train::copy_parameters_from_(const std::vector<std::pair<s
 }
 
 std::string cnn_train::summary() const {
-  return "<Compiled: cnn_train (training_loss)>\n  where: X[batch 1 side side] T[batch classes] -> loss[1]\n  inputs:\n    X float (batch 1 28 28)\n    T float (batch 10)\n  outputs:\n    loss float (1)\n  parameters:\n    classifier_0/conv2d_0.W float (16 9)\n    classifier_0/conv2d_0.b float (16)\n    classifier_0/conv2d_1.W float (32 144)\n    classifier_0/conv2d_1.b float (32)\n    classifier_0/linear_0.W float (1152 10)\n    classifier_0/linear_0.b float (10)\n  16330 parameter values\n  memory pool: 11 slots, max(batch * 28224, 576) + max(batch * 50176, batch * 64, batch * 576) + max(batch * 12544, batch * 50176) + max(batch * 82944, 64) + max(batch * 18432, batch * 128, batch * 12544) + max(batch * 4608, batch * 18432, 18432) + max(batch * 40, 40, 128) + max(batch * 4, batch * 40) + max(batch * 4, batch * 4608) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 13 forward, 25 pullback\n  gradients: classifier_0/conv2d_0.W classifier_0/conv2d_0.b classifier_0/conv2d_1.W classifier_0/conv2d_1.b classifier_0/linear_0.W classifier_0/linear_0.b\n  optimizer: adam lr=0.001\n";
+  return "<Compiled: cnn_train (training_loss)>\n  where: X[batch 1 side side] T[batch classes] -> loss[1]\n  inputs:\n    X float (batch 1 28 28)\n    T float (batch 10)\n  outputs:\n    loss float (1)\n  parameters:\n    classifier_0/conv2d_0.W float (16 9)\n    classifier_0/conv2d_0.b float (16)\n    classifier_0/conv2d_1.W float (32 144)\n    classifier_0/conv2d_1.b float (32)\n    classifier_0/linear_0.W float (1152 10)\n    classifier_0/linear_0.b float (10)\n  16330 parameter values\n  memory pool: 11 slots, max(batch * 28224, 576) + max(batch * 50176, batch * 64, batch * 576) + max(batch * 12544, batch * 50176) + max(batch * 82944, 64) + max(batch * 18432, batch * 128, batch * 12544) + max(batch * 4608, batch * 18432, 18432) + max(batch * 40, 40, 128) + max(batch * 4, batch * 40) + max(batch * 4, batch * 4608) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 10 forward, 25 pullback\n  gradients: classifier_0/conv2d_0.W classifier_0/conv2d_0.b classifier_0/conv2d_1.W classifier_0/conv2d_1.b classifier_0/linear_0.W classifier_0/linear_0.b\n  optimizer: adam lr=0.001\n";
 }
 
 std::string cnn_train::disassemble() {

@@ -300,57 +300,74 @@ void fused_inv_count_mul_f32_r2_erased(wfgen::rt::TensorRef* wf_t, const wfgen::
   fused_inv_count_mul_f32_r2(wfgen::rt::view_of<const float, 2>(wf_t[0], "fused_inv_count_mul_f32_r2", "in0"), wfgen::rt::view_of<const float, 2>(wf_t[1], "fused_inv_count_mul_f32_r2", "in1"), wfgen::rt::view_of<float, 2>(wf_t[2], "fused_inv_count_mul_f32_r2", "out"));
 }
 
-// fused_add_relu: in0[~] in1[~] out[~] -> out[~]
-// fused from the calls of add, relu
-void fused_add_relu_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out) {
-  // out = max(in0 + in1, 0)
-  const wfgen::rt::LoopNest<3, 3> wf_nest(out.shape, {in0.strides, in1.strides, out.strides}, 2, true);
-  const bool wf_contiguous = wf_nest.inner_contiguous();
-  if (wf_contiguous && wfgen::rt::streams_output<float>(wf_nest.total())) {
-    wfgen::rt::out_of_line([&] {
-      wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) {
-        (void)wf_step;  // contiguous: every step is 1
-        const float* wf_p_in0 = in0.data + wf_off[0];
-        const float* wf_p_in1 = in1.data + wf_off[1];
-        float* wf_p_out = out.data + wf_off[2];
-        if ((wf_p_in0 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in0, wf_n)) && (wf_p_in1 == wf_p_out || wfgen::rt::disjoint(wf_p_out, wf_n, wf_p_in1, wf_n))) {
-          wfgen::rt::stream_store(wf_p_out, wf_n, [&](std::int64_t wf_i) { return float(wfgen::rt::math::max(wf_p_in0[wf_i] + wf_p_in1[wf_i], 0.0f)); });
+// fused_matmul_add_relu: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+// fused: matmul with the calls of add, relu as its epilogue
+void fused_matmul_add_relu_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> C) {
+  // C = A B, std-only blocked GEMM, for each matrix of the batch dims
+  // then, on each block of C the GEMM finishes (in the cache), C = max(acc + in0, 0) of its element acc
+  const std::int64_t wf_m = C.shape[1], wf_n = C.shape[2], wf_k = A.shape[2];
+  if (const std::int64_t wf_rows = wfgen::rt::gemm_folded_rows(wfgen::rt::head<2>(C.shape), wfgen::rt::head<2>(A.strides), wfgen::rt::head<2>(B.strides), wfgen::rt::head<2>(C.strides), wf_m, A.strides[1], C.strides[1]); wf_rows > 0 && wfgen::rt::gemm_rows_continue(wfgen::rt::head<2>(C.shape), wfgen::rt::head<2>(in0.strides), wf_m, in0.strides[1])) {
+    const auto wf_epilogue = [&](std::int64_t wf_i0, std::int64_t wf_j0, std::int64_t wf_nrows, std::int64_t wf_ncols) {
+      const std::int64_t wf_s2 = in0.strides[2], wf_s3 = C.strides[2];
+      for (std::int64_t wf_i = wf_i0; wf_i < wf_i0 + wf_nrows; ++wf_i) {
+        const float* wf_p_in0 = in0.data + wf_i * in0.strides[1] + wf_j0 * wf_s2;
+        float* wf_p_C = C.data + wf_i * C.strides[1] + wf_j0 * wf_s3;
+        if (wf_s3 == 1 && wf_s2 == 1) {
+          for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j) {
+            const float wf_acc = wf_p_C[wf_j];
+            wf_p_C[wf_j] = float(wfgen::rt::math::max(wf_acc + wf_p_in0[wf_j], 0.0f));
+          }
+        } else if (wf_s3 == 1 && (wf_s2 | 1) == 1) {
+          for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j) {
+            const float wf_acc = wf_p_C[wf_j];
+            wf_p_C[wf_j] = float(wfgen::rt::math::max(wf_acc + wf_p_in0[wf_s2 != 0 ? wf_j : 0], 0.0f));
+          }
         } else {
-          for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::max(wf_p_in0[wf_i] + wf_p_in1[wf_i], 0.0f);
+          for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j) {
+            const float wf_acc = wf_p_C[wf_j * wf_s3];
+            wf_p_C[wf_j * wf_s3] = float(wfgen::rt::math::max(wf_acc + wf_p_in0[wf_j * wf_s2], 0.0f));
+          }
         }
-      });
-    });
-    return;
-  }
-  auto wf_row = [&](const float* wf_p_in0, const float* wf_p_in1, float* wf_p_out, const std::int64_t* wf_step, std::int64_t wf_n) {
-    if (wf_contiguous) {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::max(wf_p_in0[wf_i] + wf_p_in1[wf_i], 0.0f);
-    } else if (wf_step[2] == 1) {
-      const std::int64_t wf_s0 = wf_step[0], wf_s1 = wf_step[1];
-      if ((wf_s0 | 1) == 1 && (wf_s1 | 1) == 1) {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::max(wf_p_in0[wf_s0 != 0 ? wf_i : 0] + wf_p_in1[wf_s1 != 0 ? wf_i : 0], 0.0f);
-      } else {
-        for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i] = wfgen::rt::math::max(wf_p_in0[wf_i * wf_s0] + wf_p_in1[wf_i * wf_s1], 0.0f);
       }
-    } else {
-      for (std::int64_t wf_i = 0; wf_i < wf_n; ++wf_i) wf_p_out[wf_i * wf_step[2]] = wfgen::rt::math::max(wf_p_in0[wf_i * wf_step[0]] + wf_p_in1[wf_i * wf_step[1]], 0.0f);
-    }
-  };
-  if (wf_nest.tiled()) {
-    wf_nest.run_tiles(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_row_step, const std::int64_t* wf_col_step, std::int64_t wf_rows, std::int64_t wf_cols) {
-      const wfgen::rt::TileOperand<const float> wf_t_in0(in0.data + wf_off[0], wf_row_step[0], wf_col_step[0], wf_rows, wf_cols);
-      const wfgen::rt::TileOperand<const float> wf_t_in1(in1.data + wf_off[1], wf_row_step[1], wf_col_step[1], wf_rows, wf_cols);
-      const std::int64_t wf_step[] = {wf_t_in0.step(), wf_t_in1.step(), wf_col_step[2]};
-      for (std::int64_t wf_r = 0; wf_r < wf_rows; ++wf_r) wf_row(wf_t_in0.row(wf_r), wf_t_in1.row(wf_r), out.data + wf_off[2] + wf_r * wf_row_step[2], wf_step, wf_cols);
-    });
+    };
+    wfgen::rt::gemm<float>(wf_rows, wf_n, wf_k, A.data, A.strides[1], A.strides[2], B.data, B.strides[1], B.strides[2], C.data, C.strides[1], C.strides[2], false, wfgen::rt::gemm_epilogue<float>(wf_epilogue));
     return;
   }
-  wf_nest.run(65536, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_n) { wf_row(in0.data + wf_off[0], in1.data + wf_off[1], out.data + wf_off[2], wf_step, wf_n); });
+  const wfgen::rt::LoopNest<1, 4> wf_batch(wfgen::rt::head<2>(C.shape), {wfgen::rt::head<2>(A.strides), wfgen::rt::head<2>(B.strides), wfgen::rt::head<2>(in0.strides), wfgen::rt::head<2>(C.strides)}, 3);
+  wf_batch.run(wfgen::rt::gemm_batch_grain(wfgen::rt::head<2>(C.shape), wfgen::rt::head<2>(C.strides), wf_m, wf_n, wf_k), [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count) {
+    for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r) {
+      const auto wf_epilogue = [&](std::int64_t wf_i0, std::int64_t wf_j0, std::int64_t wf_nrows, std::int64_t wf_ncols) {
+        const std::int64_t wf_s2 = in0.strides[2], wf_s3 = C.strides[2];
+        for (std::int64_t wf_i = wf_i0; wf_i < wf_i0 + wf_nrows; ++wf_i) {
+          const float* wf_p_in0 = in0.data + wf_off[2] + wf_r * wf_step[2] + wf_i * in0.strides[1] + wf_j0 * wf_s2;
+          float* wf_p_C = C.data + wf_off[3] + wf_r * wf_step[3] + wf_i * C.strides[1] + wf_j0 * wf_s3;
+          if (wf_s3 == 1 && wf_s2 == 1) {
+            for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j) {
+              const float wf_acc = wf_p_C[wf_j];
+              wf_p_C[wf_j] = float(wfgen::rt::math::max(wf_acc + wf_p_in0[wf_j], 0.0f));
+            }
+          } else if (wf_s3 == 1 && (wf_s2 | 1) == 1) {
+            for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j) {
+              const float wf_acc = wf_p_C[wf_j];
+              wf_p_C[wf_j] = float(wfgen::rt::math::max(wf_acc + wf_p_in0[wf_s2 != 0 ? wf_j : 0], 0.0f));
+            }
+          } else {
+            for (std::int64_t wf_j = 0; wf_j < wf_ncols; ++wf_j) {
+              const float wf_acc = wf_p_C[wf_j * wf_s3];
+              wf_p_C[wf_j * wf_s3] = float(wfgen::rt::math::max(wf_acc + wf_p_in0[wf_j * wf_s2], 0.0f));
+            }
+          }
+        }
+      };
+      wfgen::rt::gemm<float>(wf_m, wf_n, wf_k, A.data + wf_off[0] + wf_r * wf_step[0], A.strides[1], A.strides[2],
+          B.data + wf_off[1] + wf_r * wf_step[1], B.strides[1], B.strides[2], C.data + wf_off[3] + wf_r * wf_step[3], C.strides[1], C.strides[2], false, wfgen::rt::gemm_epilogue<float>(wf_epilogue));
+    }
+  });
 }
 
-void fused_add_relu_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
+void fused_matmul_add_relu_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
   (void)wf_s;
-  fused_add_relu_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_add_relu_f32_r3", "in0"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_add_relu_f32_r3", "in1"), wfgen::rt::view_of<float, 3>(wf_t[2], "fused_add_relu_f32_r3", "out"));
+  fused_matmul_add_relu_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_matmul_add_relu_f32_r3", "A"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_matmul_add_relu_f32_r3", "B"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_matmul_add_relu_f32_r3", "in0"), wfgen::rt::view_of<float, 3>(wf_t[3], "fused_matmul_add_relu_f32_r3", "C"));
 }
 
 }  // namespace fashion_cnn

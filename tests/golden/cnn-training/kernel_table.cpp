@@ -25,7 +25,8 @@ namespace {
     {"adam_f32_r2", "adam", "cpu", wfgen::rt::DType::f32, 2, 4, 6, &adam_f32_r2_erased},
     {"fused_mul_max_sub_exp_and_6_f32_r2", "fused_mul_max_sub_exp_and_6", "cpu", wfgen::rt::DType::f32, 2, 5, 0, &fused_mul_max_sub_exp_and_6_f32_r2_erased},
     {"fused_inv_count_mul_f32_r2", "fused_inv_count_mul", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_inv_count_mul_f32_r2_erased},
-    {"fused_add_relu_f32_r3", "fused_add_relu", "cpu", wfgen::rt::DType::f32, 3, 3, 0, &fused_add_relu_f32_r3_erased},
+    {"fused_matmul_linear_blas_f32_r2", "fused_matmul_linear", "blas", wfgen::rt::DType::f32, 2, 4, 0, &fused_matmul_linear_blas_f32_r2_erased},
+    {"fused_matmul_add_relu_f32_r3", "fused_matmul_add_relu", "cpu", wfgen::rt::DType::f32, 3, 4, 0, &fused_matmul_add_relu_f32_r3_erased},
   };
 }  // namespace
 

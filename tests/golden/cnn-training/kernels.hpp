@@ -89,9 +89,13 @@ void fused_mul_max_sub_exp_and_6_f32_r2_erased(wfgen::rt::TensorRef* tensors, co
 void fused_inv_count_mul_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
 void fused_inv_count_mul_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_relu: in0[~] in1[~] out[~] -> out[~]
-void fused_add_relu_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
-void fused_add_relu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_linear: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_linear_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<const float, 2> in0, wfgen::rt::View<float, 2> C);
+void fused_matmul_linear_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// fused_matmul_add_relu: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_relu_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> C);
+void fused_matmul_add_relu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

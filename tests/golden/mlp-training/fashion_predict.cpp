@@ -20,37 +20,27 @@ namespace {
     {"b1", TensorRole::Param},
     {"W2", TensorRole::Param},
     {"b2", TensorRole::Param},
-    {"TID5", TensorRole::Temp},
-    {"TID6", TensorRole::View},
+    {"TID5", TensorRole::View},
     {"h", TensorRole::Temp},
+    {"TID7", TensorRole::View},
     {"TID8", TensorRole::Temp},
-    {"TID9", TensorRole::View},
-    {"TID10", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
-    0, 1, 5, // matmul_blas_f32_r2
-    5, 6, 7, // fused_classifier_f32_r2
-    7, 3, 8, // matmul_blas_f32_r2
-    8, 9, 10, // add_f32_r2
+    0, 1, 5, 6, // fused_matmul_classifier_2_blas_f32_r2
+    6, 3, 7, 8, // fused_matmul_classifier_blas_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 8}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 12}, 
   };
   // [Forward]: one kernel call per line, commented with the body line it implements.
   const wfgen::rt::Instruction kForward[] = {
-    // h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 0, 3, 4u, 0u, 0, 0, "h = relu(X @ W1 + b1)  (mlp.yaml:20:16)"},
     // h = relu(X @ W1 + b1)  (mlp.yaml:20:11)
-    {"FUSED-CLASSIFIER-CPU", "fused_classifier_f32_r2", &fused_classifier_f32_r2_erased, 3, 3, 4u, 0u, 0, 0, "h = relu(X @ W1 + b1)  (mlp.yaml:20:11)"},
+    {"FUSED-MATMUL-CLASSIFIER-2-BLAS", "fused_matmul_classifier_2_blas_f32_r2", &fused_matmul_classifier_2_blas_f32_r2_erased, 0, 4, 8u, 0u, 0, 0, "h = relu(X @ W1 + b1)  (mlp.yaml:20:11)"},
     // return h @ W2 + b2  (mlp.yaml:21:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 6, 3, 4u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
-    // return h @ W2 + b2  (mlp.yaml:21:14)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 9, 3, 4u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
+    {"FUSED-MATMUL-CLASSIFIER-BLAS", "fused_matmul_classifier_blas_f32_r2", &fused_matmul_classifier_blas_f32_r2_erased, 4, 4, 8u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, {}, kOperandSpecs};
@@ -77,7 +67,7 @@ fashion_predict::fashion_predict() : vm_(kProgram) {
   bound_inputs_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(11);
+  table_.resize(9);
 }
 
 wfgen::rt::Status fashion_predict::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -92,8 +82,8 @@ wfgen::rt::Status fashion_predict::try_bind_(bool wf_check_all, wfgen::rt::Tenso
   const wfgen::rt::Size batch = wf_binder.value(0);
   // Arena: 2 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
-  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10})});
+  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -110,22 +100,20 @@ wfgen::rt::Status fashion_predict::try_bind_(bool wf_check_all, wfgen::rt::Tenso
   table_[2] = params_[1].ref();  // b1
   table_[3] = params_[2].ref();  // W2
   table_[4] = params_[3].ref();  // b2
-  table_[5] = wf_refs.contiguous("TID5", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 256});  // TID5 = matmul
-  table_[6] = wf_refs.broadcast("TID6", table_[2], {batch, 256});
-  table_[7] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 256});  // h = fused_classifier
-  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 10});  // TID8 = matmul
-  table_[9] = wf_refs.broadcast("TID9", table_[4], {batch, 10});
-  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 10});  // TID10 = add
+  table_[5] = wf_refs.broadcast("TID5", table_[2], {batch, 256});
+  table_[6] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 256});  // h = fused_matmul_classifier_2
+  table_[7] = wf_refs.broadcast("TID7", table_[4], {batch, 10});
+  table_[8] = wf_refs.contiguous("TID8", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 10});  // TID8 = fused_matmul_classifier
   // The output logits: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[10] = direct_outputs_[0].ref();
+    table_[8] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[10]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[8]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -214,7 +202,7 @@ wfgen::rt::Status fashion_predict::into_(wfgen::rt::Tensor* const* wf_outs, bool
     if (wfgen::rt::Status wf_s = try_bind_(wf_check_all, wf_outs); !wf_s.ok()) return wf_s;
   }
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[10]);  // logits
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[8]);  // logits
   return {};
 }
 
@@ -303,7 +291,7 @@ wfgen::rt::Status fashion_predict::copy_parameters_from_(const std::vector<std::
 }
 
 std::string fashion_predict::summary() const {
-  return "<Compiled: fashion_predict (classifier)>\n  where: X[batch inputs] -> logits[batch classes]\n  inputs:\n    X float (batch 784)\n  outputs:\n    logits float (batch 10)\n  parameters:\n    W1 float (784 256)\n    b1 float (256)\n    W2 float (256 10)\n    b2 float (10)\n  203530 parameter values\n  memory pool: 2 slots, batch * 1024 + batch * 40 bytes (each slot rounded up to 64)\n  instructions: 4 forward\n";
+  return "<Compiled: fashion_predict (classifier)>\n  where: X[batch inputs] -> logits[batch classes]\n  inputs:\n    X float (batch 784)\n  outputs:\n    logits float (batch 10)\n  parameters:\n    W1 float (784 256)\n    b1 float (256)\n    W2 float (256 10)\n    b2 float (10)\n  203530 parameter values\n  memory pool: 2 slots, batch * 1024 + batch * 40 bytes (each slot rounded up to 64)\n  instructions: 2 forward\n";
 }
 
 std::string fashion_predict::disassemble() {

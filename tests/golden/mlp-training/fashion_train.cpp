@@ -21,75 +21,67 @@ namespace {
     {"classifier_0.b1", TensorRole::Param},
     {"classifier_0.W2", TensorRole::Param},
     {"classifier_0.b2", TensorRole::Param},
-    {"TID6", TensorRole::Temp},
-    {"TID7", TensorRole::View},
+    {"TID6", TensorRole::View},
     {"h", TensorRole::Temp},
+    {"TID8", TensorRole::View},
     {"TID9", TensorRole::Temp},
-    {"TID10", TensorRole::View},
+    {"TID10", TensorRole::Temp},
     {"TID11", TensorRole::Temp},
-    {"TID12", TensorRole::Temp},
+    {"TID12", TensorRole::View},
     {"TID13", TensorRole::Temp},
     {"TID14", TensorRole::View},
-    {"TID15", TensorRole::Temp},
-    {"TID16", TensorRole::View},
-    {"TID17", TensorRole::View},
+    {"TID15", TensorRole::View},
     {"grad:classifier_0.W1", TensorRole::Grad},
     {"grad:classifier_0.b1", TensorRole::Grad},
     {"grad:classifier_0.W2", TensorRole::Grad},
     {"grad:classifier_0.b2", TensorRole::Grad},
     {"dloss", TensorRole::Grad},
-    {"TID23", TensorRole::View},
+    {"TID21", TensorRole::View},
+    {"TID22", TensorRole::View},
+    {"TID23", TensorRole::Temp},
     {"TID24", TensorRole::View},
-    {"TID25", TensorRole::Temp},
-    {"TID26", TensorRole::View},
-    {"TID27", TensorRole::View},
-    {"TID28", TensorRole::Temp},
+    {"TID25", TensorRole::View},
+    {"TID26", TensorRole::Temp},
+    {"TID27", TensorRole::Temp},
+    {"TID28", TensorRole::View},
     {"TID29", TensorRole::Temp},
     {"TID30", TensorRole::View},
-    {"TID31", TensorRole::Temp},
+    {"TID31", TensorRole::View},
     {"TID32", TensorRole::View},
     {"TID33", TensorRole::View},
-    {"TID34", TensorRole::View},
+    {"TID34", TensorRole::Temp},
     {"TID35", TensorRole::Temp},
     {"TID36", TensorRole::View},
     {"TID37", TensorRole::Temp},
-    {"TID38", TensorRole::Temp},
+    {"TID38", TensorRole::View},
     {"TID39", TensorRole::View},
-    {"TID40", TensorRole::Temp},
-    {"TID41", TensorRole::View},
-    {"TID42", TensorRole::View},
-    {"TID43", TensorRole::View},
-    {"TID44", TensorRole::Temp},
-    {"TID45", TensorRole::Temp},
-    {"TID46", TensorRole::Temp},
+    {"TID40", TensorRole::View},
+    {"TID41", TensorRole::Temp},
+    {"TID42", TensorRole::Temp},
+    {"TID43", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
   const std::int32_t kOperands[] = {
-    0, 2, 6, // matmul_blas_f32_r2
-    6, 7, 8, // fused_classifier_f32_r2
-    8, 4, 9, // matmul_blas_f32_r2
-    9, 10, 11, // add_f32_r2
-    11, 1, 12, // softmax_cross_entropy_f32_r2
+    0, 2, 6, 7, // fused_matmul_classifier_2_blas_f32_r2
+    7, 4, 8, 9, // fused_matmul_classifier_blas_f32_r2
+    9, 1, 10, // softmax_cross_entropy_f32_r2
+    10, 11, // mean_f32_r2
     12, 13, // mean_f32_r2
-    14, 15, // mean_f32_r2
-    14, 24, 25, // fused_inv_count_mul_f32_r2
-    12, 28, // inv_count_f32_r2
-    27, 28, 11, 1, 29, // fused_mul_max_sub_exp_and_6_f32_r2
-    30, 31, // sum_f32_r2
-    29, 34, 35, // matmul_blas_f32_r2
-    36, 29, 37, // matmul_acc_blas_f32_r2
-    35, 8, 38, // relu_grad_f32_r2
-    39, 40, // sum_f32_r2
-    43, 38, 44, // matmul_acc_blas_f32_r2
-    21, 33, 45, // add_f32_r1
-    19, 42, 46, // add_f32_r1
+    12, 22, 23, // fused_inv_count_mul_f32_r2
+    10, 26, // inv_count_f32_r2
+    25, 26, 9, 1, 27, // fused_mul_max_sub_exp_and_6_f32_r2
+    28, 29, // sum_f32_r2
+    33, 27, 34, // matmul_acc_blas_f32_r2
+    27, 32, 7, 35, // fused_matmul_relu_grad_blas_f32_r2
+    36, 37, // sum_f32_r2
+    40, 35, 41, // matmul_acc_blas_f32_r2
+    19, 31, 42, // add_f32_r1
+    17, 39, 43, // add_f32_r1
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
@@ -98,8 +90,7 @@ namespace {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
@@ -107,46 +98,40 @@ namespace {
   };
   // [Forward]: one kernel call per line, commented with the body line it implements.
   const wfgen::rt::Instruction kForward[] = {
-    // h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 0, 3, 4u, 0u, 0, 0, "h = relu(X @ W1 + b1)  (mlp.yaml:20:16)"},
     // h = relu(X @ W1 + b1)  (mlp.yaml:20:11)
-    {"FUSED-CLASSIFIER-CPU", "fused_classifier_f32_r2", &fused_classifier_f32_r2_erased, 3, 3, 4u, 0u, 0, 0, "h = relu(X @ W1 + b1)  (mlp.yaml:20:11)"},
+    {"FUSED-MATMUL-CLASSIFIER-2-BLAS", "fused_matmul_classifier_2_blas_f32_r2", &fused_matmul_classifier_2_blas_f32_r2_erased, 0, 4, 8u, 0u, 0, 0, "h = relu(X @ W1 + b1)  (mlp.yaml:20:11)"},
     // return h @ W2 + b2  (mlp.yaml:21:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 6, 3, 4u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
-    // return h @ W2 + b2  (mlp.yaml:21:14)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 9, 3, 4u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
+    {"FUSED-MATMUL-CLASSIFIER-BLAS", "fused_matmul_classifier_blas_f32_r2", &fused_matmul_classifier_blas_f32_r2_erased, 4, 4, 8u, 0u, 0, 0, "return h @ W2 + b2  (mlp.yaml:21:14)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 12, 3, 4u, 0u, 0, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 8, 3, 4u, 0u, 0, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 15, 2, 2u, 0u, 0, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 11, 2, 2u, 0u, 0, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 17, 2, 2u, 0u, 0, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 13, 2, 2u, 0u, 0, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
   };
 
   // [Pullback]: the backward pass, derived by wfgen from the nodes' backward expressions.
   const wfgen::rt::Instruction kBackward[] = {
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 19, 3, 4u, 0u, 0, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 15, 3, 4u, 0u, 0, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 22, 2, 2u, 0u, 0, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 18, 2, 2u, 0u, 0, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 24, 5, 16u, 0u, 0, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 20, 5, 16u, 0u, 0, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // grad of: return h @ W2 + b2  (mlp.yaml:21:14)
-    {"SUM-CPU", "sum_f32_r2", &sum_f32_r2_erased, 29, 2, 2u, 0u, 0, 0, "grad of: return h @ W2 + b2  (mlp.yaml:21:14)"},
+    {"SUM-CPU", "sum_f32_r2", &sum_f32_r2_erased, 25, 2, 2u, 0u, 0, 0, "grad of: return h @ W2 + b2  (mlp.yaml:21:14)"},
     // grad of: return h @ W2 + b2  (mlp.yaml:21:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 31, 3, 4u, 0u, 0, 0, "grad of: return h @ W2 + b2  (mlp.yaml:21:14)"},
-    // grad of: return h @ W2 + b2  (mlp.yaml:21:14)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 34, 3, 4u, 0u, 0, 0, "grad of: return h @ W2 + b2  (mlp.yaml:21:14)"},
-    // grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:11)
-    {"RELU-GRAD-CPU", "relu_grad_f32_r2", &relu_grad_f32_r2_erased, 37, 3, 4u, 0u, 0, 0, "grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 27, 3, 4u, 0u, 0, 0, "grad of: return h @ W2 + b2  (mlp.yaml:21:14)"},
+    // grad of: return h @ W2 + b2; grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:11)
+    {"FUSED-MATMUL-RELU-GRAD-BLAS", "fused_matmul_relu_grad_blas_f32_r2", &fused_matmul_relu_grad_blas_f32_r2_erased, 30, 4, 8u, 0u, 0, 0, "grad of: return h @ W2 + b2; grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:11)"},
     // grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
-    {"SUM-CPU", "sum_f32_r2", &sum_f32_r2_erased, 40, 2, 2u, 0u, 0, 0, "grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)"},
+    {"SUM-CPU", "sum_f32_r2", &sum_f32_r2_erased, 34, 2, 2u, 0u, 0, 0, "grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)"},
     // grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 42, 3, 4u, 0u, 0, 0, "grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 36, 3, 4u, 0u, 0, 0, "grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)"},
     // grad of: classifier_0.b2  (mlp.yaml:16:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 45, 3, 4u, 0u, 0, 0, "grad of: classifier_0.b2  (mlp.yaml:16:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 39, 3, 4u, 0u, 0, 0, "grad of: classifier_0.b2  (mlp.yaml:16:7)"},
     // grad of: classifier_0.b1  (mlp.yaml:14:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 48, 3, 4u, 0u, 0, 0, "grad of: classifier_0.b1  (mlp.yaml:14:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 42, 3, 4u, 0u, 0, 0, "grad of: classifier_0.b1  (mlp.yaml:14:7)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, kBackward, kOperandSpecs};
@@ -174,7 +159,7 @@ fashion_train::fashion_train() : vm_(kProgram) {
   bound_inputs_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(47);
+  table_.resize(44);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(4);
   seeds_.resize(1);
@@ -207,10 +192,10 @@ wfgen::rt::Status fashion_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor*
   const wfgen::rt::Size batch = wf_binder.value(0);
   // Arena: 6 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
-  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 1})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {10, 1})});
+  const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 1})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10}), wf_plan.bytes(wfgen::rt::DType::f32, {10, 1})});
   const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 10})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256})});
   const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
   const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {1, 1})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
@@ -230,52 +215,49 @@ wfgen::rt::Status fashion_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor*
   table_[3] = params_[1].ref();  // classifier_0.b1
   table_[4] = params_[2].ref();  // classifier_0.W2
   table_[5] = params_[3].ref();  // classifier_0.b2
-  table_[6] = wf_refs.contiguous("TID6", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 256});  // TID6 = matmul
-  table_[7] = wf_refs.broadcast("TID7", table_[3], {batch, 256});
-  table_[8] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 256});  // h = fused_classifier
-  table_[9] = wf_refs.contiguous("TID9", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 10});  // TID9 = matmul
-  table_[10] = wf_refs.broadcast("TID10", table_[5], {batch, 10});
-  table_[11] = wf_refs.contiguous("TID11", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 10});  // TID11 = add
-  table_[12] = wf_refs.contiguous("TID12", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 1});  // TID12 = softmax_cross_entropy
-  table_[13] = wf_refs.contiguous("TID13", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 1});  // TID13 = mean
+  table_[6] = wf_refs.broadcast("TID6", table_[3], {batch, 256});
+  table_[7] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 256});  // h = fused_matmul_classifier_2
+  table_[8] = wf_refs.broadcast("TID8", table_[5], {batch, 10});
+  table_[9] = wf_refs.contiguous("TID9", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 10});  // TID9 = fused_matmul_classifier
+  table_[10] = wf_refs.contiguous("TID10", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 1});  // TID10 = softmax_cross_entropy
+  table_[11] = wf_refs.contiguous("TID11", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 1});  // TID11 = mean
+  table_[12] = wf_refs.permute("TID12", table_[11], {1, 0});
+  table_[13] = wf_refs.contiguous("TID13", wf_arena + wf_slot4, wfgen::rt::DType::f32, {1, 1});  // TID13 = mean
   table_[14] = wf_refs.permute("TID14", table_[13], {1, 0});
-  table_[15] = wf_refs.contiguous("TID15", wf_arena + wf_slot4, wfgen::rt::DType::f32, {1, 1});  // TID15 = mean
-  table_[16] = wf_refs.permute("TID16", table_[15], {1, 0});
-  table_[17] = wf_refs.reshape("TID17", table_[16], {1});
-  table_[18] = grads_[0].ref();  // grad:classifier_0.W1
-  table_[19] = grads_[1].ref();  // grad:classifier_0.b1
-  table_[20] = grads_[2].ref();  // grad:classifier_0.W2
-  table_[21] = grads_[3].ref();  // grad:classifier_0.b2
+  table_[15] = wf_refs.reshape("TID15", table_[14], {1});
+  table_[16] = grads_[0].ref();  // grad:classifier_0.W1
+  table_[17] = grads_[1].ref();  // grad:classifier_0.b1
+  table_[18] = grads_[2].ref();  // grad:classifier_0.W2
+  table_[19] = grads_[3].ref();  // grad:classifier_0.b2
   if (wfgen::rt::Status wf_s = wfgen::rt::try_zeros(seeds_[0], wfgen::rt::DType::f32, {1}); !wf_s.ok()) return wf_s;
-  table_[22] = seeds_[0].ref();  // dloss
-  table_[23] = wf_refs.reshape("TID23", table_[22], {1, 1});
-  table_[24] = wf_refs.permute("TID24", table_[23], {1, 0});
-  table_[25] = wf_refs.contiguous("TID25", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 1});  // TID25 = fused_inv_count_mul
-  table_[26] = wf_refs.broadcast("TID26", table_[25], {1, batch});
-  table_[27] = wf_refs.permute("TID27", table_[26], {1, 0});
-  table_[28] = wf_refs.contiguous("TID28", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 1});  // TID28 = inv_count
-  table_[29] = wf_refs.contiguous("TID29", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 10});  // TID29 = fused_mul_max_sub_exp_and_6
+  table_[20] = seeds_[0].ref();  // dloss
+  table_[21] = wf_refs.reshape("TID21", table_[20], {1, 1});
+  table_[22] = wf_refs.permute("TID22", table_[21], {1, 0});
+  table_[23] = wf_refs.contiguous("TID23", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 1});  // TID23 = fused_inv_count_mul
+  table_[24] = wf_refs.broadcast("TID24", table_[23], {1, batch});
+  table_[25] = wf_refs.permute("TID25", table_[24], {1, 0});
+  table_[26] = wf_refs.contiguous("TID26", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 1});  // TID26 = inv_count
+  table_[27] = wf_refs.contiguous("TID27", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 10});  // TID27 = fused_mul_max_sub_exp_and_6
+  table_[28] = wf_refs.permute("TID28", table_[27], {1, 0});
+  table_[29] = wf_refs.contiguous("TID29", wf_arena + wf_slot1, wfgen::rt::DType::f32, {10, 1});  // TID29 = sum
   table_[30] = wf_refs.permute("TID30", table_[29], {1, 0});
-  table_[31] = wf_refs.contiguous("TID31", wf_arena + wf_slot1, wfgen::rt::DType::f32, {10, 1});  // TID31 = sum
-  table_[32] = wf_refs.permute("TID32", table_[31], {1, 0});
-  table_[33] = wf_refs.reshape("TID33", table_[32], {10});
-  table_[34] = wf_refs.permute("TID34", table_[4], {1, 0});
-  table_[35] = wf_refs.contiguous("TID35", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 256});  // TID35 = matmul
-  table_[36] = wf_refs.permute("TID36", table_[8], {1, 0});
-  table_[37] = table_[20];  // matmul into grad:classifier_0.W2
-  table_[38] = wf_refs.contiguous("TID38", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 256});  // TID38 = relu_grad
-  table_[39] = wf_refs.permute("TID39", table_[38], {1, 0});
-  table_[40] = wf_refs.contiguous("TID40", wf_arena + wf_slot0, wfgen::rt::DType::f32, {256, 1});  // TID40 = sum
-  table_[41] = wf_refs.permute("TID41", table_[40], {1, 0});
-  table_[42] = wf_refs.reshape("TID42", table_[41], {256});
-  table_[43] = wf_refs.permute("TID43", table_[0], {1, 0});
-  table_[44] = table_[18];  // matmul into grad:classifier_0.W1
-  table_[45] = table_[21];  // add into grad:classifier_0.b2
-  table_[46] = table_[19];  // add into grad:classifier_0.b1
+  table_[31] = wf_refs.reshape("TID31", table_[30], {10});
+  table_[32] = wf_refs.permute("TID32", table_[4], {1, 0});
+  table_[33] = wf_refs.permute("TID33", table_[7], {1, 0});
+  table_[34] = table_[18];  // matmul into grad:classifier_0.W2
+  table_[35] = wf_refs.contiguous("TID35", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 256});  // TID35 = fused_matmul_relu_grad
+  table_[36] = wf_refs.permute("TID36", table_[35], {1, 0});
+  table_[37] = wf_refs.contiguous("TID37", wf_arena + wf_slot0, wfgen::rt::DType::f32, {256, 1});  // TID37 = sum
+  table_[38] = wf_refs.permute("TID38", table_[37], {1, 0});
+  table_[39] = wf_refs.reshape("TID39", table_[38], {256});
+  table_[40] = wf_refs.permute("TID40", table_[0], {1, 0});
+  table_[41] = table_[16];  // matmul into grad:classifier_0.W1
+  table_[42] = table_[19];  // add into grad:classifier_0.b2
+  table_[43] = table_[17];  // add into grad:classifier_0.b1
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
-    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[17]); !wf_s.ok()) return wf_s;
+    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[15]); !wf_s.ok()) return wf_s;
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
   if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
@@ -368,7 +350,7 @@ wfgen::rt::Status fashion_train::into_(wfgen::rt::Tensor* const* wf_outs, bool w
   }
   vm_.run(wfgen::rt::Section::Forward);
   forward_done_ = true;
-  wfgen::rt::copy_elements(bound_outputs_[0], table_[17]);  // loss
+  wfgen::rt::copy_elements(bound_outputs_[0], table_[15]);  // loss
   return {};
 }
 
@@ -457,7 +439,7 @@ wfgen::rt::Status fashion_train::copy_parameters_from_(const std::vector<std::pa
 }
 
 std::string fashion_train::summary() const {
-  return "<Compiled: fashion_train (training_loss)>\n  where: X[batch inputs] T[batch classes] -> loss[1]\n  inputs:\n    X float (batch 784)\n    T float (batch 10)\n  outputs:\n    loss float (1)\n  parameters:\n    classifier_0.W1 float (784 256)\n    classifier_0.b1 float (256)\n    classifier_0.W2 float (256 10)\n    classifier_0.b2 float (10)\n  203530 parameter values\n  memory pool: 6 slots, max(batch * 1024, 1024) + max(batch * 40, 40) + max(batch * 4, batch * 40) + max(batch * 4, batch * 1024) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 7 forward, 11 pullback\n  gradients: classifier_0.W1 classifier_0.b1 classifier_0.W2 classifier_0.b2\n  optimizer: adam lr=0.001\n";
+  return "<Compiled: fashion_train (training_loss)>\n  where: X[batch inputs] T[batch classes] -> loss[1]\n  inputs:\n    X float (batch 784)\n    T float (batch 10)\n  outputs:\n    loss float (1)\n  parameters:\n    classifier_0.W1 float (784 256)\n    classifier_0.b1 float (256)\n    classifier_0.W2 float (256 10)\n    classifier_0.b2 float (10)\n  203530 parameter values\n  memory pool: 6 slots, max(batch * 1024, 1024) + max(batch * 40, 40) + max(batch * 4, batch * 40) + max(batch * 4, batch * 1024) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 5 forward, 10 pullback\n  gradients: classifier_0.W1 classifier_0.b1 classifier_0.W2 classifier_0.b2\n  optimizer: adam lr=0.001\n";
 }
 
 std::string fashion_train::disassemble() {

@@ -6,19 +6,18 @@ namespace fashion {
 namespace {
   const wfgen::rt::KernelEntry kTable[] = {
     {"add_f32_r1", "add", "cpu", wfgen::rt::DType::f32, 1, 3, 0, &add_f32_r1_erased},
-    {"add_f32_r2", "add", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &add_f32_r2_erased},
     {"sum_f32_r2", "sum", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &sum_f32_r2_erased},
     {"mean_f32_r2", "mean", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &mean_f32_r2_erased},
-    {"matmul_blas_f32_r2", "matmul", "blas", wfgen::rt::DType::f32, 2, 3, 0, &matmul_blas_f32_r2_erased},
     {"matmul_acc_blas_f32_r2", "matmul", "blas", wfgen::rt::DType::f32, 2, 3, 0, &matmul_acc_blas_f32_r2_erased},
-    {"relu_grad_f32_r2", "relu_grad", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &relu_grad_f32_r2_erased},
     {"inv_count_f32_r2", "inv_count", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &inv_count_f32_r2_erased},
     {"softmax_cross_entropy_f32_r2", "softmax_cross_entropy", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &softmax_cross_entropy_f32_r2_erased},
     {"adam_f32_r1", "adam", "cpu", wfgen::rt::DType::f32, 1, 4, 6, &adam_f32_r1_erased},
     {"adam_f32_r2", "adam", "cpu", wfgen::rt::DType::f32, 2, 4, 6, &adam_f32_r2_erased},
+    {"fused_matmul_relu_grad_blas_f32_r2", "fused_matmul_relu_grad", "blas", wfgen::rt::DType::f32, 2, 4, 0, &fused_matmul_relu_grad_blas_f32_r2_erased},
     {"fused_mul_max_sub_exp_and_6_f32_r2", "fused_mul_max_sub_exp_and_6", "cpu", wfgen::rt::DType::f32, 2, 5, 0, &fused_mul_max_sub_exp_and_6_f32_r2_erased},
     {"fused_inv_count_mul_f32_r2", "fused_inv_count_mul", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_inv_count_mul_f32_r2_erased},
-    {"fused_classifier_f32_r2", "fused_classifier", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &fused_classifier_f32_r2_erased},
+    {"fused_matmul_classifier_blas_f32_r2", "fused_matmul_classifier", "blas", wfgen::rt::DType::f32, 2, 4, 0, &fused_matmul_classifier_blas_f32_r2_erased},
+    {"fused_matmul_classifier_2_blas_f32_r2", "fused_matmul_classifier_2", "blas", wfgen::rt::DType::f32, 2, 4, 0, &fused_matmul_classifier_2_blas_f32_r2_erased},
   };
 }  // namespace
 

@@ -13,10 +13,6 @@ namespace fashion {
 void add_f32_r1(wfgen::rt::View<const float, 1> A, wfgen::rt::View<const float, 1> B, wfgen::rt::View<float, 1> OUT);
 void add_f32_r1_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// add: A[~] B[~] OUT[~] -> OUT[~]
-void add_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> OUT);
-void add_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // sum: X[~ i] OUT[~ 1] -> OUT[~ 1]
 void sum_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
 void sum_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -26,16 +22,8 @@ void mean_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OU
 void mean_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
-void matmul_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C);
-void matmul_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
 void matmul_acc_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C);
 void matmul_acc_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
-// relu_grad: DOUT[~] X[~] OUT[~] -> OUT[~]
-void relu_grad_f32_r2(wfgen::rt::View<const float, 2> DOUT, wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
-void relu_grad_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // inv_count: X[~ i] OUT[~ 1] -> OUT[~ 1]
 void inv_count_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
@@ -53,6 +41,10 @@ void adam_f32_r1_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarAr
 void adam_f32_r2(wfgen::rt::View<float, 2> P, wfgen::rt::View<const float, 2> G, wfgen::rt::View<float, 2> M, wfgen::rt::View<float, 2> V, float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step);
 void adam_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
+// fused_matmul_relu_grad: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_relu_grad_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<const float, 2> in0, wfgen::rt::View<float, 2> C);
+void fused_matmul_relu_grad_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
 // fused_mul_max_sub_exp_and_6: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
 void fused_mul_max_sub_exp_and_6_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<const float, 2> in2, wfgen::rt::View<const float, 2> in3, wfgen::rt::View<float, 2> out);
 void fused_mul_max_sub_exp_and_6_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -61,9 +53,13 @@ void fused_mul_max_sub_exp_and_6_f32_r2_erased(wfgen::rt::TensorRef* tensors, co
 void fused_inv_count_mul_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
 void fused_inv_count_mul_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_classifier: in0[~] in1[~] out[~] -> out[~]
-void fused_classifier_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
-void fused_classifier_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_classifier: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_classifier_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<const float, 2> in0, wfgen::rt::View<float, 2> C);
+void fused_matmul_classifier_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// fused_matmul_classifier_2: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_classifier_2_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<const float, 2> in0, wfgen::rt::View<float, 2> C);
+void fused_matmul_classifier_2_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

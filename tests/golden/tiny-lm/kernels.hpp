@@ -85,10 +85,6 @@ void layer_norm_grad_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::r
 void layer_norm_param_grad_f32_r1(wfgen::rt::View<const float, 2> DOUT, wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 1> OUT, float eps, bool beta);
 void layer_norm_param_grad_f32_r1_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// gelu_grad: DOUT[~] X[~] OUT[~] -> OUT[~]
-void gelu_grad_f32_r3(wfgen::rt::View<const float, 3> DOUT, wfgen::rt::View<const float, 3> X, wfgen::rt::View<float, 3> OUT);
-void gelu_grad_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
-
 // inv_count: X[~ i] OUT[~ 1] -> OUT[~ 1]
 void inv_count_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OUT);
 void inv_count_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
@@ -105,13 +101,17 @@ void adamw_f32_r1_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarA
 void adamw_f32_r2(wfgen::rt::View<float, 2> P, wfgen::rt::View<const float, 2> G, wfgen::rt::View<float, 2> M, wfgen::rt::View<float, 2> V, float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step);
 void adamw_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_add: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_add_add_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_add_add_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_add_add: A[~ i j] B[~ j k] in0[~ i k] in1[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_add_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> C);
+void fused_matmul_add_add_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // fused_mul_sum_sub_mul_and_1: in0[~] in1[~] out[~] -> out[~]
 void fused_mul_sum_sub_mul_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
 void fused_mul_sum_sub_mul_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// fused_matmul_gelu_grad: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_gelu_grad_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> C);
+void fused_matmul_gelu_grad_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // fused_mul_max_sub_exp_and_6: in0[~] in1[~] in2[~] in3[~] out[~] -> out[~]
 void fused_mul_max_sub_exp_and_6_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<const float, 2> in2, wfgen::rt::View<const float, 2> in3, wfgen::rt::View<float, 2> out);
@@ -121,17 +121,21 @@ void fused_mul_max_sub_exp_and_6_f32_r2_erased(wfgen::rt::TensorRef* tensors, co
 void fused_inv_count_mul_f32_r2(wfgen::rt::View<const float, 2> in0, wfgen::rt::View<const float, 2> in1, wfgen::rt::View<float, 2> out);
 void fused_inv_count_mul_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_add_2: in0[~] in1[~] in2[~] out[~] -> out[~]
-void fused_add_add_2_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<float, 3> out);
-void fused_add_add_2_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_add_add_2: A[~ i j] B[~ j k] in0[~ i k] in1[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_add_2_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> C);
+void fused_matmul_add_add_2_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_add_add_add_and_1: in0[~] in1[~] in2[~] in3[~] in4[~] in5[~] out[~] -> out[~]
-void fused_add_add_add_add_and_1_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<const float, 3> in5, wfgen::rt::View<float, 3> out);
-void fused_add_add_add_add_and_1_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_linear: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_linear_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> C);
+void fused_matmul_linear_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
-// fused_add_gelu: in0[~] in1[~] out[~] -> out[~]
-void fused_add_gelu_f32_r3(wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<float, 3> out);
-void fused_add_gelu_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+// fused_matmul_add_add_add_and_2: A[~ i j] B[~ j k] in0[~ i k] in1[~ i k] in2[~ i k] in3[~ i k] in4[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_add_add_and_2_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<float, 3> C);
+void fused_matmul_add_add_add_and_2_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// fused_matmul_add_gelu: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
+void fused_matmul_add_gelu_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> C);
+void fused_matmul_add_gelu_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // Every kernel above, type-erased, in the order of the specs.
 std::span<const wfgen::rt::KernelEntry> kernel_table();

@@ -33,77 +33,71 @@ namespace {
     {"transformer_block_0/multi_head_attention_0.Wo", TensorRole::Param},
     {"transformer_block_0/multi_head_attention_0.bo", TensorRole::Param},
     {"TID17", TensorRole::View},
-    {"TID18", TensorRole::Temp},
-    {"TID19", TensorRole::View},
+    {"TID18", TensorRole::View},
     {"q", TensorRole::Temp},
+    {"TID20", TensorRole::View},
     {"TID21", TensorRole::View},
-    {"TID22", TensorRole::Temp},
-    {"TID23", TensorRole::View},
     {"k", TensorRole::Temp},
-    {"TID25", TensorRole::View},
-    {"TID26", TensorRole::Temp},
-    {"TID27", TensorRole::View},
+    {"TID23", TensorRole::View},
+    {"TID24", TensorRole::View},
     {"v", TensorRole::Temp},
-    {"TID29", TensorRole::View},
-    {"TID30", TensorRole::View},
-    {"TID31", TensorRole::View},
-    {"TID32", TensorRole::Temp},
+    {"TID26", TensorRole::View},
+    {"TID27", TensorRole::View},
+    {"TID28", TensorRole::View},
+    {"TID29", TensorRole::Temp},
     {"scores", TensorRole::Temp},
-    {"TID34", TensorRole::View},
+    {"TID31", TensorRole::View},
     {"o", TensorRole::Temp},
+    {"TID33", TensorRole::View},
+    {"TID34", TensorRole::View},
+    {"TID35", TensorRole::View},
     {"TID36", TensorRole::View},
     {"TID37", TensorRole::View},
-    {"part", TensorRole::Temp},
-    {"TID39", TensorRole::View},
-    {"TID40", TensorRole::View},
-    {"TID41", TensorRole::View},
-    {"TID42", TensorRole::Temp},
+    {"TID38", TensorRole::Temp},
     {"scores.1", TensorRole::Temp},
-    {"TID44", TensorRole::View},
+    {"TID40", TensorRole::View},
     {"o.1", TensorRole::Temp},
+    {"TID42", TensorRole::View},
+    {"TID43", TensorRole::View},
+    {"part", TensorRole::Temp},
+    {"TID45", TensorRole::View},
     {"TID46", TensorRole::View},
     {"TID47", TensorRole::View},
-    {"part.1", TensorRole::Temp},
-    {"TID49", TensorRole::View},
-    {"TID50", TensorRole::View},
-    {"TID51", TensorRole::View},
-    {"TID52", TensorRole::Temp},
+    {"TID48", TensorRole::Temp},
     {"scores.2", TensorRole::Temp},
-    {"TID54", TensorRole::View},
+    {"TID50", TensorRole::View},
     {"o.2", TensorRole::Temp},
+    {"TID52", TensorRole::View},
+    {"TID53", TensorRole::View},
+    {"part.1", TensorRole::Temp},
+    {"TID55", TensorRole::View},
     {"TID56", TensorRole::View},
     {"TID57", TensorRole::View},
-    {"part.2", TensorRole::Temp},
-    {"TID59", TensorRole::View},
-    {"TID60", TensorRole::View},
-    {"TID61", TensorRole::View},
-    {"TID62", TensorRole::Temp},
+    {"TID58", TensorRole::Temp},
     {"scores.3", TensorRole::Temp},
-    {"TID64", TensorRole::View},
+    {"TID60", TensorRole::View},
     {"o.3", TensorRole::Temp},
-    {"TID66", TensorRole::View},
-    {"TID67", TensorRole::View},
-    {"part.3", TensorRole::Temp},
-    {"TID69", TensorRole::View},
+    {"TID62", TensorRole::View},
+    {"TID63", TensorRole::View},
+    {"part.2", TensorRole::Temp},
+    {"TID65", TensorRole::View},
     {"h", TensorRole::Temp},
     {"transformer_block_0/layernorm_1.gamma", TensorRole::Param},
     {"transformer_block_0/layernorm_1.beta", TensorRole::Param},
-    {"TID73", TensorRole::Temp},
+    {"TID69", TensorRole::Temp},
     {"transformer_block_0/linear_0.W", TensorRole::Param},
     {"transformer_block_0/linear_0.b", TensorRole::Param},
-    {"TID76", TensorRole::View},
-    {"TID77", TensorRole::Temp},
-    {"TID78", TensorRole::View},
-    {"TID79", TensorRole::Temp},
+    {"TID72", TensorRole::View},
+    {"TID73", TensorRole::View},
+    {"TID74", TensorRole::Temp},
     {"transformer_block_0/linear_1.W", TensorRole::Param},
     {"transformer_block_0/linear_1.b", TensorRole::Param},
-    {"TID82", TensorRole::View},
-    {"TID83", TensorRole::Temp},
-    {"TID84", TensorRole::View},
+    {"TID77", TensorRole::View},
+    {"TID78", TensorRole::View},
     {"x.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_2.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_2.beta", TensorRole::Param},
-    {"TID88", TensorRole::Temp},
+    {"TID82", TensorRole::Temp},
     {"transformer_block_1/multi_head_attention_1.Wq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wk", TensorRole::Param},
@@ -112,81 +106,75 @@ namespace {
     {"transformer_block_1/multi_head_attention_1.bv", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wo", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bo", TensorRole::Param},
-    {"TID97", TensorRole::View},
-    {"TID98", TensorRole::Temp},
-    {"TID99", TensorRole::View},
+    {"TID91", TensorRole::View},
+    {"TID92", TensorRole::View},
     {"q.1", TensorRole::Temp},
-    {"TID101", TensorRole::View},
-    {"TID102", TensorRole::Temp},
-    {"TID103", TensorRole::View},
+    {"TID94", TensorRole::View},
+    {"TID95", TensorRole::View},
     {"k.1", TensorRole::Temp},
-    {"TID105", TensorRole::View},
-    {"TID106", TensorRole::Temp},
-    {"TID107", TensorRole::View},
+    {"TID97", TensorRole::View},
+    {"TID98", TensorRole::View},
     {"v.1", TensorRole::Temp},
+    {"TID100", TensorRole::View},
+    {"TID101", TensorRole::View},
+    {"TID102", TensorRole::View},
+    {"TID103", TensorRole::Temp},
+    {"scores.4", TensorRole::Temp},
+    {"TID105", TensorRole::View},
+    {"o.4", TensorRole::Temp},
+    {"TID107", TensorRole::View},
+    {"TID108", TensorRole::View},
     {"TID109", TensorRole::View},
     {"TID110", TensorRole::View},
     {"TID111", TensorRole::View},
     {"TID112", TensorRole::Temp},
-    {"scores.4", TensorRole::Temp},
+    {"scores.5", TensorRole::Temp},
     {"TID114", TensorRole::View},
-    {"o.4", TensorRole::Temp},
+    {"o.5", TensorRole::Temp},
     {"TID116", TensorRole::View},
     {"TID117", TensorRole::View},
-    {"part.4", TensorRole::Temp},
+    {"part.3", TensorRole::Temp},
     {"TID119", TensorRole::View},
     {"TID120", TensorRole::View},
     {"TID121", TensorRole::View},
     {"TID122", TensorRole::Temp},
-    {"scores.5", TensorRole::Temp},
+    {"scores.6", TensorRole::Temp},
     {"TID124", TensorRole::View},
-    {"o.5", TensorRole::Temp},
+    {"o.6", TensorRole::Temp},
     {"TID126", TensorRole::View},
     {"TID127", TensorRole::View},
-    {"part.5", TensorRole::Temp},
+    {"part.4", TensorRole::Temp},
     {"TID129", TensorRole::View},
     {"TID130", TensorRole::View},
     {"TID131", TensorRole::View},
     {"TID132", TensorRole::Temp},
-    {"scores.6", TensorRole::Temp},
+    {"scores.7", TensorRole::Temp},
     {"TID134", TensorRole::View},
-    {"o.6", TensorRole::Temp},
+    {"o.7", TensorRole::Temp},
     {"TID136", TensorRole::View},
     {"TID137", TensorRole::View},
-    {"part.6", TensorRole::Temp},
+    {"part.5", TensorRole::Temp},
     {"TID139", TensorRole::View},
-    {"TID140", TensorRole::View},
-    {"TID141", TensorRole::View},
-    {"TID142", TensorRole::Temp},
-    {"scores.7", TensorRole::Temp},
-    {"TID144", TensorRole::View},
-    {"o.7", TensorRole::Temp},
-    {"TID146", TensorRole::View},
-    {"TID147", TensorRole::View},
-    {"part.7", TensorRole::Temp},
-    {"TID149", TensorRole::View},
     {"h.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_3.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_3.beta", TensorRole::Param},
-    {"TID153", TensorRole::Temp},
+    {"TID143", TensorRole::Temp},
     {"transformer_block_1/linear_2.W", TensorRole::Param},
     {"transformer_block_1/linear_2.b", TensorRole::Param},
-    {"TID156", TensorRole::View},
-    {"TID157", TensorRole::Temp},
-    {"TID158", TensorRole::View},
-    {"TID159", TensorRole::Temp},
+    {"TID146", TensorRole::View},
+    {"TID147", TensorRole::View},
+    {"TID148", TensorRole::Temp},
     {"transformer_block_1/linear_3.W", TensorRole::Param},
     {"transformer_block_1/linear_3.b", TensorRole::Param},
-    {"TID162", TensorRole::View},
-    {"TID163", TensorRole::Temp},
-    {"TID164", TensorRole::View},
+    {"TID151", TensorRole::View},
+    {"TID152", TensorRole::View},
     {"x.2", TensorRole::Temp},
     {"layernorm_4.gamma", TensorRole::Param},
     {"layernorm_4.beta", TensorRole::Param},
-    {"TID168", TensorRole::Temp},
-    {"TID169", TensorRole::View},
-    {"TID170", TensorRole::View},
-    {"TID171", TensorRole::Temp},
+    {"TID156", TensorRole::Temp},
+    {"TID157", TensorRole::View},
+    {"TID158", TensorRole::View},
+    {"TID159", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -194,41 +182,35 @@ namespace {
     1, 0, 3, // gather_f32_r3
     3, 4, 5, // add_f32_r3
     5, 6, 7, 8, // layer_norm_f32_r3
-    8, 17, 18, // matmul_blas_f32_r3
-    18, 19, 20, // add_f32_r3
-    8, 21, 22, // matmul_blas_f32_r3
-    22, 23, 24, // add_f32_r3
-    8, 25, 26, // matmul_blas_f32_r3
-    26, 27, 28, // add_f32_r3
-    29, 31, 32, // matmul_f32_r3
-    32, 33, // scaled_softmax_f32_r3
-    33, 34, 35, // matmul_f32_r3
-    35, 37, 38, // matmul_blas_f32_r3
-    39, 41, 42, // matmul_f32_r3
-    42, 43, // scaled_softmax_f32_r3
-    43, 44, 45, // matmul_f32_r3
-    45, 47, 48, // matmul_blas_f32_r3
-    49, 51, 52, // matmul_f32_r3
-    52, 53, // scaled_softmax_f32_r3
-    53, 54, 55, // matmul_f32_r3
-    55, 57, 58, // matmul_blas_f32_r3
-    59, 61, 62, // matmul_f32_r3
-    62, 63, // scaled_softmax_f32_r3
-    63, 64, 65, // matmul_f32_r3
-    65, 67, 68, // matmul_blas_f32_r3
-    5, 38, 48, 58, 68, 69, 70, // fused_add_add_add_add_and_1_f32_r3
-    70, 71, 72, 73, // layer_norm_f32_r3
-    73, 76, 77, // matmul_blas_f32_r3
-    77, 78, 79, // fused_add_gelu_f32_r3
-    79, 82, 83, // matmul_blas_f32_r3
-    70, 83, 84, 85, // fused_add_add_2_f32_r3
-    85, 86, 87, 88, // layer_norm_f32_r3
-    88, 97, 98, // matmul_blas_f32_r3
-    98, 99, 100, // add_f32_r3
-    88, 101, 102, // matmul_blas_f32_r3
-    102, 103, 104, // add_f32_r3
-    88, 105, 106, // matmul_blas_f32_r3
-    106, 107, 108, // add_f32_r3
+    8, 17, 18, 19, // fused_matmul_linear_blas_f32_r3
+    8, 20, 21, 22, // fused_matmul_linear_blas_f32_r3
+    8, 23, 24, 25, // fused_matmul_linear_blas_f32_r3
+    26, 28, 29, // matmul_f32_r3
+    29, 30, // scaled_softmax_f32_r3
+    30, 31, 32, // matmul_f32_r3
+    35, 37, 38, // matmul_f32_r3
+    38, 39, // scaled_softmax_f32_r3
+    39, 40, 41, // matmul_f32_r3
+    41, 43, 44, // matmul_blas_f32_r3
+    45, 47, 48, // matmul_f32_r3
+    48, 49, // scaled_softmax_f32_r3
+    49, 50, 51, // matmul_f32_r3
+    51, 53, 54, // matmul_blas_f32_r3
+    55, 57, 58, // matmul_f32_r3
+    58, 59, // scaled_softmax_f32_r3
+    59, 60, 61, // matmul_f32_r3
+    61, 63, 64, // matmul_blas_f32_r3
+    32, 34, 5, 44, 54, 64, 65, 66, // fused_matmul_add_add_add_and_2_blas_f32_r3
+    66, 67, 68, 69, // layer_norm_f32_r3
+    69, 72, 73, 74, // fused_matmul_add_gelu_blas_f32_r3
+    74, 77, 66, 78, 79, // fused_matmul_add_add_2_blas_f32_r3
+    79, 80, 81, 82, // layer_norm_f32_r3
+    82, 91, 92, 93, // fused_matmul_linear_blas_f32_r3
+    82, 94, 95, 96, // fused_matmul_linear_blas_f32_r3
+    82, 97, 98, 99, // fused_matmul_linear_blas_f32_r3
+    100, 102, 103, // matmul_f32_r3
+    103, 104, // scaled_softmax_f32_r3
+    104, 105, 106, // matmul_f32_r3
     109, 111, 112, // matmul_f32_r3
     112, 113, // scaled_softmax_f32_r3
     113, 114, 115, // matmul_f32_r3
@@ -241,29 +223,23 @@ namespace {
     132, 133, // scaled_softmax_f32_r3
     133, 134, 135, // matmul_f32_r3
     135, 137, 138, // matmul_blas_f32_r3
-    139, 141, 142, // matmul_f32_r3
-    142, 143, // scaled_softmax_f32_r3
-    143, 144, 145, // matmul_f32_r3
-    145, 147, 148, // matmul_blas_f32_r3
-    85, 118, 128, 138, 148, 149, 150, // fused_add_add_add_add_and_1_f32_r3
-    150, 151, 152, 153, // layer_norm_f32_r3
-    153, 156, 157, // matmul_blas_f32_r3
-    157, 158, 159, // fused_add_gelu_f32_r3
-    159, 162, 163, // matmul_blas_f32_r3
-    150, 163, 164, 165, // fused_add_add_2_f32_r3
-    165, 166, 167, 168, // layer_norm_f32_r3
-    168, 170, 171, // matmul_blas_f32_r3
+    106, 108, 79, 118, 128, 138, 139, 140, // fused_matmul_add_add_add_and_2_blas_f32_r3
+    140, 141, 142, 143, // layer_norm_f32_r3
+    143, 146, 147, 148, // fused_matmul_add_gelu_blas_f32_r3
+    148, 151, 140, 152, 153, // fused_matmul_add_add_2_blas_f32_r3
+    153, 154, 155, 156, // layer_norm_f32_r3
+    156, 158, 159, // matmul_blas_f32_r3
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -276,23 +252,17 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -305,16 +275,10 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 12}, 
   };
@@ -343,123 +307,99 @@ namespace {
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
     {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 6, 4, 8u, 0u, 0, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 10, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 13, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 10, 4, 8u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 16, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 19, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 14, 4, 8u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 18, 4, 8u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 25, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 3, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 27, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 30, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 33, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 35, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 38, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 41, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 44, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 46, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 49, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 52, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 55, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 57, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 72, 7, 64u, 0u, 9, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 60, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
+    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 63, 8, 128u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 79, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 83, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 71, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 86, 3, 4u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 89, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"FUSED-MATMUL-ADD-GELU-BLAS", "fused_matmul_add_gelu_blas_f32_r3", &fused_matmul_add_gelu_blas_f32_r3_erased, 75, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 92, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 79, 5, 16u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 96, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 84, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 100, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 103, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 88, 4, 8u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 106, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 109, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 92, 4, 8u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 112, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 115, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 96, 4, 8u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 118, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 100, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 121, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 103, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 123, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 126, 3, 4u, 0u, 13, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 105, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 129, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 108, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 132, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 111, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 134, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 113, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 137, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 116, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 140, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 119, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 143, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 122, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 145, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 124, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 148, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 127, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 151, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 130, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 154, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 133, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 156, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 135, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 159, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 162, 7, 64u, 0u, 19, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 138, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
+    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 141, 8, 128u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 169, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 173, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 149, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-ADD-GELU-CPU", "fused_add_gelu_f32_r3", &fused_add_gelu_f32_r3_erased, 176, 3, 4u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 179, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"FUSED-MATMUL-ADD-GELU-BLAS", "fused_matmul_add_gelu_blas_f32_r3", &fused_matmul_add_gelu_blas_f32_r3_erased, 153, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 182, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 157, 5, 16u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 186, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 162, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 190, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 166, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 21), kForward, {}, kOperandSpecs};
@@ -583,7 +523,7 @@ lm_logits::lm_logits() : vm_(kProgram) {
   index_values_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(172);
+  table_.resize(160);
 }
 
 wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -599,11 +539,11 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   // Arena: 8 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
@@ -637,170 +577,158 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   table_[15] = params_[10].ref();  // transformer_block_0/multi_head_attention_0.Wo
   table_[16] = params_[11].ref();  // transformer_block_0/multi_head_attention_0.bo
   table_[17] = wf_refs.broadcast("TID17", table_[9], {batch, 64, 64});
-  table_[18] = wf_refs.contiguous("TID18", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID18 = matmul
-  table_[19] = wf_refs.broadcast("TID19", table_[10], {batch, 64, 64});
-  table_[20] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = add
-  table_[21] = wf_refs.broadcast("TID21", table_[11], {batch, 64, 64});
-  table_[22] = wf_refs.contiguous("TID22", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID22 = matmul
-  table_[23] = wf_refs.broadcast("TID23", table_[12], {batch, 64, 64});
-  table_[24] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = add
-  table_[25] = wf_refs.broadcast("TID25", table_[13], {batch, 64, 64});
-  table_[26] = wf_refs.contiguous("TID26", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID26 = matmul
-  table_[27] = wf_refs.broadcast("TID27", table_[14], {batch, 64, 64});
-  table_[28] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = add
-  table_[29] = wf_refs.slice("TID29", table_[20], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[30] = wf_refs.slice("TID30", table_[24], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[31] = wf_refs.permute("TID31", table_[30], {0, 2, 1});
-  table_[32] = wf_refs.contiguous("TID32", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID32 = matmul
-  table_[33] = wf_refs.contiguous("scores", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
-  table_[34] = wf_refs.slice("TID34", table_[28], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[35] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
-  table_[36] = wf_refs.slice("TID36", table_[15], {0, 0}, {1, 1}, {16, 64});
-  table_[37] = wf_refs.broadcast("TID37", table_[36], {batch, 16, 64});
-  table_[38] = wf_refs.contiguous("part", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
-  table_[39] = wf_refs.slice("TID39", table_[20], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[40] = wf_refs.slice("TID40", table_[24], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[41] = wf_refs.permute("TID41", table_[40], {0, 2, 1});
-  table_[42] = wf_refs.contiguous("TID42", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID42 = matmul
-  table_[43] = wf_refs.contiguous("scores.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
-  table_[44] = wf_refs.slice("TID44", table_[28], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[45] = wf_refs.contiguous("o.1", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
-  table_[46] = wf_refs.slice("TID46", table_[15], {16, 0}, {1, 1}, {16, 64});
-  table_[47] = wf_refs.broadcast("TID47", table_[46], {batch, 16, 64});
-  table_[48] = wf_refs.contiguous("part.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
-  table_[49] = wf_refs.slice("TID49", table_[20], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[50] = wf_refs.slice("TID50", table_[24], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[51] = wf_refs.permute("TID51", table_[50], {0, 2, 1});
-  table_[52] = wf_refs.contiguous("TID52", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID52 = matmul
-  table_[53] = wf_refs.contiguous("scores.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
-  table_[54] = wf_refs.slice("TID54", table_[28], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[55] = wf_refs.contiguous("o.2", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
-  table_[56] = wf_refs.slice("TID56", table_[15], {32, 0}, {1, 1}, {16, 64});
-  table_[57] = wf_refs.broadcast("TID57", table_[56], {batch, 16, 64});
-  table_[58] = wf_refs.contiguous("part.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
-  table_[59] = wf_refs.slice("TID59", table_[20], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[60] = wf_refs.slice("TID60", table_[24], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[61] = wf_refs.permute("TID61", table_[60], {0, 2, 1});
-  table_[62] = wf_refs.contiguous("TID62", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID62 = matmul
-  table_[63] = wf_refs.contiguous("scores.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
-  table_[64] = wf_refs.slice("TID64", table_[28], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[65] = wf_refs.contiguous("o.3", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
-  table_[66] = wf_refs.slice("TID66", table_[15], {48, 0}, {1, 1}, {16, 64});
-  table_[67] = wf_refs.broadcast("TID67", table_[66], {batch, 16, 64});
-  table_[68] = wf_refs.contiguous("part.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
-  table_[69] = wf_refs.broadcast("TID69", table_[16], {batch, 64, 64});
-  table_[70] = wf_refs.contiguous("h", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
-  table_[71] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
-  table_[72] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
-  table_[73] = wf_refs.contiguous("TID73", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID73 = layer_norm
-  table_[74] = params_[14].ref();  // transformer_block_0/linear_0.W
-  table_[75] = params_[15].ref();  // transformer_block_0/linear_0.b
-  table_[76] = wf_refs.broadcast("TID76", table_[74], {batch, 64, 256});
-  table_[77] = wf_refs.contiguous("TID77", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID77 = matmul
-  table_[78] = wf_refs.broadcast("TID78", table_[75], {batch, 64, 256});
-  table_[79] = wf_refs.contiguous("TID79", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID79 = fused_add_gelu
-  table_[80] = params_[16].ref();  // transformer_block_0/linear_1.W
-  table_[81] = params_[17].ref();  // transformer_block_0/linear_1.b
-  table_[82] = wf_refs.broadcast("TID82", table_[80], {batch, 256, 64});
-  table_[83] = wf_refs.contiguous("TID83", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID83 = matmul
-  table_[84] = wf_refs.broadcast("TID84", table_[81], {batch, 64, 64});
-  table_[85] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
-  table_[86] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
-  table_[87] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
-  table_[88] = wf_refs.contiguous("TID88", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID88 = layer_norm
-  table_[89] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
-  table_[90] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
-  table_[91] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
-  table_[92] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
-  table_[93] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
-  table_[94] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
-  table_[95] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
-  table_[96] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
-  table_[97] = wf_refs.broadcast("TID97", table_[89], {batch, 64, 64});
-  table_[98] = wf_refs.contiguous("TID98", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID98 = matmul
-  table_[99] = wf_refs.broadcast("TID99", table_[90], {batch, 64, 64});
-  table_[100] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
-  table_[101] = wf_refs.broadcast("TID101", table_[91], {batch, 64, 64});
-  table_[102] = wf_refs.contiguous("TID102", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID102 = matmul
-  table_[103] = wf_refs.broadcast("TID103", table_[92], {batch, 64, 64});
-  table_[104] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
-  table_[105] = wf_refs.broadcast("TID105", table_[93], {batch, 64, 64});
-  table_[106] = wf_refs.contiguous("TID106", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID106 = matmul
-  table_[107] = wf_refs.broadcast("TID107", table_[94], {batch, 64, 64});
-  table_[108] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
-  table_[109] = wf_refs.slice("TID109", table_[100], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[110] = wf_refs.slice("TID110", table_[104], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[18] = wf_refs.broadcast("TID18", table_[10], {batch, 64, 64});
+  table_[19] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = fused_matmul_linear
+  table_[20] = wf_refs.broadcast("TID20", table_[11], {batch, 64, 64});
+  table_[21] = wf_refs.broadcast("TID21", table_[12], {batch, 64, 64});
+  table_[22] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = fused_matmul_linear
+  table_[23] = wf_refs.broadcast("TID23", table_[13], {batch, 64, 64});
+  table_[24] = wf_refs.broadcast("TID24", table_[14], {batch, 64, 64});
+  table_[25] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = fused_matmul_linear
+  table_[26] = wf_refs.slice("TID26", table_[19], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[27] = wf_refs.slice("TID27", table_[22], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[28] = wf_refs.permute("TID28", table_[27], {0, 2, 1});
+  table_[29] = wf_refs.contiguous("TID29", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID29 = matmul
+  table_[30] = wf_refs.contiguous("scores", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
+  table_[31] = wf_refs.slice("TID31", table_[25], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[32] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
+  table_[33] = wf_refs.slice("TID33", table_[15], {0, 0}, {1, 1}, {16, 64});
+  table_[34] = wf_refs.broadcast("TID34", table_[33], {batch, 16, 64});
+  table_[35] = wf_refs.slice("TID35", table_[19], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[36] = wf_refs.slice("TID36", table_[22], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[37] = wf_refs.permute("TID37", table_[36], {0, 2, 1});
+  table_[38] = wf_refs.contiguous("TID38", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID38 = matmul
+  table_[39] = wf_refs.contiguous("scores.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
+  table_[40] = wf_refs.slice("TID40", table_[25], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[41] = wf_refs.contiguous("o.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
+  table_[42] = wf_refs.slice("TID42", table_[15], {16, 0}, {1, 1}, {16, 64});
+  table_[43] = wf_refs.broadcast("TID43", table_[42], {batch, 16, 64});
+  table_[44] = wf_refs.contiguous("part", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
+  table_[45] = wf_refs.slice("TID45", table_[19], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[46] = wf_refs.slice("TID46", table_[22], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[47] = wf_refs.permute("TID47", table_[46], {0, 2, 1});
+  table_[48] = wf_refs.contiguous("TID48", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID48 = matmul
+  table_[49] = wf_refs.contiguous("scores.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
+  table_[50] = wf_refs.slice("TID50", table_[25], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[51] = wf_refs.contiguous("o.2", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
+  table_[52] = wf_refs.slice("TID52", table_[15], {32, 0}, {1, 1}, {16, 64});
+  table_[53] = wf_refs.broadcast("TID53", table_[52], {batch, 16, 64});
+  table_[54] = wf_refs.contiguous("part.1", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
+  table_[55] = wf_refs.slice("TID55", table_[19], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[56] = wf_refs.slice("TID56", table_[22], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[57] = wf_refs.permute("TID57", table_[56], {0, 2, 1});
+  table_[58] = wf_refs.contiguous("TID58", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID58 = matmul
+  table_[59] = wf_refs.contiguous("scores.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
+  table_[60] = wf_refs.slice("TID60", table_[25], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[61] = wf_refs.contiguous("o.3", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
+  table_[62] = wf_refs.slice("TID62", table_[15], {48, 0}, {1, 1}, {16, 64});
+  table_[63] = wf_refs.broadcast("TID63", table_[62], {batch, 16, 64});
+  table_[64] = wf_refs.contiguous("part.2", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
+  table_[65] = wf_refs.broadcast("TID65", table_[16], {batch, 64, 64});
+  table_[66] = wf_refs.contiguous("h", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_matmul_add_add_add_and_2
+  table_[67] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
+  table_[68] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
+  table_[69] = wf_refs.contiguous("TID69", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // TID69 = layer_norm
+  table_[70] = params_[14].ref();  // transformer_block_0/linear_0.W
+  table_[71] = params_[15].ref();  // transformer_block_0/linear_0.b
+  table_[72] = wf_refs.broadcast("TID72", table_[70], {batch, 64, 256});
+  table_[73] = wf_refs.broadcast("TID73", table_[71], {batch, 64, 256});
+  table_[74] = wf_refs.contiguous("TID74", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 256});  // TID74 = fused_matmul_add_gelu
+  table_[75] = params_[16].ref();  // transformer_block_0/linear_1.W
+  table_[76] = params_[17].ref();  // transformer_block_0/linear_1.b
+  table_[77] = wf_refs.broadcast("TID77", table_[75], {batch, 256, 64});
+  table_[78] = wf_refs.broadcast("TID78", table_[76], {batch, 64, 64});
+  table_[79] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_matmul_add_add_2
+  table_[80] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
+  table_[81] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
+  table_[82] = wf_refs.contiguous("TID82", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID82 = layer_norm
+  table_[83] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
+  table_[84] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
+  table_[85] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
+  table_[86] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
+  table_[87] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
+  table_[88] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
+  table_[89] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
+  table_[90] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
+  table_[91] = wf_refs.broadcast("TID91", table_[83], {batch, 64, 64});
+  table_[92] = wf_refs.broadcast("TID92", table_[84], {batch, 64, 64});
+  table_[93] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = fused_matmul_linear
+  table_[94] = wf_refs.broadcast("TID94", table_[85], {batch, 64, 64});
+  table_[95] = wf_refs.broadcast("TID95", table_[86], {batch, 64, 64});
+  table_[96] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = fused_matmul_linear
+  table_[97] = wf_refs.broadcast("TID97", table_[87], {batch, 64, 64});
+  table_[98] = wf_refs.broadcast("TID98", table_[88], {batch, 64, 64});
+  table_[99] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = fused_matmul_linear
+  table_[100] = wf_refs.slice("TID100", table_[93], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[101] = wf_refs.slice("TID101", table_[96], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[102] = wf_refs.permute("TID102", table_[101], {0, 2, 1});
+  table_[103] = wf_refs.contiguous("TID103", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID103 = matmul
+  table_[104] = wf_refs.contiguous("scores.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
+  table_[105] = wf_refs.slice("TID105", table_[99], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[106] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
+  table_[107] = wf_refs.slice("TID107", table_[89], {0, 0}, {1, 1}, {16, 64});
+  table_[108] = wf_refs.broadcast("TID108", table_[107], {batch, 16, 64});
+  table_[109] = wf_refs.slice("TID109", table_[93], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[110] = wf_refs.slice("TID110", table_[96], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
   table_[111] = wf_refs.permute("TID111", table_[110], {0, 2, 1});
-  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
-  table_[113] = wf_refs.contiguous("scores.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
-  table_[114] = wf_refs.slice("TID114", table_[108], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[115] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
-  table_[116] = wf_refs.slice("TID116", table_[95], {0, 0}, {1, 1}, {16, 64});
+  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
+  table_[113] = wf_refs.contiguous("scores.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
+  table_[114] = wf_refs.slice("TID114", table_[99], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[115] = wf_refs.contiguous("o.5", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
+  table_[116] = wf_refs.slice("TID116", table_[89], {16, 0}, {1, 1}, {16, 64});
   table_[117] = wf_refs.broadcast("TID117", table_[116], {batch, 16, 64});
-  table_[118] = wf_refs.contiguous("part.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
-  table_[119] = wf_refs.slice("TID119", table_[100], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[120] = wf_refs.slice("TID120", table_[104], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[118] = wf_refs.contiguous("part.3", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
+  table_[119] = wf_refs.slice("TID119", table_[93], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[120] = wf_refs.slice("TID120", table_[96], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
   table_[121] = wf_refs.permute("TID121", table_[120], {0, 2, 1});
-  table_[122] = wf_refs.contiguous("TID122", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID122 = matmul
-  table_[123] = wf_refs.contiguous("scores.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
-  table_[124] = wf_refs.slice("TID124", table_[108], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[125] = wf_refs.contiguous("o.5", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
-  table_[126] = wf_refs.slice("TID126", table_[95], {16, 0}, {1, 1}, {16, 64});
+  table_[122] = wf_refs.contiguous("TID122", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID122 = matmul
+  table_[123] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
+  table_[124] = wf_refs.slice("TID124", table_[99], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[125] = wf_refs.contiguous("o.6", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
+  table_[126] = wf_refs.slice("TID126", table_[89], {32, 0}, {1, 1}, {16, 64});
   table_[127] = wf_refs.broadcast("TID127", table_[126], {batch, 16, 64});
-  table_[128] = wf_refs.contiguous("part.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
-  table_[129] = wf_refs.slice("TID129", table_[100], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[130] = wf_refs.slice("TID130", table_[104], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[128] = wf_refs.contiguous("part.4", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
+  table_[129] = wf_refs.slice("TID129", table_[93], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[130] = wf_refs.slice("TID130", table_[96], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
   table_[131] = wf_refs.permute("TID131", table_[130], {0, 2, 1});
-  table_[132] = wf_refs.contiguous("TID132", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID132 = matmul
-  table_[133] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
-  table_[134] = wf_refs.slice("TID134", table_[108], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[135] = wf_refs.contiguous("o.6", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
-  table_[136] = wf_refs.slice("TID136", table_[95], {32, 0}, {1, 1}, {16, 64});
+  table_[132] = wf_refs.contiguous("TID132", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID132 = matmul
+  table_[133] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
+  table_[134] = wf_refs.slice("TID134", table_[99], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[135] = wf_refs.contiguous("o.7", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
+  table_[136] = wf_refs.slice("TID136", table_[89], {48, 0}, {1, 1}, {16, 64});
   table_[137] = wf_refs.broadcast("TID137", table_[136], {batch, 16, 64});
-  table_[138] = wf_refs.contiguous("part.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
-  table_[139] = wf_refs.slice("TID139", table_[100], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[140] = wf_refs.slice("TID140", table_[104], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[141] = wf_refs.permute("TID141", table_[140], {0, 2, 1});
-  table_[142] = wf_refs.contiguous("TID142", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID142 = matmul
-  table_[143] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
-  table_[144] = wf_refs.slice("TID144", table_[108], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[145] = wf_refs.contiguous("o.7", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
-  table_[146] = wf_refs.slice("TID146", table_[95], {48, 0}, {1, 1}, {16, 64});
-  table_[147] = wf_refs.broadcast("TID147", table_[146], {batch, 16, 64});
-  table_[148] = wf_refs.contiguous("part.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
-  table_[149] = wf_refs.broadcast("TID149", table_[96], {batch, 64, 64});
-  table_[150] = wf_refs.contiguous("h.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
-  table_[151] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
-  table_[152] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
-  table_[153] = wf_refs.contiguous("TID153", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID153 = layer_norm
-  table_[154] = params_[30].ref();  // transformer_block_1/linear_2.W
-  table_[155] = params_[31].ref();  // transformer_block_1/linear_2.b
-  table_[156] = wf_refs.broadcast("TID156", table_[154], {batch, 64, 256});
-  table_[157] = wf_refs.contiguous("TID157", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID157 = matmul
-  table_[158] = wf_refs.broadcast("TID158", table_[155], {batch, 64, 256});
-  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 256});  // TID159 = fused_add_gelu
-  table_[160] = params_[32].ref();  // transformer_block_1/linear_3.W
-  table_[161] = params_[33].ref();  // transformer_block_1/linear_3.b
-  table_[162] = wf_refs.broadcast("TID162", table_[160], {batch, 256, 64});
-  table_[163] = wf_refs.contiguous("TID163", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID163 = matmul
-  table_[164] = wf_refs.broadcast("TID164", table_[161], {batch, 64, 64});
-  table_[165] = wf_refs.contiguous("x.2", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_add_add_2
-  table_[166] = params_[34].ref();  // layernorm_4.gamma
-  table_[167] = params_[35].ref();  // layernorm_4.beta
-  table_[168] = wf_refs.contiguous("TID168", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID168 = layer_norm
-  table_[169] = wf_refs.permute("TID169", table_[1], {1, 0});
-  table_[170] = wf_refs.broadcast("TID170", table_[169], {batch, 64, 256});
-  table_[171] = wf_refs.contiguous("TID171", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID171 = matmul
+  table_[138] = wf_refs.contiguous("part.5", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
+  table_[139] = wf_refs.broadcast("TID139", table_[90], {batch, 64, 64});
+  table_[140] = wf_refs.contiguous("h.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_matmul_add_add_add_and_2
+  table_[141] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
+  table_[142] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
+  table_[143] = wf_refs.contiguous("TID143", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // TID143 = layer_norm
+  table_[144] = params_[30].ref();  // transformer_block_1/linear_2.W
+  table_[145] = params_[31].ref();  // transformer_block_1/linear_2.b
+  table_[146] = wf_refs.broadcast("TID146", table_[144], {batch, 64, 256});
+  table_[147] = wf_refs.broadcast("TID147", table_[145], {batch, 64, 256});
+  table_[148] = wf_refs.contiguous("TID148", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 256});  // TID148 = fused_matmul_add_gelu
+  table_[149] = params_[32].ref();  // transformer_block_1/linear_3.W
+  table_[150] = params_[33].ref();  // transformer_block_1/linear_3.b
+  table_[151] = wf_refs.broadcast("TID151", table_[149], {batch, 256, 64});
+  table_[152] = wf_refs.broadcast("TID152", table_[150], {batch, 64, 64});
+  table_[153] = wf_refs.contiguous("x.2", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_matmul_add_add_2
+  table_[154] = params_[34].ref();  // layernorm_4.gamma
+  table_[155] = params_[35].ref();  // layernorm_4.beta
+  table_[156] = wf_refs.contiguous("TID156", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID156 = layer_norm
+  table_[157] = wf_refs.permute("TID157", table_[1], {1, 0});
+  table_[158] = wf_refs.broadcast("TID158", table_[157], {batch, 64, 256});
+  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID159 = matmul
   // The output logits: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[171] = direct_outputs_[0].ref();
+    table_[159] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[171]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[159]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -895,7 +823,7 @@ wfgen::rt::Status lm_logits::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_ch
   }
   if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[171]);  // logits
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[159]);  // logits
   return {};
 }
 
@@ -984,7 +912,7 @@ wfgen::rt::Status lm_logits::copy_parameters_from_(const std::vector<std::pair<s
 }
 
 std::string lm_logits::summary() const {
-  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096) + max(batch * 16384, batch * 65536) + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 62 forward\n";
+  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096, batch * 65536) + batch * 16384 + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 4096) + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 50 forward\n";
 }
 
 std::string lm_logits::disassemble() {

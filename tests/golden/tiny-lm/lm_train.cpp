@@ -34,78 +34,72 @@ namespace {
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", TensorRole::Param},
     {"TID18", TensorRole::View},
-    {"TID19", TensorRole::Temp},
-    {"TID20", TensorRole::View},
+    {"TID19", TensorRole::View},
     {"q", TensorRole::Temp},
+    {"TID21", TensorRole::View},
     {"TID22", TensorRole::View},
-    {"TID23", TensorRole::Temp},
-    {"TID24", TensorRole::View},
     {"k", TensorRole::Temp},
-    {"TID26", TensorRole::View},
-    {"TID27", TensorRole::Temp},
-    {"TID28", TensorRole::View},
+    {"TID24", TensorRole::View},
+    {"TID25", TensorRole::View},
     {"v", TensorRole::Temp},
-    {"TID30", TensorRole::View},
-    {"TID31", TensorRole::View},
-    {"TID32", TensorRole::View},
-    {"TID33", TensorRole::Temp},
+    {"TID27", TensorRole::View},
+    {"TID28", TensorRole::View},
+    {"TID29", TensorRole::View},
+    {"TID30", TensorRole::Temp},
     {"scores", TensorRole::Temp},
-    {"TID35", TensorRole::View},
+    {"TID32", TensorRole::View},
     {"o", TensorRole::Temp},
+    {"TID34", TensorRole::View},
+    {"TID35", TensorRole::View},
+    {"TID36", TensorRole::View},
     {"TID37", TensorRole::View},
     {"TID38", TensorRole::View},
-    {"part", TensorRole::Temp},
-    {"TID40", TensorRole::View},
-    {"TID41", TensorRole::View},
-    {"TID42", TensorRole::View},
-    {"TID43", TensorRole::Temp},
+    {"TID39", TensorRole::Temp},
     {"scores.1", TensorRole::Temp},
-    {"TID45", TensorRole::View},
+    {"TID41", TensorRole::View},
     {"o.1", TensorRole::Temp},
+    {"TID43", TensorRole::View},
+    {"TID44", TensorRole::View},
+    {"part", TensorRole::Temp},
+    {"TID46", TensorRole::View},
     {"TID47", TensorRole::View},
     {"TID48", TensorRole::View},
-    {"part.1", TensorRole::Temp},
-    {"TID50", TensorRole::View},
-    {"TID51", TensorRole::View},
-    {"TID52", TensorRole::View},
-    {"TID53", TensorRole::Temp},
+    {"TID49", TensorRole::Temp},
     {"scores.2", TensorRole::Temp},
-    {"TID55", TensorRole::View},
+    {"TID51", TensorRole::View},
     {"o.2", TensorRole::Temp},
+    {"TID53", TensorRole::View},
+    {"TID54", TensorRole::View},
+    {"part.1", TensorRole::Temp},
+    {"TID56", TensorRole::View},
     {"TID57", TensorRole::View},
     {"TID58", TensorRole::View},
-    {"part.2", TensorRole::Temp},
-    {"TID60", TensorRole::View},
-    {"TID61", TensorRole::View},
-    {"TID62", TensorRole::View},
-    {"TID63", TensorRole::Temp},
+    {"TID59", TensorRole::Temp},
     {"scores.3", TensorRole::Temp},
-    {"TID65", TensorRole::View},
+    {"TID61", TensorRole::View},
     {"o.3", TensorRole::Temp},
-    {"TID67", TensorRole::View},
-    {"TID68", TensorRole::View},
-    {"part.3", TensorRole::Temp},
-    {"TID70", TensorRole::View},
+    {"TID63", TensorRole::View},
+    {"TID64", TensorRole::View},
+    {"part.2", TensorRole::Temp},
+    {"TID66", TensorRole::View},
     {"h", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_0/layernorm_1.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/layernorm_1.beta", TensorRole::Param},
-    {"TID74", TensorRole::Temp},
+    {"TID70", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_0/linear_0.W", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/linear_0.b", TensorRole::Param},
-    {"TID77", TensorRole::View},
-    {"TID78", TensorRole::Temp},
-    {"TID79", TensorRole::View},
-    {"TID80", TensorRole::Temp},
-    {"TID81", TensorRole::Temp},
+    {"TID73", TensorRole::View},
+    {"TID74", TensorRole::View},
+    {"TID75", TensorRole::Temp},
+    {"TID76", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_0/linear_1.W", TensorRole::Param},
     {"tiny_lm_0/transformer_block_0/linear_1.b", TensorRole::Param},
-    {"TID84", TensorRole::View},
-    {"TID85", TensorRole::Temp},
-    {"TID86", TensorRole::View},
+    {"TID79", TensorRole::View},
+    {"TID80", TensorRole::View},
     {"x.1", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/layernorm_2.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/layernorm_2.beta", TensorRole::Param},
-    {"TID90", TensorRole::Temp},
+    {"TID84", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", TensorRole::Param},
@@ -114,91 +108,85 @@ namespace {
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", TensorRole::Param},
-    {"TID99", TensorRole::View},
-    {"TID100", TensorRole::Temp},
-    {"TID101", TensorRole::View},
+    {"TID93", TensorRole::View},
+    {"TID94", TensorRole::View},
     {"q.1", TensorRole::Temp},
-    {"TID103", TensorRole::View},
-    {"TID104", TensorRole::Temp},
-    {"TID105", TensorRole::View},
+    {"TID96", TensorRole::View},
+    {"TID97", TensorRole::View},
     {"k.1", TensorRole::Temp},
-    {"TID107", TensorRole::View},
-    {"TID108", TensorRole::Temp},
-    {"TID109", TensorRole::View},
+    {"TID99", TensorRole::View},
+    {"TID100", TensorRole::View},
     {"v.1", TensorRole::Temp},
+    {"TID102", TensorRole::View},
+    {"TID103", TensorRole::View},
+    {"TID104", TensorRole::View},
+    {"TID105", TensorRole::Temp},
+    {"scores.4", TensorRole::Temp},
+    {"TID107", TensorRole::View},
+    {"o.4", TensorRole::Temp},
+    {"TID109", TensorRole::View},
+    {"TID110", TensorRole::View},
     {"TID111", TensorRole::View},
     {"TID112", TensorRole::View},
     {"TID113", TensorRole::View},
     {"TID114", TensorRole::Temp},
-    {"scores.4", TensorRole::Temp},
+    {"scores.5", TensorRole::Temp},
     {"TID116", TensorRole::View},
-    {"o.4", TensorRole::Temp},
+    {"o.5", TensorRole::Temp},
     {"TID118", TensorRole::View},
     {"TID119", TensorRole::View},
-    {"part.4", TensorRole::Temp},
+    {"part.3", TensorRole::Temp},
     {"TID121", TensorRole::View},
     {"TID122", TensorRole::View},
     {"TID123", TensorRole::View},
     {"TID124", TensorRole::Temp},
-    {"scores.5", TensorRole::Temp},
+    {"scores.6", TensorRole::Temp},
     {"TID126", TensorRole::View},
-    {"o.5", TensorRole::Temp},
+    {"o.6", TensorRole::Temp},
     {"TID128", TensorRole::View},
     {"TID129", TensorRole::View},
-    {"part.5", TensorRole::Temp},
+    {"part.4", TensorRole::Temp},
     {"TID131", TensorRole::View},
     {"TID132", TensorRole::View},
     {"TID133", TensorRole::View},
     {"TID134", TensorRole::Temp},
-    {"scores.6", TensorRole::Temp},
+    {"scores.7", TensorRole::Temp},
     {"TID136", TensorRole::View},
-    {"o.6", TensorRole::Temp},
+    {"o.7", TensorRole::Temp},
     {"TID138", TensorRole::View},
     {"TID139", TensorRole::View},
-    {"part.6", TensorRole::Temp},
+    {"part.5", TensorRole::Temp},
     {"TID141", TensorRole::View},
-    {"TID142", TensorRole::View},
-    {"TID143", TensorRole::View},
-    {"TID144", TensorRole::Temp},
-    {"scores.7", TensorRole::Temp},
-    {"TID146", TensorRole::View},
-    {"o.7", TensorRole::Temp},
-    {"TID148", TensorRole::View},
-    {"TID149", TensorRole::View},
-    {"part.7", TensorRole::Temp},
-    {"TID151", TensorRole::View},
     {"h.1", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/layernorm_3.gamma", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/layernorm_3.beta", TensorRole::Param},
-    {"TID155", TensorRole::Temp},
+    {"TID145", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/linear_2.W", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/linear_2.b", TensorRole::Param},
-    {"TID158", TensorRole::View},
-    {"TID159", TensorRole::Temp},
-    {"TID160", TensorRole::View},
-    {"TID161", TensorRole::Temp},
-    {"TID162", TensorRole::Temp},
+    {"TID148", TensorRole::View},
+    {"TID149", TensorRole::View},
+    {"TID150", TensorRole::Temp},
+    {"TID151", TensorRole::Temp},
     {"tiny_lm_0/transformer_block_1/linear_3.W", TensorRole::Param},
     {"tiny_lm_0/transformer_block_1/linear_3.b", TensorRole::Param},
-    {"TID165", TensorRole::View},
-    {"TID166", TensorRole::Temp},
-    {"TID167", TensorRole::View},
+    {"TID154", TensorRole::View},
+    {"TID155", TensorRole::View},
     {"x.2", TensorRole::Temp},
     {"tiny_lm_0/layernorm_4.gamma", TensorRole::Param},
     {"tiny_lm_0/layernorm_4.beta", TensorRole::Param},
-    {"TID171", TensorRole::Temp},
-    {"TID172", TensorRole::View},
-    {"TID173", TensorRole::View},
+    {"TID159", TensorRole::Temp},
+    {"TID160", TensorRole::View},
+    {"TID161", TensorRole::View},
     {"logits", TensorRole::Temp},
-    {"TID175", TensorRole::View},
-    {"TID176", TensorRole::View},
-    {"TID177", TensorRole::Temp},
-    {"TID178", TensorRole::Temp},
-    {"TID179", TensorRole::Temp},
-    {"TID180", TensorRole::View},
-    {"TID181", TensorRole::Temp},
-    {"TID182", TensorRole::View},
-    {"TID183", TensorRole::View},
+    {"TID163", TensorRole::View},
+    {"TID164", TensorRole::View},
+    {"TID165", TensorRole::Temp},
+    {"TID166", TensorRole::Temp},
+    {"TID167", TensorRole::Temp},
+    {"TID168", TensorRole::View},
+    {"TID169", TensorRole::Temp},
+    {"TID170", TensorRole::View},
+    {"TID171", TensorRole::View},
     {"grad:tiny_lm_0.token_embedding", TensorRole::Grad},
     {"grad:tiny_lm_0.position_embedding", TensorRole::Grad},
     {"grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma", TensorRole::Grad},
@@ -236,208 +224,220 @@ namespace {
     {"grad:tiny_lm_0/layernorm_4.gamma", TensorRole::Grad},
     {"grad:tiny_lm_0/layernorm_4.beta", TensorRole::Grad},
     {"dloss", TensorRole::Grad},
+    {"TID209", TensorRole::View},
+    {"TID210", TensorRole::View},
+    {"TID211", TensorRole::Temp},
+    {"TID212", TensorRole::View},
+    {"TID213", TensorRole::View},
+    {"TID214", TensorRole::Temp},
+    {"TID215", TensorRole::Temp},
+    {"TID216", TensorRole::View},
+    {"TID217", TensorRole::View},
+    {"TID218", TensorRole::Temp},
+    {"TID219", TensorRole::View},
+    {"TID220", TensorRole::View},
     {"TID221", TensorRole::View},
-    {"TID222", TensorRole::View},
-    {"TID223", TensorRole::Temp},
-    {"TID224", TensorRole::View},
+    {"TID222", TensorRole::Temp},
+    {"TID223", TensorRole::View},
+    {"TID224", TensorRole::Temp},
     {"TID225", TensorRole::View},
-    {"TID226", TensorRole::Temp},
+    {"TID226", TensorRole::View},
     {"TID227", TensorRole::Temp},
     {"TID228", TensorRole::View},
     {"TID229", TensorRole::View},
     {"TID230", TensorRole::Temp},
-    {"TID231", TensorRole::View},
-    {"TID232", TensorRole::View},
+    {"TID231", TensorRole::Temp},
+    {"TID232", TensorRole::Temp},
     {"TID233", TensorRole::View},
     {"TID234", TensorRole::Temp},
     {"TID235", TensorRole::View},
-    {"TID236", TensorRole::Temp},
-    {"TID237", TensorRole::View},
+    {"TID236", TensorRole::View},
+    {"TID237", TensorRole::Temp},
     {"TID238", TensorRole::View},
-    {"TID239", TensorRole::Temp},
+    {"TID239", TensorRole::View},
     {"TID240", TensorRole::View},
     {"TID241", TensorRole::View},
-    {"TID242", TensorRole::Temp},
-    {"TID243", TensorRole::Temp},
+    {"TID242", TensorRole::View},
+    {"TID243", TensorRole::View},
     {"TID244", TensorRole::Temp},
-    {"TID245", TensorRole::View},
+    {"TID245", TensorRole::Temp},
     {"TID246", TensorRole::Temp},
     {"TID247", TensorRole::View},
-    {"TID248", TensorRole::View},
-    {"TID249", TensorRole::Temp},
+    {"TID248", TensorRole::Temp},
+    {"TID249", TensorRole::View},
     {"TID250", TensorRole::View},
-    {"TID251", TensorRole::View},
+    {"TID251", TensorRole::Temp},
     {"TID252", TensorRole::View},
-    {"TID253", TensorRole::Temp},
+    {"TID253", TensorRole::View},
     {"TID254", TensorRole::View},
-    {"TID255", TensorRole::View},
+    {"TID255", TensorRole::Temp},
     {"TID256", TensorRole::View},
-    {"TID257", TensorRole::Temp},
-    {"TID258", TensorRole::Temp},
+    {"TID257", TensorRole::View},
+    {"TID258", TensorRole::View},
     {"TID259", TensorRole::Temp},
-    {"TID260", TensorRole::View},
+    {"TID260", TensorRole::Temp},
     {"TID261", TensorRole::Temp},
     {"TID262", TensorRole::View},
     {"TID263", TensorRole::View},
     {"TID264", TensorRole::Temp},
     {"TID265", TensorRole::View},
     {"TID266", TensorRole::View},
-    {"TID267", TensorRole::View},
+    {"TID267", TensorRole::Temp},
     {"TID268", TensorRole::Temp},
-    {"TID269", TensorRole::View},
-    {"TID270", TensorRole::View},
+    {"TID269", TensorRole::Temp},
+    {"TID270", TensorRole::Temp},
     {"TID271", TensorRole::View},
     {"TID272", TensorRole::Temp},
-    {"TID273", TensorRole::Temp},
-    {"TID274", TensorRole::Temp},
-    {"TID275", TensorRole::View},
+    {"TID273", TensorRole::View},
+    {"TID274", TensorRole::View},
+    {"TID275", TensorRole::Temp},
     {"TID276", TensorRole::View},
-    {"TID277", TensorRole::Temp},
+    {"TID277", TensorRole::View},
     {"TID278", TensorRole::View},
-    {"TID279", TensorRole::View},
-    {"TID280", TensorRole::Temp},
-    {"TID281", TensorRole::Temp},
-    {"TID282", TensorRole::Temp},
+    {"TID279", TensorRole::Temp},
+    {"TID280", TensorRole::View},
+    {"TID281", TensorRole::View},
+    {"TID282", TensorRole::View},
     {"TID283", TensorRole::Temp},
     {"TID284", TensorRole::View},
     {"TID285", TensorRole::Temp},
     {"TID286", TensorRole::View},
-    {"TID287", TensorRole::View},
-    {"TID288", TensorRole::Temp},
-    {"TID289", TensorRole::View},
+    {"TID287", TensorRole::Temp},
+    {"TID288", TensorRole::View},
+    {"TID289", TensorRole::Temp},
     {"TID290", TensorRole::View},
-    {"TID291", TensorRole::View},
+    {"TID291", TensorRole::Temp},
     {"TID292", TensorRole::Temp},
     {"TID293", TensorRole::View},
-    {"TID294", TensorRole::View},
+    {"TID294", TensorRole::Temp},
     {"TID295", TensorRole::View},
     {"TID296", TensorRole::Temp},
-    {"TID297", TensorRole::View},
-    {"TID298", TensorRole::Temp},
+    {"TID297", TensorRole::Temp},
+    {"TID298", TensorRole::View},
     {"TID299", TensorRole::View},
     {"TID300", TensorRole::Temp},
     {"TID301", TensorRole::View},
     {"TID302", TensorRole::Temp},
     {"TID303", TensorRole::View},
-    {"TID304", TensorRole::Temp},
-    {"TID305", TensorRole::Temp},
+    {"TID304", TensorRole::View},
+    {"TID305", TensorRole::View},
     {"TID306", TensorRole::View},
     {"TID307", TensorRole::Temp},
     {"TID308", TensorRole::View},
     {"TID309", TensorRole::Temp},
-    {"TID310", TensorRole::Temp},
+    {"TID310", TensorRole::View},
     {"TID311", TensorRole::View},
-    {"TID312", TensorRole::View},
+    {"TID312", TensorRole::Temp},
     {"TID313", TensorRole::Temp},
     {"TID314", TensorRole::View},
-    {"TID315", TensorRole::Temp},
-    {"TID316", TensorRole::View},
+    {"TID315", TensorRole::View},
+    {"TID316", TensorRole::Temp},
     {"TID317", TensorRole::View},
     {"TID318", TensorRole::View},
-    {"TID319", TensorRole::View},
-    {"TID320", TensorRole::Temp},
-    {"TID321", TensorRole::View},
-    {"TID322", TensorRole::Temp},
+    {"TID319", TensorRole::Temp},
+    {"TID320", TensorRole::View},
+    {"TID321", TensorRole::Temp},
+    {"TID322", TensorRole::View},
     {"TID323", TensorRole::View},
     {"TID324", TensorRole::View},
-    {"TID325", TensorRole::Temp},
+    {"TID325", TensorRole::View},
     {"TID326", TensorRole::Temp},
     {"TID327", TensorRole::View},
-    {"TID328", TensorRole::View},
-    {"TID329", TensorRole::Temp},
+    {"TID328", TensorRole::Temp},
+    {"TID329", TensorRole::View},
     {"TID330", TensorRole::View},
-    {"TID331", TensorRole::View},
+    {"TID331", TensorRole::Temp},
     {"TID332", TensorRole::Temp},
     {"TID333", TensorRole::View},
-    {"TID334", TensorRole::Temp},
-    {"TID335", TensorRole::View},
+    {"TID334", TensorRole::View},
+    {"TID335", TensorRole::Temp},
     {"TID336", TensorRole::View},
     {"TID337", TensorRole::View},
-    {"TID338", TensorRole::View},
-    {"TID339", TensorRole::Temp},
-    {"TID340", TensorRole::View},
-    {"TID341", TensorRole::Temp},
+    {"TID338", TensorRole::Temp},
+    {"TID339", TensorRole::View},
+    {"TID340", TensorRole::Temp},
+    {"TID341", TensorRole::View},
     {"TID342", TensorRole::View},
     {"TID343", TensorRole::View},
-    {"TID344", TensorRole::Temp},
+    {"TID344", TensorRole::View},
     {"TID345", TensorRole::Temp},
     {"TID346", TensorRole::View},
-    {"TID347", TensorRole::View},
-    {"TID348", TensorRole::Temp},
+    {"TID347", TensorRole::Temp},
+    {"TID348", TensorRole::View},
     {"TID349", TensorRole::View},
-    {"TID350", TensorRole::View},
+    {"TID350", TensorRole::Temp},
     {"TID351", TensorRole::Temp},
     {"TID352", TensorRole::View},
-    {"TID353", TensorRole::Temp},
-    {"TID354", TensorRole::View},
+    {"TID353", TensorRole::View},
+    {"TID354", TensorRole::Temp},
     {"TID355", TensorRole::View},
     {"TID356", TensorRole::View},
-    {"TID357", TensorRole::View},
-    {"TID358", TensorRole::Temp},
-    {"TID359", TensorRole::View},
-    {"TID360", TensorRole::Temp},
+    {"TID357", TensorRole::Temp},
+    {"TID358", TensorRole::View},
+    {"TID359", TensorRole::Temp},
+    {"TID360", TensorRole::View},
     {"TID361", TensorRole::View},
-    {"TID362", TensorRole::View},
-    {"TID363", TensorRole::Temp},
-    {"TID364", TensorRole::Temp},
+    {"TID362", TensorRole::Temp},
+    {"TID363", TensorRole::View},
+    {"TID364", TensorRole::View},
     {"TID365", TensorRole::View},
     {"TID366", TensorRole::View},
-    {"TID367", TensorRole::Temp},
+    {"TID367", TensorRole::View},
     {"TID368", TensorRole::View},
-    {"TID369", TensorRole::View},
-    {"TID370", TensorRole::Temp},
-    {"TID371", TensorRole::View},
-    {"TID372", TensorRole::Temp},
+    {"TID369", TensorRole::Temp},
+    {"TID370", TensorRole::View},
+    {"TID371", TensorRole::Temp},
+    {"TID372", TensorRole::View},
     {"TID373", TensorRole::View},
-    {"TID374", TensorRole::View},
-    {"TID375", TensorRole::Temp},
+    {"TID374", TensorRole::Temp},
+    {"TID375", TensorRole::View},
     {"TID376", TensorRole::View},
     {"TID377", TensorRole::View},
-    {"TID378", TensorRole::View},
-    {"TID379", TensorRole::Temp},
+    {"TID378", TensorRole::Temp},
+    {"TID379", TensorRole::View},
     {"TID380", TensorRole::View},
     {"TID381", TensorRole::View},
-    {"TID382", TensorRole::View},
-    {"TID383", TensorRole::Temp},
-    {"TID384", TensorRole::View},
-    {"TID385", TensorRole::Temp},
+    {"TID382", TensorRole::Temp},
+    {"TID383", TensorRole::View},
+    {"TID384", TensorRole::Temp},
+    {"TID385", TensorRole::View},
     {"TID386", TensorRole::View},
-    {"TID387", TensorRole::View},
-    {"TID388", TensorRole::Temp},
+    {"TID387", TensorRole::Temp},
+    {"TID388", TensorRole::View},
     {"TID389", TensorRole::View},
     {"TID390", TensorRole::View},
-    {"TID391", TensorRole::View},
-    {"TID392", TensorRole::Temp},
+    {"TID391", TensorRole::Temp},
+    {"TID392", TensorRole::View},
     {"TID393", TensorRole::View},
     {"TID394", TensorRole::View},
-    {"TID395", TensorRole::View},
+    {"TID395", TensorRole::Temp},
     {"TID396", TensorRole::Temp},
-    {"TID397", TensorRole::View},
+    {"TID397", TensorRole::Temp},
     {"TID398", TensorRole::Temp},
-    {"TID399", TensorRole::View},
-    {"TID400", TensorRole::View},
+    {"TID399", TensorRole::Temp},
+    {"TID400", TensorRole::Temp},
     {"TID401", TensorRole::Temp},
-    {"TID402", TensorRole::View},
+    {"TID402", TensorRole::Temp},
     {"TID403", TensorRole::View},
     {"TID404", TensorRole::View},
     {"TID405", TensorRole::Temp},
     {"TID406", TensorRole::View},
     {"TID407", TensorRole::View},
-    {"TID408", TensorRole::View},
+    {"TID408", TensorRole::Temp},
     {"TID409", TensorRole::Temp},
     {"TID410", TensorRole::Temp},
     {"TID411", TensorRole::Temp},
-    {"TID412", TensorRole::Temp},
+    {"TID412", TensorRole::View},
     {"TID413", TensorRole::Temp},
-    {"TID414", TensorRole::Temp},
-    {"TID415", TensorRole::Temp},
+    {"TID414", TensorRole::View},
+    {"TID415", TensorRole::View},
     {"TID416", TensorRole::Temp},
     {"TID417", TensorRole::View},
     {"TID418", TensorRole::View},
-    {"TID419", TensorRole::Temp},
+    {"TID419", TensorRole::View},
     {"TID420", TensorRole::View},
     {"TID421", TensorRole::View},
-    {"TID422", TensorRole::Temp},
+    {"TID422", TensorRole::View},
     {"TID423", TensorRole::Temp},
     {"TID424", TensorRole::Temp},
     {"TID425", TensorRole::Temp},
@@ -457,181 +457,165 @@ namespace {
     {"TID439", TensorRole::Temp},
     {"TID440", TensorRole::Temp},
     {"TID441", TensorRole::View},
-    {"TID442", TensorRole::Temp},
-    {"TID443", TensorRole::View},
+    {"TID442", TensorRole::View},
+    {"TID443", TensorRole::Temp},
     {"TID444", TensorRole::View},
-    {"TID445", TensorRole::Temp},
-    {"TID446", TensorRole::View},
-    {"TID447", TensorRole::View},
-    {"TID448", TensorRole::View},
+    {"TID445", TensorRole::View},
+    {"TID446", TensorRole::Temp},
+    {"TID447", TensorRole::Temp},
+    {"TID448", TensorRole::Temp},
     {"TID449", TensorRole::Temp},
     {"TID450", TensorRole::View},
-    {"TID451", TensorRole::View},
+    {"TID451", TensorRole::Temp},
     {"TID452", TensorRole::View},
-    {"TID453", TensorRole::Temp},
+    {"TID453", TensorRole::View},
     {"TID454", TensorRole::Temp},
-    {"TID455", TensorRole::Temp},
+    {"TID455", TensorRole::View},
     {"TID456", TensorRole::View},
     {"TID457", TensorRole::View},
     {"TID458", TensorRole::Temp},
     {"TID459", TensorRole::View},
     {"TID460", TensorRole::View},
-    {"TID461", TensorRole::Temp},
+    {"TID461", TensorRole::View},
     {"TID462", TensorRole::Temp},
-    {"TID463", TensorRole::Temp},
+    {"TID463", TensorRole::View},
     {"TID464", TensorRole::Temp},
     {"TID465", TensorRole::View},
     {"TID466", TensorRole::Temp},
     {"TID467", TensorRole::View},
-    {"TID468", TensorRole::View},
-    {"TID469", TensorRole::Temp},
-    {"TID470", TensorRole::View},
-    {"TID471", TensorRole::View},
+    {"TID468", TensorRole::Temp},
+    {"TID469", TensorRole::View},
+    {"TID470", TensorRole::Temp},
+    {"TID471", TensorRole::Temp},
     {"TID472", TensorRole::View},
     {"TID473", TensorRole::Temp},
     {"TID474", TensorRole::View},
-    {"TID475", TensorRole::View},
-    {"TID476", TensorRole::View},
-    {"TID477", TensorRole::Temp},
+    {"TID475", TensorRole::Temp},
+    {"TID476", TensorRole::Temp},
+    {"TID477", TensorRole::View},
     {"TID478", TensorRole::View},
     {"TID479", TensorRole::Temp},
     {"TID480", TensorRole::View},
     {"TID481", TensorRole::Temp},
     {"TID482", TensorRole::View},
-    {"TID483", TensorRole::Temp},
+    {"TID483", TensorRole::View},
     {"TID484", TensorRole::View},
-    {"TID485", TensorRole::Temp},
+    {"TID485", TensorRole::View},
     {"TID486", TensorRole::Temp},
     {"TID487", TensorRole::View},
     {"TID488", TensorRole::Temp},
     {"TID489", TensorRole::View},
-    {"TID490", TensorRole::Temp},
+    {"TID490", TensorRole::View},
     {"TID491", TensorRole::Temp},
-    {"TID492", TensorRole::View},
+    {"TID492", TensorRole::Temp},
     {"TID493", TensorRole::View},
-    {"TID494", TensorRole::Temp},
-    {"TID495", TensorRole::View},
-    {"TID496", TensorRole::Temp},
+    {"TID494", TensorRole::View},
+    {"TID495", TensorRole::Temp},
+    {"TID496", TensorRole::View},
     {"TID497", TensorRole::View},
-    {"TID498", TensorRole::View},
+    {"TID498", TensorRole::Temp},
     {"TID499", TensorRole::View},
-    {"TID500", TensorRole::View},
-    {"TID501", TensorRole::Temp},
+    {"TID500", TensorRole::Temp},
+    {"TID501", TensorRole::View},
     {"TID502", TensorRole::View},
-    {"TID503", TensorRole::Temp},
+    {"TID503", TensorRole::View},
     {"TID504", TensorRole::View},
-    {"TID505", TensorRole::View},
-    {"TID506", TensorRole::Temp},
+    {"TID505", TensorRole::Temp},
+    {"TID506", TensorRole::View},
     {"TID507", TensorRole::Temp},
     {"TID508", TensorRole::View},
     {"TID509", TensorRole::View},
     {"TID510", TensorRole::Temp},
-    {"TID511", TensorRole::View},
+    {"TID511", TensorRole::Temp},
     {"TID512", TensorRole::View},
-    {"TID513", TensorRole::Temp},
-    {"TID514", TensorRole::View},
-    {"TID515", TensorRole::Temp},
+    {"TID513", TensorRole::View},
+    {"TID514", TensorRole::Temp},
+    {"TID515", TensorRole::View},
     {"TID516", TensorRole::View},
-    {"TID517", TensorRole::View},
+    {"TID517", TensorRole::Temp},
     {"TID518", TensorRole::View},
-    {"TID519", TensorRole::View},
-    {"TID520", TensorRole::Temp},
+    {"TID519", TensorRole::Temp},
+    {"TID520", TensorRole::View},
     {"TID521", TensorRole::View},
-    {"TID522", TensorRole::Temp},
+    {"TID522", TensorRole::View},
     {"TID523", TensorRole::View},
-    {"TID524", TensorRole::View},
-    {"TID525", TensorRole::Temp},
+    {"TID524", TensorRole::Temp},
+    {"TID525", TensorRole::View},
     {"TID526", TensorRole::Temp},
     {"TID527", TensorRole::View},
     {"TID528", TensorRole::View},
     {"TID529", TensorRole::Temp},
-    {"TID530", TensorRole::View},
+    {"TID530", TensorRole::Temp},
     {"TID531", TensorRole::View},
-    {"TID532", TensorRole::Temp},
-    {"TID533", TensorRole::View},
-    {"TID534", TensorRole::Temp},
+    {"TID532", TensorRole::View},
+    {"TID533", TensorRole::Temp},
+    {"TID534", TensorRole::View},
     {"TID535", TensorRole::View},
-    {"TID536", TensorRole::View},
+    {"TID536", TensorRole::Temp},
     {"TID537", TensorRole::View},
-    {"TID538", TensorRole::View},
-    {"TID539", TensorRole::Temp},
+    {"TID538", TensorRole::Temp},
+    {"TID539", TensorRole::View},
     {"TID540", TensorRole::View},
     {"TID541", TensorRole::Temp},
     {"TID542", TensorRole::View},
     {"TID543", TensorRole::View},
-    {"TID544", TensorRole::Temp},
-    {"TID545", TensorRole::Temp},
+    {"TID544", TensorRole::View},
+    {"TID545", TensorRole::View},
     {"TID546", TensorRole::View},
     {"TID547", TensorRole::View},
     {"TID548", TensorRole::Temp},
     {"TID549", TensorRole::View},
-    {"TID550", TensorRole::View},
-    {"TID551", TensorRole::Temp},
+    {"TID550", TensorRole::Temp},
+    {"TID551", TensorRole::View},
     {"TID552", TensorRole::View},
     {"TID553", TensorRole::Temp},
     {"TID554", TensorRole::View},
     {"TID555", TensorRole::View},
-    {"TID556", TensorRole::Temp},
-    {"TID557", TensorRole::View},
+    {"TID556", TensorRole::View},
+    {"TID557", TensorRole::Temp},
     {"TID558", TensorRole::View},
     {"TID559", TensorRole::View},
-    {"TID560", TensorRole::Temp},
-    {"TID561", TensorRole::View},
+    {"TID560", TensorRole::View},
+    {"TID561", TensorRole::Temp},
     {"TID562", TensorRole::View},
-    {"TID563", TensorRole::View},
-    {"TID564", TensorRole::Temp},
+    {"TID563", TensorRole::Temp},
+    {"TID564", TensorRole::View},
     {"TID565", TensorRole::View},
     {"TID566", TensorRole::Temp},
     {"TID567", TensorRole::View},
     {"TID568", TensorRole::View},
-    {"TID569", TensorRole::Temp},
-    {"TID570", TensorRole::View},
+    {"TID569", TensorRole::View},
+    {"TID570", TensorRole::Temp},
     {"TID571", TensorRole::View},
     {"TID572", TensorRole::View},
-    {"TID573", TensorRole::Temp},
-    {"TID574", TensorRole::View},
-    {"TID575", TensorRole::View},
-    {"TID576", TensorRole::View},
+    {"TID573", TensorRole::View},
+    {"TID574", TensorRole::Temp},
+    {"TID575", TensorRole::Temp},
+    {"TID576", TensorRole::Temp},
     {"TID577", TensorRole::Temp},
-    {"TID578", TensorRole::View},
+    {"TID578", TensorRole::Temp},
     {"TID579", TensorRole::Temp},
-    {"TID580", TensorRole::View},
-    {"TID581", TensorRole::View},
-    {"TID582", TensorRole::Temp},
+    {"TID580", TensorRole::Temp},
+    {"TID581", TensorRole::Temp},
+    {"TID582", TensorRole::View},
     {"TID583", TensorRole::View},
-    {"TID584", TensorRole::View},
+    {"TID584", TensorRole::Temp},
     {"TID585", TensorRole::View},
-    {"TID586", TensorRole::Temp},
-    {"TID587", TensorRole::View},
-    {"TID588", TensorRole::View},
-    {"TID589", TensorRole::View},
+    {"TID586", TensorRole::View},
+    {"TID587", TensorRole::Temp},
+    {"TID588", TensorRole::Temp},
+    {"TID589", TensorRole::Temp},
     {"TID590", TensorRole::Temp},
-    {"TID591", TensorRole::Temp},
+    {"TID591", TensorRole::View},
     {"TID592", TensorRole::Temp},
-    {"TID593", TensorRole::Temp},
-    {"TID594", TensorRole::Temp},
-    {"TID595", TensorRole::Temp},
-    {"TID596", TensorRole::Temp},
+    {"TID593", TensorRole::View},
+    {"TID594", TensorRole::View},
+    {"TID595", TensorRole::View},
+    {"TID596", TensorRole::View},
     {"TID597", TensorRole::Temp},
-    {"TID598", TensorRole::View},
-    {"TID599", TensorRole::View},
+    {"TID598", TensorRole::Temp},
+    {"TID599", TensorRole::Temp},
     {"TID600", TensorRole::Temp},
-    {"TID601", TensorRole::View},
-    {"TID602", TensorRole::View},
-    {"TID603", TensorRole::Temp},
-    {"TID604", TensorRole::Temp},
-    {"TID605", TensorRole::Temp},
-    {"TID606", TensorRole::Temp},
-    {"TID607", TensorRole::View},
-    {"TID608", TensorRole::Temp},
-    {"TID609", TensorRole::View},
-    {"TID610", TensorRole::View},
-    {"TID611", TensorRole::View},
-    {"TID612", TensorRole::View},
-    {"TID613", TensorRole::Temp},
-    {"TID614", TensorRole::Temp},
-    {"TID615", TensorRole::Temp},
-    {"TID616", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -639,42 +623,36 @@ namespace {
     2, 0, 4, // gather_f32_r3
     4, 5, 6, // add_f32_r3
     6, 7, 8, 9, // layer_norm_f32_r3
-    9, 18, 19, // matmul_blas_f32_r3
-    19, 20, 21, // add_f32_r3
-    9, 22, 23, // matmul_blas_f32_r3
-    23, 24, 25, // add_f32_r3
-    9, 26, 27, // matmul_blas_f32_r3
-    27, 28, 29, // add_f32_r3
-    30, 32, 33, // matmul_f32_r3
-    33, 34, // scaled_softmax_f32_r3
-    34, 35, 36, // matmul_f32_r3
-    36, 38, 39, // matmul_blas_f32_r3
-    40, 42, 43, // matmul_f32_r3
-    43, 44, // scaled_softmax_f32_r3
-    44, 45, 46, // matmul_f32_r3
-    46, 48, 49, // matmul_blas_f32_r3
-    50, 52, 53, // matmul_f32_r3
-    53, 54, // scaled_softmax_f32_r3
-    54, 55, 56, // matmul_f32_r3
-    56, 58, 59, // matmul_blas_f32_r3
-    60, 62, 63, // matmul_f32_r3
-    63, 64, // scaled_softmax_f32_r3
-    64, 65, 66, // matmul_f32_r3
-    66, 68, 69, // matmul_blas_f32_r3
-    6, 39, 49, 59, 69, 70, 71, // fused_add_add_add_add_and_1_f32_r3
-    71, 72, 73, 74, // layer_norm_f32_r3
-    74, 77, 78, // matmul_blas_f32_r3
-    78, 79, 80, // add_f32_r3
-    80, 81, // gelu_f32_r3
-    81, 84, 85, // matmul_blas_f32_r3
-    71, 85, 86, 87, // fused_add_add_2_f32_r3
-    87, 88, 89, 90, // layer_norm_f32_r3
-    90, 99, 100, // matmul_blas_f32_r3
-    100, 101, 102, // add_f32_r3
-    90, 103, 104, // matmul_blas_f32_r3
-    104, 105, 106, // add_f32_r3
-    90, 107, 108, // matmul_blas_f32_r3
-    108, 109, 110, // add_f32_r3
+    9, 18, 19, 20, // fused_matmul_linear_blas_f32_r3
+    9, 21, 22, 23, // fused_matmul_linear_blas_f32_r3
+    9, 24, 25, 26, // fused_matmul_linear_blas_f32_r3
+    27, 29, 30, // matmul_f32_r3
+    30, 31, // scaled_softmax_f32_r3
+    31, 32, 33, // matmul_f32_r3
+    36, 38, 39, // matmul_f32_r3
+    39, 40, // scaled_softmax_f32_r3
+    40, 41, 42, // matmul_f32_r3
+    42, 44, 45, // matmul_blas_f32_r3
+    46, 48, 49, // matmul_f32_r3
+    49, 50, // scaled_softmax_f32_r3
+    50, 51, 52, // matmul_f32_r3
+    52, 54, 55, // matmul_blas_f32_r3
+    56, 58, 59, // matmul_f32_r3
+    59, 60, // scaled_softmax_f32_r3
+    60, 61, 62, // matmul_f32_r3
+    62, 64, 65, // matmul_blas_f32_r3
+    33, 35, 6, 45, 55, 65, 66, 67, // fused_matmul_add_add_add_and_2_blas_f32_r3
+    67, 68, 69, 70, // layer_norm_f32_r3
+    70, 73, 74, 75, // fused_matmul_linear_blas_f32_r3
+    75, 76, // gelu_f32_r3
+    76, 79, 67, 80, 81, // fused_matmul_add_add_2_blas_f32_r3
+    81, 82, 83, 84, // layer_norm_f32_r3
+    84, 93, 94, 95, // fused_matmul_linear_blas_f32_r3
+    84, 96, 97, 98, // fused_matmul_linear_blas_f32_r3
+    84, 99, 100, 101, // fused_matmul_linear_blas_f32_r3
+    102, 104, 105, // matmul_f32_r3
+    105, 106, // scaled_softmax_f32_r3
+    106, 107, 108, // matmul_f32_r3
     111, 113, 114, // matmul_f32_r3
     114, 115, // scaled_softmax_f32_r3
     115, 116, 117, // matmul_f32_r3
@@ -687,199 +665,189 @@ namespace {
     134, 135, // scaled_softmax_f32_r3
     135, 136, 137, // matmul_f32_r3
     137, 139, 140, // matmul_blas_f32_r3
-    141, 143, 144, // matmul_f32_r3
-    144, 145, // scaled_softmax_f32_r3
-    145, 146, 147, // matmul_f32_r3
-    147, 149, 150, // matmul_blas_f32_r3
-    87, 120, 130, 140, 150, 151, 152, // fused_add_add_add_add_and_1_f32_r3
-    152, 153, 154, 155, // layer_norm_f32_r3
-    155, 158, 159, // matmul_blas_f32_r3
-    159, 160, 161, // add_f32_r3
-    161, 162, // gelu_f32_r3
-    162, 165, 166, // matmul_blas_f32_r3
-    152, 166, 167, 168, // fused_add_add_2_f32_r3
-    168, 169, 170, 171, // layer_norm_f32_r3
-    171, 173, 174, // matmul_blas_f32_r3
-    176, 177, // one_hot_f32_r2
-    175, 177, 178, // softmax_cross_entropy_f32_r2
-    178, 179, // mean_f32_r2
-    180, 181, // mean_f32_r2
-    180, 222, 223, // fused_inv_count_mul_f32_r2
-    178, 226, // inv_count_f32_r2
-    225, 226, 175, 177, 227, // fused_mul_max_sub_exp_and_6_f32_r2
-    228, 229, 230, // matmul_blas_f32_r3
-    233, 232, 234, // matmul_blas_f32_r2
-    230, 168, 169, 236, // layer_norm_grad_f32_r3
-    237, 238, 239, // layer_norm_param_grad_f32_r1
-    240, 241, 242, // layer_norm_param_grad_f32_r1
-    219, 242, 243, // add_f32_r1
-    218, 239, 244, // add_f32_r1
-    245, 246, // sum_f32_r3
-    248, 249, // sum_f32_r3
-    236, 252, 253, // matmul_blas_f32_r3
-    256, 255, 257, // matmul_acc_blas_f32_r2
-    217, 251, 258, // add_f32_r1
-    253, 161, 259, // gelu_grad_f32_r3
-    260, 261, // sum_f32_r3
-    263, 264, // sum_f32_r3
-    259, 267, 268, // matmul_blas_f32_r3
-    271, 270, 272, // matmul_acc_blas_f32_r2
-    215, 266, 273, // add_f32_r1
-    268, 152, 153, 274, // layer_norm_grad_f32_r3
-    275, 276, 277, // layer_norm_param_grad_f32_r1
-    278, 279, 280, // layer_norm_param_grad_f32_r1
-    213, 280, 281, // add_f32_r1
-    212, 277, 282, // add_f32_r1
-    236, 274, 283, // add_f32_r3
-    284, 285, // sum_f32_r3
-    287, 288, // sum_f32_r3
-    283, 291, 292, // matmul_blas_f32_r3
-    296, // fill_f32_r2
-    295, 294, 298, // matmul_blas_f32_r2
-    292, 299, 300, // matmul_f32_r3
-    302, // fill_f32_r3
-    301, 292, 304, // matmul_f32_r3
-    300, 145, 305, // fused_mul_sum_sub_mul_and_1_f32_r3
-    307, // fill_f32_r3
-    305, 306, 309, // matmul_f32_r3
-    310, // fill_f32_r3
-    312, 141, 313, // matmul_f32_r3
-    283, 314, 315, // matmul_blas_f32_r3
-    318, 317, 320, // matmul_blas_f32_r2
-    315, 321, 322, // matmul_f32_r3
-    323, 315, 325, // matmul_f32_r3
-    322, 135, 326, // fused_mul_sum_sub_mul_and_1_f32_r3
-    326, 327, 329, // matmul_f32_r3
-    331, 131, 332, // matmul_f32_r3
-    283, 333, 334, // matmul_blas_f32_r3
-    337, 336, 339, // matmul_blas_f32_r2
-    334, 340, 341, // matmul_f32_r3
-    342, 334, 344, // matmul_f32_r3
-    341, 125, 345, // fused_mul_sum_sub_mul_and_1_f32_r3
-    345, 346, 348, // matmul_f32_r3
-    350, 121, 351, // matmul_f32_r3
-    283, 352, 353, // matmul_blas_f32_r3
-    356, 355, 358, // matmul_blas_f32_r2
-    353, 359, 360, // matmul_f32_r3
-    361, 353, 363, // matmul_f32_r3
-    360, 115, 364, // fused_mul_sum_sub_mul_and_1_f32_r3
-    364, 365, 367, // matmul_f32_r3
-    369, 111, 370, // matmul_f32_r3
-    371, 372, // sum_f32_r3
-    374, 375, // sum_f32_r3
-    302, 378, 379, // matmul_blas_f32_r3
-    382, 381, 383, // matmul_acc_blas_f32_r2
-    384, 385, // sum_f32_r3
-    387, 388, // sum_f32_r3
-    310, 391, 392, // matmul_blas_f32_r3
-    395, 394, 396, // matmul_acc_blas_f32_r2
-    397, 398, // sum_f32_r3
-    400, 401, // sum_f32_r3
-    307, 404, 405, // matmul_blas_f32_r3
-    408, 407, 409, // matmul_acc_blas_f32_r2
-    211, 290, 410, // add_f32_r1
-    210, 296, 411, // add_f32_r2
-    209, 377, 412, // add_f32_r1
-    207, 390, 413, // add_f32_r1
-    205, 403, 414, // add_f32_r1
-    379, 392, 405, 415, // fused_add_add_f32_r3
-    415, 87, 88, 416, // layer_norm_grad_f32_r3
-    417, 418, 419, // layer_norm_param_grad_f32_r1
-    420, 421, 422, // layer_norm_param_grad_f32_r1
-    203, 422, 423, // add_f32_r1
-    202, 419, 424, // add_f32_r1
-    283, 416, 425, // add_f32_r3
+    108, 110, 81, 120, 130, 140, 141, 142, // fused_matmul_add_add_add_and_2_blas_f32_r3
+    142, 143, 144, 145, // layer_norm_f32_r3
+    145, 148, 149, 150, // fused_matmul_linear_blas_f32_r3
+    150, 151, // gelu_f32_r3
+    151, 154, 142, 155, 156, // fused_matmul_add_add_2_blas_f32_r3
+    156, 157, 158, 159, // layer_norm_f32_r3
+    159, 161, 162, // matmul_blas_f32_r3
+    164, 165, // one_hot_f32_r2
+    163, 165, 166, // softmax_cross_entropy_f32_r2
+    166, 167, // mean_f32_r2
+    168, 169, // mean_f32_r2
+    168, 210, 211, // fused_inv_count_mul_f32_r2
+    166, 214, // inv_count_f32_r2
+    213, 214, 163, 165, 215, // fused_mul_max_sub_exp_and_6_f32_r2
+    216, 217, 218, // matmul_blas_f32_r3
+    221, 220, 222, // matmul_blas_f32_r2
+    218, 156, 157, 224, // layer_norm_grad_f32_r3
+    225, 226, 227, // layer_norm_param_grad_f32_r1
+    228, 229, 230, // layer_norm_param_grad_f32_r1
+    207, 230, 231, // add_f32_r1
+    206, 227, 232, // add_f32_r1
+    233, 234, // sum_f32_r3
+    236, 237, // sum_f32_r3
+    243, 242, 244, // matmul_acc_blas_f32_r2
+    205, 239, 245, // add_f32_r1
+    224, 240, 150, 246, // fused_matmul_gelu_grad_blas_f32_r3
+    247, 248, // sum_f32_r3
+    250, 251, // sum_f32_r3
+    246, 254, 255, // matmul_blas_f32_r3
+    258, 257, 259, // matmul_acc_blas_f32_r2
+    203, 253, 260, // add_f32_r1
+    255, 142, 143, 261, // layer_norm_grad_f32_r3
+    262, 263, 264, // layer_norm_param_grad_f32_r1
+    265, 266, 267, // layer_norm_param_grad_f32_r1
+    201, 267, 268, // add_f32_r1
+    200, 264, 269, // add_f32_r1
+    224, 261, 270, // add_f32_r3
+    271, 272, // sum_f32_r3
+    274, 275, // sum_f32_r3
+    270, 278, 279, // matmul_blas_f32_r3
+    283, // fill_f32_r2
+    282, 281, 285, // matmul_blas_f32_r2
+    279, 286, 287, // matmul_f32_r3
+    289, // fill_f32_r3
+    288, 279, 291, // matmul_f32_r3
+    287, 135, 292, // fused_mul_sum_sub_mul_and_1_f32_r3
+    294, // fill_f32_r3
+    292, 293, 296, // matmul_f32_r3
+    297, // fill_f32_r3
+    299, 131, 300, // matmul_f32_r3
+    270, 301, 302, // matmul_blas_f32_r3
+    305, 304, 307, // matmul_blas_f32_r2
+    302, 308, 309, // matmul_f32_r3
+    310, 302, 312, // matmul_f32_r3
+    309, 125, 313, // fused_mul_sum_sub_mul_and_1_f32_r3
+    313, 314, 316, // matmul_f32_r3
+    318, 121, 319, // matmul_f32_r3
+    270, 320, 321, // matmul_blas_f32_r3
+    324, 323, 326, // matmul_blas_f32_r2
+    321, 327, 328, // matmul_f32_r3
+    329, 321, 331, // matmul_f32_r3
+    328, 115, 332, // fused_mul_sum_sub_mul_and_1_f32_r3
+    332, 333, 335, // matmul_f32_r3
+    337, 111, 338, // matmul_f32_r3
+    270, 339, 340, // matmul_blas_f32_r3
+    343, 342, 345, // matmul_blas_f32_r2
+    340, 346, 347, // matmul_f32_r3
+    348, 340, 350, // matmul_f32_r3
+    347, 106, 351, // fused_mul_sum_sub_mul_and_1_f32_r3
+    351, 352, 354, // matmul_f32_r3
+    356, 102, 357, // matmul_f32_r3
+    358, 359, // sum_f32_r3
+    361, 362, // sum_f32_r3
+    368, 367, 369, // matmul_acc_blas_f32_r2
+    370, 371, // sum_f32_r3
+    373, 374, // sum_f32_r3
+    297, 377, 378, // matmul_blas_f32_r3
+    381, 380, 382, // matmul_acc_blas_f32_r2
+    383, 384, // sum_f32_r3
+    386, 387, // sum_f32_r3
+    294, 390, 391, // matmul_blas_f32_r3
+    394, 393, 395, // matmul_acc_blas_f32_r2
+    199, 277, 396, // add_f32_r1
+    198, 283, 397, // add_f32_r2
+    197, 364, 398, // add_f32_r1
+    195, 376, 399, // add_f32_r1
+    193, 389, 400, // add_f32_r1
+    289, 365, 378, 391, 401, // fused_matmul_add_add_blas_f32_r3
+    401, 81, 82, 402, // layer_norm_grad_f32_r3
+    403, 404, 405, // layer_norm_param_grad_f32_r1
+    406, 407, 408, // layer_norm_param_grad_f32_r1
+    191, 408, 409, // add_f32_r1
+    190, 405, 410, // add_f32_r1
+    270, 402, 411, // add_f32_r3
+    412, 413, // sum_f32_r3
+    415, 416, // sum_f32_r3
+    422, 421, 423, // matmul_acc_blas_f32_r2
+    189, 418, 424, // add_f32_r1
+    411, 419, 75, 425, // fused_matmul_gelu_grad_blas_f32_r3
     426, 427, // sum_f32_r3
     429, 430, // sum_f32_r3
     425, 433, 434, // matmul_blas_f32_r3
     437, 436, 438, // matmul_acc_blas_f32_r2
-    201, 432, 439, // add_f32_r1
-    434, 80, 440, // gelu_grad_f32_r3
-    441, 442, // sum_f32_r3
-    444, 445, // sum_f32_r3
-    440, 448, 449, // matmul_blas_f32_r3
-    452, 451, 453, // matmul_acc_blas_f32_r2
-    199, 447, 454, // add_f32_r1
-    449, 71, 72, 455, // layer_norm_grad_f32_r3
-    456, 457, 458, // layer_norm_param_grad_f32_r1
-    459, 460, 461, // layer_norm_param_grad_f32_r1
-    197, 461, 462, // add_f32_r1
-    196, 458, 463, // add_f32_r1
-    425, 455, 464, // add_f32_r3
-    465, 466, // sum_f32_r3
-    468, 469, // sum_f32_r3
-    464, 472, 473, // matmul_blas_f32_r3
-    477, // fill_f32_r2
-    476, 475, 479, // matmul_blas_f32_r2
-    473, 480, 481, // matmul_f32_r3
-    483, // fill_f32_r3
-    482, 473, 485, // matmul_f32_r3
-    481, 64, 486, // fused_mul_sum_sub_mul_and_1_f32_r3
-    488, // fill_f32_r3
-    486, 487, 490, // matmul_f32_r3
-    491, // fill_f32_r3
-    493, 60, 494, // matmul_f32_r3
-    464, 495, 496, // matmul_blas_f32_r3
-    499, 498, 501, // matmul_blas_f32_r2
-    496, 502, 503, // matmul_f32_r3
-    504, 496, 506, // matmul_f32_r3
-    503, 54, 507, // fused_mul_sum_sub_mul_and_1_f32_r3
-    507, 508, 510, // matmul_f32_r3
-    512, 50, 513, // matmul_f32_r3
-    464, 514, 515, // matmul_blas_f32_r3
-    518, 517, 520, // matmul_blas_f32_r2
-    515, 521, 522, // matmul_f32_r3
-    523, 515, 525, // matmul_f32_r3
-    522, 44, 526, // fused_mul_sum_sub_mul_and_1_f32_r3
-    526, 527, 529, // matmul_f32_r3
-    531, 40, 532, // matmul_f32_r3
-    464, 533, 534, // matmul_blas_f32_r3
-    537, 536, 539, // matmul_blas_f32_r2
-    534, 540, 541, // matmul_f32_r3
-    542, 534, 544, // matmul_f32_r3
-    541, 34, 545, // fused_mul_sum_sub_mul_and_1_f32_r3
-    545, 546, 548, // matmul_f32_r3
-    550, 30, 551, // matmul_f32_r3
+    187, 432, 439, // add_f32_r1
+    434, 67, 68, 440, // layer_norm_grad_f32_r3
+    441, 442, 443, // layer_norm_param_grad_f32_r1
+    444, 445, 446, // layer_norm_param_grad_f32_r1
+    185, 446, 447, // add_f32_r1
+    184, 443, 448, // add_f32_r1
+    411, 440, 449, // add_f32_r3
+    450, 451, // sum_f32_r3
+    453, 454, // sum_f32_r3
+    449, 457, 458, // matmul_blas_f32_r3
+    462, // fill_f32_r2
+    461, 460, 464, // matmul_blas_f32_r2
+    458, 465, 466, // matmul_f32_r3
+    468, // fill_f32_r3
+    467, 458, 470, // matmul_f32_r3
+    466, 60, 471, // fused_mul_sum_sub_mul_and_1_f32_r3
+    473, // fill_f32_r3
+    471, 472, 475, // matmul_f32_r3
+    476, // fill_f32_r3
+    478, 56, 479, // matmul_f32_r3
+    449, 480, 481, // matmul_blas_f32_r3
+    484, 483, 486, // matmul_blas_f32_r2
+    481, 487, 488, // matmul_f32_r3
+    489, 481, 491, // matmul_f32_r3
+    488, 50, 492, // fused_mul_sum_sub_mul_and_1_f32_r3
+    492, 493, 495, // matmul_f32_r3
+    497, 46, 498, // matmul_f32_r3
+    449, 499, 500, // matmul_blas_f32_r3
+    503, 502, 505, // matmul_blas_f32_r2
+    500, 506, 507, // matmul_f32_r3
+    508, 500, 510, // matmul_f32_r3
+    507, 40, 511, // fused_mul_sum_sub_mul_and_1_f32_r3
+    511, 512, 514, // matmul_f32_r3
+    516, 36, 517, // matmul_f32_r3
+    449, 518, 519, // matmul_blas_f32_r3
+    522, 521, 524, // matmul_blas_f32_r2
+    519, 525, 526, // matmul_f32_r3
+    527, 519, 529, // matmul_f32_r3
+    526, 31, 530, // fused_mul_sum_sub_mul_and_1_f32_r3
+    530, 531, 533, // matmul_f32_r3
+    535, 27, 536, // matmul_f32_r3
+    537, 538, // sum_f32_r3
+    540, 541, // sum_f32_r3
+    547, 546, 548, // matmul_acc_blas_f32_r2
+    549, 550, // sum_f32_r3
     552, 553, // sum_f32_r3
-    555, 556, // sum_f32_r3
-    483, 559, 560, // matmul_blas_f32_r3
-    563, 562, 564, // matmul_acc_blas_f32_r2
+    476, 556, 557, // matmul_blas_f32_r3
+    560, 559, 561, // matmul_acc_blas_f32_r2
+    562, 563, // sum_f32_r3
     565, 566, // sum_f32_r3
-    568, 569, // sum_f32_r3
-    491, 572, 573, // matmul_blas_f32_r3
-    576, 575, 577, // matmul_acc_blas_f32_r2
-    578, 579, // sum_f32_r3
-    581, 582, // sum_f32_r3
-    488, 585, 586, // matmul_blas_f32_r3
-    589, 588, 590, // matmul_acc_blas_f32_r2
-    195, 471, 591, // add_f32_r1
-    194, 477, 592, // add_f32_r2
-    193, 558, 593, // add_f32_r1
-    191, 571, 594, // add_f32_r1
-    189, 584, 595, // add_f32_r1
-    560, 573, 586, 596, // fused_add_add_f32_r3
-    596, 6, 7, 597, // layer_norm_grad_f32_r3
-    598, 599, 600, // layer_norm_param_grad_f32_r1
-    601, 602, 603, // layer_norm_param_grad_f32_r1
-    187, 603, 604, // add_f32_r1
-    186, 600, 605, // add_f32_r1
-    464, 597, 606, // add_f32_r3
-    607, 608, // sum_f32_r3
-    611, 612, 2, 613, // scatter_add_f32_r2
-    185, 610, 614, // add_f32_r2
-    235, 613, 615, // add_f32_r2
-    184, 615, 616, // add_f32_r2
+    473, 569, 570, // matmul_blas_f32_r3
+    573, 572, 574, // matmul_acc_blas_f32_r2
+    183, 456, 575, // add_f32_r1
+    182, 462, 576, // add_f32_r2
+    181, 543, 577, // add_f32_r1
+    179, 555, 578, // add_f32_r1
+    177, 568, 579, // add_f32_r1
+    468, 544, 557, 570, 580, // fused_matmul_add_add_blas_f32_r3
+    580, 6, 7, 581, // layer_norm_grad_f32_r3
+    582, 583, 584, // layer_norm_param_grad_f32_r1
+    585, 586, 587, // layer_norm_param_grad_f32_r1
+    175, 587, 588, // add_f32_r1
+    174, 584, 589, // add_f32_r1
+    449, 581, 590, // add_f32_r3
+    591, 592, // sum_f32_r3
+    595, 596, 2, 597, // scatter_add_f32_r2
+    173, 594, 598, // add_f32_r2
+    223, 597, 599, // add_f32_r2
+    172, 599, 600, // add_f32_r2
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -892,24 +860,18 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -922,17 +884,11 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
@@ -951,85 +907,9 @@ namespace {
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
-    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1077,7 +957,6 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -1092,7 +971,80 @@ namespace {
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
     {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
-    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 4}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, {wfgen::rt::DType::f32, 2, 0, 0}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, {wfgen::rt::DType::f32, 1, 0, 0}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 4}, 
@@ -1154,469 +1106,437 @@ namespace {
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
     {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 6, 4, 8u, 0u, 0, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 10, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 13, 3, 4u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 10, 4, 8u, 0u, 1, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 16, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 19, 3, 4u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 14, 4, 8u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 25, 3, 4u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 18, 4, 8u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 28, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 31, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 25, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 33, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 36, 3, 4u, 0u, 3, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 27, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 39, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 30, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 42, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 33, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 44, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 35, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 47, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 38, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 50, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 41, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 53, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 44, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 55, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 46, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 58, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 49, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 61, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 52, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 64, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 55, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 66, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 57, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 69, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 72, 7, 64u, 0u, 9, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 60, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
+    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 63, 8, 128u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 79, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 71, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 83, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 86, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 75, 4, 8u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 89, 2, 2u, 0u, 10, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 91, 3, 4u, 0u, 10, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 79, 2, 2u, 0u, 10, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 94, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 81, 5, 16u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 98, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 86, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 102, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
-    // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 105, 3, 4u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 90, 4, 8u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 108, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
-    // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 111, 3, 4u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 94, 4, 8u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 114, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 117, 3, 4u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 98, 4, 8u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 120, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 102, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 123, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 105, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 125, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 128, 3, 4u, 0u, 13, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 107, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 131, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 110, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 134, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 113, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 136, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 115, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 139, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 118, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 142, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 121, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 145, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 124, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 147, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 126, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 150, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 129, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 153, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 132, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 156, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 135, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 158, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 137, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 161, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-ADD-ADD-ADD-ADD-AND-1-CPU", "fused_add_add_add_add_and_1_f32_r3", &fused_add_add_add_add_and_1_f32_r3_erased, 164, 7, 64u, 0u, 19, 0, "y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 140, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
+    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 143, 8, 128u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 171, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 151, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 175, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 178, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 155, 4, 8u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 181, 2, 2u, 0u, 20, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
-    // return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 183, 3, 4u, 0u, 20, 0, "return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"GELU-CPU", "gelu_f32_r3", &gelu_f32_r3_erased, 159, 2, 2u, 0u, 20, 0, "return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-ADD-ADD-2-CPU", "fused_add_add_2_f32_r3", &fused_add_add_2_f32_r3_erased, 186, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 161, 5, 16u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 190, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 166, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 194, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 170, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
     // return cross_entropy(logits, one_hot(labels, classes=logits.size(-1)))  (<stdlib>/models.yaml:80:36)
-    {"ONE-HOT-CPU", "one_hot_f32_r2", &one_hot_f32_r2_erased, 197, 2, 2u, 0u, 21, 1, "return cross_entropy(logits, one_hot(labels, classes=logits.size(-1)))  (<stdlib>/models.yaml:80:36)"},
+    {"ONE-HOT-CPU", "one_hot_f32_r2", &one_hot_f32_r2_erased, 173, 2, 2u, 0u, 21, 1, "return cross_entropy(logits, one_hot(labels, classes=logits.size(-1)))  (<stdlib>/models.yaml:80:36)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 199, 3, 4u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"SOFTMAX-CROSS-ENTROPY-CPU", "softmax_cross_entropy_f32_r2", &softmax_cross_entropy_f32_r2_erased, 175, 3, 4u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 202, 2, 2u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 178, 2, 2u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 204, 2, 2u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"MEAN-CPU", "mean_f32_r2", &mean_f32_r2_erased, 180, 2, 2u, 0u, 22, 0, "return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
   };
 
   // [Pullback]: the backward pass, derived by wfgen from the nodes' backward expressions.
   const wfgen::rt::Instruction kBackward[] = {
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 206, 3, 4u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"FUSED-INV-COUNT-MUL-CPU", "fused_inv_count_mul_f32_r2", &fused_inv_count_mul_f32_r2_erased, 182, 3, 4u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)
-    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 209, 2, 2u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
+    {"INV-COUNT-CPU", "inv_count_f32_r2", &inv_count_f32_r2_erased, 185, 2, 2u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:14)"},
     // grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)
-    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 211, 5, 16u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
+    {"FUSED-MUL-MAX-SUB-EXP-AND-6-CPU", "fused_mul_max_sub_exp_and_6_f32_r2", &fused_mul_max_sub_exp_and_6_f32_r2_erased, 187, 5, 16u, 0u, 22, 0, "grad of: return mean(softmax_cross_entropy(logits, target), keepdims=true).reshape(1)  (<stdlib>/models.yaml:71:19)"},
     // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 216, 3, 4u, 0u, 22, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 192, 3, 4u, 0u, 22, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
     // grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 219, 3, 4u, 0u, 22, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 195, 3, 4u, 0u, 22, 0, "grad of: return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 222, 4, 8u, 0u, 22, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 198, 4, 8u, 0u, 22, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 226, 3, 4u, 0u, 23, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 202, 3, 4u, 0u, 23, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 229, 3, 4u, 0u, 25, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 205, 3, 4u, 0u, 25, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 232, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 208, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/layernorm_4.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 235, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 211, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/layernorm_4.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 238, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 214, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 240, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 216, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 242, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 245, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 218, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 248, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 251, 3, 4u, 0u, 27, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 221, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/transformer_block_1/linear_3.b  (<stdlib>/models.yaml:21:7)"},
+    // grad of: return X @ W + b; grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
+    {"FUSED-MATMUL-GELU-GRAD-BLAS", "fused_matmul_gelu_grad_blas_f32_r3", &fused_matmul_gelu_grad_blas_f32_r3_erased, 224, 4, 8u, 0u, 27, 0, "grad of: return X @ W + b; grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 254, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 228, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 256, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 230, 2, 2u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 258, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 232, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 261, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 235, 3, 4u, 0u, 27, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 264, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 238, 3, 4u, 0u, 27, 0, "grad of: tiny_lm_0/transformer_block_1/linear_2.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 267, 4, 8u, 0u, 27, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 241, 4, 8u, 0u, 27, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 271, 3, 4u, 0u, 28, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 245, 3, 4u, 0u, 28, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 274, 3, 4u, 0u, 30, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 248, 3, 4u, 0u, 30, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 277, 3, 4u, 0u, 32, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 251, 3, 4u, 0u, 32, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 280, 3, 4u, 0u, 32, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 254, 3, 4u, 0u, 32, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_3.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 283, 3, 4u, 0u, 32, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 257, 3, 4u, 0u, 32, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 286, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 260, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 288, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 262, 2, 2u, 0u, 32, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 290, 3, 4u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 264, 3, 4u, 0u, 32, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 293, 1, 1u, 0u, 32, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 267, 1, 1u, 0u, 32, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 294, 3, 4u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 268, 3, 4u, 0u, 33, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 297, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 271, 3, 4u, 0u, 33, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 300, 1, 1u, 0u, 33, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 274, 1, 1u, 0u, 33, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 301, 3, 4u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 275, 3, 4u, 0u, 34, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 304, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 278, 3, 4u, 0u, 34, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 307, 1, 1u, 0u, 34, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 281, 1, 1u, 0u, 34, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 308, 3, 4u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 282, 3, 4u, 0u, 35, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 311, 1, 1u, 0u, 35, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 285, 1, 1u, 0u, 35, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 312, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 286, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 315, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 289, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 318, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 292, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 321, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 295, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 324, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 298, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 327, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 301, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 330, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 304, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 333, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 307, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 336, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 310, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 339, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 313, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 342, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 316, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 345, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 319, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 348, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 322, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 351, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 325, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 354, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 328, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 357, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 331, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 360, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 334, 3, 4u, 0u, 36, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 363, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 337, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 366, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 340, 3, 4u, 0u, 36, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 369, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 343, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 372, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 346, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 375, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 349, 3, 4u, 0u, 36, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 378, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 352, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 380, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 354, 2, 2u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 382, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 385, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 356, 3, 4u, 0u, 36, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 388, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 359, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 390, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 361, 2, 2u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 392, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 363, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 395, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 366, 3, 4u, 0u, 36, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 398, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 369, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 400, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 371, 2, 2u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 402, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 373, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 405, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 376, 3, 4u, 0u, 36, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 408, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 379, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 411, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 382, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 414, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 385, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 417, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 388, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 420, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 391, 3, 4u, 0u, 36, 0, "grad of: tiny_lm_0/transformer_block_1/multi_head_attention_1.bq  (<stdlib>/models.yaml:160:7)"},
+    // grad of: v = X @ Wv + bv; grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"FUSED-MATMUL-ADD-ADD-BLAS", "fused_matmul_add_add_blas_f32_r3", &fused_matmul_add_add_blas_f32_r3_erased, 394, 5, 16u, 0u, 36, 0, "grad of: v = X @ Wv + bv; grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 423, 4, 8u, 0u, 36, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 399, 4, 8u, 0u, 36, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 427, 4, 8u, 0u, 36, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 403, 3, 4u, 0u, 37, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 431, 3, 4u, 0u, 37, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 434, 3, 4u, 0u, 39, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 406, 3, 4u, 0u, 39, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 437, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 409, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 440, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 412, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_1/layernorm_2.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 443, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 415, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 446, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 418, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 448, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 420, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 450, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
-    // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 453, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 422, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 456, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
-    // grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"GELU-GRAD-CPU", "gelu_grad_f32_r3", &gelu_grad_f32_r3_erased, 459, 3, 4u, 0u, 41, 0, "grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 425, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_1.b  (<stdlib>/models.yaml:21:7)"},
+    // grad of: return X @ W + b; grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
+    {"FUSED-MATMUL-GELU-GRAD-BLAS", "fused_matmul_gelu_grad_blas_f32_r3", &fused_matmul_gelu_grad_blas_f32_r3_erased, 428, 4, 8u, 0u, 41, 0, "grad of: return X @ W + b; grad of: return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 462, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 432, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 464, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 434, 2, 2u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 466, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 436, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 469, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 439, 3, 4u, 0u, 41, 0, "grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)"},
     // grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 472, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 442, 3, 4u, 0u, 41, 0, "grad of: tiny_lm_0/transformer_block_0/linear_0.b  (<stdlib>/models.yaml:21:7)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 475, 4, 8u, 0u, 41, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 445, 4, 8u, 0u, 41, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 479, 3, 4u, 0u, 42, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 449, 3, 4u, 0u, 42, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 482, 3, 4u, 0u, 44, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 452, 3, 4u, 0u, 44, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 485, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 455, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 488, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 458, 3, 4u, 0u, 46, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_1.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 491, 3, 4u, 0u, 46, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 461, 3, 4u, 0u, 46, 0, "grad of: h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 494, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 464, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: return y + bo  (<stdlib>/models.yaml:189:14)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 496, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 466, 2, 2u, 0u, 46, 0, "grad of: return y + bo  (<stdlib>/models.yaml:189:14)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 498, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 468, 3, 4u, 0u, 46, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)
-    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 501, 1, 1u, 0u, 46, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
+    {"FILL-CPU", "fill_f32_r2", &fill_f32_r2_erased, 471, 1, 1u, 0u, 46, 1, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:20)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 502, 3, 4u, 0u, 47, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 472, 3, 4u, 0u, 47, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 505, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 475, 3, 4u, 0u, 47, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 508, 1, 1u, 0u, 47, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 478, 1, 1u, 0u, 47, 1, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:22)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 509, 3, 4u, 0u, 48, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 479, 3, 4u, 0u, 48, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 512, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 482, 3, 4u, 0u, 48, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 515, 1, 1u, 0u, 48, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 485, 1, 1u, 0u, 48, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 516, 3, 4u, 0u, 49, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 486, 3, 4u, 0u, 49, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)
-    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 519, 1, 1u, 0u, 49, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
+    {"FILL-CPU", "fill_f32_r3", &fill_f32_r3_erased, 489, 1, 1u, 0u, 49, 1, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:50)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 520, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 490, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 523, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 493, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 526, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 496, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 529, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 499, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 532, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 502, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 535, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 505, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 538, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 508, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 541, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 511, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 544, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 514, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 547, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 517, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 550, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 520, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 553, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 523, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 556, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 526, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 559, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 529, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 562, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 532, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 565, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 535, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 568, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased, 538, 3, 4u, 0u, 50, 0, "grad of: part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 571, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 541, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 574, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 544, 3, 4u, 0u, 50, 0, "grad of: o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 577, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
+    {"FUSED-MUL-SUM-SUB-MUL-AND-1-CPU", "fused_mul_sum_sub_mul_and_1_f32_r3", &fused_mul_sum_sub_mul_and_1_f32_r3_erased, 547, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 580, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 550, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 583, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
+    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 553, 3, 4u, 0u, 50, 0, "grad of: scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 586, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 556, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 588, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 558, 2, 2u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 590, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 593, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 560, 3, 4u, 0u, 50, 0, "grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 596, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 563, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 598, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 565, 2, 2u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 600, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 567, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 603, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 570, 3, 4u, 0u, 50, 0, "grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 606, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 573, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 608, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 575, 2, 2u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 610, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 577, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 613, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"MATMUL-ACC-BLAS", "matmul_acc_blas_f32_r2", &matmul_acc_blas_f32_r2_erased, 580, 3, 4u, 0u, 50, 0, "grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 616, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 583, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bo  (<stdlib>/models.yaml:166:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 619, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 586, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo  (<stdlib>/models.yaml:165:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 622, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 589, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bv  (<stdlib>/models.yaml:164:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 625, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 592, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bk  (<stdlib>/models.yaml:162:7)"},
     // grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 628, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 595, 3, 4u, 0u, 50, 0, "grad of: tiny_lm_0/transformer_block_0/multi_head_attention_0.bq  (<stdlib>/models.yaml:160:7)"},
+    // grad of: v = X @ Wv + bv; grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
+    {"FUSED-MATMUL-ADD-ADD-BLAS", "fused_matmul_add_add_blas_f32_r3", &fused_matmul_add_add_blas_f32_r3_erased, 598, 5, 16u, 0u, 50, 0, "grad of: v = X @ Wv + bv; grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"FUSED-ADD-ADD-CPU", "fused_add_add_f32_r3", &fused_add_add_f32_r3_erased, 631, 4, 8u, 0u, 50, 0, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 603, 4, 8u, 0u, 50, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-GRAD-CPU", "layer_norm_grad_f32_r3", &layer_norm_grad_f32_r3_erased, 635, 4, 8u, 0u, 50, 1, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 607, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 639, 3, 4u, 0u, 51, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
-    // grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 642, 3, 4u, 0u, 53, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-PARAM-GRAD-CPU", "layer_norm_param_grad_f32_r1", &layer_norm_param_grad_f32_r1_erased, 610, 3, 4u, 0u, 53, 2, "grad of: return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 645, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 613, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.beta  (<stdlib>/models.yaml:56:7)"},
     // grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)
-    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 648, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
+    {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 616, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0/transformer_block_0/layernorm_0.gamma  (<stdlib>/models.yaml:55:7)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 651, 3, 4u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"ADD-CPU", "add_f32_r3", &add_f32_r3_erased, 619, 3, 4u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 654, 2, 2u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SUM-CPU", "sum_f32_r3", &sum_f32_r3_erased, 622, 2, 2u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)
-    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 656, 4, 8u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
+    {"SCATTER-ADD-CPU", "scatter_add_f32_r2", &scatter_add_f32_r2_erased, 624, 4, 8u, 0u, 55, 0, "grad of: x = gather(token_embedding, ids) + position_embedding  (tiny_lm.yaml:32:11)"},
     // grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 660, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 628, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.position_embedding  (tiny_lm.yaml:28:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 663, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 631, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
     // grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)
-    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 666, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
+    {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 634, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 55), kForward, kBackward, kOperandSpecs};
@@ -1741,7 +1661,7 @@ lm_train::lm_train() : vm_(kProgram) {
   index_values_.resize(2);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(617);
+  table_.resize(601);
   // Gradient buffers (zero until backward() adds into them); those of inputs are sized by bind_().
   grads_.resize(36);
   seeds_.resize(1);
@@ -1872,39 +1792,39 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64, 1})});
   const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {256, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot8 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot9 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot10 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot11 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot12 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot13 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot14 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot15 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot16 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot17 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
   const std::size_t wf_slot18 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
-  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
-  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
-  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot19 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot20 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot21 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
+  const std::size_t wf_slot22 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot23 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot24 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot25 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot26 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot27 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot28 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot29 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
+  const std::size_t wf_slot30 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot31 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot32 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 64})});
+  const std::size_t wf_slot33 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot34 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 256, 1}), wf_plan.bytes(wfgen::rt::DType::f32, {64})});
   const std::size_t wf_slot35 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot36 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {1, 64, 1})});
   const std::size_t wf_slot37 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch * 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {64, 256})});
@@ -1946,609 +1866,593 @@ wfgen::rt::Status lm_train::try_bind_(bool wf_check_all, wfgen::rt::Tensor* cons
   table_[16] = params_[10].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
   table_[17] = params_[11].ref();  // tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
   table_[18] = wf_refs.broadcast("TID18", table_[10], {batch, 64, 64});
-  table_[19] = wf_refs.contiguous("TID19", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID19 = matmul
-  table_[20] = wf_refs.broadcast("TID20", table_[11], {batch, 64, 64});
-  table_[21] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = add
-  table_[22] = wf_refs.broadcast("TID22", table_[12], {batch, 64, 64});
-  table_[23] = wf_refs.contiguous("TID23", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // TID23 = matmul
-  table_[24] = wf_refs.broadcast("TID24", table_[13], {batch, 64, 64});
-  table_[25] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = add
-  table_[26] = wf_refs.broadcast("TID26", table_[14], {batch, 64, 64});
-  table_[27] = wf_refs.contiguous("TID27", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID27 = matmul
-  table_[28] = wf_refs.broadcast("TID28", table_[15], {batch, 64, 64});
-  table_[29] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = add
-  table_[30] = wf_refs.slice("TID30", table_[21], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[31] = wf_refs.slice("TID31", table_[25], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[32] = wf_refs.permute("TID32", table_[31], {0, 2, 1});
-  table_[33] = wf_refs.contiguous("TID33", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID33 = matmul
-  table_[34] = wf_refs.contiguous("scores", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
-  table_[35] = wf_refs.slice("TID35", table_[29], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[36] = wf_refs.contiguous("o", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
-  table_[37] = wf_refs.slice("TID37", table_[16], {0, 0}, {1, 1}, {16, 64});
-  table_[38] = wf_refs.broadcast("TID38", table_[37], {batch, 16, 64});
-  table_[39] = wf_refs.contiguous("part", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
-  table_[40] = wf_refs.slice("TID40", table_[21], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[41] = wf_refs.slice("TID41", table_[25], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[42] = wf_refs.permute("TID42", table_[41], {0, 2, 1});
-  table_[43] = wf_refs.contiguous("TID43", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID43 = matmul
-  table_[44] = wf_refs.contiguous("scores.1", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
-  table_[45] = wf_refs.slice("TID45", table_[29], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[46] = wf_refs.contiguous("o.1", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
-  table_[47] = wf_refs.slice("TID47", table_[16], {16, 0}, {1, 1}, {16, 64});
-  table_[48] = wf_refs.broadcast("TID48", table_[47], {batch, 16, 64});
-  table_[49] = wf_refs.contiguous("part.1", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
-  table_[50] = wf_refs.slice("TID50", table_[21], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[51] = wf_refs.slice("TID51", table_[25], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[52] = wf_refs.permute("TID52", table_[51], {0, 2, 1});
-  table_[53] = wf_refs.contiguous("TID53", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID53 = matmul
-  table_[54] = wf_refs.contiguous("scores.2", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
-  table_[55] = wf_refs.slice("TID55", table_[29], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[56] = wf_refs.contiguous("o.2", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
-  table_[57] = wf_refs.slice("TID57", table_[16], {32, 0}, {1, 1}, {16, 64});
-  table_[58] = wf_refs.broadcast("TID58", table_[57], {batch, 16, 64});
-  table_[59] = wf_refs.contiguous("part.2", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
-  table_[60] = wf_refs.slice("TID60", table_[21], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[61] = wf_refs.slice("TID61", table_[25], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[62] = wf_refs.permute("TID62", table_[61], {0, 2, 1});
-  table_[63] = wf_refs.contiguous("TID63", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID63 = matmul
-  table_[64] = wf_refs.contiguous("scores.3", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
-  table_[65] = wf_refs.slice("TID65", table_[29], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[66] = wf_refs.contiguous("o.3", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
-  table_[67] = wf_refs.slice("TID67", table_[16], {48, 0}, {1, 1}, {16, 64});
-  table_[68] = wf_refs.broadcast("TID68", table_[67], {batch, 16, 64});
-  table_[69] = wf_refs.contiguous("part.3", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
-  table_[70] = wf_refs.broadcast("TID70", table_[17], {batch, 64, 64});
-  table_[71] = wf_refs.contiguous("h", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_add_add_add_add_and_1
-  table_[72] = params_[12].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[73] = params_[13].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[74] = wf_refs.contiguous("TID74", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID74 = layer_norm
-  table_[75] = params_[14].ref();  // tiny_lm_0/transformer_block_0/linear_0.W
-  table_[76] = params_[15].ref();  // tiny_lm_0/transformer_block_0/linear_0.b
-  table_[77] = wf_refs.broadcast("TID77", table_[75], {batch, 64, 256});
-  table_[78] = wf_refs.contiguous("TID78", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 256});  // TID78 = matmul
-  table_[79] = wf_refs.broadcast("TID79", table_[76], {batch, 64, 256});
-  table_[80] = wf_refs.contiguous("TID80", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 256});  // TID80 = add
-  table_[81] = wf_refs.contiguous("TID81", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 256});  // TID81 = gelu
-  table_[82] = params_[16].ref();  // tiny_lm_0/transformer_block_0/linear_1.W
-  table_[83] = params_[17].ref();  // tiny_lm_0/transformer_block_0/linear_1.b
-  table_[84] = wf_refs.broadcast("TID84", table_[82], {batch, 256, 64});
-  table_[85] = wf_refs.contiguous("TID85", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // TID85 = matmul
-  table_[86] = wf_refs.broadcast("TID86", table_[83], {batch, 64, 64});
-  table_[87] = wf_refs.contiguous("x.1", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_add_add_2
-  table_[88] = params_[18].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[89] = params_[19].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[90] = wf_refs.contiguous("TID90", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID90 = layer_norm
-  table_[91] = params_[20].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[92] = params_[21].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[93] = params_[22].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[94] = params_[23].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[95] = params_[24].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[96] = params_[25].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[97] = params_[26].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[98] = params_[27].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[99] = wf_refs.broadcast("TID99", table_[91], {batch, 64, 64});
-  table_[100] = wf_refs.contiguous("TID100", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID100 = matmul
-  table_[101] = wf_refs.broadcast("TID101", table_[92], {batch, 64, 64});
-  table_[102] = wf_refs.contiguous("q.1", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = add
-  table_[103] = wf_refs.broadcast("TID103", table_[93], {batch, 64, 64});
-  table_[104] = wf_refs.contiguous("TID104", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // TID104 = matmul
-  table_[105] = wf_refs.broadcast("TID105", table_[94], {batch, 64, 64});
-  table_[106] = wf_refs.contiguous("k.1", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = add
-  table_[107] = wf_refs.broadcast("TID107", table_[95], {batch, 64, 64});
-  table_[108] = wf_refs.contiguous("TID108", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID108 = matmul
-  table_[109] = wf_refs.broadcast("TID109", table_[96], {batch, 64, 64});
-  table_[110] = wf_refs.contiguous("v.1", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = add
-  table_[111] = wf_refs.slice("TID111", table_[102], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[112] = wf_refs.slice("TID112", table_[106], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[19] = wf_refs.broadcast("TID19", table_[11], {batch, 64, 64});
+  table_[20] = wf_refs.contiguous("q", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q = fused_matmul_linear
+  table_[21] = wf_refs.broadcast("TID21", table_[12], {batch, 64, 64});
+  table_[22] = wf_refs.broadcast("TID22", table_[13], {batch, 64, 64});
+  table_[23] = wf_refs.contiguous("k", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k = fused_matmul_linear
+  table_[24] = wf_refs.broadcast("TID24", table_[14], {batch, 64, 64});
+  table_[25] = wf_refs.broadcast("TID25", table_[15], {batch, 64, 64});
+  table_[26] = wf_refs.contiguous("v", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v = fused_matmul_linear
+  table_[27] = wf_refs.slice("TID27", table_[20], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[28] = wf_refs.slice("TID28", table_[23], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[29] = wf_refs.permute("TID29", table_[28], {0, 2, 1});
+  table_[30] = wf_refs.contiguous("TID30", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID30 = matmul
+  table_[31] = wf_refs.contiguous("scores", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
+  table_[32] = wf_refs.slice("TID32", table_[26], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[33] = wf_refs.contiguous("o", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
+  table_[34] = wf_refs.slice("TID34", table_[16], {0, 0}, {1, 1}, {16, 64});
+  table_[35] = wf_refs.broadcast("TID35", table_[34], {batch, 16, 64});
+  table_[36] = wf_refs.slice("TID36", table_[20], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[37] = wf_refs.slice("TID37", table_[23], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[38] = wf_refs.permute("TID38", table_[37], {0, 2, 1});
+  table_[39] = wf_refs.contiguous("TID39", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID39 = matmul
+  table_[40] = wf_refs.contiguous("scores.1", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
+  table_[41] = wf_refs.slice("TID41", table_[26], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[42] = wf_refs.contiguous("o.1", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
+  table_[43] = wf_refs.slice("TID43", table_[16], {16, 0}, {1, 1}, {16, 64});
+  table_[44] = wf_refs.broadcast("TID44", table_[43], {batch, 16, 64});
+  table_[45] = wf_refs.contiguous("part", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
+  table_[46] = wf_refs.slice("TID46", table_[20], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[47] = wf_refs.slice("TID47", table_[23], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[48] = wf_refs.permute("TID48", table_[47], {0, 2, 1});
+  table_[49] = wf_refs.contiguous("TID49", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID49 = matmul
+  table_[50] = wf_refs.contiguous("scores.2", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
+  table_[51] = wf_refs.slice("TID51", table_[26], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[52] = wf_refs.contiguous("o.2", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
+  table_[53] = wf_refs.slice("TID53", table_[16], {32, 0}, {1, 1}, {16, 64});
+  table_[54] = wf_refs.broadcast("TID54", table_[53], {batch, 16, 64});
+  table_[55] = wf_refs.contiguous("part.1", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
+  table_[56] = wf_refs.slice("TID56", table_[20], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[57] = wf_refs.slice("TID57", table_[23], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[58] = wf_refs.permute("TID58", table_[57], {0, 2, 1});
+  table_[59] = wf_refs.contiguous("TID59", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID59 = matmul
+  table_[60] = wf_refs.contiguous("scores.3", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
+  table_[61] = wf_refs.slice("TID61", table_[26], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[62] = wf_refs.contiguous("o.3", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
+  table_[63] = wf_refs.slice("TID63", table_[16], {48, 0}, {1, 1}, {16, 64});
+  table_[64] = wf_refs.broadcast("TID64", table_[63], {batch, 16, 64});
+  table_[65] = wf_refs.contiguous("part.2", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
+  table_[66] = wf_refs.broadcast("TID66", table_[17], {batch, 64, 64});
+  table_[67] = wf_refs.contiguous("h", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_matmul_add_add_add_and_2
+  table_[68] = params_[12].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[69] = params_[13].ref();  // tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[70] = wf_refs.contiguous("TID70", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID70 = layer_norm
+  table_[71] = params_[14].ref();  // tiny_lm_0/transformer_block_0/linear_0.W
+  table_[72] = params_[15].ref();  // tiny_lm_0/transformer_block_0/linear_0.b
+  table_[73] = wf_refs.broadcast("TID73", table_[71], {batch, 64, 256});
+  table_[74] = wf_refs.broadcast("TID74", table_[72], {batch, 64, 256});
+  table_[75] = wf_refs.contiguous("TID75", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 256});  // TID75 = fused_matmul_linear
+  table_[76] = wf_refs.contiguous("TID76", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 256});  // TID76 = gelu
+  table_[77] = params_[16].ref();  // tiny_lm_0/transformer_block_0/linear_1.W
+  table_[78] = params_[17].ref();  // tiny_lm_0/transformer_block_0/linear_1.b
+  table_[79] = wf_refs.broadcast("TID79", table_[77], {batch, 256, 64});
+  table_[80] = wf_refs.broadcast("TID80", table_[78], {batch, 64, 64});
+  table_[81] = wf_refs.contiguous("x.1", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_matmul_add_add_2
+  table_[82] = params_[18].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[83] = params_[19].ref();  // tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[84] = wf_refs.contiguous("TID84", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID84 = layer_norm
+  table_[85] = params_[20].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[86] = params_[21].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[87] = params_[22].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[88] = params_[23].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[89] = params_[24].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[90] = params_[25].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[91] = params_[26].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[92] = params_[27].ref();  // tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[93] = wf_refs.broadcast("TID93", table_[85], {batch, 64, 64});
+  table_[94] = wf_refs.broadcast("TID94", table_[86], {batch, 64, 64});
+  table_[95] = wf_refs.contiguous("q.1", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = fused_matmul_linear
+  table_[96] = wf_refs.broadcast("TID96", table_[87], {batch, 64, 64});
+  table_[97] = wf_refs.broadcast("TID97", table_[88], {batch, 64, 64});
+  table_[98] = wf_refs.contiguous("k.1", wf_arena + wf_slot20, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = fused_matmul_linear
+  table_[99] = wf_refs.broadcast("TID99", table_[89], {batch, 64, 64});
+  table_[100] = wf_refs.broadcast("TID100", table_[90], {batch, 64, 64});
+  table_[101] = wf_refs.contiguous("v.1", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = fused_matmul_linear
+  table_[102] = wf_refs.slice("TID102", table_[95], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[103] = wf_refs.slice("TID103", table_[98], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[104] = wf_refs.permute("TID104", table_[103], {0, 2, 1});
+  table_[105] = wf_refs.contiguous("TID105", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID105 = matmul
+  table_[106] = wf_refs.contiguous("scores.4", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
+  table_[107] = wf_refs.slice("TID107", table_[101], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[108] = wf_refs.contiguous("o.4", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
+  table_[109] = wf_refs.slice("TID109", table_[91], {0, 0}, {1, 1}, {16, 64});
+  table_[110] = wf_refs.broadcast("TID110", table_[109], {batch, 16, 64});
+  table_[111] = wf_refs.slice("TID111", table_[95], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[112] = wf_refs.slice("TID112", table_[98], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
   table_[113] = wf_refs.permute("TID113", table_[112], {0, 2, 1});
-  table_[114] = wf_refs.contiguous("TID114", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID114 = matmul
-  table_[115] = wf_refs.contiguous("scores.4", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
-  table_[116] = wf_refs.slice("TID116", table_[110], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[117] = wf_refs.contiguous("o.4", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
-  table_[118] = wf_refs.slice("TID118", table_[97], {0, 0}, {1, 1}, {16, 64});
+  table_[114] = wf_refs.contiguous("TID114", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID114 = matmul
+  table_[115] = wf_refs.contiguous("scores.5", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
+  table_[116] = wf_refs.slice("TID116", table_[101], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[117] = wf_refs.contiguous("o.5", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
+  table_[118] = wf_refs.slice("TID118", table_[91], {16, 0}, {1, 1}, {16, 64});
   table_[119] = wf_refs.broadcast("TID119", table_[118], {batch, 16, 64});
-  table_[120] = wf_refs.contiguous("part.4", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
-  table_[121] = wf_refs.slice("TID121", table_[102], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[122] = wf_refs.slice("TID122", table_[106], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[120] = wf_refs.contiguous("part.3", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
+  table_[121] = wf_refs.slice("TID121", table_[95], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[122] = wf_refs.slice("TID122", table_[98], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
   table_[123] = wf_refs.permute("TID123", table_[122], {0, 2, 1});
-  table_[124] = wf_refs.contiguous("TID124", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID124 = matmul
-  table_[125] = wf_refs.contiguous("scores.5", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
-  table_[126] = wf_refs.slice("TID126", table_[110], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[127] = wf_refs.contiguous("o.5", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
-  table_[128] = wf_refs.slice("TID128", table_[97], {16, 0}, {1, 1}, {16, 64});
+  table_[124] = wf_refs.contiguous("TID124", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID124 = matmul
+  table_[125] = wf_refs.contiguous("scores.6", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
+  table_[126] = wf_refs.slice("TID126", table_[101], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[127] = wf_refs.contiguous("o.6", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
+  table_[128] = wf_refs.slice("TID128", table_[91], {32, 0}, {1, 1}, {16, 64});
   table_[129] = wf_refs.broadcast("TID129", table_[128], {batch, 16, 64});
-  table_[130] = wf_refs.contiguous("part.5", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
-  table_[131] = wf_refs.slice("TID131", table_[102], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[132] = wf_refs.slice("TID132", table_[106], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[130] = wf_refs.contiguous("part.4", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
+  table_[131] = wf_refs.slice("TID131", table_[95], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[132] = wf_refs.slice("TID132", table_[98], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
   table_[133] = wf_refs.permute("TID133", table_[132], {0, 2, 1});
-  table_[134] = wf_refs.contiguous("TID134", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID134 = matmul
-  table_[135] = wf_refs.contiguous("scores.6", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
-  table_[136] = wf_refs.slice("TID136", table_[110], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[137] = wf_refs.contiguous("o.6", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
-  table_[138] = wf_refs.slice("TID138", table_[97], {32, 0}, {1, 1}, {16, 64});
+  table_[134] = wf_refs.contiguous("TID134", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID134 = matmul
+  table_[135] = wf_refs.contiguous("scores.7", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
+  table_[136] = wf_refs.slice("TID136", table_[101], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[137] = wf_refs.contiguous("o.7", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
+  table_[138] = wf_refs.slice("TID138", table_[91], {48, 0}, {1, 1}, {16, 64});
   table_[139] = wf_refs.broadcast("TID139", table_[138], {batch, 16, 64});
-  table_[140] = wf_refs.contiguous("part.6", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // part.6 = matmul
-  table_[141] = wf_refs.slice("TID141", table_[102], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[142] = wf_refs.slice("TID142", table_[106], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[143] = wf_refs.permute("TID143", table_[142], {0, 2, 1});
-  table_[144] = wf_refs.contiguous("TID144", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID144 = matmul
-  table_[145] = wf_refs.contiguous("scores.7", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
-  table_[146] = wf_refs.slice("TID146", table_[110], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[147] = wf_refs.contiguous("o.7", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
-  table_[148] = wf_refs.slice("TID148", table_[97], {48, 0}, {1, 1}, {16, 64});
-  table_[149] = wf_refs.broadcast("TID149", table_[148], {batch, 16, 64});
-  table_[150] = wf_refs.contiguous("part.7", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // part.7 = matmul
-  table_[151] = wf_refs.broadcast("TID151", table_[98], {batch, 64, 64});
-  table_[152] = wf_refs.contiguous("h.1", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_add_add_add_add_and_1
-  table_[153] = params_[28].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[154] = params_[29].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[155] = wf_refs.contiguous("TID155", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID155 = layer_norm
-  table_[156] = params_[30].ref();  // tiny_lm_0/transformer_block_1/linear_2.W
-  table_[157] = params_[31].ref();  // tiny_lm_0/transformer_block_1/linear_2.b
-  table_[158] = wf_refs.broadcast("TID158", table_[156], {batch, 64, 256});
-  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 256});  // TID159 = matmul
-  table_[160] = wf_refs.broadcast("TID160", table_[157], {batch, 64, 256});
-  table_[161] = wf_refs.contiguous("TID161", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 256});  // TID161 = add
-  table_[162] = wf_refs.contiguous("TID162", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 256});  // TID162 = gelu
-  table_[163] = params_[32].ref();  // tiny_lm_0/transformer_block_1/linear_3.W
-  table_[164] = params_[33].ref();  // tiny_lm_0/transformer_block_1/linear_3.b
-  table_[165] = wf_refs.broadcast("TID165", table_[163], {batch, 256, 64});
-  table_[166] = wf_refs.contiguous("TID166", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // TID166 = matmul
-  table_[167] = wf_refs.broadcast("TID167", table_[164], {batch, 64, 64});
-  table_[168] = wf_refs.contiguous("x.2", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_add_add_2
-  table_[169] = params_[34].ref();  // tiny_lm_0/layernorm_4.gamma
-  table_[170] = params_[35].ref();  // tiny_lm_0/layernorm_4.beta
-  table_[171] = wf_refs.contiguous("TID171", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID171 = layer_norm
-  table_[172] = wf_refs.permute("TID172", table_[2], {1, 0});
-  table_[173] = wf_refs.broadcast("TID173", table_[172], {batch, 64, 256});
-  table_[174] = wf_refs.contiguous("logits", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 256});  // logits = matmul
-  table_[175] = wf_refs.reshape("TID175", table_[174], {batch * 64, 256});
-  table_[176] = wf_refs.reshape("TID176", table_[1], {batch * 64});
-  table_[177] = wf_refs.contiguous("TID177", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch * 64, 256});  // TID177 = one_hot
-  table_[178] = wf_refs.contiguous("TID178", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch * 64, 1});  // TID178 = softmax_cross_entropy
-  table_[179] = wf_refs.contiguous("TID179", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch * 64, 1});  // TID179 = mean
-  table_[180] = wf_refs.permute("TID180", table_[179], {1, 0});
-  table_[181] = wf_refs.contiguous("TID181", wf_arena + wf_slot40, wfgen::rt::DType::f32, {1, 1});  // TID181 = mean
-  table_[182] = wf_refs.permute("TID182", table_[181], {1, 0});
-  table_[183] = wf_refs.reshape("TID183", table_[182], {1});
-  table_[184] = grads_[0].ref();  // grad:tiny_lm_0.token_embedding
-  table_[185] = grads_[1].ref();  // grad:tiny_lm_0.position_embedding
-  table_[186] = grads_[2].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[187] = grads_[3].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[188] = grads_[4].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[189] = grads_[5].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[190] = grads_[6].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[191] = grads_[7].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[192] = grads_[8].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[193] = grads_[9].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[194] = grads_[10].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[195] = grads_[11].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[196] = grads_[12].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[197] = grads_[13].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[198] = grads_[14].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[199] = grads_[15].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[200] = grads_[16].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[201] = grads_[17].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[202] = grads_[18].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[203] = grads_[19].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[204] = grads_[20].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[205] = grads_[21].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[206] = grads_[22].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[207] = grads_[23].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[208] = grads_[24].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[209] = grads_[25].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[210] = grads_[26].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[211] = grads_[27].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[212] = grads_[28].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[213] = grads_[29].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[214] = grads_[30].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.W
-  table_[215] = grads_[31].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.b
-  table_[216] = grads_[32].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.W
-  table_[217] = grads_[33].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.b
-  table_[218] = grads_[34].ref();  // grad:tiny_lm_0/layernorm_4.gamma
-  table_[219] = grads_[35].ref();  // grad:tiny_lm_0/layernorm_4.beta
+  table_[140] = wf_refs.contiguous("part.5", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
+  table_[141] = wf_refs.broadcast("TID141", table_[92], {batch, 64, 64});
+  table_[142] = wf_refs.contiguous("h.1", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_matmul_add_add_add_and_2
+  table_[143] = params_[28].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[144] = params_[29].ref();  // tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[145] = wf_refs.contiguous("TID145", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID145 = layer_norm
+  table_[146] = params_[30].ref();  // tiny_lm_0/transformer_block_1/linear_2.W
+  table_[147] = params_[31].ref();  // tiny_lm_0/transformer_block_1/linear_2.b
+  table_[148] = wf_refs.broadcast("TID148", table_[146], {batch, 64, 256});
+  table_[149] = wf_refs.broadcast("TID149", table_[147], {batch, 64, 256});
+  table_[150] = wf_refs.contiguous("TID150", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 256});  // TID150 = fused_matmul_linear
+  table_[151] = wf_refs.contiguous("TID151", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 256});  // TID151 = gelu
+  table_[152] = params_[32].ref();  // tiny_lm_0/transformer_block_1/linear_3.W
+  table_[153] = params_[33].ref();  // tiny_lm_0/transformer_block_1/linear_3.b
+  table_[154] = wf_refs.broadcast("TID154", table_[152], {batch, 256, 64});
+  table_[155] = wf_refs.broadcast("TID155", table_[153], {batch, 64, 64});
+  table_[156] = wf_refs.contiguous("x.2", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_matmul_add_add_2
+  table_[157] = params_[34].ref();  // tiny_lm_0/layernorm_4.gamma
+  table_[158] = params_[35].ref();  // tiny_lm_0/layernorm_4.beta
+  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID159 = layer_norm
+  table_[160] = wf_refs.permute("TID160", table_[2], {1, 0});
+  table_[161] = wf_refs.broadcast("TID161", table_[160], {batch, 64, 256});
+  table_[162] = wf_refs.contiguous("logits", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 256});  // logits = matmul
+  table_[163] = wf_refs.reshape("TID163", table_[162], {batch * 64, 256});
+  table_[164] = wf_refs.reshape("TID164", table_[1], {batch * 64});
+  table_[165] = wf_refs.contiguous("TID165", wf_arena + wf_slot37, wfgen::rt::DType::f32, {batch * 64, 256});  // TID165 = one_hot
+  table_[166] = wf_refs.contiguous("TID166", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch * 64, 1});  // TID166 = softmax_cross_entropy
+  table_[167] = wf_refs.contiguous("TID167", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch * 64, 1});  // TID167 = mean
+  table_[168] = wf_refs.permute("TID168", table_[167], {1, 0});
+  table_[169] = wf_refs.contiguous("TID169", wf_arena + wf_slot40, wfgen::rt::DType::f32, {1, 1});  // TID169 = mean
+  table_[170] = wf_refs.permute("TID170", table_[169], {1, 0});
+  table_[171] = wf_refs.reshape("TID171", table_[170], {1});
+  table_[172] = grads_[0].ref();  // grad:tiny_lm_0.token_embedding
+  table_[173] = grads_[1].ref();  // grad:tiny_lm_0.position_embedding
+  table_[174] = grads_[2].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[175] = grads_[3].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[176] = grads_[4].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[177] = grads_[5].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[178] = grads_[6].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[179] = grads_[7].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[180] = grads_[8].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[181] = grads_[9].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[182] = grads_[10].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[183] = grads_[11].ref();  // grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[184] = grads_[12].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[185] = grads_[13].ref();  // grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[186] = grads_[14].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[187] = grads_[15].ref();  // grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[188] = grads_[16].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[189] = grads_[17].ref();  // grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[190] = grads_[18].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[191] = grads_[19].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[192] = grads_[20].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[193] = grads_[21].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[194] = grads_[22].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[195] = grads_[23].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[196] = grads_[24].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[197] = grads_[25].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[198] = grads_[26].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[199] = grads_[27].ref();  // grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[200] = grads_[28].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[201] = grads_[29].ref();  // grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[202] = grads_[30].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.W
+  table_[203] = grads_[31].ref();  // grad:tiny_lm_0/transformer_block_1/linear_2.b
+  table_[204] = grads_[32].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.W
+  table_[205] = grads_[33].ref();  // grad:tiny_lm_0/transformer_block_1/linear_3.b
+  table_[206] = grads_[34].ref();  // grad:tiny_lm_0/layernorm_4.gamma
+  table_[207] = grads_[35].ref();  // grad:tiny_lm_0/layernorm_4.beta
   if (wfgen::rt::Status wf_s = wfgen::rt::try_zeros(seeds_[0], wfgen::rt::DType::f32, {1}); !wf_s.ok()) return wf_s;
-  table_[220] = seeds_[0].ref();  // dloss
-  table_[221] = wf_refs.reshape("TID221", table_[220], {1, 1});
-  table_[222] = wf_refs.permute("TID222", table_[221], {1, 0});
-  table_[223] = wf_refs.contiguous("TID223", wf_arena + wf_slot41, wfgen::rt::DType::f32, {1, 1});  // TID223 = fused_inv_count_mul
-  table_[224] = wf_refs.broadcast("TID224", table_[223], {1, batch * 64});
-  table_[225] = wf_refs.permute("TID225", table_[224], {1, 0});
-  table_[226] = wf_refs.contiguous("TID226", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch * 64, 1});  // TID226 = inv_count
-  table_[227] = wf_refs.contiguous("TID227", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch * 64, 256});  // TID227 = fused_mul_max_sub_exp_and_6
-  table_[228] = wf_refs.reshape("TID228", table_[227], {batch, 64, 256});
-  table_[229] = wf_refs.permute("TID229", table_[173], {0, 2, 1});
-  table_[230] = wf_refs.contiguous("TID230", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID230 = matmul
-  table_[231] = wf_refs.reshape("TID231", table_[171], {batch * 64, 64});
-  table_[232] = wf_refs.reshape("TID232", table_[228], {batch * 64, 256});
-  table_[233] = wf_refs.permute("TID233", table_[231], {1, 0});
-  table_[234] = wf_refs.contiguous("TID234", wf_arena + wf_slot37, wfgen::rt::DType::f32, {64, 256});  // TID234 = matmul
-  table_[235] = wf_refs.permute("TID235", table_[234], {1, 0});
-  table_[236] = wf_refs.contiguous("TID236", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID236 = layer_norm_grad
-  table_[237] = wf_refs.reshape("TID237", table_[230], {batch * 64, 64});
-  table_[238] = wf_refs.reshape("TID238", table_[168], {batch * 64, 64});
-  table_[239] = wf_refs.contiguous("TID239", wf_arena + wf_slot38, wfgen::rt::DType::f32, {64});  // TID239 = layer_norm_param_grad
-  table_[240] = wf_refs.reshape("TID240", table_[230], {batch * 64, 64});
-  table_[241] = wf_refs.reshape("TID241", table_[168], {batch * 64, 64});
-  table_[242] = wf_refs.contiguous("TID242", wf_arena + wf_slot39, wfgen::rt::DType::f32, {64});  // TID242 = layer_norm_param_grad
-  table_[243] = table_[219];  // add into grad:tiny_lm_0/layernorm_4.beta
-  table_[244] = table_[218];  // add into grad:tiny_lm_0/layernorm_4.gamma
-  table_[245] = wf_refs.permute("TID245", table_[236], {0, 2, 1});
-  table_[246] = wf_refs.contiguous("TID246", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 1});  // TID246 = sum
+  table_[208] = seeds_[0].ref();  // dloss
+  table_[209] = wf_refs.reshape("TID209", table_[208], {1, 1});
+  table_[210] = wf_refs.permute("TID210", table_[209], {1, 0});
+  table_[211] = wf_refs.contiguous("TID211", wf_arena + wf_slot41, wfgen::rt::DType::f32, {1, 1});  // TID211 = fused_inv_count_mul
+  table_[212] = wf_refs.broadcast("TID212", table_[211], {1, batch * 64});
+  table_[213] = wf_refs.permute("TID213", table_[212], {1, 0});
+  table_[214] = wf_refs.contiguous("TID214", wf_arena + wf_slot39, wfgen::rt::DType::f32, {batch * 64, 1});  // TID214 = inv_count
+  table_[215] = wf_refs.contiguous("TID215", wf_arena + wf_slot38, wfgen::rt::DType::f32, {batch * 64, 256});  // TID215 = fused_mul_max_sub_exp_and_6
+  table_[216] = wf_refs.reshape("TID216", table_[215], {batch, 64, 256});
+  table_[217] = wf_refs.permute("TID217", table_[161], {0, 2, 1});
+  table_[218] = wf_refs.contiguous("TID218", wf_arena + wf_slot36, wfgen::rt::DType::f32, {batch, 64, 64});  // TID218 = matmul
+  table_[219] = wf_refs.reshape("TID219", table_[159], {batch * 64, 64});
+  table_[220] = wf_refs.reshape("TID220", table_[216], {batch * 64, 256});
+  table_[221] = wf_refs.permute("TID221", table_[219], {1, 0});
+  table_[222] = wf_refs.contiguous("TID222", wf_arena + wf_slot37, wfgen::rt::DType::f32, {64, 256});  // TID222 = matmul
+  table_[223] = wf_refs.permute("TID223", table_[222], {1, 0});
+  table_[224] = wf_refs.contiguous("TID224", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID224 = layer_norm_grad
+  table_[225] = wf_refs.reshape("TID225", table_[218], {batch * 64, 64});
+  table_[226] = wf_refs.reshape("TID226", table_[156], {batch * 64, 64});
+  table_[227] = wf_refs.contiguous("TID227", wf_arena + wf_slot38, wfgen::rt::DType::f32, {64});  // TID227 = layer_norm_param_grad
+  table_[228] = wf_refs.reshape("TID228", table_[218], {batch * 64, 64});
+  table_[229] = wf_refs.reshape("TID229", table_[156], {batch * 64, 64});
+  table_[230] = wf_refs.contiguous("TID230", wf_arena + wf_slot39, wfgen::rt::DType::f32, {64});  // TID230 = layer_norm_param_grad
+  table_[231] = table_[207];  // add into grad:tiny_lm_0/layernorm_4.beta
+  table_[232] = table_[206];  // add into grad:tiny_lm_0/layernorm_4.gamma
+  table_[233] = wf_refs.permute("TID233", table_[224], {0, 2, 1});
+  table_[234] = wf_refs.contiguous("TID234", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 1});  // TID234 = sum
+  table_[235] = wf_refs.permute("TID235", table_[234], {0, 2, 1});
+  table_[236] = wf_refs.permute("TID236", table_[235], {1, 2, 0});
+  table_[237] = wf_refs.contiguous("TID237", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 64, 1});  // TID237 = sum
+  table_[238] = wf_refs.permute("TID238", table_[237], {2, 0, 1});
+  table_[239] = wf_refs.reshape("TID239", table_[238], {64});
+  table_[240] = wf_refs.permute("TID240", table_[154], {0, 2, 1});
+  table_[241] = wf_refs.reshape("TID241", table_[151], {batch * 64, 256});
+  table_[242] = wf_refs.reshape("TID242", table_[224], {batch * 64, 64});
+  table_[243] = wf_refs.permute("TID243", table_[241], {1, 0});
+  table_[244] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_3.W
+  table_[245] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.b
+  table_[246] = wf_refs.contiguous("TID246", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 256});  // TID246 = fused_matmul_gelu_grad
   table_[247] = wf_refs.permute("TID247", table_[246], {0, 2, 1});
-  table_[248] = wf_refs.permute("TID248", table_[247], {1, 2, 0});
-  table_[249] = wf_refs.contiguous("TID249", wf_arena + wf_slot36, wfgen::rt::DType::f32, {1, 64, 1});  // TID249 = sum
-  table_[250] = wf_refs.permute("TID250", table_[249], {2, 0, 1});
-  table_[251] = wf_refs.reshape("TID251", table_[250], {64});
-  table_[252] = wf_refs.permute("TID252", table_[165], {0, 2, 1});
-  table_[253] = wf_refs.contiguous("TID253", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 256});  // TID253 = matmul
-  table_[254] = wf_refs.reshape("TID254", table_[162], {batch * 64, 256});
-  table_[255] = wf_refs.reshape("TID255", table_[236], {batch * 64, 64});
-  table_[256] = wf_refs.permute("TID256", table_[254], {1, 0});
-  table_[257] = table_[216];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_3.W
-  table_[258] = table_[217];  // add into grad:tiny_lm_0/transformer_block_1/linear_3.b
-  table_[259] = wf_refs.contiguous("TID259", wf_arena + wf_slot34, wfgen::rt::DType::f32, {batch, 64, 256});  // TID259 = gelu_grad
-  table_[260] = wf_refs.permute("TID260", table_[259], {0, 2, 1});
-  table_[261] = wf_refs.contiguous("TID261", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 256, 1});  // TID261 = sum
-  table_[262] = wf_refs.permute("TID262", table_[261], {0, 2, 1});
-  table_[263] = wf_refs.permute("TID263", table_[262], {1, 2, 0});
-  table_[264] = wf_refs.contiguous("TID264", wf_arena + wf_slot33, wfgen::rt::DType::f32, {1, 256, 1});  // TID264 = sum
-  table_[265] = wf_refs.permute("TID265", table_[264], {2, 0, 1});
-  table_[266] = wf_refs.reshape("TID266", table_[265], {256});
-  table_[267] = wf_refs.permute("TID267", table_[158], {0, 2, 1});
-  table_[268] = wf_refs.contiguous("TID268", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID268 = matmul
-  table_[269] = wf_refs.reshape("TID269", table_[155], {batch * 64, 64});
-  table_[270] = wf_refs.reshape("TID270", table_[259], {batch * 64, 256});
-  table_[271] = wf_refs.permute("TID271", table_[269], {1, 0});
-  table_[272] = table_[214];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_2.W
-  table_[273] = table_[215];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.b
-  table_[274] = wf_refs.contiguous("TID274", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID274 = layer_norm_grad
-  table_[275] = wf_refs.reshape("TID275", table_[268], {batch * 64, 64});
-  table_[276] = wf_refs.reshape("TID276", table_[152], {batch * 64, 64});
-  table_[277] = wf_refs.contiguous("TID277", wf_arena + wf_slot33, wfgen::rt::DType::f32, {64});  // TID277 = layer_norm_param_grad
-  table_[278] = wf_refs.reshape("TID278", table_[268], {batch * 64, 64});
-  table_[279] = wf_refs.reshape("TID279", table_[152], {batch * 64, 64});
-  table_[280] = wf_refs.contiguous("TID280", wf_arena + wf_slot34, wfgen::rt::DType::f32, {64});  // TID280 = layer_norm_param_grad
-  table_[281] = table_[213];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
-  table_[282] = table_[212];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
-  table_[283] = wf_refs.contiguous("TID283", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID283 = add
-  table_[284] = wf_refs.permute("TID284", table_[283], {0, 2, 1});
-  table_[285] = wf_refs.contiguous("TID285", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 1});  // TID285 = sum
-  table_[286] = wf_refs.permute("TID286", table_[285], {0, 2, 1});
-  table_[287] = wf_refs.permute("TID287", table_[286], {1, 2, 0});
-  table_[288] = wf_refs.contiguous("TID288", wf_arena + wf_slot27, wfgen::rt::DType::f32, {1, 64, 1});  // TID288 = sum
-  table_[289] = wf_refs.permute("TID289", table_[288], {2, 0, 1});
-  table_[290] = wf_refs.reshape("TID290", table_[289], {64});
-  table_[291] = wf_refs.permute("TID291", table_[149], {0, 2, 1});
-  table_[292] = wf_refs.contiguous("TID292", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID292 = matmul
-  table_[293] = wf_refs.reshape("TID293", table_[147], {batch * 64, 16});
-  table_[294] = wf_refs.reshape("TID294", table_[283], {batch * 64, 64});
-  table_[295] = wf_refs.permute("TID295", table_[293], {1, 0});
-  table_[296] = wf_refs.contiguous("TID296", wf_arena + wf_slot30, wfgen::rt::DType::f32, {64, 64});  // TID296 = fill
-  table_[297] = wf_refs.slice("TID297", table_[296], {48, 0}, {1, 1}, {16, 64});
-  table_[298] = table_[297];  // matmul into TID297
-  table_[299] = wf_refs.permute("TID299", table_[146], {0, 2, 1});
-  table_[300] = wf_refs.contiguous("TID300", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID300 = matmul
-  table_[301] = wf_refs.permute("TID301", table_[145], {0, 2, 1});
-  table_[302] = wf_refs.contiguous("TID302", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID302 = fill
-  table_[303] = wf_refs.slice("TID303", table_[302], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[304] = table_[303];  // matmul into TID303
-  table_[305] = wf_refs.contiguous("TID305", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID305 = fused_mul_sum_sub_mul_and_1
-  table_[306] = wf_refs.permute("TID306", table_[143], {0, 2, 1});
-  table_[307] = wf_refs.contiguous("TID307", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID307 = fill
-  table_[308] = wf_refs.slice("TID308", table_[307], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[309] = table_[308];  // matmul into TID308
-  table_[310] = wf_refs.contiguous("TID310", wf_arena + wf_slot32, wfgen::rt::DType::f32, {batch, 64, 64});  // TID310 = fill
-  table_[311] = wf_refs.slice("TID311", table_[310], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[312] = wf_refs.permute("TID312", table_[305], {0, 2, 1});
-  table_[313] = table_[311];  // matmul into TID311
-  table_[314] = wf_refs.permute("TID314", table_[139], {0, 2, 1});
-  table_[315] = wf_refs.contiguous("TID315", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID315 = matmul
-  table_[316] = wf_refs.reshape("TID316", table_[137], {batch * 64, 16});
-  table_[317] = wf_refs.reshape("TID317", table_[283], {batch * 64, 64});
-  table_[318] = wf_refs.permute("TID318", table_[316], {1, 0});
-  table_[319] = wf_refs.slice("TID319", table_[296], {32, 0}, {1, 1}, {16, 64});
-  table_[320] = table_[319];  // matmul into TID319
-  table_[321] = wf_refs.permute("TID321", table_[136], {0, 2, 1});
-  table_[322] = wf_refs.contiguous("TID322", wf_arena + wf_slot28, wfgen::rt::DType::f32, {batch, 64, 64});  // TID322 = matmul
-  table_[323] = wf_refs.permute("TID323", table_[135], {0, 2, 1});
-  table_[324] = wf_refs.slice("TID324", table_[302], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[325] = table_[324];  // matmul into TID324
-  table_[326] = wf_refs.contiguous("TID326", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID326 = fused_mul_sum_sub_mul_and_1
-  table_[327] = wf_refs.permute("TID327", table_[133], {0, 2, 1});
-  table_[328] = wf_refs.slice("TID328", table_[307], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[329] = table_[328];  // matmul into TID328
-  table_[330] = wf_refs.slice("TID330", table_[310], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[331] = wf_refs.permute("TID331", table_[326], {0, 2, 1});
-  table_[332] = table_[330];  // matmul into TID330
-  table_[333] = wf_refs.permute("TID333", table_[129], {0, 2, 1});
-  table_[334] = wf_refs.contiguous("TID334", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID334 = matmul
-  table_[335] = wf_refs.reshape("TID335", table_[127], {batch * 64, 16});
-  table_[336] = wf_refs.reshape("TID336", table_[283], {batch * 64, 64});
-  table_[337] = wf_refs.permute("TID337", table_[335], {1, 0});
-  table_[338] = wf_refs.slice("TID338", table_[296], {16, 0}, {1, 1}, {16, 64});
-  table_[339] = table_[338];  // matmul into TID338
-  table_[340] = wf_refs.permute("TID340", table_[126], {0, 2, 1});
-  table_[341] = wf_refs.contiguous("TID341", wf_arena + wf_slot25, wfgen::rt::DType::f32, {batch, 64, 64});  // TID341 = matmul
-  table_[342] = wf_refs.permute("TID342", table_[125], {0, 2, 1});
-  table_[343] = wf_refs.slice("TID343", table_[302], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[344] = table_[343];  // matmul into TID343
-  table_[345] = wf_refs.contiguous("TID345", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID345 = fused_mul_sum_sub_mul_and_1
-  table_[346] = wf_refs.permute("TID346", table_[123], {0, 2, 1});
-  table_[347] = wf_refs.slice("TID347", table_[307], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[348] = table_[347];  // matmul into TID347
-  table_[349] = wf_refs.slice("TID349", table_[310], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[350] = wf_refs.permute("TID350", table_[345], {0, 2, 1});
-  table_[351] = table_[349];  // matmul into TID349
-  table_[352] = wf_refs.permute("TID352", table_[119], {0, 2, 1});
-  table_[353] = wf_refs.contiguous("TID353", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID353 = matmul
-  table_[354] = wf_refs.reshape("TID354", table_[117], {batch * 64, 16});
-  table_[355] = wf_refs.reshape("TID355", table_[283], {batch * 64, 64});
-  table_[356] = wf_refs.permute("TID356", table_[354], {1, 0});
-  table_[357] = wf_refs.slice("TID357", table_[296], {0, 0}, {1, 1}, {16, 64});
-  table_[358] = table_[357];  // matmul into TID357
-  table_[359] = wf_refs.permute("TID359", table_[116], {0, 2, 1});
-  table_[360] = wf_refs.contiguous("TID360", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID360 = matmul
-  table_[361] = wf_refs.permute("TID361", table_[115], {0, 2, 1});
-  table_[362] = wf_refs.slice("TID362", table_[302], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[363] = table_[362];  // matmul into TID362
-  table_[364] = wf_refs.contiguous("TID364", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID364 = fused_mul_sum_sub_mul_and_1
-  table_[365] = wf_refs.permute("TID365", table_[113], {0, 2, 1});
-  table_[366] = wf_refs.slice("TID366", table_[307], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[367] = table_[366];  // matmul into TID366
-  table_[368] = wf_refs.slice("TID368", table_[310], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[369] = wf_refs.permute("TID369", table_[364], {0, 2, 1});
-  table_[370] = table_[368];  // matmul into TID368
-  table_[371] = wf_refs.permute("TID371", table_[302], {0, 2, 1});
-  table_[372] = wf_refs.contiguous("TID372", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID372 = sum
-  table_[373] = wf_refs.permute("TID373", table_[372], {0, 2, 1});
-  table_[374] = wf_refs.permute("TID374", table_[373], {1, 2, 0});
-  table_[375] = wf_refs.contiguous("TID375", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID375 = sum
-  table_[376] = wf_refs.permute("TID376", table_[375], {2, 0, 1});
-  table_[377] = wf_refs.reshape("TID377", table_[376], {64});
-  table_[378] = wf_refs.permute("TID378", table_[107], {0, 2, 1});
-  table_[379] = wf_refs.contiguous("TID379", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID379 = matmul
-  table_[380] = wf_refs.reshape("TID380", table_[90], {batch * 64, 64});
-  table_[381] = wf_refs.reshape("TID381", table_[302], {batch * 64, 64});
-  table_[382] = wf_refs.permute("TID382", table_[380], {1, 0});
-  table_[383] = table_[208];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
-  table_[384] = wf_refs.permute("TID384", table_[310], {0, 2, 1});
-  table_[385] = wf_refs.contiguous("TID385", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 1});  // TID385 = sum
-  table_[386] = wf_refs.permute("TID386", table_[385], {0, 2, 1});
-  table_[387] = wf_refs.permute("TID387", table_[386], {1, 2, 0});
-  table_[388] = wf_refs.contiguous("TID388", wf_arena + wf_slot22, wfgen::rt::DType::f32, {1, 64, 1});  // TID388 = sum
-  table_[389] = wf_refs.permute("TID389", table_[388], {2, 0, 1});
-  table_[390] = wf_refs.reshape("TID390", table_[389], {64});
-  table_[391] = wf_refs.permute("TID391", table_[103], {0, 2, 1});
-  table_[392] = wf_refs.contiguous("TID392", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID392 = matmul
-  table_[393] = wf_refs.reshape("TID393", table_[90], {batch * 64, 64});
-  table_[394] = wf_refs.reshape("TID394", table_[310], {batch * 64, 64});
-  table_[395] = wf_refs.permute("TID395", table_[393], {1, 0});
-  table_[396] = table_[206];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
-  table_[397] = wf_refs.permute("TID397", table_[307], {0, 2, 1});
-  table_[398] = wf_refs.contiguous("TID398", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 1});  // TID398 = sum
-  table_[399] = wf_refs.permute("TID399", table_[398], {0, 2, 1});
-  table_[400] = wf_refs.permute("TID400", table_[399], {1, 2, 0});
-  table_[401] = wf_refs.contiguous("TID401", wf_arena + wf_slot24, wfgen::rt::DType::f32, {1, 64, 1});  // TID401 = sum
-  table_[402] = wf_refs.permute("TID402", table_[401], {2, 0, 1});
-  table_[403] = wf_refs.reshape("TID403", table_[402], {64});
-  table_[404] = wf_refs.permute("TID404", table_[99], {0, 2, 1});
-  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot23, wfgen::rt::DType::f32, {batch, 64, 64});  // TID405 = matmul
-  table_[406] = wf_refs.reshape("TID406", table_[90], {batch * 64, 64});
-  table_[407] = wf_refs.reshape("TID407", table_[307], {batch * 64, 64});
-  table_[408] = wf_refs.permute("TID408", table_[406], {1, 0});
-  table_[409] = table_[204];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
-  table_[410] = table_[211];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
-  table_[411] = table_[210];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
-  table_[412] = table_[209];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
-  table_[413] = table_[207];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
-  table_[414] = table_[205];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
-  table_[415] = wf_refs.contiguous("TID415", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID415 = fused_add_add
-  table_[416] = wf_refs.contiguous("TID416", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID416 = layer_norm_grad
-  table_[417] = wf_refs.reshape("TID417", table_[415], {batch * 64, 64});
-  table_[418] = wf_refs.reshape("TID418", table_[87], {batch * 64, 64});
-  table_[419] = wf_refs.contiguous("TID419", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID419 = layer_norm_param_grad
-  table_[420] = wf_refs.reshape("TID420", table_[415], {batch * 64, 64});
-  table_[421] = wf_refs.reshape("TID421", table_[87], {batch * 64, 64});
-  table_[422] = wf_refs.contiguous("TID422", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID422 = layer_norm_param_grad
-  table_[423] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
-  table_[424] = table_[202];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
-  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID425 = add
+  table_[248] = wf_refs.contiguous("TID248", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 256, 1});  // TID248 = sum
+  table_[249] = wf_refs.permute("TID249", table_[248], {0, 2, 1});
+  table_[250] = wf_refs.permute("TID250", table_[249], {1, 2, 0});
+  table_[251] = wf_refs.contiguous("TID251", wf_arena + wf_slot34, wfgen::rt::DType::f32, {1, 256, 1});  // TID251 = sum
+  table_[252] = wf_refs.permute("TID252", table_[251], {2, 0, 1});
+  table_[253] = wf_refs.reshape("TID253", table_[252], {256});
+  table_[254] = wf_refs.permute("TID254", table_[148], {0, 2, 1});
+  table_[255] = wf_refs.contiguous("TID255", wf_arena + wf_slot29, wfgen::rt::DType::f32, {batch, 64, 64});  // TID255 = matmul
+  table_[256] = wf_refs.reshape("TID256", table_[145], {batch * 64, 64});
+  table_[257] = wf_refs.reshape("TID257", table_[246], {batch * 64, 256});
+  table_[258] = wf_refs.permute("TID258", table_[256], {1, 0});
+  table_[259] = table_[202];  // matmul into grad:tiny_lm_0/transformer_block_1/linear_2.W
+  table_[260] = table_[203];  // add into grad:tiny_lm_0/transformer_block_1/linear_2.b
+  table_[261] = wf_refs.contiguous("TID261", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID261 = layer_norm_grad
+  table_[262] = wf_refs.reshape("TID262", table_[255], {batch * 64, 64});
+  table_[263] = wf_refs.reshape("TID263", table_[142], {batch * 64, 64});
+  table_[264] = wf_refs.contiguous("TID264", wf_arena + wf_slot32, wfgen::rt::DType::f32, {64});  // TID264 = layer_norm_param_grad
+  table_[265] = wf_refs.reshape("TID265", table_[255], {batch * 64, 64});
+  table_[266] = wf_refs.reshape("TID266", table_[142], {batch * 64, 64});
+  table_[267] = wf_refs.contiguous("TID267", wf_arena + wf_slot34, wfgen::rt::DType::f32, {64});  // TID267 = layer_norm_param_grad
+  table_[268] = table_[201];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.beta
+  table_[269] = table_[200];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_3.gamma
+  table_[270] = wf_refs.contiguous("TID270", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID270 = add
+  table_[271] = wf_refs.permute("TID271", table_[270], {0, 2, 1});
+  table_[272] = wf_refs.contiguous("TID272", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 1});  // TID272 = sum
+  table_[273] = wf_refs.permute("TID273", table_[272], {0, 2, 1});
+  table_[274] = wf_refs.permute("TID274", table_[273], {1, 2, 0});
+  table_[275] = wf_refs.contiguous("TID275", wf_arena + wf_slot29, wfgen::rt::DType::f32, {1, 64, 1});  // TID275 = sum
+  table_[276] = wf_refs.permute("TID276", table_[275], {2, 0, 1});
+  table_[277] = wf_refs.reshape("TID277", table_[276], {64});
+  table_[278] = wf_refs.permute("TID278", table_[139], {0, 2, 1});
+  table_[279] = wf_refs.contiguous("TID279", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID279 = matmul
+  table_[280] = wf_refs.reshape("TID280", table_[137], {batch * 64, 16});
+  table_[281] = wf_refs.reshape("TID281", table_[270], {batch * 64, 64});
+  table_[282] = wf_refs.permute("TID282", table_[280], {1, 0});
+  table_[283] = wf_refs.contiguous("TID283", wf_arena + wf_slot32, wfgen::rt::DType::f32, {64, 64});  // TID283 = fill
+  table_[284] = wf_refs.slice("TID284", table_[283], {48, 0}, {1, 1}, {16, 64});
+  table_[285] = table_[284];  // matmul into TID284
+  table_[286] = wf_refs.permute("TID286", table_[136], {0, 2, 1});
+  table_[287] = wf_refs.contiguous("TID287", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID287 = matmul
+  table_[288] = wf_refs.permute("TID288", table_[135], {0, 2, 1});
+  table_[289] = wf_refs.contiguous("TID289", wf_arena + wf_slot33, wfgen::rt::DType::f32, {batch, 64, 64});  // TID289 = fill
+  table_[290] = wf_refs.slice("TID290", table_[289], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[291] = table_[290];  // matmul into TID290
+  table_[292] = wf_refs.contiguous("TID292", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID292 = fused_mul_sum_sub_mul_and_1
+  table_[293] = wf_refs.permute("TID293", table_[133], {0, 2, 1});
+  table_[294] = wf_refs.contiguous("TID294", wf_arena + wf_slot30, wfgen::rt::DType::f32, {batch, 64, 64});  // TID294 = fill
+  table_[295] = wf_refs.slice("TID295", table_[294], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[296] = table_[295];  // matmul into TID295
+  table_[297] = wf_refs.contiguous("TID297", wf_arena + wf_slot31, wfgen::rt::DType::f32, {batch, 64, 64});  // TID297 = fill
+  table_[298] = wf_refs.slice("TID298", table_[297], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[299] = wf_refs.permute("TID299", table_[292], {0, 2, 1});
+  table_[300] = table_[298];  // matmul into TID298
+  table_[301] = wf_refs.permute("TID301", table_[129], {0, 2, 1});
+  table_[302] = wf_refs.contiguous("TID302", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID302 = matmul
+  table_[303] = wf_refs.reshape("TID303", table_[127], {batch * 64, 16});
+  table_[304] = wf_refs.reshape("TID304", table_[270], {batch * 64, 64});
+  table_[305] = wf_refs.permute("TID305", table_[303], {1, 0});
+  table_[306] = wf_refs.slice("TID306", table_[283], {32, 0}, {1, 1}, {16, 64});
+  table_[307] = table_[306];  // matmul into TID306
+  table_[308] = wf_refs.permute("TID308", table_[126], {0, 2, 1});
+  table_[309] = wf_refs.contiguous("TID309", wf_arena + wf_slot27, wfgen::rt::DType::f32, {batch, 64, 64});  // TID309 = matmul
+  table_[310] = wf_refs.permute("TID310", table_[125], {0, 2, 1});
+  table_[311] = wf_refs.slice("TID311", table_[289], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[312] = table_[311];  // matmul into TID311
+  table_[313] = wf_refs.contiguous("TID313", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID313 = fused_mul_sum_sub_mul_and_1
+  table_[314] = wf_refs.permute("TID314", table_[123], {0, 2, 1});
+  table_[315] = wf_refs.slice("TID315", table_[294], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[316] = table_[315];  // matmul into TID315
+  table_[317] = wf_refs.slice("TID317", table_[297], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[318] = wf_refs.permute("TID318", table_[313], {0, 2, 1});
+  table_[319] = table_[317];  // matmul into TID317
+  table_[320] = wf_refs.permute("TID320", table_[119], {0, 2, 1});
+  table_[321] = wf_refs.contiguous("TID321", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 16});  // TID321 = matmul
+  table_[322] = wf_refs.reshape("TID322", table_[117], {batch * 64, 16});
+  table_[323] = wf_refs.reshape("TID323", table_[270], {batch * 64, 64});
+  table_[324] = wf_refs.permute("TID324", table_[322], {1, 0});
+  table_[325] = wf_refs.slice("TID325", table_[283], {16, 0}, {1, 1}, {16, 64});
+  table_[326] = table_[325];  // matmul into TID325
+  table_[327] = wf_refs.permute("TID327", table_[116], {0, 2, 1});
+  table_[328] = wf_refs.contiguous("TID328", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 64});  // TID328 = matmul
+  table_[329] = wf_refs.permute("TID329", table_[115], {0, 2, 1});
+  table_[330] = wf_refs.slice("TID330", table_[289], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[331] = table_[330];  // matmul into TID330
+  table_[332] = wf_refs.contiguous("TID332", wf_arena + wf_slot26, wfgen::rt::DType::f32, {batch, 64, 64});  // TID332 = fused_mul_sum_sub_mul_and_1
+  table_[333] = wf_refs.permute("TID333", table_[113], {0, 2, 1});
+  table_[334] = wf_refs.slice("TID334", table_[294], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[335] = table_[334];  // matmul into TID334
+  table_[336] = wf_refs.slice("TID336", table_[297], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[337] = wf_refs.permute("TID337", table_[332], {0, 2, 1});
+  table_[338] = table_[336];  // matmul into TID336
+  table_[339] = wf_refs.permute("TID339", table_[110], {0, 2, 1});
+  table_[340] = wf_refs.contiguous("TID340", wf_arena + wf_slot24, wfgen::rt::DType::f32, {batch, 64, 16});  // TID340 = matmul
+  table_[341] = wf_refs.reshape("TID341", table_[108], {batch * 64, 16});
+  table_[342] = wf_refs.reshape("TID342", table_[270], {batch * 64, 64});
+  table_[343] = wf_refs.permute("TID343", table_[341], {1, 0});
+  table_[344] = wf_refs.slice("TID344", table_[283], {0, 0}, {1, 1}, {16, 64});
+  table_[345] = table_[344];  // matmul into TID344
+  table_[346] = wf_refs.permute("TID346", table_[107], {0, 2, 1});
+  table_[347] = wf_refs.contiguous("TID347", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID347 = matmul
+  table_[348] = wf_refs.permute("TID348", table_[106], {0, 2, 1});
+  table_[349] = wf_refs.slice("TID349", table_[289], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[350] = table_[349];  // matmul into TID349
+  table_[351] = wf_refs.contiguous("TID351", wf_arena + wf_slot21, wfgen::rt::DType::f32, {batch, 64, 64});  // TID351 = fused_mul_sum_sub_mul_and_1
+  table_[352] = wf_refs.permute("TID352", table_[104], {0, 2, 1});
+  table_[353] = wf_refs.slice("TID353", table_[294], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[354] = table_[353];  // matmul into TID353
+  table_[355] = wf_refs.slice("TID355", table_[297], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[356] = wf_refs.permute("TID356", table_[351], {0, 2, 1});
+  table_[357] = table_[355];  // matmul into TID355
+  table_[358] = wf_refs.permute("TID358", table_[289], {0, 2, 1});
+  table_[359] = wf_refs.contiguous("TID359", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID359 = sum
+  table_[360] = wf_refs.permute("TID360", table_[359], {0, 2, 1});
+  table_[361] = wf_refs.permute("TID361", table_[360], {1, 2, 0});
+  table_[362] = wf_refs.contiguous("TID362", wf_arena + wf_slot20, wfgen::rt::DType::f32, {1, 64, 1});  // TID362 = sum
+  table_[363] = wf_refs.permute("TID363", table_[362], {2, 0, 1});
+  table_[364] = wf_refs.reshape("TID364", table_[363], {64});
+  table_[365] = wf_refs.permute("TID365", table_[99], {0, 2, 1});
+  table_[366] = wf_refs.reshape("TID366", table_[84], {batch * 64, 64});
+  table_[367] = wf_refs.reshape("TID367", table_[289], {batch * 64, 64});
+  table_[368] = wf_refs.permute("TID368", table_[366], {1, 0});
+  table_[369] = table_[196];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv
+  table_[370] = wf_refs.permute("TID370", table_[297], {0, 2, 1});
+  table_[371] = wf_refs.contiguous("TID371", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 1});  // TID371 = sum
+  table_[372] = wf_refs.permute("TID372", table_[371], {0, 2, 1});
+  table_[373] = wf_refs.permute("TID373", table_[372], {1, 2, 0});
+  table_[374] = wf_refs.contiguous("TID374", wf_arena + wf_slot21, wfgen::rt::DType::f32, {1, 64, 1});  // TID374 = sum
+  table_[375] = wf_refs.permute("TID375", table_[374], {2, 0, 1});
+  table_[376] = wf_refs.reshape("TID376", table_[375], {64});
+  table_[377] = wf_refs.permute("TID377", table_[96], {0, 2, 1});
+  table_[378] = wf_refs.contiguous("TID378", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID378 = matmul
+  table_[379] = wf_refs.reshape("TID379", table_[84], {batch * 64, 64});
+  table_[380] = wf_refs.reshape("TID380", table_[297], {batch * 64, 64});
+  table_[381] = wf_refs.permute("TID381", table_[379], {1, 0});
+  table_[382] = table_[194];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk
+  table_[383] = wf_refs.permute("TID383", table_[294], {0, 2, 1});
+  table_[384] = wf_refs.contiguous("TID384", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 1});  // TID384 = sum
+  table_[385] = wf_refs.permute("TID385", table_[384], {0, 2, 1});
+  table_[386] = wf_refs.permute("TID386", table_[385], {1, 2, 0});
+  table_[387] = wf_refs.contiguous("TID387", wf_arena + wf_slot23, wfgen::rt::DType::f32, {1, 64, 1});  // TID387 = sum
+  table_[388] = wf_refs.permute("TID388", table_[387], {2, 0, 1});
+  table_[389] = wf_refs.reshape("TID389", table_[388], {64});
+  table_[390] = wf_refs.permute("TID390", table_[93], {0, 2, 1});
+  table_[391] = wf_refs.contiguous("TID391", wf_arena + wf_slot22, wfgen::rt::DType::f32, {batch, 64, 64});  // TID391 = matmul
+  table_[392] = wf_refs.reshape("TID392", table_[84], {batch * 64, 64});
+  table_[393] = wf_refs.reshape("TID393", table_[294], {batch * 64, 64});
+  table_[394] = wf_refs.permute("TID394", table_[392], {1, 0});
+  table_[395] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq
+  table_[396] = table_[199];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bo
+  table_[397] = table_[198];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo
+  table_[398] = table_[197];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bv
+  table_[399] = table_[195];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bk
+  table_[400] = table_[193];  // add into grad:tiny_lm_0/transformer_block_1/multi_head_attention_1.bq
+  table_[401] = wf_refs.contiguous("TID401", wf_arena + wf_slot18, wfgen::rt::DType::f32, {batch, 64, 64});  // TID401 = fused_matmul_add_add
+  table_[402] = wf_refs.contiguous("TID402", wf_arena + wf_slot19, wfgen::rt::DType::f32, {batch, 64, 64});  // TID402 = layer_norm_grad
+  table_[403] = wf_refs.reshape("TID403", table_[401], {batch * 64, 64});
+  table_[404] = wf_refs.reshape("TID404", table_[81], {batch * 64, 64});
+  table_[405] = wf_refs.contiguous("TID405", wf_arena + wf_slot20, wfgen::rt::DType::f32, {64});  // TID405 = layer_norm_param_grad
+  table_[406] = wf_refs.reshape("TID406", table_[401], {batch * 64, 64});
+  table_[407] = wf_refs.reshape("TID407", table_[81], {batch * 64, 64});
+  table_[408] = wf_refs.contiguous("TID408", wf_arena + wf_slot21, wfgen::rt::DType::f32, {64});  // TID408 = layer_norm_param_grad
+  table_[409] = table_[191];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.beta
+  table_[410] = table_[190];  // add into grad:tiny_lm_0/transformer_block_1/layernorm_2.gamma
+  table_[411] = wf_refs.contiguous("TID411", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID411 = add
+  table_[412] = wf_refs.permute("TID412", table_[411], {0, 2, 1});
+  table_[413] = wf_refs.contiguous("TID413", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID413 = sum
+  table_[414] = wf_refs.permute("TID414", table_[413], {0, 2, 1});
+  table_[415] = wf_refs.permute("TID415", table_[414], {1, 2, 0});
+  table_[416] = wf_refs.contiguous("TID416", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID416 = sum
+  table_[417] = wf_refs.permute("TID417", table_[416], {2, 0, 1});
+  table_[418] = wf_refs.reshape("TID418", table_[417], {64});
+  table_[419] = wf_refs.permute("TID419", table_[79], {0, 2, 1});
+  table_[420] = wf_refs.reshape("TID420", table_[76], {batch * 64, 256});
+  table_[421] = wf_refs.reshape("TID421", table_[411], {batch * 64, 64});
+  table_[422] = wf_refs.permute("TID422", table_[420], {1, 0});
+  table_[423] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
+  table_[424] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
+  table_[425] = wf_refs.contiguous("TID425", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 256});  // TID425 = fused_matmul_gelu_grad
   table_[426] = wf_refs.permute("TID426", table_[425], {0, 2, 1});
-  table_[427] = wf_refs.contiguous("TID427", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 1});  // TID427 = sum
+  table_[427] = wf_refs.contiguous("TID427", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 256, 1});  // TID427 = sum
   table_[428] = wf_refs.permute("TID428", table_[427], {0, 2, 1});
   table_[429] = wf_refs.permute("TID429", table_[428], {1, 2, 0});
-  table_[430] = wf_refs.contiguous("TID430", wf_arena + wf_slot18, wfgen::rt::DType::f32, {1, 64, 1});  // TID430 = sum
+  table_[430] = wf_refs.contiguous("TID430", wf_arena + wf_slot17, wfgen::rt::DType::f32, {1, 256, 1});  // TID430 = sum
   table_[431] = wf_refs.permute("TID431", table_[430], {2, 0, 1});
-  table_[432] = wf_refs.reshape("TID432", table_[431], {64});
-  table_[433] = wf_refs.permute("TID433", table_[84], {0, 2, 1});
-  table_[434] = wf_refs.contiguous("TID434", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID434 = matmul
-  table_[435] = wf_refs.reshape("TID435", table_[81], {batch * 64, 256});
-  table_[436] = wf_refs.reshape("TID436", table_[425], {batch * 64, 64});
+  table_[432] = wf_refs.reshape("TID432", table_[431], {256});
+  table_[433] = wf_refs.permute("TID433", table_[73], {0, 2, 1});
+  table_[434] = wf_refs.contiguous("TID434", wf_arena + wf_slot12, wfgen::rt::DType::f32, {batch, 64, 64});  // TID434 = matmul
+  table_[435] = wf_refs.reshape("TID435", table_[70], {batch * 64, 64});
+  table_[436] = wf_refs.reshape("TID436", table_[425], {batch * 64, 256});
   table_[437] = wf_refs.permute("TID437", table_[435], {1, 0});
-  table_[438] = table_[200];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_1.W
-  table_[439] = table_[201];  // add into grad:tiny_lm_0/transformer_block_0/linear_1.b
-  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot17, wfgen::rt::DType::f32, {batch, 64, 256});  // TID440 = gelu_grad
-  table_[441] = wf_refs.permute("TID441", table_[440], {0, 2, 1});
-  table_[442] = wf_refs.contiguous("TID442", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 256, 1});  // TID442 = sum
-  table_[443] = wf_refs.permute("TID443", table_[442], {0, 2, 1});
-  table_[444] = wf_refs.permute("TID444", table_[443], {1, 2, 0});
-  table_[445] = wf_refs.contiguous("TID445", wf_arena + wf_slot16, wfgen::rt::DType::f32, {1, 256, 1});  // TID445 = sum
-  table_[446] = wf_refs.permute("TID446", table_[445], {2, 0, 1});
-  table_[447] = wf_refs.reshape("TID447", table_[446], {256});
-  table_[448] = wf_refs.permute("TID448", table_[77], {0, 2, 1});
-  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID449 = matmul
-  table_[450] = wf_refs.reshape("TID450", table_[74], {batch * 64, 64});
-  table_[451] = wf_refs.reshape("TID451", table_[440], {batch * 64, 256});
-  table_[452] = wf_refs.permute("TID452", table_[450], {1, 0});
-  table_[453] = table_[198];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
-  table_[454] = table_[199];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
-  table_[455] = wf_refs.contiguous("TID455", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID455 = layer_norm_grad
-  table_[456] = wf_refs.reshape("TID456", table_[449], {batch * 64, 64});
-  table_[457] = wf_refs.reshape("TID457", table_[71], {batch * 64, 64});
-  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot16, wfgen::rt::DType::f32, {64});  // TID458 = layer_norm_param_grad
-  table_[459] = wf_refs.reshape("TID459", table_[449], {batch * 64, 64});
-  table_[460] = wf_refs.reshape("TID460", table_[71], {batch * 64, 64});
-  table_[461] = wf_refs.contiguous("TID461", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID461 = layer_norm_param_grad
-  table_[462] = table_[197];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
-  table_[463] = table_[196];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
-  table_[464] = wf_refs.contiguous("TID464", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID464 = add
-  table_[465] = wf_refs.permute("TID465", table_[464], {0, 2, 1});
-  table_[466] = wf_refs.contiguous("TID466", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 1});  // TID466 = sum
-  table_[467] = wf_refs.permute("TID467", table_[466], {0, 2, 1});
-  table_[468] = wf_refs.permute("TID468", table_[467], {1, 2, 0});
-  table_[469] = wf_refs.contiguous("TID469", wf_arena + wf_slot10, wfgen::rt::DType::f32, {1, 64, 1});  // TID469 = sum
-  table_[470] = wf_refs.permute("TID470", table_[469], {2, 0, 1});
-  table_[471] = wf_refs.reshape("TID471", table_[470], {64});
-  table_[472] = wf_refs.permute("TID472", table_[68], {0, 2, 1});
-  table_[473] = wf_refs.contiguous("TID473", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID473 = matmul
-  table_[474] = wf_refs.reshape("TID474", table_[66], {batch * 64, 16});
-  table_[475] = wf_refs.reshape("TID475", table_[464], {batch * 64, 64});
-  table_[476] = wf_refs.permute("TID476", table_[474], {1, 0});
-  table_[477] = wf_refs.contiguous("TID477", wf_arena + wf_slot13, wfgen::rt::DType::f32, {64, 64});  // TID477 = fill
-  table_[478] = wf_refs.slice("TID478", table_[477], {48, 0}, {1, 1}, {16, 64});
-  table_[479] = table_[478];  // matmul into TID478
-  table_[480] = wf_refs.permute("TID480", table_[65], {0, 2, 1});
-  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID481 = matmul
-  table_[482] = wf_refs.permute("TID482", table_[64], {0, 2, 1});
-  table_[483] = wf_refs.contiguous("TID483", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID483 = fill
-  table_[484] = wf_refs.slice("TID484", table_[483], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[485] = table_[484];  // matmul into TID484
-  table_[486] = wf_refs.contiguous("TID486", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID486 = fused_mul_sum_sub_mul_and_1
-  table_[487] = wf_refs.permute("TID487", table_[62], {0, 2, 1});
-  table_[488] = wf_refs.contiguous("TID488", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID488 = fill
-  table_[489] = wf_refs.slice("TID489", table_[488], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[490] = table_[489];  // matmul into TID489
-  table_[491] = wf_refs.contiguous("TID491", wf_arena + wf_slot15, wfgen::rt::DType::f32, {batch, 64, 64});  // TID491 = fill
-  table_[492] = wf_refs.slice("TID492", table_[491], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[493] = wf_refs.permute("TID493", table_[486], {0, 2, 1});
-  table_[494] = table_[492];  // matmul into TID492
-  table_[495] = wf_refs.permute("TID495", table_[58], {0, 2, 1});
-  table_[496] = wf_refs.contiguous("TID496", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID496 = matmul
-  table_[497] = wf_refs.reshape("TID497", table_[56], {batch * 64, 16});
-  table_[498] = wf_refs.reshape("TID498", table_[464], {batch * 64, 64});
-  table_[499] = wf_refs.permute("TID499", table_[497], {1, 0});
-  table_[500] = wf_refs.slice("TID500", table_[477], {32, 0}, {1, 1}, {16, 64});
-  table_[501] = table_[500];  // matmul into TID500
-  table_[502] = wf_refs.permute("TID502", table_[55], {0, 2, 1});
-  table_[503] = wf_refs.contiguous("TID503", wf_arena + wf_slot11, wfgen::rt::DType::f32, {batch, 64, 64});  // TID503 = matmul
-  table_[504] = wf_refs.permute("TID504", table_[54], {0, 2, 1});
-  table_[505] = wf_refs.slice("TID505", table_[483], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[506] = table_[505];  // matmul into TID505
-  table_[507] = wf_refs.contiguous("TID507", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID507 = fused_mul_sum_sub_mul_and_1
-  table_[508] = wf_refs.permute("TID508", table_[52], {0, 2, 1});
-  table_[509] = wf_refs.slice("TID509", table_[488], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[438] = table_[186];  // matmul into grad:tiny_lm_0/transformer_block_0/linear_0.W
+  table_[439] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/linear_0.b
+  table_[440] = wf_refs.contiguous("TID440", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID440 = layer_norm_grad
+  table_[441] = wf_refs.reshape("TID441", table_[434], {batch * 64, 64});
+  table_[442] = wf_refs.reshape("TID442", table_[67], {batch * 64, 64});
+  table_[443] = wf_refs.contiguous("TID443", wf_arena + wf_slot15, wfgen::rt::DType::f32, {64});  // TID443 = layer_norm_param_grad
+  table_[444] = wf_refs.reshape("TID444", table_[434], {batch * 64, 64});
+  table_[445] = wf_refs.reshape("TID445", table_[67], {batch * 64, 64});
+  table_[446] = wf_refs.contiguous("TID446", wf_arena + wf_slot17, wfgen::rt::DType::f32, {64});  // TID446 = layer_norm_param_grad
+  table_[447] = table_[185];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.beta
+  table_[448] = table_[184];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_1.gamma
+  table_[449] = wf_refs.contiguous("TID449", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID449 = add
+  table_[450] = wf_refs.permute("TID450", table_[449], {0, 2, 1});
+  table_[451] = wf_refs.contiguous("TID451", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 1});  // TID451 = sum
+  table_[452] = wf_refs.permute("TID452", table_[451], {0, 2, 1});
+  table_[453] = wf_refs.permute("TID453", table_[452], {1, 2, 0});
+  table_[454] = wf_refs.contiguous("TID454", wf_arena + wf_slot12, wfgen::rt::DType::f32, {1, 64, 1});  // TID454 = sum
+  table_[455] = wf_refs.permute("TID455", table_[454], {2, 0, 1});
+  table_[456] = wf_refs.reshape("TID456", table_[455], {64});
+  table_[457] = wf_refs.permute("TID457", table_[64], {0, 2, 1});
+  table_[458] = wf_refs.contiguous("TID458", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID458 = matmul
+  table_[459] = wf_refs.reshape("TID459", table_[62], {batch * 64, 16});
+  table_[460] = wf_refs.reshape("TID460", table_[449], {batch * 64, 64});
+  table_[461] = wf_refs.permute("TID461", table_[459], {1, 0});
+  table_[462] = wf_refs.contiguous("TID462", wf_arena + wf_slot15, wfgen::rt::DType::f32, {64, 64});  // TID462 = fill
+  table_[463] = wf_refs.slice("TID463", table_[462], {48, 0}, {1, 1}, {16, 64});
+  table_[464] = table_[463];  // matmul into TID463
+  table_[465] = wf_refs.permute("TID465", table_[61], {0, 2, 1});
+  table_[466] = wf_refs.contiguous("TID466", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID466 = matmul
+  table_[467] = wf_refs.permute("TID467", table_[60], {0, 2, 1});
+  table_[468] = wf_refs.contiguous("TID468", wf_arena + wf_slot16, wfgen::rt::DType::f32, {batch, 64, 64});  // TID468 = fill
+  table_[469] = wf_refs.slice("TID469", table_[468], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[470] = table_[469];  // matmul into TID469
+  table_[471] = wf_refs.contiguous("TID471", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID471 = fused_mul_sum_sub_mul_and_1
+  table_[472] = wf_refs.permute("TID472", table_[58], {0, 2, 1});
+  table_[473] = wf_refs.contiguous("TID473", wf_arena + wf_slot13, wfgen::rt::DType::f32, {batch, 64, 64});  // TID473 = fill
+  table_[474] = wf_refs.slice("TID474", table_[473], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[475] = table_[474];  // matmul into TID474
+  table_[476] = wf_refs.contiguous("TID476", wf_arena + wf_slot14, wfgen::rt::DType::f32, {batch, 64, 64});  // TID476 = fill
+  table_[477] = wf_refs.slice("TID477", table_[476], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[478] = wf_refs.permute("TID478", table_[471], {0, 2, 1});
+  table_[479] = table_[477];  // matmul into TID477
+  table_[480] = wf_refs.permute("TID480", table_[54], {0, 2, 1});
+  table_[481] = wf_refs.contiguous("TID481", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID481 = matmul
+  table_[482] = wf_refs.reshape("TID482", table_[52], {batch * 64, 16});
+  table_[483] = wf_refs.reshape("TID483", table_[449], {batch * 64, 64});
+  table_[484] = wf_refs.permute("TID484", table_[482], {1, 0});
+  table_[485] = wf_refs.slice("TID485", table_[462], {32, 0}, {1, 1}, {16, 64});
+  table_[486] = table_[485];  // matmul into TID485
+  table_[487] = wf_refs.permute("TID487", table_[51], {0, 2, 1});
+  table_[488] = wf_refs.contiguous("TID488", wf_arena + wf_slot10, wfgen::rt::DType::f32, {batch, 64, 64});  // TID488 = matmul
+  table_[489] = wf_refs.permute("TID489", table_[50], {0, 2, 1});
+  table_[490] = wf_refs.slice("TID490", table_[468], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[491] = table_[490];  // matmul into TID490
+  table_[492] = wf_refs.contiguous("TID492", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID492 = fused_mul_sum_sub_mul_and_1
+  table_[493] = wf_refs.permute("TID493", table_[48], {0, 2, 1});
+  table_[494] = wf_refs.slice("TID494", table_[473], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[495] = table_[494];  // matmul into TID494
+  table_[496] = wf_refs.slice("TID496", table_[476], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[497] = wf_refs.permute("TID497", table_[492], {0, 2, 1});
+  table_[498] = table_[496];  // matmul into TID496
+  table_[499] = wf_refs.permute("TID499", table_[44], {0, 2, 1});
+  table_[500] = wf_refs.contiguous("TID500", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 16});  // TID500 = matmul
+  table_[501] = wf_refs.reshape("TID501", table_[42], {batch * 64, 16});
+  table_[502] = wf_refs.reshape("TID502", table_[449], {batch * 64, 64});
+  table_[503] = wf_refs.permute("TID503", table_[501], {1, 0});
+  table_[504] = wf_refs.slice("TID504", table_[462], {16, 0}, {1, 1}, {16, 64});
+  table_[505] = table_[504];  // matmul into TID504
+  table_[506] = wf_refs.permute("TID506", table_[41], {0, 2, 1});
+  table_[507] = wf_refs.contiguous("TID507", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID507 = matmul
+  table_[508] = wf_refs.permute("TID508", table_[40], {0, 2, 1});
+  table_[509] = wf_refs.slice("TID509", table_[468], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
   table_[510] = table_[509];  // matmul into TID509
-  table_[511] = wf_refs.slice("TID511", table_[491], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[512] = wf_refs.permute("TID512", table_[507], {0, 2, 1});
-  table_[513] = table_[511];  // matmul into TID511
-  table_[514] = wf_refs.permute("TID514", table_[48], {0, 2, 1});
-  table_[515] = wf_refs.contiguous("TID515", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID515 = matmul
-  table_[516] = wf_refs.reshape("TID516", table_[46], {batch * 64, 16});
-  table_[517] = wf_refs.reshape("TID517", table_[464], {batch * 64, 64});
-  table_[518] = wf_refs.permute("TID518", table_[516], {1, 0});
-  table_[519] = wf_refs.slice("TID519", table_[477], {16, 0}, {1, 1}, {16, 64});
-  table_[520] = table_[519];  // matmul into TID519
-  table_[521] = wf_refs.permute("TID521", table_[45], {0, 2, 1});
-  table_[522] = wf_refs.contiguous("TID522", wf_arena + wf_slot8, wfgen::rt::DType::f32, {batch, 64, 64});  // TID522 = matmul
-  table_[523] = wf_refs.permute("TID523", table_[44], {0, 2, 1});
-  table_[524] = wf_refs.slice("TID524", table_[483], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[525] = table_[524];  // matmul into TID524
-  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // TID526 = fused_mul_sum_sub_mul_and_1
-  table_[527] = wf_refs.permute("TID527", table_[42], {0, 2, 1});
-  table_[528] = wf_refs.slice("TID528", table_[488], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[511] = wf_refs.contiguous("TID511", wf_arena + wf_slot9, wfgen::rt::DType::f32, {batch, 64, 64});  // TID511 = fused_mul_sum_sub_mul_and_1
+  table_[512] = wf_refs.permute("TID512", table_[38], {0, 2, 1});
+  table_[513] = wf_refs.slice("TID513", table_[473], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[514] = table_[513];  // matmul into TID513
+  table_[515] = wf_refs.slice("TID515", table_[476], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[516] = wf_refs.permute("TID516", table_[511], {0, 2, 1});
+  table_[517] = table_[515];  // matmul into TID515
+  table_[518] = wf_refs.permute("TID518", table_[35], {0, 2, 1});
+  table_[519] = wf_refs.contiguous("TID519", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID519 = matmul
+  table_[520] = wf_refs.reshape("TID520", table_[33], {batch * 64, 16});
+  table_[521] = wf_refs.reshape("TID521", table_[449], {batch * 64, 64});
+  table_[522] = wf_refs.permute("TID522", table_[520], {1, 0});
+  table_[523] = wf_refs.slice("TID523", table_[462], {0, 0}, {1, 1}, {16, 64});
+  table_[524] = table_[523];  // matmul into TID523
+  table_[525] = wf_refs.permute("TID525", table_[32], {0, 2, 1});
+  table_[526] = wf_refs.contiguous("TID526", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID526 = matmul
+  table_[527] = wf_refs.permute("TID527", table_[31], {0, 2, 1});
+  table_[528] = wf_refs.slice("TID528", table_[468], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
   table_[529] = table_[528];  // matmul into TID528
-  table_[530] = wf_refs.slice("TID530", table_[491], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[531] = wf_refs.permute("TID531", table_[526], {0, 2, 1});
-  table_[532] = table_[530];  // matmul into TID530
-  table_[533] = wf_refs.permute("TID533", table_[38], {0, 2, 1});
-  table_[534] = wf_refs.contiguous("TID534", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 16});  // TID534 = matmul
-  table_[535] = wf_refs.reshape("TID535", table_[36], {batch * 64, 16});
-  table_[536] = wf_refs.reshape("TID536", table_[464], {batch * 64, 64});
-  table_[537] = wf_refs.permute("TID537", table_[535], {1, 0});
-  table_[538] = wf_refs.slice("TID538", table_[477], {0, 0}, {1, 1}, {16, 64});
-  table_[539] = table_[538];  // matmul into TID538
-  table_[540] = wf_refs.permute("TID540", table_[35], {0, 2, 1});
-  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID541 = matmul
-  table_[542] = wf_refs.permute("TID542", table_[34], {0, 2, 1});
-  table_[543] = wf_refs.slice("TID543", table_[483], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[544] = table_[543];  // matmul into TID543
-  table_[545] = wf_refs.contiguous("TID545", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID545 = fused_mul_sum_sub_mul_and_1
-  table_[546] = wf_refs.permute("TID546", table_[32], {0, 2, 1});
-  table_[547] = wf_refs.slice("TID547", table_[488], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[548] = table_[547];  // matmul into TID547
-  table_[549] = wf_refs.slice("TID549", table_[491], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[550] = wf_refs.permute("TID550", table_[545], {0, 2, 1});
-  table_[551] = table_[549];  // matmul into TID549
-  table_[552] = wf_refs.permute("TID552", table_[483], {0, 2, 1});
-  table_[553] = wf_refs.contiguous("TID553", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID553 = sum
-  table_[554] = wf_refs.permute("TID554", table_[553], {0, 2, 1});
-  table_[555] = wf_refs.permute("TID555", table_[554], {1, 2, 0});
-  table_[556] = wf_refs.contiguous("TID556", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID556 = sum
-  table_[557] = wf_refs.permute("TID557", table_[556], {2, 0, 1});
-  table_[558] = wf_refs.reshape("TID558", table_[557], {64});
-  table_[559] = wf_refs.permute("TID559", table_[26], {0, 2, 1});
-  table_[560] = wf_refs.contiguous("TID560", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID560 = matmul
-  table_[561] = wf_refs.reshape("TID561", table_[9], {batch * 64, 64});
-  table_[562] = wf_refs.reshape("TID562", table_[483], {batch * 64, 64});
-  table_[563] = wf_refs.permute("TID563", table_[561], {1, 0});
-  table_[564] = table_[192];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
-  table_[565] = wf_refs.permute("TID565", table_[491], {0, 2, 1});
-  table_[566] = wf_refs.contiguous("TID566", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 1});  // TID566 = sum
-  table_[567] = wf_refs.permute("TID567", table_[566], {0, 2, 1});
-  table_[568] = wf_refs.permute("TID568", table_[567], {1, 2, 0});
-  table_[569] = wf_refs.contiguous("TID569", wf_arena + wf_slot5, wfgen::rt::DType::f32, {1, 64, 1});  // TID569 = sum
-  table_[570] = wf_refs.permute("TID570", table_[569], {2, 0, 1});
-  table_[571] = wf_refs.reshape("TID571", table_[570], {64});
-  table_[572] = wf_refs.permute("TID572", table_[22], {0, 2, 1});
-  table_[573] = wf_refs.contiguous("TID573", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID573 = matmul
-  table_[574] = wf_refs.reshape("TID574", table_[9], {batch * 64, 64});
-  table_[575] = wf_refs.reshape("TID575", table_[491], {batch * 64, 64});
-  table_[576] = wf_refs.permute("TID576", table_[574], {1, 0});
-  table_[577] = table_[190];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
-  table_[578] = wf_refs.permute("TID578", table_[488], {0, 2, 1});
-  table_[579] = wf_refs.contiguous("TID579", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 1});  // TID579 = sum
-  table_[580] = wf_refs.permute("TID580", table_[579], {0, 2, 1});
-  table_[581] = wf_refs.permute("TID581", table_[580], {1, 2, 0});
-  table_[582] = wf_refs.contiguous("TID582", wf_arena + wf_slot7, wfgen::rt::DType::f32, {1, 64, 1});  // TID582 = sum
-  table_[583] = wf_refs.permute("TID583", table_[582], {2, 0, 1});
-  table_[584] = wf_refs.reshape("TID584", table_[583], {64});
-  table_[585] = wf_refs.permute("TID585", table_[18], {0, 2, 1});
-  table_[586] = wf_refs.contiguous("TID586", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // TID586 = matmul
-  table_[587] = wf_refs.reshape("TID587", table_[9], {batch * 64, 64});
-  table_[588] = wf_refs.reshape("TID588", table_[488], {batch * 64, 64});
-  table_[589] = wf_refs.permute("TID589", table_[587], {1, 0});
-  table_[590] = table_[188];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
-  table_[591] = table_[195];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
-  table_[592] = table_[194];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
-  table_[593] = table_[193];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
-  table_[594] = table_[191];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
-  table_[595] = table_[189];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
-  table_[596] = wf_refs.contiguous("TID596", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID596 = fused_add_add
-  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID597 = layer_norm_grad
-  table_[598] = wf_refs.reshape("TID598", table_[596], {batch * 64, 64});
-  table_[599] = wf_refs.reshape("TID599", table_[6], {batch * 64, 64});
-  table_[600] = wf_refs.contiguous("TID600", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID600 = layer_norm_param_grad
-  table_[601] = wf_refs.reshape("TID601", table_[596], {batch * 64, 64});
-  table_[602] = wf_refs.reshape("TID602", table_[6], {batch * 64, 64});
-  table_[603] = wf_refs.contiguous("TID603", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID603 = layer_norm_param_grad
-  table_[604] = table_[187];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
-  table_[605] = table_[186];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
-  table_[606] = wf_refs.contiguous("TID606", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID606 = add
-  table_[607] = wf_refs.permute("TID607", table_[606], {1, 2, 0});
-  table_[608] = wf_refs.contiguous("TID608", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID608 = sum
-  table_[609] = wf_refs.permute("TID609", table_[608], {2, 0, 1});
-  table_[610] = wf_refs.reshape("TID610", table_[609], {64, 64});
-  table_[611] = wf_refs.reshape("TID611", table_[606], {batch * 64, 64});
-  table_[612] = wf_refs.reshape("TID612", table_[0], {batch * 64});
-  table_[613] = wf_refs.contiguous("TID613", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID613 = scatter_add
-  table_[614] = table_[185];  // add into grad:tiny_lm_0.position_embedding
-  table_[615] = wf_refs.contiguous("TID615", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID615 = add
-  table_[616] = table_[184];  // add into grad:tiny_lm_0.token_embedding
+  table_[530] = wf_refs.contiguous("TID530", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // TID530 = fused_mul_sum_sub_mul_and_1
+  table_[531] = wf_refs.permute("TID531", table_[29], {0, 2, 1});
+  table_[532] = wf_refs.slice("TID532", table_[473], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[533] = table_[532];  // matmul into TID532
+  table_[534] = wf_refs.slice("TID534", table_[476], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[535] = wf_refs.permute("TID535", table_[530], {0, 2, 1});
+  table_[536] = table_[534];  // matmul into TID534
+  table_[537] = wf_refs.permute("TID537", table_[468], {0, 2, 1});
+  table_[538] = wf_refs.contiguous("TID538", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID538 = sum
+  table_[539] = wf_refs.permute("TID539", table_[538], {0, 2, 1});
+  table_[540] = wf_refs.permute("TID540", table_[539], {1, 2, 0});
+  table_[541] = wf_refs.contiguous("TID541", wf_arena + wf_slot3, wfgen::rt::DType::f32, {1, 64, 1});  // TID541 = sum
+  table_[542] = wf_refs.permute("TID542", table_[541], {2, 0, 1});
+  table_[543] = wf_refs.reshape("TID543", table_[542], {64});
+  table_[544] = wf_refs.permute("TID544", table_[24], {0, 2, 1});
+  table_[545] = wf_refs.reshape("TID545", table_[9], {batch * 64, 64});
+  table_[546] = wf_refs.reshape("TID546", table_[468], {batch * 64, 64});
+  table_[547] = wf_refs.permute("TID547", table_[545], {1, 0});
+  table_[548] = table_[180];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv
+  table_[549] = wf_refs.permute("TID549", table_[476], {0, 2, 1});
+  table_[550] = wf_refs.contiguous("TID550", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 1});  // TID550 = sum
+  table_[551] = wf_refs.permute("TID551", table_[550], {0, 2, 1});
+  table_[552] = wf_refs.permute("TID552", table_[551], {1, 2, 0});
+  table_[553] = wf_refs.contiguous("TID553", wf_arena + wf_slot4, wfgen::rt::DType::f32, {1, 64, 1});  // TID553 = sum
+  table_[554] = wf_refs.permute("TID554", table_[553], {2, 0, 1});
+  table_[555] = wf_refs.reshape("TID555", table_[554], {64});
+  table_[556] = wf_refs.permute("TID556", table_[21], {0, 2, 1});
+  table_[557] = wf_refs.contiguous("TID557", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID557 = matmul
+  table_[558] = wf_refs.reshape("TID558", table_[9], {batch * 64, 64});
+  table_[559] = wf_refs.reshape("TID559", table_[476], {batch * 64, 64});
+  table_[560] = wf_refs.permute("TID560", table_[558], {1, 0});
+  table_[561] = table_[178];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk
+  table_[562] = wf_refs.permute("TID562", table_[473], {0, 2, 1});
+  table_[563] = wf_refs.contiguous("TID563", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 1});  // TID563 = sum
+  table_[564] = wf_refs.permute("TID564", table_[563], {0, 2, 1});
+  table_[565] = wf_refs.permute("TID565", table_[564], {1, 2, 0});
+  table_[566] = wf_refs.contiguous("TID566", wf_arena + wf_slot6, wfgen::rt::DType::f32, {1, 64, 1});  // TID566 = sum
+  table_[567] = wf_refs.permute("TID567", table_[566], {2, 0, 1});
+  table_[568] = wf_refs.reshape("TID568", table_[567], {64});
+  table_[569] = wf_refs.permute("TID569", table_[18], {0, 2, 1});
+  table_[570] = wf_refs.contiguous("TID570", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID570 = matmul
+  table_[571] = wf_refs.reshape("TID571", table_[9], {batch * 64, 64});
+  table_[572] = wf_refs.reshape("TID572", table_[473], {batch * 64, 64});
+  table_[573] = wf_refs.permute("TID573", table_[571], {1, 0});
+  table_[574] = table_[176];  // matmul into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq
+  table_[575] = table_[183];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bo
+  table_[576] = table_[182];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo
+  table_[577] = table_[181];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bv
+  table_[578] = table_[179];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bk
+  table_[579] = table_[177];  // add into grad:tiny_lm_0/transformer_block_0/multi_head_attention_0.bq
+  table_[580] = wf_refs.contiguous("TID580", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID580 = fused_matmul_add_add
+  table_[581] = wf_refs.contiguous("TID581", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // TID581 = layer_norm_grad
+  table_[582] = wf_refs.reshape("TID582", table_[580], {batch * 64, 64});
+  table_[583] = wf_refs.reshape("TID583", table_[6], {batch * 64, 64});
+  table_[584] = wf_refs.contiguous("TID584", wf_arena + wf_slot3, wfgen::rt::DType::f32, {64});  // TID584 = layer_norm_param_grad
+  table_[585] = wf_refs.reshape("TID585", table_[580], {batch * 64, 64});
+  table_[586] = wf_refs.reshape("TID586", table_[6], {batch * 64, 64});
+  table_[587] = wf_refs.contiguous("TID587", wf_arena + wf_slot4, wfgen::rt::DType::f32, {64});  // TID587 = layer_norm_param_grad
+  table_[588] = table_[175];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.beta
+  table_[589] = table_[174];  // add into grad:tiny_lm_0/transformer_block_0/layernorm_0.gamma
+  table_[590] = wf_refs.contiguous("TID590", wf_arena + wf_slot35, wfgen::rt::DType::f32, {batch, 64, 64});  // TID590 = add
+  table_[591] = wf_refs.permute("TID591", table_[590], {1, 2, 0});
+  table_[592] = wf_refs.contiguous("TID592", wf_arena + wf_slot0, wfgen::rt::DType::f32, {64, 64, 1});  // TID592 = sum
+  table_[593] = wf_refs.permute("TID593", table_[592], {2, 0, 1});
+  table_[594] = wf_refs.reshape("TID594", table_[593], {64, 64});
+  table_[595] = wf_refs.reshape("TID595", table_[590], {batch * 64, 64});
+  table_[596] = wf_refs.reshape("TID596", table_[0], {batch * 64});
+  table_[597] = wf_refs.contiguous("TID597", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID597 = scatter_add
+  table_[598] = table_[173];  // add into grad:tiny_lm_0.position_embedding
+  table_[599] = wf_refs.contiguous("TID599", wf_arena + wf_slot1, wfgen::rt::DType::f32, {256, 64});  // TID599 = add
+  table_[600] = table_[172];  // add into grad:tiny_lm_0.token_embedding
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
-    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[183]); !wf_s.ok()) return wf_s;
+    if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("loss", wf_out_t[0].ref(), table_[171]); !wf_s.ok()) return wf_s;
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
   if (wfgen::rt::Status wf_s = vm_.try_prepare(table_.data(), wf_check_all); !wf_s.ok()) return wf_s;
@@ -2648,7 +2552,7 @@ wfgen::rt::Status lm_train::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_che
   if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;
   vm_.run(wfgen::rt::Section::Forward);
   forward_done_ = true;
-  wfgen::rt::copy_elements(bound_outputs_[0], table_[183]);  // loss
+  wfgen::rt::copy_elements(bound_outputs_[0], table_[171]);  // loss
   return {};
 }
 
@@ -2737,7 +2641,7 @@ wfgen::rt::Status lm_train::copy_parameters_from_(const std::vector<std::pair<st
 }
 
 std::string lm_train::summary() const {
-  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, batch * 1024, 16384) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256, 256) + max(batch * 16384, batch * 4096, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, batch * 256, batch * 4096, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, batch * 1024, 16384) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, 1024, 256) + max(batch * 16384, batch * 256, batch * 65536, 256) + batch * 16384 + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + max(batch * 256, 256) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 68 forward, 165 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
+  return "<Compiled: lm_train (lm_loss)>\n  where: ids[batch context] targets[batch context] -> loss[1]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n    targets int64 (batch 64) (indices, held as float)\n  outputs:\n    loss float (1)\n  parameters:\n    tiny_lm_0.token_embedding float (256 64)\n    tiny_lm_0.position_embedding float (64 64)\n    tiny_lm_0/transformer_block_0/layernorm_0.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_0.beta float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bq float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bk float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bv float (64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    tiny_lm_0/transformer_block_0/multi_head_attention_0.bo float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.gamma float (64)\n    tiny_lm_0/transformer_block_0/layernorm_1.beta float (64)\n    tiny_lm_0/transformer_block_0/linear_0.W float (64 256)\n    tiny_lm_0/transformer_block_0/linear_0.b float (256)\n    tiny_lm_0/transformer_block_0/linear_1.W float (256 64)\n    tiny_lm_0/transformer_block_0/linear_1.b float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_2.beta float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bq float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bk float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bv float (64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    tiny_lm_0/transformer_block_1/multi_head_attention_1.bo float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.gamma float (64)\n    tiny_lm_0/transformer_block_1/layernorm_3.beta float (64)\n    tiny_lm_0/transformer_block_1/linear_2.W float (64 256)\n    tiny_lm_0/transformer_block_1/linear_2.b float (256)\n    tiny_lm_0/transformer_block_1/linear_3.W float (256 64)\n    tiny_lm_0/transformer_block_1/linear_3.b float (64)\n    tiny_lm_0/layernorm_4.gamma float (64)\n    tiny_lm_0/layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 42 slots, max(batch * 16384, 16384) + max(batch * 16384, 65536) + max(batch * 16384, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 256, batch * 4096) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, batch * 1024, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, 256, 16384) + batch * 16384 + max(batch * 16384, batch * 256, 1024, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096, batch * 256) + max(batch * 16384, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 256, batch * 4096) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, batch * 1024, 256) + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 65536, 256, 16384) + batch * 16384 + max(batch * 16384, batch * 256, 1024, 256) + batch * 16384 + max(batch * 65536, batch * 16384, 256) + max(batch * 65536, 65536) + max(batch * 256, batch * 65536, 256) + max(batch * 256, 256) + 4 + 4 bytes (each slot rounded up to 64)\n  instructions: 56 forward, 161 pullback\n  gradients: tiny_lm_0.token_embedding tiny_lm_0.position_embedding tiny_lm_0/transformer_block_0/layernorm_0.gamma tiny_lm_0/transformer_block_0/layernorm_0.beta tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq tiny_lm_0/transformer_block_0/multi_head_attention_0.bq tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk tiny_lm_0/transformer_block_0/multi_head_attention_0.bk tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv tiny_lm_0/transformer_block_0/multi_head_attention_0.bv tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo tiny_lm_0/transformer_block_0/multi_head_attention_0.bo tiny_lm_0/transformer_block_0/layernorm_1.gamma tiny_lm_0/transformer_block_0/layernorm_1.beta tiny_lm_0/transformer_block_0/linear_0.W tiny_lm_0/transformer_block_0/linear_0.b tiny_lm_0/transformer_block_0/linear_1.W tiny_lm_0/transformer_block_0/linear_1.b tiny_lm_0/transformer_block_1/layernorm_2.gamma tiny_lm_0/transformer_block_1/layernorm_2.beta tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq tiny_lm_0/transformer_block_1/multi_head_attention_1.bq tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk tiny_lm_0/transformer_block_1/multi_head_attention_1.bk tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv tiny_lm_0/transformer_block_1/multi_head_attention_1.bv tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo tiny_lm_0/transformer_block_1/multi_head_attention_1.bo tiny_lm_0/transformer_block_1/layernorm_3.gamma tiny_lm_0/transformer_block_1/layernorm_3.beta tiny_lm_0/transformer_block_1/linear_2.W tiny_lm_0/transformer_block_1/linear_2.b tiny_lm_0/transformer_block_1/linear_3.W tiny_lm_0/transformer_block_1/linear_3.b tiny_lm_0/layernorm_4.gamma tiny_lm_0/layernorm_4.beta\n  optimizer: adamw lr=0.003 weight_decay=0.01\n";
 }
 
 std::string lm_train::disassemble() {
