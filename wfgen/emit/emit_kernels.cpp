@@ -23,8 +23,7 @@ using lower::KernelPlan;
 using lower::TensorParam;
 using spec::ArgType;
 using spec::BodyKind;
-
-std::string num(std::int64_t v) { return std::to_string(v); }
+using builtin::num;
 
 std::string elem(rt::DType d) { return expr::cpp_type(d); }
 

@@ -38,6 +38,7 @@
 #include "wfgen/transpose.hpp"
 #include "wfgen/error.hpp"
 #include "wfgen/gemm.hpp"
+#include "wfgen/order_key.hpp"
 #include "wfgen/parallel.hpp"
 #include "wfgen/runtime_types.hpp"
 
@@ -289,25 +290,6 @@ std::int64_t index_of(T v) {
     if (!(v >= T(0)) || v >= T(9.0e18) || v != static_cast<T>(static_cast<std::int64_t>(v))) return -1;
   }
   return static_cast<std::int64_t>(v);
-}
-
-// An integer that orders floating-point values as max_pool's winner is
-// chosen: by value (-0 and +0 equal), every NaN above +inf and equal to the
-// others. max_pool_grad and max_pool_pick compare these instead of the
-// floats: integer compares and selects, which the compiler vectorises and
-// never turns into branches (a float compare with a NaN test became two
-// mispredicted branches per element on random windows).
-template <class T>
-auto order_key(T v) noexcept {
-  static_assert(std::is_floating_point_v<T> && (sizeof(T) == 4 || sizeof(T) == 8));
-  using I = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  constexpr I kInfinity = sizeof(T) == 4 ? I(0x7f800000) : I(0x7ff0000000000000);
-  // Integer operations only (a float NaN test compiles to a branch):
-  // |v|'s bits, negated for a negative v (-0 and +0 both 0), NaN above all.
-  const I bits = __builtin_bit_cast(I, v);  // std::bit_cast, which emscripten 3.1.6's libc++ lacks
-  const I magnitude = bits & std::numeric_limits<I>::max();
-  const I key = bits < 0 ? -magnitude : magnitude;
-  return magnitude > kInfinity ? std::numeric_limits<I>::max() : key;
 }
 
 // One input of a block of LoopNest::run_tiles, read row by row. An input

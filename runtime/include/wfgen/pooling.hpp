@@ -32,6 +32,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "wfgen/order_key.hpp"
+
 namespace wfgen::rt {
 
 // The geometry of a tiled pool, as the node's arguments and the tensors'
@@ -110,23 +112,16 @@ class MaxPoolTiles {
   }
 
   // An integer that orders the elements as the winner is chosen (strictly
-  // greater replaces, so the first of equals stays): rt::order_key's
-  // formula for floating point (-0 and +0 equal, every NaN above +inf),
-  // the value itself for integers. Lane-wise integer operations only.
+  // greater replaces, so the first of equals stays): rt::order_key's for
+  // floating point, lane-wise; the value itself for integers.
   template <class K, class V>
   static K keys(V v) noexcept {
     if constexpr (std::is_integral_v<T>) {
       return v;
     } else {
-      constexpr Key kMagnitude = std::numeric_limits<Key>::max();
-      constexpr Key kInfinity = sizeof(T) == 4 ? Key(0x7f800000) : Key(0x7ff0000000000000);
       K bits;
       std::memcpy(&bits, &v, sizeof(K));
-      const K magnitude = bits & kMagnitude;
-      const K negative = bits >> (8 * sizeof(Key) - 1);  // all ones for a negative element
-      const K key = (magnitude ^ negative) - negative;  // -magnitude when negative
-      const K nan = K(magnitude > kInfinity);
-      return (key & ~nan) | (kMagnitude & nan);
+      return order_key_of_bits<T>(bits);
     }
   }
 
