@@ -3,7 +3,7 @@
 # under `perf record` (timer sampling; no hardware counters needed, so it
 # works in a virtual machine) and prints, for each kernel named, the share of
 # its samples in each of its innermost loops with their main instructions
-# (bench/profile_loops.py). docs/performance.md quotes its output.
+# (bench/profile_loops.py). docs/performance-history.md quotes its output.
 #
 #   bench/profile.sh softmax,layernorm fused_softmax fused_layernorm
 #   BENCH_PROFILE_THREADS=2 bench/profile.sh relu fused_mul_add_relu

@@ -7,7 +7,7 @@
 // matrix), the "blocked convolution" of issue 38 item 3. One thread, CPU
 // time (the machine is shared), best of 7; the last column is the GFLOP/s
 // of the fastest way. Issue 38 item 3: where the limit of the convolutions
-// is (docs/performance.md).
+// is (docs/performance-history.md).
 //
 // Build and run (not part of ctest; ~20 s):
 //   g++ -O3 -march=native -fno-trapping-math -std=c++20 -Iruntime/include \

@@ -108,7 +108,7 @@ if [ "$torch_section" = 1 ]; then
     # --devices blas,cpu: the convolutions' GEMMs through OpenBLAS, which the
     # bench links anyway (as the CNN example's spec lists blas): over
     # ResNet-18's forward GEMMs ~25 % less time than wfgen's std-only GEMM
-    # (docs/performance.md, issue 38 item 3).
+    # (docs/performance-history.md, issue 38 item 3).
     for m in resnet18 mobilenetv2; do
       "$WFGEN_EXE" import "$peer_dir/$m.onnx" -o "$peer_dir/$m.yaml" --params "$peer_dir/${m}_infer_1x3x224x224.wfparams" --name "$m" \
         --devices blas,cpu >/dev/null

@@ -2,7 +2,7 @@
 (torchvision, one 1 x 3 x 224 x 224 image) through torch.nn.functional.conv2d
 with a bias (oneDNN's convolution on CPU), one thread, CPU time, best of 7;
 then torchvision's whole resnet18 forward in eval mode. Issue 38 item 3:
-where each shape's limit is (docs/performance.md).
+where each shape's limit is (docs/performance-history.md).
 
 Run: /usr/bin/python3 bench/torch_conv_shapes.py
 """

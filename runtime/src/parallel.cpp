@@ -15,7 +15,7 @@
 // epilogue kernel) read on each core what the last one wrote there, while
 // chunks taken from one shared counter went to either thread by chance, and
 // half of every small kernel's data then moved between the cores
-// (bench/pool_handoff.cpp, docs/performance.md).
+// (bench/pool_handoff.cpp, docs/performance-history.md).
 //
 // Waiting is two-phase on both sides: spin for a short while (back-to-back
 // kernels then start without a syscall), then sleep on a condition variable;

@@ -3,7 +3,7 @@
 // rt::math::fast::exp (the one a build opts into with `math: fast`) against
 // the correctly rounded result (std::exp in double, rounded once to float),
 // over every float of the range step 2^-10 and at the edges. The bounds
-// asserted here are the ones kernel_math.hpp and docs/performance.md state.
+// asserted here are the ones kernel_math.hpp and docs/performance-history.md state.
 #include <algorithm>
 #include <bit>
 #include <cmath>

@@ -504,7 +504,7 @@ void emit_extreme_mask(CodeWriter& w, const KernelPlan& p) {
 // loop over windows vectorises), the few over the padding check each
 // column. The winner is
 // the first NaN, else the first largest (i, then j), the element
-// max_pool_grad routes the window's gradient to. (docs/performance.md,
+// max_pool_grad routes the window's gradient to. (docs/performance-history.md,
 // "What changed", says what each of these choices was worth.)
 enum class PoolMode { Value, Grad, Pick };
 

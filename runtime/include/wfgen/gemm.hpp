@@ -78,7 +78,7 @@ inline constexpr std::int64_t kGemmParallelWork = std::int64_t{1} << 20;
 // batch out costs the pool's hand-off (0.2 us with its workers spinning,
 // bench/pool_handoff.cpp) and each product runs whole on one thread, so it
 // pays from a few us of work: 2^18 multiply-adds of the small products are
-// ~3.5 us on one core of the AVX-512 machine of docs/performance.md (the
+// ~3.5 us on one core of the AVX-512 machine of docs/performance-history.md (the
 // tiny LM's 16 per-head products of 64 x 16 x 64, 2^20: 14 us).
 inline constexpr std::int64_t kGemmBatchParallelWork = std::int64_t{1} << 18;
 
@@ -560,7 +560,7 @@ void gemm_impl(const GemmArgs<T>& g) {
     // per thread taken as they come and a barrier after each block of K,
     // scaled 1.59-1.67x from 1 to 2 threads on the 2-vCPU VM of bench/ at
     // times when two half-size products side by side scaled 1.76-1.87x
-    // (512^3); bands: the latter (docs/performance.md).
+    // (512^3); bands: the latter (docs/performance-history.md).
     parallel_for(0, threads, 1, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t band = lo; band < hi; ++band) {
         const std::int64_t i0 = mtiles * band / threads * MR, i1 = std::min(g.M, mtiles * (band + 1) / threads * MR);

@@ -258,7 +258,7 @@ inline T sigmoid(T x) {
 // erf(x) without branches or calls, so that loops over it vectorise: glibc's
 // erff is a scalar call, and gelu and its gradient (both erf) took 59 % of
 // the tiny LM's training step at ~20 and ~47 ns an element (issue 38,
-// docs/performance.md). N. Juffa's erff (both ranges computed, the result
+// docs/performance-history.md). N. Juffa's erff (both ranges computed, the result
 // selected): |x| <= 0.927734375: x + x p(x^2); above: 1 - exp(q(|x|)) with
 // x's sign, q of degree 7 in |x|. Within 1.01 ulp of the exact result
 // (every 7th float of both signs, with or without FMA contraction), so within
@@ -362,7 +362,7 @@ alignas(64) inline constexpr float kExp2ThirtySeconds[32] = {
 // passes, and NaN through the rest is NaN). `NotPositive`: the caller knows
 // x <= 0 or NaN (x minus its row's max), so only the lower clamp is done;
 // the upper one would change nothing, and each clamp is an eighth of the
-// function's time on Zen 5 (0.24 of 1.97 ns a vector; docs/performance.md).
+// function's time on Zen 5 (0.24 of 1.97 ns a vector; docs/performance-history.md).
 template <bool Fast, bool NotPositive = false>
 inline __m512 exp_vector(__m512 x) {
   constexpr float hi = Fast ? 88.37f : 89.0f, lo = Fast ? -87.3f : -104.0f;
@@ -532,7 +532,7 @@ inline T extreme_row(const T* x, std::int64_t n) {
 #endif
   // 16 lanes and a NaN flag each, folded in halves. g++ 12 leaves this loop
   // scalar on x86 (the ?: under -ftrapping-math, as above): an SSE2 build
-  // takes 1.6 ms for the max of 4096 rows of 1024 (docs/performance.md).
+  // takes 1.6 ms for the max of 4096 rows of 1024 (docs/performance-history.md).
   T acc[16];
   int nan[16] = {};
   for (int l = 0; l < 16; ++l) acc[l] = start;
@@ -631,7 +631,7 @@ namespace detail {
 // the same bits), without its five loops over memory. Each of those loops
 // branches on the row's length, which in a causal attention's rows changes
 // every row (1, 2, ... 64 kept elements): 35 us for the tiny LM's 16 x 64
-// rows of 64 (0.53 ns an element; docs/performance.md). Lanes past n hold
+// rows of 64 (0.53 ns an element; docs/performance-history.md). Lanes past n hold
 // -inf for the max and are masked out of the sum and the stores.
 inline void scaled_softmax_row_short(float* dst, const float* src, float scale, std::int64_t n, std::int64_t cols) {
   const __m512 s = _mm512_set1_ps(scale), below = _mm512_set1_ps(-std::numeric_limits<float>::infinity());

@@ -531,7 +531,7 @@ bool streams_output(std::int64_t elements) noexcept {
 // short runs (a row kernel, row by row) and fences once with stream_fence()
 // at the end of each thread's share: a fence waits for the write-combining
 // buffers to drain, and one per 4 KiB row made a streamed softmax 12-20 %
-// slower than a cached one (docs/performance.md).
+// slower than a cached one (docs/performance-history.md).
 template <bool kFence = true, class T, class F>
 void stream_store(T* dst, std::int64_t n, F&& value) {
 #if defined(__SSE2__)
@@ -596,7 +596,7 @@ inline void stream_fence() noexcept {
 // streamed path goes through it, so that its loops stay out of the code of
 // the kernel's common path (inlined there, they stopped the compiler from
 // inlining that path's rows: +6 ns per call of a 16-element add; out of
-// line, +3 ns, see docs/performance.md).
+// line, +3 ns, see docs/performance-history.md).
 #if defined(__GNUC__)
 #define WFGEN_NOINLINE __attribute__((noinline))
 #else

@@ -40,7 +40,7 @@ std::int64_t streaming_store_bytes() noexcept;
 // when forward() still alternated between two sets of results). Below
 // it caching wins where the caller's data fits the cache (a 4 MiB result
 // streamed: 20 % faster at one thread, 20 % slower at two; measured in
-// bench/, docs/performance.md). WFGEN_STREAMING_RESULT_BYTES, if it holds
+// bench/, docs/performance-history.md). WFGEN_STREAMING_RESULT_BYTES, if it holds
 // an integer >= -1, overrides it.
 void set_streaming_result_bytes(std::int64_t bytes);
 std::int64_t streaming_result_bytes() noexcept;
@@ -92,7 +92,7 @@ TaskBins bin_tasks(const std::int64_t* costs, std::int32_t n, int threads, std::
 // kernel after another over the same range reads on each core what that one
 // wrote there (data a core has to fetch from the other's cache cost more
 // than the split saves in a kernel of a few microseconds on the machine of
-// docs/performance.md). A worker that is not running when a call comes
+// docs/performance-history.md). A worker that is not running when a call comes
 // (its CPU busy, or asleep) is not waited for: the caller runs its part.
 template <class F>
 void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& body) {
