@@ -25,6 +25,26 @@ inline T fold_lanes(T (&acc)[16]) {
   return acc[0];
 }
 
+// 1 / sqrt(x) without std::sqrt's errno check (a compare and, for a
+// negative x, a call to the library's sqrt): the same result (NaN for a
+// negative x). With no call in it, g++ keeps a kernel's row loop in
+// registers (layernorm 64x32: 565 -> 530 ns a call; docs/performance.md
+// "Issue 38: layernorm 64x32").
+inline float inverse_sqrt(float x) {
+#if defined(__SSE2__)
+  return 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x)));
+#else
+  return 1.0f / std::sqrt(x);
+#endif
+}
+inline double inverse_sqrt(double x) {
+#if defined(__SSE2__)
+  return 1.0 / _mm_cvtsd_f64(_mm_sqrt_sd(_mm_setzero_pd(), _mm_set_sd(x)));
+#else
+  return 1.0 / std::sqrt(x);
+#endif
+}
+
 // The mean of a row and 1 / sqrt(its biased variance + eps).
 template <KernelFloat T>
 struct RowMoments {
@@ -45,7 +65,11 @@ struct RowMoments {
 // below as g++ compiles them), without the loops' tails and the folds
 // through memory. The tiny LM's layernorm over 1024 rows of 64: 21 -> 14 us
 // (one thread, Zen 5). (A grad_row on the same vectors, one pass instead
-// of two, took the same time as the loops: not kept.)
+// of two, took the same time as the loops: not kept.) The sums are scaled
+// by 1 / n, not divided by n: the same bits for n a power of two, within
+// an ulp for 48, 80, 96 and 112, and two divisions fewer on each row's
+// critical path (layernorm 64x32: 620 -> 565 ns a call; docs/performance.md
+// "Issue 38: layernorm 64x32").
 inline bool is_short_row(std::int64_t n) { return n > 0 && n % 16 == 0 && n <= 128; }
 inline RowMoments<float> short_row_moments(const float* x, std::int64_t n, float eps) {
   __m512 v[8];
@@ -57,7 +81,8 @@ inline RowMoments<float> short_row_moments(const float* x, std::int64_t n, float
     v[q] = _mm512_loadu_ps(x + 16 * q);
     s = _mm512_add_ps(s, v[q]);
   }
-  const float mean = _mm512_reduce_add_ps(s) / static_cast<float>(n);
+  const float inv_n = 1.0f / static_cast<float>(n);  // out of the row loop: no division on the critical path
+  const float mean = _mm512_reduce_add_ps(s) * inv_n;
   const __m512 m = _mm512_set1_ps(mean);
   __m512 a = _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -66,7 +91,7 @@ inline RowMoments<float> short_row_moments(const float* x, std::int64_t n, float
     const __m512 d = _mm512_sub_ps(v[q], m);
     a = _mm512_fmadd_ps(d, d, a);
   }
-  return {mean, 1.0f / std::sqrt(_mm512_reduce_add_ps(a) / static_cast<float>(n) + eps)};
+  return {mean, inverse_sqrt(_mm512_reduce_add_ps(a) * inv_n + eps)};
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -85,7 +110,7 @@ inline RowMoments<T> row_moments(const T* x, std::int64_t sx, std::int64_t n, T 
     for (std::int64_t c = 0; c < n; ++c) s += static_cast<double>(x[c * sx]);
     const double mean = s / static_cast<double>(n);
     for (std::int64_t c = 0; c < n; ++c) q += (static_cast<double>(x[c * sx]) - mean) * (static_cast<double>(x[c * sx]) - mean);
-    return {static_cast<T>(mean), static_cast<T>(1.0 / std::sqrt(q / static_cast<double>(n) + static_cast<double>(eps)))};
+    return {static_cast<T>(mean), static_cast<T>(inverse_sqrt(q / static_cast<double>(n) + static_cast<double>(eps)))};
   }
   const T mean = detail::sum_row(x, n) / static_cast<T>(n);
   T acc[16] = {};
@@ -93,7 +118,7 @@ inline RowMoments<T> row_moments(const T* x, std::int64_t sx, std::int64_t n, T 
   for (; c + 16 <= n; c += 16)
     for (int l = 0; l < 16; ++l) acc[l] += (x[c + l] - mean) * (x[c + l] - mean);
   for (; c < n; ++c) acc[0] += (x[c] - mean) * (x[c] - mean);
-  return {mean, T(1) / std::sqrt(fold_lanes(acc) / static_cast<T>(n) + eps)};
+  return {mean, inverse_sqrt(fold_lanes(acc) / static_cast<T>(n) + eps)};
 }
 
 // out[c] = (x[c] - mean) * rstd * g[c] + b[c] for c < n (strides sx, so,
