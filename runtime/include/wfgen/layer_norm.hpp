@@ -17,12 +17,31 @@
 
 namespace wfgen::rt::math::layer_norm {
 
-// 16 running sums folded in halves into one (as rt::math's sum_row).
-template <KernelFloat T>
-inline T fold_lanes(T (&acc)[16]) {
-  for (int half = 8; half >= 1; half /= 2)
+// N running sums folded in halves into one (as rt::math's sum_row).
+template <KernelFloat T, int N>
+inline T fold_lanes(T (&acc)[N]) {
+  for (int half = N / 2; half >= 1; half /= 2)
     for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
   return acc[0];
+}
+
+// The sum of (x[c] - mean)^2 for c < n, contiguous: 64 running sums (four
+// AVX-512 vectors of floats) over the row's blocks of 64, then 16 over its
+// blocks of 16, then one: four chains of fmas instead of the one of 16
+// sums, whose latency bounded a long row (layernorm 32x1024 at one thread:
+// 5.2 -> 4.1 us, 0.95 of the -ffast-math loop; docs/performance.md "Issue
+// 38: layernorm 64x32"). (The mean's sum_row, adds of half the latency,
+// gained nothing so.)
+template <KernelFloat T>
+inline T squared_deviations(const T* x, std::int64_t n, T mean) {
+  T acc[64] = {};
+  std::int64_t c = 0;
+  for (; c + 64 <= n; c += 64)
+    for (int l = 0; l < 64; ++l) acc[l] += (x[c + l] - mean) * (x[c + l] - mean);
+  for (; c + 16 <= n; c += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += (x[c + l] - mean) * (x[c + l] - mean);
+  for (; c < n; ++c) acc[0] += (x[c] - mean) * (x[c] - mean);
+  return fold_lanes(acc);
 }
 
 // 1 / sqrt(x) without std::sqrt's errno check (a compare and, for a
@@ -62,7 +81,8 @@ struct RowMoments {
 // row_moments of a contiguous row of 16, 32, ... 128 floats, held in
 // vectors: the same sums in the same order (each lane's running sum, folded
 // in halves: _mm512_reduce_add_ps's order; the same bits as the loops
-// below as g++ compiles them), without the loops' tails and the folds
+// below as g++ compiles them, but for the variance of rows of 64 and more,
+// which the loops sum in 64 lanes), without the loops' tails and the folds
 // through memory. The tiny LM's layernorm over 1024 rows of 64: 21 -> 14 us
 // (one thread, Zen 5). (A grad_row on the same vectors, one pass instead
 // of two, took the same time as the loops: not kept.) The sums are scaled
@@ -113,12 +133,7 @@ inline RowMoments<T> row_moments(const T* x, std::int64_t sx, std::int64_t n, T 
     return {static_cast<T>(mean), static_cast<T>(inverse_sqrt(q / static_cast<double>(n) + static_cast<double>(eps)))};
   }
   const T mean = detail::sum_row(x, n) / static_cast<T>(n);
-  T acc[16] = {};
-  std::int64_t c = 0;
-  for (; c + 16 <= n; c += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += (x[c + l] - mean) * (x[c + l] - mean);
-  for (; c < n; ++c) acc[0] += (x[c] - mean) * (x[c] - mean);
-  return {mean, inverse_sqrt(fold_lanes(acc) / static_cast<T>(n) + eps)};
+  return {mean, inverse_sqrt(squared_deviations(x, n, mean) / static_cast<T>(n) + eps)};
 }
 
 // out[c] = (x[c] - mean) * rstd * g[c] + b[c] for c < n (strides sx, so,
