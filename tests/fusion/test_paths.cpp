@@ -413,3 +413,64 @@ builds:
   CHECK(count(train, "op=GELU-CPU") == 1);
   CHECK(count(train, "op=MATMUL-ACC-CPU") == 1);  // the pullback's product
 }
+
+// An imported 1 x 1 convolution is a GEMM of [N Cout H*W], a reshape to
+// [N Cout H W], then its bias per channel and a Clip (or the residual sum)
+// on the image shape: the chain moves into the product's shape through the
+// reshape (the bias over H and W merges into a bias over H*W) and becomes
+// the GEMM's epilogue (the chain read by the next convolution, as in
+// MobileNetV2; an output stays where it is). Not when the reshape does not keep the chain's
+// operands expressible in the product's axes (a [7 36] product viewed as
+// [42 6] with a bias per row of it; a bias per image row H), nor when the
+// product is read elsewhere.
+TEST_CASE("a convolution's GEMM takes its bias and Clip as its epilogue through the reshape to the image shape, and only then") {
+  const std::string spec = R"Y(
+models:
+  - name: pw_clip
+    where: "X[2 5 6 6] W[7 5] B[7] V[3 7] -> Y[2 3 36]"
+    call: |
+      t = (W @ X.reshape(-1, 5, 36)).reshape(2, 7, 6, 6) + B.reshape(7, 1, 1)
+      return V @ (relu(t - relu(t - 6.0) - 0.0) + 0.0).reshape(-1, 7, 36)
+  - name: pw_residual
+    where: "X[1 5 6 6] W[5 5] B[5] V[3 5] -> Y[1 3 36]"
+    call: |
+      t = (W @ X.reshape(-1, 5, 36)).reshape(1, 5, 6, 6) + B.reshape(5, 1, 1)
+      return V @ (X + t).reshape(-1, 5, 36)
+  - name: pw_rows_split
+    where: "X[1 5 6 6] W[7 5] B[42] -> Y[1 42 6]"
+    call: |
+      return relu((W @ X.reshape(-1, 5, 36)).reshape(1, 42, 6) + B.reshape(42, 1))
+  - name: pw_bias_per_h
+    where: "X[1 5 6 6] W[7 5] h[6] -> Y[1 7 6 6]"
+    call: |
+      return relu((W @ X.reshape(-1, 5, 36)).reshape(1, 7, 6, 6) + h.reshape(6, 1))
+  - name: pw_twice
+    where: "X[1 5 6 6] W[7 5] B[7] -> Y[1 7 6 6] Z[1 7 36]"
+    call: |
+      y = W @ X.reshape(-1, 5, 36)
+      return relu(y.reshape(1, 7, 6, 6) + B.reshape(7, 1, 1)), y
+builds:
+  - {name: pw_clip, model: pw_clip}
+  - {name: pw_residual, model: pw_residual}
+  - {name: pw_rows_split, model: pw_rows_split}
+  - {name: pw_bias_per_h, model: pw_bias_per_h}
+  - {name: pw_twice, model: pw_twice}
+)Y";
+  const std::string clip = disasm(spec, "pw_clip");
+  INFO(clip);
+  CHECK(count(clip, "<WfInst") == 2);  // the next convolution's GEMM too
+  CHECK(count(clip, "op=FUSED-MATMUL-ADD-SUB-SCALAR-RELU-AND-4-CPU") == 1);
+  CHECK(count(clip, "{float, (2 7 6 6)}") == 0);  // all in the product's shape
+  CHECK(count(disasm(spec, "pw_clip", true), "op=MATMUL-CPU") == 2);  // --no-fuse
+  const std::string residual = disasm(spec, "pw_residual");
+  INFO(residual);
+  CHECK(count(residual, "<WfInst") == 2);
+  CHECK(count(residual, "op=FUSED-MATMUL-ADD-ADD-CPU") == 1);
+  for (const char* build : {"pw_rows_split", "pw_bias_per_h", "pw_twice"}) {
+    const std::string d = disasm(spec, build);
+    INFO(build << ":\n" << d);
+    CHECK(count(d, "op=MATMUL-CPU") == 1);
+    CHECK(count(d, "op=FUSED-MATMUL") == 0);
+    CHECK(count(d, "<WfInst") == 2);  // the product, then its bias and relu in one pass
+  }
+}

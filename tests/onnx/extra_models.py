@@ -120,6 +120,21 @@ def conv_clip_test(out, name, rng, n, c, hw, m, k, pad, group=1, stride=1):
     write(out, name, [conv, clip], [("x", x)], [("y", y)], inits)
 
 
+def conv_residual_test(out, name, rng, n, c, hw):
+    """A 1 x 1 Conv with bias, the residual sum with its input, then Relu
+    (a residual block's end): the bias and the sum become the GEMM's
+    epilogue (fuse.cpp, through the reshape to the image shape; the Relu
+    writes the output, which stays in the image shape)."""
+    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    w = rng.standard_normal((c, c, 1, 1)).astype(np.float32)
+    b = rng.standard_normal((c,)).astype(np.float32)
+    y = np.maximum(x + conv_reference(x, w, b, 1, 1, 0, 1), 0.0).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "W", "B"], ["t"], name="conv", kernel_shape=[1, 1])
+    add = helper.make_node("Add", ["x", "t"], ["s"], name="residual")
+    relu = helper.make_node("Relu", ["s"], ["y"], name="relu")
+    write(out, name, [conv, add, relu], [("x", x)], [("y", y)], [("W", w), ("B", b)])
+
+
 def concat_test(out, name, rng, shapes, axis):
     """Concat of computed tensors (each input plus 1), so none is folded."""
     xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -697,6 +712,7 @@ def main():
     conv_test(out, "test_conv_pointwise_padded", rng, n=1, c=3, hw=4, m=2, group=1, k=1, pad=1)
     conv_clip_test(out, "test_conv_pointwise_clip", rng, n=1, c=4, hw=9, m=6, k=1, pad=0)
     conv_clip_test(out, "test_conv_3x3_clip", rng, n=2, c=3, hw=6, m=4, k=3, pad=1)
+    conv_residual_test(out, "test_conv_pointwise_residual", rng, n=2, c=6, hw=5)
     bitshift_uint8_test(out, "test_bitshift_uint8_computed", rng)
     # Depthwise, followed by a Clip: the bias and the Clip become the
     # convolution's epilogue (fuse.cpp), in its kernel; a small plane (the

@@ -555,13 +555,82 @@ class Fuser {
   std::size_t groups_ = 0;
 };
 
+// The shape of the broadcast's base `base` (of a value broadcast to `from`)
+// once `from` is reshaped to `to`, or nullopt when that view has none: each
+// axis of `to` must cover whole axes of `from` (the reshape splits or merges
+// contiguous axes there), along which the base is either 1 (a bias per
+// channel over H and W: 1 over H*W) or whole. Every dim known.
+std::optional<Shape> merged_broadcast(const Shape& base, const Shape& from, const Shape& to) {
+  for (const Shape* s : {&base, &from, &to})
+    for (const Dim& d : *s)
+      if (!d.is_known()) return std::nullopt;
+  if (base.size() > from.size()) return std::nullopt;
+  const std::size_t lead = from.size() - base.size();
+  // suffix[a]: the elements of one step along from's axis a - 1 (the product of from[a:]).
+  std::vector<std::int64_t> suffix(from.size() + 1, 1);
+  for (std::size_t a = from.size(); a-- > 0;) suffix[a] = suffix[a + 1] * from[a].value();
+  auto boundary = [&](std::int64_t e) { return std::find(suffix.begin(), suffix.end(), e) != suffix.end(); };
+  Shape out(to.size(), Dim(1));
+  std::int64_t lo = 1;  // the elements of one step along to's axis k
+  for (std::size_t k = to.size(); k-- > 0;) {
+    const std::int64_t hi = lo * to[k].value();
+    if (hi == lo) continue;
+    if (!boundary(lo) || !boundary(hi)) return std::nullopt;
+    bool ones = true, whole = true;
+    for (std::size_t a = 0; a < from.size(); ++a) {
+      if (from[a].value() == 1 || suffix[a + 1] < lo || suffix[a] > hi) continue;
+      const std::int64_t b = a < lead ? 1 : base[a - lead].value();
+      ones = ones && b == 1;
+      whole = whole && b == from[a].value();
+    }
+    if (!ones && !whole) return std::nullopt;
+    if (!ones) out[k] = to[k];
+    lo = hi;
+  }
+  return out;
+}
+
+// A call whose kernel runs any element-wise chain over its output as its
+// epilogue, whatever the chain's operands vary along (a GEMM's; a
+// depthwise convolution's epilogue needs them constant over its output's
+// last axes, which a reshape would change).
+bool gemm_with_epilogue(const Value& v) {
+  return v.kind == Kind::Call && v.impl && lower::takes_epilogue(*v.impl) && lower::epilogue_axes(*v.impl) == 0 && !v.node->fused &&
+         v.contiguous && v.write_to < 0 && v.init_from < 0 && !v.accumulate;
+}
+
+// A new view of `base` (at the end of g.values: renumber() puts it in
+// place) with `like`'s source and scope.
+int new_view(Graph& g, int base, ViewKind kind, const Shape& shape, const Value& like) {
+  Value v = like;
+  v.kind = Kind::View;
+  v.view = kind;
+  v.base = base;
+  v.shape = shape;
+  v.dtype = g[base].dtype;
+  v.contiguous = kind == ViewKind::Reshape;
+  v.node = nullptr;
+  v.impl = nullptr;
+  v.operands.clear();
+  v.args.clear();
+  v.name.clear();  // a "TID" of the tensor table, as the tracer's views
+  v.id = static_cast<int>(g.values.size());
+  g.values.push_back(std::move(v));
+  return g.values.back().id;
+}
+
 // Element-wise calls that a reshape separates, P then R = f(P.reshape(...))
 // (a convolution's bias add on the GEMM's [N C h*w] result, then relu on the
-// image shape [N C h w]): both run in P's shape, so that fusion can join
-// them. R reads P directly, any other operand of R through a reshape to P's
-// shape, and R's readers read R through the reshape R's result had. Both
-// are contiguous, so no address changes. Only where fusion would then take
-// P: P is read by that one reshape, the reshape by R alone; R is no output.
+// image shape [N C h w]; an imported Conv's GEMM [N C h*w], then its bias
+// and Clip on [N C h w]): R runs in P's shape, so that fusion can join them
+// (P element-wise) or make R the GEMM's epilogue (P a GEMM). R reads P
+// directly, any other operand of R through a view in P's shape (a
+// contiguous one of R's shape through a reshape, a broadcast through a
+// broadcast of its base reshaped, merged_broadcast), and R's readers read R
+// through the reshape R's result had. Both are contiguous, so no address
+// changes. R's readers in turn join R the same way: a whole chain moves
+// (a Clip's two readers of the bias add too). Only where fusion would then
+// take P: P is read by that one reshape; R is no output.
 void join_through_reshapes(Graph& g) {
   std::vector<std::vector<int>> readers(g.values.size());
   std::vector<bool> written(g.values.size(), false);
@@ -579,9 +648,21 @@ void join_through_reshapes(Graph& g) {
   auto plain = [&](const Value& v) {
     return role_of(v) == Role::Elementwise && v.contiguous && !written[static_cast<std::size_t>(v.id)];
   };
+  std::set<int> behind_gemm;  // the calls moved into a GEMM's shape to become its epilogue
+  auto gemm_chain = [&](int p) {
+    return behind_gemm.count(p) || (gemm_with_epilogue(g[p]) && !written[static_cast<std::size_t>(p)] &&
+                                    !std::count(g.outputs.begin(), g.outputs.end(), p));
+  };
+  auto add_view = [&](int base, ViewKind kind, const Shape& shape, const Value& like) {
+    const int v = new_view(g, base, kind, shape, like);
+    readers.emplace_back();
+    written.push_back(false);
+    readers[static_cast<std::size_t>(base)].push_back(v);  // a later R may read it
+    return v;
+  };
   std::map<int, std::vector<int>> before;  // R -> the views it reads (added below)
   std::map<int, int> after;                // R -> the view its readers read
-  std::set<int> dropped;                   // the reshapes R no longer reads
+  std::set<int> joined;                    // the reshapes some R no longer reads
   const std::size_t n = g.values.size();
   for (std::size_t i = 0; i < n; ++i) {
     if (!plain(g.values[i]) || std::count(g.outputs.begin(), g.outputs.end(), static_cast<int>(i))) continue;
@@ -589,56 +670,74 @@ void join_through_reshapes(Graph& g) {
     int view = -1;
     for (int o : g[r].operands) {
       const Value& ov = g[o];
-      if (o != r && ov.kind == Kind::View && ov.view == ViewKind::Reshape && plain(g[ov.base]) && only_reader(ov.base, o) &&
-          only_reader(o, r) && g[ov.base].backward == g[r].backward && g[ov.base].dtype == g[r].dtype) {
-        view = o;
-      }
+      if (o == r || ov.kind != Kind::View || ov.view != ViewKind::Reshape || !only_reader(ov.base, o) ||
+          g[ov.base].backward != g[r].backward || g[ov.base].dtype != g[r].dtype)
+        continue;
+      if (gemm_chain(ov.base) || (plain(g[ov.base]) && !after.count(ov.base) && only_reader(o, r))) view = o;
     }
     if (view < 0) continue;
     const int p = g[view].base;
+    // Behind a GEMM, the chain's operands may also be broadcasts that merge into
+    // P's axes and reshapes of values already in P's shape (the Clip's, the residual's).
+    const bool epilogue = gemm_chain(p);
     const Shape shape_p = g[p].shape, shape_r = g[r].shape;
-    // R's other operands: contiguous tensors of R's shape, read through a reshape.
+    // R's other operands in P's shape: contiguous tensors of R's shape, or broadcasts that merge.
+    std::map<int, std::optional<Shape>> merged;  // broadcast operand -> its base's shape in P's shape
     bool ok = true;
-    for (int o : g[r].operands)
-      if (o != r && o != view && (!g[o].contiguous || g[o].shape != shape_r)) ok = false;
-    if (!ok) continue;
-    auto reshape = [&](int base, const Shape& shape) {
-      Value v = g[r];
-      v.kind = Kind::View;
-      v.view = ViewKind::Reshape;
-      v.base = base;
-      v.shape = shape;
-      v.dtype = g[base].dtype;
-      v.contiguous = true;
-      v.node = nullptr;
-      v.impl = nullptr;
-      v.operands.clear();
-      v.args.clear();
-      v.name.clear();  // a "TID" of the tensor table, as the tracer's views
-      v.id = static_cast<int>(g.values.size());
-      g.values.push_back(std::move(v));
-      return static_cast<int>(g.values.size()) - 1;
+    // A reshape of a value already in P's shape (another R before this one) is read as that value.
+    auto in_shape_p = [&](int o) {
+      return epilogue && g[o].kind == Kind::View && g[o].view == ViewKind::Reshape && g[g[o].base].contiguous && g[g[o].base].shape == shape_p;
     };
-    std::vector<int> inputs, operands = g[r].operands;  // (reshape() adds values: no references into g across it)
+    for (int o : g[r].operands) {
+      if (o == r || o == view || in_shape_p(o) || (g[o].contiguous && g[o].shape == shape_r)) continue;
+      const Value& b = g[o];
+      if (epilogue && b.kind == Kind::View && b.view == ViewKind::Broadcast && g[b.base].contiguous && b.shape == shape_r)
+        merged[o] = merged_broadcast(g[b.base].shape, shape_r, shape_p);
+      if (!merged.count(o) || !merged[o]) ok = false;
+    }
+    if (!ok) continue;
+    std::vector<int> inputs, operands = g[r].operands;  // (add_view() adds values: no references into g across it)
     std::map<int, int> reshaped;
+    std::set<int> before_reshape;  // the values R now reads instead of their reshapes
     for (int& o : operands) {
       if (o == r) continue;
-      if (o == view) {
-        o = p;
+      if (o == view || in_shape_p(o)) {
+        auto& read = readers[static_cast<std::size_t>(o)];
+        read.erase(std::remove(read.begin(), read.end(), r), read.end());
+        joined.insert(o);
+        o = g[o].base;
+        before_reshape.insert(o);
         continue;
       }
-      if (!reshaped.count(o)) inputs.push_back(reshaped[o] = reshape(o, shape_p));
+      if (!reshaped.count(o)) {
+        if (auto m = merged.find(o); m != merged.end()) {
+          const Value like = g[r];
+          inputs.push_back(add_view(g[o].base, ViewKind::Reshape, *m->second, like));
+          inputs.push_back(reshaped[o] = add_view(inputs.back(), ViewKind::Broadcast, shape_p, like));
+        } else {
+          inputs.push_back(reshaped[o] = add_view(o, ViewKind::Reshape, shape_p, g[r]));
+        }
+      }
       o = reshaped[o];
     }
     g[r].operands = operands;
-    const int out = reshape(r, shape_r);
+    // (The bases of the reshapes R read keep them as their readers: another reader of those may join too.)
+    for (int o : operands)
+      if (o != r && !before_reshape.count(o)) readers[static_cast<std::size_t>(o)].push_back(r);
+    const std::vector<int> readers_r = readers[static_cast<std::size_t>(r)];
+    const int out = add_view(r, ViewKind::Reshape, shape_r, g[r]);
     g[r].shape = shape_p;
     g[r].rank = static_cast<int>(shape_p.size());
     graph::replace_uses(g, r, out);
+    readers[static_cast<std::size_t>(out)] = readers_r;
+    readers[static_cast<std::size_t>(r)] = {out};
     before[r] = inputs;
     after[r] = out;
-    dropped.insert(view);  // read by nothing now
+    if (epilogue) behind_gemm.insert(r);
   }
+  std::set<int> dropped;  // the reshapes every reader of which now reads its base
+  for (int v : joined)
+    if (readers[static_cast<std::size_t>(v)].empty() && !std::count(g.outputs.begin(), g.outputs.end(), v)) dropped.insert(v);
   if (after.empty()) return;
   // Definition order again: the new views of R's operands just before R, the view of R just after it.
   std::vector<int> order;
@@ -647,7 +746,7 @@ void join_through_reshapes(Graph& g) {
     if (dropped.count(id)) continue;
     if (auto it = before.find(id); it != before.end()) order.insert(order.end(), it->second.begin(), it->second.end());
     order.push_back(id);
-    if (auto it = after.find(id); it != after.end()) order.push_back(it->second);
+    if (auto it = after.find(id); it != after.end() && !dropped.count(it->second)) order.push_back(it->second);
   }
   graph::renumber(g, order);
 }
