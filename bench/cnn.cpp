@@ -319,7 +319,7 @@ void run_cnn(Report& report, const std::vector<int>& threads) {
     hand.forward_loss(x.data, t.data);
     std::vector<Impl> parts = {
         {"wfgen forward (X, T -> loss)", [&] { train.forward(X, T); }},
-        {"wfgen backward (VM Section::Backward)", [&] { train.vm().run(wfgen::rt::Section::Backward); }},
+        {"wfgen backward (VM Section::FreshBackward)", [&] { train.vm().run(wfgen::rt::Section::FreshBackward); }},
         {"wfgen step (adam)", [&] { train.step(); }},
         {"hand forward + loss + dZ", [&] { hand.forward_loss(x.data, t.data); }},
         {"hand backward", [&] { hand.backward(); }},
@@ -335,9 +335,9 @@ void run_cnn(Report& report, const std::vector<int>& threads) {
       report.appendix(code_block("cnn_train::profile(" + std::to_string(n) + ") at " + std::to_string(th) +
                                      " thread(s) (the forward with the loss)",
                                  train.profile(n, 12)));
-      report.appendix(code_block("cnn_train.vm().profile(Section::Backward, " + std::to_string(n) + ") at " +
-                                     std::to_string(th) + " thread(s) (the pullback, rerun without a forward)",
-                                 train.vm().profile(wfgen::rt::Section::Backward, n, 12)));
+      report.appendix(code_block("cnn_train.vm().profile(Section::FreshBackward, " + std::to_string(n) + ") at " +
+                                     std::to_string(th) + " thread(s) (the pullback after zero_grad(), rerun without a forward)",
+                                 train.vm().profile(wfgen::rt::Section::FreshBackward, n, 12)));
     }
   }
   wfgen::rt::set_num_threads(1);

@@ -337,7 +337,7 @@ void run_mlp(Report& report, const std::vector<int>& threads) {
     std::vector<Impl> parts = {
         {"wfgen forward (X, T -> loss)", [&] { train.forward(X, T); }},
         {"wfgen zero_grad", [&] { train.zero_grad(); }},
-        {"wfgen backward (VM Section::Backward)", [&] { train.vm().run(wfgen::rt::Section::Backward); }},
+        {"wfgen backward (VM Section::FreshBackward)", [&] { train.vm().run(wfgen::rt::Section::FreshBackward); }},
         {"wfgen step (sgd)", [&] { train.step(); }},
         {"hand forward + loss + dZ2", [&] { hand.forward_loss(x.data, t.data); }},
         {"hand backward", [&] { hand.backward(x.data); }},
@@ -359,9 +359,9 @@ void run_mlp(Report& report, const std::vector<int>& threads) {
     // thread, the pullback at the other thread counts.
     if (th != 1) {
       train.forward(X, T);
-      report.appendix(code_block("mlp_train.vm().profile(Section::Backward, 200) at " + std::to_string(th) +
-                                     " threads (the pullback, rerun without a forward)",
-                                 train.vm().profile(wfgen::rt::Section::Backward, 200, 12)));
+      report.appendix(code_block("mlp_train.vm().profile(Section::FreshBackward, 200) at " + std::to_string(th) +
+                                     " threads (the pullback after zero_grad(), rerun without a forward)",
+                                 train.vm().profile(wfgen::rt::Section::FreshBackward, 200, 12)));
     } else {
       const int n = 200;
       load_weights(predict, w0);
@@ -371,9 +371,9 @@ void run_mlp(Report& report, const std::vector<int>& threads) {
       train.forward(X, T);
       report.appendix(code_block("mlp_train::profile(" + std::to_string(n) + ") at 1 thread (the forward with the loss)",
                                  train.profile(n, 12)));
-      report.appendix(code_block("mlp_train.vm().profile(Section::Backward, " + std::to_string(n) +
-                                     ") at 1 thread (the pullback, rerun without a forward)",
-                                 train.vm().profile(wfgen::rt::Section::Backward, n, 12)));
+      report.appendix(code_block("mlp_train.vm().profile(Section::FreshBackward, " + std::to_string(n) +
+                                     ") at 1 thread (the pullback after zero_grad(), rerun without a forward)",
+                                 train.vm().profile(wfgen::rt::Section::FreshBackward, n, 12)));
     }
   }
   wfgen::rt::set_num_threads(1);

@@ -14,11 +14,10 @@ VM::Impl::Impl(const Program& p) : prog(p) {
   validate();
   gathered.assign(prog.operands.size(), TensorRef{});
   table.assign(prog.tensors.size(), TensorRef{});
-  const std::span<const Instruction> iseqs[kSectionCount] = {prog.forward, prog.backward};
   for (int s = 0; s < kSectionCount; ++s) {
-    sections[s].iseq = iseqs[s];
-    for (std::size_t i = 0; i < iseqs[s].size(); ++i) {
-      const Instruction& in = iseqs[s][i];
+    sections[s].iseq = section_iseq(prog, kSections[s]);
+    for (std::size_t i = 0; i < sections[s].iseq.size(); ++i) {
+      const Instruction& in = sections[s].iseq[i];
       if (in.fn == nullptr) continue;
       sections[s].steps.push_back(Step{in.fn, gathered.data() + in.first_operand,
                                        prog.scalars.data() + in.first_scalar,
@@ -49,11 +48,15 @@ void VM::Impl::validate() const {
   for (const auto& t : prog.tensors) {
     if (t.name == nullptr) bad("a tensor has no name");
   }
-  const std::span<const Instruction> iseqs[kSectionCount] = {prog.forward, prog.backward};
-  for (int s = 0; s < kSectionCount; ++s) {
-    for (std::size_t i = 0; i < iseqs[s].size(); ++i) {
-      const Instruction& in = iseqs[s][i];
-      const std::string name = std::string(section_word(static_cast<Section>(s))) + " instruction " +
+  if (!prog.backward_fresh.empty() && prog.backward_fresh.size() != prog.backward.size()) {
+    bad("backward_fresh has " + std::to_string(prog.backward_fresh.size()) + " instructions, expected 0 or " +
+        std::to_string(prog.backward.size()) + " (one per pullback instruction)");
+  }
+  for (Section section : kSections) {
+    const std::span<const Instruction> iseq = section_iseq(prog, section);
+    for (std::size_t i = 0; i < iseq.size(); ++i) {
+      const Instruction& in = iseq[i];
+      const std::string name = std::string(section_word(section)) + " instruction " +
                                std::to_string(i) + " (" + (in.op ? in.op : "null op") + ")";
       if (in.op == nullptr) bad(name + " has no op name");
       if (in.n_operands < 0 || in.n_operands > kMaxOperands) {
@@ -82,6 +85,22 @@ void VM::Impl::validate() const {
 }
 
 
+std::vector<Instruction> with_kernels(std::span<const Instruction> iseq, std::span<const KernelSwap> swaps) {
+  std::vector<Instruction> out(iseq.begin(), iseq.end());
+  for (const KernelSwap& s : swaps) {
+    if (s.index < 0 || static_cast<std::size_t>(s.index) >= out.size()) {
+      fail(ErrorCode::InvalidArgument, "with_kernels: instruction " + std::to_string(s.index) + " of " +
+                                           std::to_string(out.size()) + ", expected 0.." +
+                                           std::to_string(static_cast<std::int64_t>(out.size()) - 1));
+    }
+    Instruction& in = out[static_cast<std::size_t>(s.index)];
+    in.op = s.op;
+    in.kernel = s.kernel;
+    in.fn = s.fn;
+  }
+  return out;
+}
+
 // --- VM ----------------------------------------------------------------------
 
 VM::VM(const Program& program) : impl_(std::make_shared<Impl>(program)) {}
@@ -106,10 +125,10 @@ const Program& VM::program() const { return impl_->prog; }
 
 namespace {
 
-// The first failure of `check` over both sections, with where it happened.
+// The first failure of `check` over every section, with where it happened.
 template <class F>
 Status first_failure(F&& check, Section* section, std::int32_t* at) {
-  for (Section s : {Section::Forward, Section::Backward}) {
+  for (Section s : vm_internal::kSections) {
     if (Status r = check(s, at); !r.ok()) {
       *section = s;
       return r;

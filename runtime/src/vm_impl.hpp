@@ -25,9 +25,19 @@ namespace wfgen::rt {
 
 namespace vm_internal {
 
-inline constexpr int kSectionCount = 2;
+inline constexpr int kSectionCount = 3;
+inline constexpr Section kSections[kSectionCount] = {Section::Forward, Section::Backward, Section::FreshBackward};
 
-inline const char* section_word(Section s) { return s == Section::Forward ? "forward" : "pullback"; }
+inline const char* section_word(Section s) {
+  return s == Section::Forward ? "forward" : s == Section::Backward ? "pullback" : "fresh pullback";
+}
+
+// The instructions of each section (FreshBackward: the pullback's when the
+// program has no variant of its own).
+inline std::span<const Instruction> section_iseq(const Program& p, Section s) {
+  if (s == Section::Forward) return p.forward;
+  return s == Section::FreshBackward && !p.backward_fresh.empty() ? p.backward_fresh : p.backward;
+}
 
 inline bool bit(std::uint32_t mask, int k) { return ((mask >> k) & 1u) != 0; }
 

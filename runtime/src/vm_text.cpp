@@ -54,7 +54,7 @@ std::string VM::Impl::body(const Instruction& in, const TensorRef* ops) const {
 
 std::string VM::Impl::where(Section s, std::int32_t i) const {
   const Instruction& in = state(s).iseq[static_cast<std::size_t>(i)];
-  std::string w = s == Section::Forward ? "instruction " : "pullback instruction ";
+  std::string w = s == Section::Forward ? "instruction " : std::string(section_word(s)) + " instruction ";
   w += std::to_string(i) + " " + head(in) + " : " + body(in, prepared ? gathered.data() + in.first_operand : nullptr);
   if (in.source && *in.source) w += std::string(" (") + in.source + ")";
   return w;
@@ -144,6 +144,7 @@ std::string VM::disassemble() const {
   };
   section(" [Forward]: \n", m.prog.forward);
   if (!m.prog.backward.empty()) section(" [Pullback]: \n", m.prog.backward);
+  if (!m.prog.backward_fresh.empty()) section(" [Pullback after zero_grad()]: \n", m.prog.backward_fresh);
   return out;
 }
 

@@ -14,6 +14,7 @@
 // few steps with SGD (momentum, weight decay, nesterov), Adam and AdamW by
 // the generated code and by the loops below (in double from the same f32
 // initial weights): the weights must agree within 1e-5.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -196,6 +197,108 @@ TEST_CASE("gradients accumulate until zero_grad, and backward needs a forward") 
   Tensor seed = Tensor::full(DType::f64, {1}, 2.0);
   m.backward({seed});
   for (std::int64_t i = 0; i < once.numel(); ++i) CHECK(m.grad("W1").data<double>()[i] == Approx(2 * once.data<double>()[i]));
+}
+
+// --- zero_grad() without a pass over the gradients --------------------------------
+
+namespace {
+
+std::map<std::string, std::vector<double>> gradient_values(const std::vector<std::pair<std::string, Tensor>>& grads) {
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [name, g] : grads) out[name].assign(g.data<double>(), g.data<double>() + g.numel());
+  return out;
+}
+
+// zero_grad() only marks the gradients; the next backward() runs the
+// pullback that stores what a GEMM computes and clears the other buffers.
+// Against a model that never ran zero_grad() (its buffers start at zero,
+// its backward() adds into them): after zero_grad() and one backward() on
+// buffers full of accumulated gradients and of values a caller wrote (those
+// no gradient reaches included), the same gradients; a second backward()
+// without zero_grad() adds (2x); a read right after zero_grad() sees zeros.
+template <class Model>
+void check_lazy_zero_grad(int threads) {
+  INFO(threads << " threads");
+  wfgen::rt::set_num_threads(threads);
+  Model ref, m;
+  std::mt19937_64 rng(5);
+  for (const auto& [name, shape] : input_shapes(ref.summary())) {
+    Tensor t = make_input(name, shape, rng);
+    ref.set_input(name, t);
+    m.set_input(name, t.clone());
+  }
+  ref.run();
+  ref.backward();
+  const auto want = gradient_values(ref.gradients());
+  std::size_t nonzero = 0;
+  for (const auto& [name, v] : want) nonzero += static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [](double x) { return x != 0; }));
+  REQUIRE(nonzero > 0);
+  auto check_times = [&](double k) {
+    for (const auto& [name, v] : gradient_values(m.gradients())) {
+      INFO(name << " x" << k);
+      for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == Approx(k * want.at(name)[i]).margin(1e-12));
+    }
+  };
+  m.run();
+  m.backward();
+  m.run();
+  m.backward();
+  check_times(2);
+  for (const auto& [name, g] : m.gradients()) g.fill(7.0);
+  m.zero_grad();
+  check_times(0);  // materialised on read
+  for (const auto& [name, g] : m.gradients()) g.fill(7.0);
+  m.zero_grad();
+  m.run();
+  m.backward();
+  CHECK(gradient_values(m.gradients()) == want);  // exactly: a stored product, or a sum added into zeros
+  m.run();
+  m.backward();
+  check_times(2);
+  wfgen::rt::set_num_threads(2);
+}
+
+// step() right after zero_grad(), with no backward() between: the step of a
+// model whose gradients are zero, parameter for parameter.
+template <class Model>
+void check_step_after_zero_grad() {
+  Model stale, zero;  // the same seed: the same parameters
+  std::vector<float> X(8 * 20), T(8 * 5, 0.0f);
+  for (std::size_t i = 0; i < X.size(); ++i) X[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  for (int b = 0; b < 8; ++b) T[static_cast<std::size_t>(b * 5 + b % 5)] = 1;
+  stale.forward(Tensor::from_data<float>({8, 20}, X), Tensor::from_data<float>({8, 5}, T));
+  stale.backward();
+  const Tensor w1 = stale.grad("W1");
+  REQUIRE(std::any_of(w1.data<float>(), w1.data<float>() + w1.numel(), [](float x) { return x != 0; }));
+  stale.zero_grad();
+  stale.step();
+  zero.step();
+  for (const auto& [name, p] : zero.parameters()) {
+    INFO(name);
+    const Tensor q = stale.parameter(name);
+    CHECK(std::memcmp(p.raw_data(), q.raw_data(), p.nbytes()) == 0);
+  }
+  for (const auto& [name, g] : stale.gradients())
+    CHECK(std::all_of(g.template data<float>(), g.template data<float>() + g.numel(), [](float x) { return x == 0; }));
+}
+
+}  // namespace
+
+TEST_CASE("zero_grad without a pass: the MLP, its GEMMs storing W1 and W2 and the input's gradient") {
+  for (int threads : {1, 2}) check_lazy_zero_grad<gc::tiny_mlp>(threads);
+}
+TEST_CASE("zero_grad without a pass: batched, broadcast and transposed products") {
+  for (int threads : {1, 2}) check_lazy_zero_grad<gc::linalg>(threads);
+}
+TEST_CASE("zero_grad without a pass: no GEMM, and an input no gradient reaches (argmax)") {
+  for (int threads : {1, 2}) check_lazy_zero_grad<gc::ops_r1>(threads);
+}
+TEST_CASE("zero_grad without a pass: a transformer block") {
+  for (int threads : {1, 2}) check_lazy_zero_grad<gc::attention>(threads);
+}
+TEST_CASE("zero_grad then step without backward: the step of zero gradients") {
+  check_step_after_zero_grad<gc::train_sgd>();
+  check_step_after_zero_grad<gc::train_adamw>();
 }
 
 TEST_CASE("the training API's try_ forms: the same gradients, errors as a Status") {

@@ -155,6 +155,45 @@ TEST_CASE("vm runs instructions in order with their operands and scalars", "[vm]
   check_elements(m.y, [](const rt::Shape& i) { return 2.0 * (1.0 + static_cast<double>(i[1])); });
 }
 
+TEST_CASE("vm: Section::FreshBackward runs the program's backward_fresh, or its pullback when it has none", "[vm]") {
+  // The variant a model runs after zero_grad(): here its second instruction
+  // does nothing, so dX = 0.5 * dy alone, where the pullback adds h.
+  const rt::KernelSwap swaps[] = {{1, "NOOP-CPU", "noop", &noop}};
+  const std::vector<Instruction> fresh = rt::with_kernels(kBackward, swaps);
+  REQUIRE(fresh.size() == 2);
+  CHECK(fresh[0].fn == kBackward[0].fn);
+  CHECK(fresh[1].first_operand == kBackward[1].first_operand);
+  CHECK(fresh[1].saved == kBackward[1].saved);
+  const rt::KernelSwap beyond[] = {{2, "NOOP-CPU", "noop", &noop}};
+  CHECK_THROWS_WITH(rt::with_kernels(kBackward, beyond), Catch::Contains("with_kernels: instruction 2 of 2, expected 0..1"));
+  rt::Program with_fresh = kProgram;
+  with_fresh.backward_fresh = fresh;
+  Model m;
+  rt::VM vm(with_fresh);
+  vm.prepare(m.table.data());
+  vm.run(Section::Forward);
+  vm.run(Section::FreshBackward);
+  check_elements(m.dx, [](const rt::Shape&) { return 2.0; });
+  vm.run(Section::Backward);
+  check_elements(m.dx, [](const rt::Shape& i) { return 2.0 + 10.0 + static_cast<double>(linear({2, 3}, i)); });
+  const std::string listing = vm.disassemble();
+  CHECK(listing.find(" [Pullback after zero_grad()]: \n<WfInst[op=SCALE-CPU] : dX <= op(") != std::string::npos);
+  CHECK(listing.find("<WfInst[op=NOOP-CPU]  : dX <= op(") != std::string::npos);
+  CHECK(vm.describe(Section::FreshBackward, 1).find("NOOP-CPU") != std::string::npos);
+
+  Model plain_model;
+  rt::VM plain(kProgram);
+  plain.prepare(plain_model.table.data());
+  plain.run(Section::Forward);
+  plain.run(Section::FreshBackward);
+  check_elements(plain_model.dx, [](const rt::Shape& i) { return 2.0 + 10.0 + static_cast<double>(linear({2, 3}, i)); });
+  CHECK(plain.disassemble().find("zero_grad") == std::string::npos);
+
+  rt::Program short_fresh = kProgram;
+  short_fresh.backward_fresh = std::span<const Instruction>(fresh.data(), 1);
+  CHECK_THROWS_WITH(rt::VM(short_fresh), Catch::Contains("backward_fresh has 1 instructions, expected 0 or 2"));
+}
+
 TEST_CASE("vm calls every kernel once per run, in order, and skips view-only instructions", "[vm]") {
   const rt::TensorInfo tensors[] = {{"a", TensorRole::Temp}};
   const std::int32_t operands[] = {0};

@@ -105,6 +105,33 @@ void instruction_array(CodeWriter& c, const ModelText& m, bool pullback, std::in
   c.line();
 }
 
+// The pullback after zero_grad() (Program::backward_fresh): kBackward with
+// the kernel of each gradient's GEMM swapped for the one that stores. A
+// lambda's statics, not names of the namespace: a unity build of several
+// models renames only the tables it knows (tests/CMakeLists.txt).
+std::string fresh_pullback(const ModelText& m) {
+  CodeWriter c(2);
+  c.comment("[Pullback after zero_grad()]: kBackward, except that a gradient's GEMM stores it (beta 0) instead of adding it.");
+  c.open("static const wfgen::rt::KernelSwap stored_gradients[] =");
+  std::int64_t index = 0;
+  for (const auto& in : m.insts) {
+    if (!in.backward) continue;
+    if (!in.fresh_kernel.empty()) {
+      c.line("{" + num(index) + ", " + literal(in.fresh_op) + ", " + literal(in.fresh_kernel) + ", &" + in.fresh_kernel + "_erased},  // " +
+             comment_text(in.source));
+    }
+    ++index;
+  }
+  c.close(";");
+  c.line("static const std::vector<wfgen::rt::Instruction> backward_fresh = wfgen::rt::with_kernels(kBackward, stored_gradients);");
+  c.line("return std::span<const wfgen::rt::Instruction>(backward_fresh);");
+  return "[] {\n" + c.str() + "  }()";
+}
+
+bool has_fresh_variant(const ModelText& m) {
+  return std::any_of(m.insts.begin(), m.insts.end(), [](const ModelInstruction& in) { return !in.fresh_kernel.empty(); });
+}
+
 // The static arrays of list arguments, the operands, scalars and
 // instructions of each section (a model without instructions, whose outputs
 // are views of its inputs, has no operand arrays: C++ has no arrays of zero
@@ -145,7 +172,8 @@ std::string program(const ModelText& m, std::int64_t n_scalars) {
   if (m.insts.empty()) return "kTensors, {}, {}, {}, {}, {}";
   const bool any_backward = std::any_of(m.insts.begin(), m.insts.end(), [](const ModelInstruction& in) { return in.backward; });
   const std::string scalars = n_scalars > 0 ? "std::span<const wfgen::rt::ScalarArg>(kScalars, " + num(n_scalars) + ")" : "{}";
-  return "kTensors, kOperands, " + scalars + ", kForward, " + (any_backward ? "kBackward" : "{}") + ", kOperandSpecs";
+  return "kTensors, kOperands, " + scalars + ", kForward, " + (any_backward ? "kBackward" : "{}") + ", kOperandSpecs" +
+         (has_fresh_variant(m) ? ", " + fresh_pullback(m) : "");
 }
 
 std::string grad_names(const Graph& g) {

@@ -31,6 +31,9 @@ struct ModelInstruction {
   std::vector<std::string> scalars;   // C++ initialisers of the ScalarArgs
   std::vector<std::string> specs;     // C++ initialisers of the OperandSpecs
   bool backward = false;              // part of the pullback
+  // In the pullback after zero_grad() (Program::backward_fresh), when it
+  // differs there: the GEMM that stores the gradient instead of adding it.
+  std::string fresh_op, fresh_kernel;
 };
 
 // The instructions of a planned graph (a copy first where a call writes in

@@ -101,12 +101,25 @@ std::string update_refs(const spec::Optimizer& o) {
   return refs;
 }
 
+// backward()'s clearing of the gradients the pullback after zero_grad()
+// adds into (all but those a GEMM stores; Program::backward_fresh).
+std::string clear_fresh(const Graph& g) {
+  const std::vector<int> cleared = cleared_when_fresh(g);
+  if (cleared.empty()) return "";
+  const std::string why = "  // The gradients it adds into (no GEMM of their own) start from zero.\n";
+  std::string list;
+  for (int k : cleared) list += (list.empty() ? "" : ", ") + num(k) + "u";
+  if (cleared.size() == 1) return why + "  grads_[" + list + "].fill(0.0);\n";
+  return why + "  for (const std::size_t wf_k : {" + list + "}) grads_[wf_k].fill(0.0);\n";
+}
+
 }  // namespace
 
 // backward(), grad(), zero_grad() (templates/model_training.cpp.in) and,
 // with an optimizer, step() (templates/model_step.cpp.in).
 std::string training_definitions(const spec::Spec& spec, const spec::Build& build, const Graph& g, const std::string& cls) {
-  std::string out = fill_template(template_text("model_training.cpp.in"), {{"cls", cls}});
+  std::string out = fill_template(template_text("model_training.cpp.in"), {{"cls", cls},
+                                                                           {"clear_fresh", clear_fresh(g)}});
   if (!build.optimizer) return out;
   const spec::Optimizer& o = *build.optimizer;
   return out + fill_template(template_text("model_step.cpp.in"),

@@ -65,6 +65,7 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
   std::vector<ModelInstruction> insts;
   std::vector<std::string> list_consts;
   const std::set<int> results = unread_results(g);
+  const std::set<int> stored = stored_when_fresh(g);
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
     std::string where_from = v.source + "  (" + v.loc.str() + ")";
@@ -87,6 +88,10 @@ std::vector<ModelInstruction> plan_instructions(const Graph& g, std::vector<std:
     in.backward = v.backward;
     in.op = upper(v.node->name) + (v.accumulate ? "-ACC-" : "-") + upper(v.impl->device);
     in.kernel = kernel_of(v);
+    if (stored.count(v.id) != 0) {
+      in.fresh_op = upper(v.node->name) + "-" + upper(v.impl->device);
+      in.fresh_kernel = lower::kernel_name(v.node->name, v.impl->device, v.kernel_dtype(), v.rank, false);
+    }
     in.source = where_from;
     in.operands = v.operands;
     bool ew = v.impl->kind == spec::BodyKind::Elementwise;
@@ -135,9 +140,11 @@ std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const s
       out.insert({optimizer_impl(spec, build, rank), build.dtype, rank, true});
     }
   }
+  const std::set<int> stored = stored_when_fresh(g);
   for (const auto& v : g.values) {
     if (v.kind != Kind::Call) continue;
     out.insert({v.impl, v.kernel_dtype(), v.rank, true, v.accumulate});
+    if (stored.count(v.id) != 0) out.insert({v.impl, v.kernel_dtype(), v.rank, true, false});
     if (v.init_from >= 0) {
       const spec::Impl* c = copy_impl(spec);
       WFGEN_ASSERT(c, "the standard node copy has no cpu implementation");
@@ -150,40 +157,53 @@ std::vector<lower::KernelRequest> kernels_needed(const spec::Spec& spec, const s
 std::string disassemble(const Graph& g) {
   const std::vector<ModelInstruction> insts = plan_instructions(g, nullptr);
   const std::vector<std::string> names = tensor_names(g);
-  auto head = [](const ModelInstruction& in) { return "<WfInst[op=" + in.op + "]"; };
+  auto head = [](const std::string& op) { return "<WfInst[op=" + op + "]"; };
   std::size_t width = 0;
-  for (const auto& in : insts) width = std::max(width, head(in).size());
-  std::string out = "disassemble-waffe2-ir:\n";
+  for (const auto& in : insts) width = std::max({width, head(in.op).size(), head(in.fresh_op).size()});
   std::set<int> tensors;
+  // One instruction as `op` (the pullback after zero_grad() shows its own).
+  auto text = [&](const ModelInstruction& in, const std::string& op) {
+    std::string line = head(op);
+    line += std::string(width - line.size(), ' ') + " : ";
+    std::string outs, args;
+    for (std::size_t k = 0; k < in.operands.size(); ++k) {
+      int id = in.operands[k];
+      tensors.insert(id);
+      const Value& v = g[id];
+      std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
+      std::string name = prefix + names[static_cast<std::size_t>(id)];
+      if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
+      // An integer input is read as the build's dtype, converted before the pass.
+      const std::string dtype = std::string(rt::dtype_c_name(v.dtype)) +
+                                (v.caller_dtype ? std::string(" from ") + rt::dtype_c_name(*v.caller_dtype) : "");
+      args += (args.empty() ? "" : " ") + name + "{" + dtype + ", " + shape::shape_str(v.shape) + "}";
+    }
+    const int into = in.written == 0 ? -1 : g[in.operands[static_cast<std::size_t>(std::countr_zero(in.written))]].write_to;
+    const std::string window = into >= 0 && g[into].kind == Kind::View ? " into " + window_text(g, names, into) : "";
+    return line + outs + " <= op(" + args + ")>" + window + "\n";
+  };
+  std::string out = "disassemble-waffe2-ir:\n";
   std::size_t scalars = 0;
   for (bool pullback : {false, true}) {
     if (pullback && !g.has_backward) break;
     out += pullback ? "\n [Pullback]: \n" : " [Forward]: \n";
     for (const auto& in : insts) {
       if (in.backward != pullback) continue;
-      std::string line = head(in);
-      line += std::string(width - line.size(), ' ') + " : ";
-      std::string outs, args;
-      for (std::size_t k = 0; k < in.operands.size(); ++k) {
-        int id = in.operands[k];
-        tensors.insert(id);
-        const Value& v = g[id];
-        std::string prefix = v.kind == Kind::Input ? "<Input>" : v.kind == Kind::Param ? "<Param>" : "";
-        std::string name = prefix + names[static_cast<std::size_t>(id)];
-        if (in.written & (1u << k)) outs += (outs.empty() ? "" : " ") + name;
-        // An integer input is read as the build's dtype, converted before the pass.
-        const std::string dtype = std::string(rt::dtype_c_name(v.dtype)) +
-                                  (v.caller_dtype ? std::string(" from ") + rt::dtype_c_name(*v.caller_dtype) : "");
-        args += (args.empty() ? "" : " ") + name + "{" + dtype + ", " + shape::shape_str(v.shape) + "}";
-      }
       scalars += in.scalars.size();
-      const int into = in.written == 0 ? -1 : g[in.operands[static_cast<std::size_t>(std::countr_zero(in.written))]].write_to;
-      const std::string window = into >= 0 && g[into].kind == Kind::View ? " into " + window_text(g, names, into) : "";
-      out += line + outs + " <= op(" + args + ")>" + window + "\n";
+      out += text(in, in.op);
     }
   }
   out += "\n" + num(static_cast<std::int64_t>(insts.size())) + " Instructions | " + num(static_cast<std::int64_t>(tensors.size())) +
          " Tensors | " + num(static_cast<std::int64_t>(scalars)) + " Scalars\n";
+  if (!g.has_backward) return out;
+  // The first backward() after zero_grad() runs the pullback with these
+  // instead (Program::backward_fresh), on buffers cleared only where listed.
+  out += "\n [Pullback after zero_grad()]: the pullback, where a gradient's GEMM stores it instead of adding:\n";
+  for (const auto& in : insts)
+    if (!in.fresh_op.empty()) out += text(in, in.fresh_op);
+  std::string cleared;
+  for (int k : cleared_when_fresh(g)) cleared += " " + names[static_cast<std::size_t>(g.grads[static_cast<std::size_t>(k)])];
+  out += " cleared before it:" + (cleared.empty() ? std::string(" none") : cleared) + "\n";
   return out;
 }
 

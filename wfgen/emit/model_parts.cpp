@@ -148,6 +148,34 @@ std::vector<std::pair<std::size_t, std::size_t>> trainable(const Graph& g) {
   return out;
 }
 
+std::set<int> stored_when_fresh(const Graph& g) {
+  // How many calls of the pullback read or write each storage.
+  std::map<int, int> touches;
+  for (const Value& u : g.values) {
+    if (u.kind != Kind::Call || !u.backward) continue;
+    std::set<int> roots;
+    for (int o : u.operands) roots.insert(g.root(o));
+    if (u.init_from >= 0) roots.insert(g.root(u.init_from));
+    for (int r : roots) ++touches[r];
+  }
+  std::set<int> out;
+  for (const Value& u : g.values) {
+    if (u.kind == Kind::Call && u.backward && u.accumulate && u.write_to >= 0 && g[u.write_to].kind == Kind::Grad &&
+        u.shape == g[u.write_to].shape && touches[u.write_to] == 1)
+      out.insert(u.id);
+  }
+  return out;
+}
+
+std::vector<int> cleared_when_fresh(const Graph& g) {
+  std::set<int> stored;
+  for (int id : stored_when_fresh(g)) stored.insert(g[id].write_to);
+  std::vector<int> out;
+  for (std::size_t k = 0; k < g.grads.size(); ++k)
+    if (stored.count(g.grads[k]) == 0) out.push_back(static_cast<int>(k));
+  return out;
+}
+
 const spec::Impl* copy_impl(const spec::Spec& spec) {
   for (const auto* i : spec.impls_of("copy"))
     if (i->device == "cpu") return i;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -76,6 +77,16 @@ std::vector<std::string> output_params(const Graph& g);
 // writes in place later, returned once; never in a training build, whose
 // pullback reads the forward values and must not see a caller's changes.
 bool may_write_directly(const Graph& g, std::size_t k);
+
+// The pullback after zero_grad() (Program::backward_fresh): the calls that
+// add a product into a gradient buffer (accumulating GEMMs) and are the only
+// calls of the pullback that touch that buffer, so storing their product
+// (beta 0) gives the buffer's value from zero. Value ids.
+std::set<int> stored_when_fresh(const Graph& g);
+// The gradient buffers none of those calls writes (indices into
+// Graph::grads): backward() clears them before the pullback after
+// zero_grad(), which adds into them as the other pullback does.
+std::vector<int> cleared_when_fresh(const Graph& g);
 
 std::string training_declarations(const spec::Build& build);
 

@@ -114,9 +114,30 @@ struct Program {
   // group. Without specs the checks cover only null data, broadcast outputs
   // and aliasing.
   std::span<const OperandSpec> operand_specs;
+  // The pullback of the first backward() after zero_grad(), which the model
+  // runs instead of `backward` (Section::FreshBackward): the same
+  // instructions and operands, except that a gradient's GEMM stores its
+  // product (beta 0) instead of adding it into the buffer, so zero_grad()
+  // needs no pass over the gradients (with_kernels() below makes it).
+  // Empty: the same as `backward`.
+  std::span<const Instruction> backward_fresh = {};
 };
 
-enum class Section { Forward, Backward };
+enum class Section { Forward, Backward, FreshBackward };
+
+// An instruction of Program::backward_fresh that calls another kernel than
+// the pullback's instruction `index` (on the same operands and scalars).
+struct KernelSwap {
+  std::int32_t index;
+  const char* op;      // "MATMUL-BLAS"
+  const char* kernel;  // "matmul_blas_f32_r2"
+  KernelFn fn;
+};
+
+// `iseq` with the kernels of `swaps` (indices into it) swapped in: how a
+// generated model makes its Program::backward_fresh from its pullback.
+// Throws Error(InvalidArgument) for an index out of range.
+std::vector<Instruction> with_kernels(std::span<const Instruction> iseq, std::span<const KernelSwap> swaps);
 
 // *opt-level*: 1 checks every instruction at every call, 2 only at the first
 // call of each section after prepare(), 3 never. The checks run for a whole
@@ -205,7 +226,8 @@ class VM {
   // ...
   //
   // N Instructions | N Tensors | N Scalars
-  // and [Pullback]: likewise when there is a backward section.
+  // and [Pullback]: likewise when there is a backward section, and
+  // [Pullback after zero_grad()]: when the program has backward_fresh.
   std::string disassemble() const;
   // One instruction, unaligned: "<WfInst[op=ADD-CPU] : TID3 <= op(...)>".
   std::string describe(Section section, std::size_t index) const;

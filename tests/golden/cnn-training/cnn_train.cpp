@@ -275,7 +275,14 @@ namespace {
     {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 93, 3, 4u, 0u, 48, 0, "grad of: classifier_0/conv2d_0.W  (<stdlib>/models.yaml:103:7)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 48), kForward, kBackward, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 48), kForward, kBackward, kOperandSpecs, [] {
+    // [Pullback after zero_grad()]: kBackward, except that a gradient's GEMM stores it (beta 0) instead of adding it.
+    static const wfgen::rt::KernelSwap stored_gradients[] = {
+      {5, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
+    };
+    static const std::vector<wfgen::rt::Instruction> backward_fresh = wfgen::rt::with_kernels(kBackward, stored_gradients);
+    return std::span<const wfgen::rt::Instruction>(backward_fresh);
+  }()};
   const std::vector<std::string> kInputNames = {"X", "T"};
   const std::vector<std::string> kParamNames = {"classifier_0/conv2d_0.W", "classifier_0/conv2d_0.b", "classifier_0/conv2d_1.W", "classifier_0/conv2d_1.b", "classifier_0/linear_0.W", "classifier_0/linear_0.b"};
   const std::vector<std::string> kGradNames = {"classifier_0/conv2d_0.W", "classifier_0/conv2d_0.b", "classifier_0/conv2d_1.W", "classifier_0/conv2d_1.b", "classifier_0/linear_0.W", "classifier_0/linear_0.b"};
@@ -697,8 +704,26 @@ wfgen::rt::Status cnn_train::backward_(const std::vector<wfgen::rt::Tensor>* wf_
   if (wf_grads == nullptr) seeds_[0].fill(1.0);
   else for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from((*wf_grads)[wf_k]);
   forward_done_ = false;
-  vm_.run(wfgen::rt::Section::Backward);
+  if (!grads_fresh_) {
+    vm_.run(wfgen::rt::Section::Backward);
+    return {};
+  }
+  // The first backward() after zero_grad(): the pullback in which the GEMM of
+  // a gradient stores it instead of adding it, so zero_grad() has nothing to
+  // clear. If it fails, the gradients still read as zeros.
+  // The gradients it adds into (no GEMM of their own) start from zero.
+  for (const std::size_t wf_k : {0u, 1u, 2u, 3u, 5u}) grads_[wf_k].fill(0.0);
+  vm_.run(wfgen::rt::Section::FreshBackward);
+  grads_fresh_ = false;
   return {};
+}
+
+// What zero_grad() left undone, before anything reads the gradients.
+void cnn_train::clear_fresh_grads_() const {
+  if (!grads_fresh_) return;
+  for (const auto& wf_g : grads_)
+    if (wf_g.defined()) wf_g.fill(0.0);
+  grads_fresh_ = false;
 }
 
 void cnn_train::backward() {
@@ -718,6 +743,7 @@ wfgen::rt::Status cnn_train::try_backward(const std::vector<wfgen::rt::Tensor>& 
 }
 
 std::vector<std::pair<std::string, wfgen::rt::Tensor>> cnn_train::gradients() const {
+  clear_fresh_grads_();
   std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;
   for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);
   return wf_out;
@@ -726,6 +752,7 @@ std::vector<std::pair<std::string, wfgen::rt::Tensor>> cnn_train::gradients() co
 wfgen::rt::Status cnn_train::grad_(std::string_view name, wfgen::rt::Tensor& out) const {
   for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) {
     if (kGradNames[wf_k] == name) {
+      clear_fresh_grads_();
       out = grads_[wf_k];
       return {};
     }
@@ -743,10 +770,10 @@ wfgen::rt::Status cnn_train::try_grad(std::string_view name, wfgen::rt::Tensor& 
   return wfgen::rt::capture([&] { return grad_(name, out); });
 }
 
-void cnn_train::zero_grad() {
-  for (auto& wf_g : grads_)
-    if (wf_g.defined()) wf_g.fill(0.0);
-}
+// No pass over the buffers: the next backward() stores the gradients
+// instead of adding them, and grad(), gradients() and step() before it
+// clear the buffers first (clear_fresh_grads_()).
+void cnn_train::zero_grad() { grads_fresh_ = true; }
 
 // Cannot fail on anything a caller passes; a Status for symmetry (and for a failing allocation or kernel with exceptions).
 wfgen::rt::Status cnn_train::try_zero_grad() {
@@ -754,6 +781,7 @@ wfgen::rt::Status cnn_train::try_zero_grad() {
 }
 
 void cnn_train::step() {
+  clear_fresh_grads_();  // a step after zero_grad() without backward() sees zero gradients
   ++step_count_;
   // adam (cnn.yaml:46:17), hyper-parameters in the node's argument order
   const wfgen::rt::ScalarArg wf_s[] = {{.f = lr_} /* lr */, {.f = 0.90000000000000002} /* beta1 */, {.f = 0.999} /* beta2 */, {.f = 1e-08} /* eps */, {.f = 0.0} /* weight_decay */, {.i = step_count_} /* step */};

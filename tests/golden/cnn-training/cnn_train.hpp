@@ -115,7 +115,10 @@ class cnn_train {
   // Gradient buffers by parameter path ("W1", "linear_0.W") or input name (views of the model's storage).
   wfgen::rt::Tensor grad(std::string_view name) const;
   std::vector<std::pair<std::string, wfgen::rt::Tensor>> gradients() const;
-  // Sets every gradient buffer to zero (cl-waffe2's reset-grad!).
+  // Sets every gradient to zero (cl-waffe2's reset-grad!), without a pass
+  // over the buffers: the next backward() stores the gradients instead of
+  // adding them, and grad(), gradients() or step() before it clear the
+  // buffers. A tensor taken from grad() before keeps its values until then.
   void zero_grad();
   // One adam step on every trainable parameter with its gradient (call-optimizer!).
   void step();
@@ -162,7 +165,11 @@ class cnn_train {
   bool checked_ = false;  // bound with every VM check (try_ entry points)
   wfgen::rt::Status backward_(const std::vector<wfgen::rt::Tensor>* output_grads, bool check_all);
   wfgen::rt::Status grad_(std::string_view name, wfgen::rt::Tensor& out) const;
+  void clear_fresh_grads_() const;
   std::vector<wfgen::rt::Tensor> grads_;
+  // zero_grad() was called and no backward() or read since: the buffers hold
+  // stale values that read as zeros.
+  mutable bool grads_fresh_ = false;
   std::vector<wfgen::rt::Tensor> seeds_;
   bool forward_done_ = false;
   std::vector<wfgen::rt::Tensor> state_;

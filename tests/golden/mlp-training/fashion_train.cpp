@@ -134,7 +134,15 @@ namespace {
     {"ADD-CPU", "add_f32_r1", &add_f32_r1_erased, 42, 3, 4u, 0u, 0, 0, "grad of: classifier_0.b1  (mlp.yaml:14:7)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, kBackward, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, {}, kForward, kBackward, kOperandSpecs, [] {
+    // [Pullback after zero_grad()]: kBackward, except that a gradient's GEMM stores it (beta 0) instead of adding it.
+    static const wfgen::rt::KernelSwap stored_gradients[] = {
+      {4, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: return h @ W2 + b2  (mlp.yaml:21:14)
+      {7, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: h = relu(X @ W1 + b1)  (mlp.yaml:20:16)
+    };
+    static const std::vector<wfgen::rt::Instruction> backward_fresh = wfgen::rt::with_kernels(kBackward, stored_gradients);
+    return std::span<const wfgen::rt::Instruction>(backward_fresh);
+  }()};
   const std::vector<std::string> kInputNames = {"X", "T"};
   const std::vector<std::string> kParamNames = {"classifier_0.W1", "classifier_0.b1", "classifier_0.W2", "classifier_0.b2"};
   const std::vector<std::string> kGradNames = {"classifier_0.W1", "classifier_0.b1", "classifier_0.W2", "classifier_0.b2"};
@@ -488,8 +496,26 @@ wfgen::rt::Status fashion_train::backward_(const std::vector<wfgen::rt::Tensor>*
   if (wf_grads == nullptr) seeds_[0].fill(1.0);
   else for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from((*wf_grads)[wf_k]);
   forward_done_ = false;
-  vm_.run(wfgen::rt::Section::Backward);
+  if (!grads_fresh_) {
+    vm_.run(wfgen::rt::Section::Backward);
+    return {};
+  }
+  // The first backward() after zero_grad(): the pullback in which the GEMM of
+  // a gradient stores it instead of adding it, so zero_grad() has nothing to
+  // clear. If it fails, the gradients still read as zeros.
+  // The gradients it adds into (no GEMM of their own) start from zero.
+  for (const std::size_t wf_k : {1u, 3u}) grads_[wf_k].fill(0.0);
+  vm_.run(wfgen::rt::Section::FreshBackward);
+  grads_fresh_ = false;
   return {};
+}
+
+// What zero_grad() left undone, before anything reads the gradients.
+void fashion_train::clear_fresh_grads_() const {
+  if (!grads_fresh_) return;
+  for (const auto& wf_g : grads_)
+    if (wf_g.defined()) wf_g.fill(0.0);
+  grads_fresh_ = false;
 }
 
 void fashion_train::backward() {
@@ -509,6 +535,7 @@ wfgen::rt::Status fashion_train::try_backward(const std::vector<wfgen::rt::Tenso
 }
 
 std::vector<std::pair<std::string, wfgen::rt::Tensor>> fashion_train::gradients() const {
+  clear_fresh_grads_();
   std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;
   for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);
   return wf_out;
@@ -517,6 +544,7 @@ std::vector<std::pair<std::string, wfgen::rt::Tensor>> fashion_train::gradients(
 wfgen::rt::Status fashion_train::grad_(std::string_view name, wfgen::rt::Tensor& out) const {
   for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) {
     if (kGradNames[wf_k] == name) {
+      clear_fresh_grads_();
       out = grads_[wf_k];
       return {};
     }
@@ -534,10 +562,10 @@ wfgen::rt::Status fashion_train::try_grad(std::string_view name, wfgen::rt::Tens
   return wfgen::rt::capture([&] { return grad_(name, out); });
 }
 
-void fashion_train::zero_grad() {
-  for (auto& wf_g : grads_)
-    if (wf_g.defined()) wf_g.fill(0.0);
-}
+// No pass over the buffers: the next backward() stores the gradients
+// instead of adding them, and grad(), gradients() and step() before it
+// clear the buffers first (clear_fresh_grads_()).
+void fashion_train::zero_grad() { grads_fresh_ = true; }
 
 // Cannot fail on anything a caller passes; a Status for symmetry (and for a failing allocation or kernel with exceptions).
 wfgen::rt::Status fashion_train::try_zero_grad() {
@@ -545,6 +573,7 @@ wfgen::rt::Status fashion_train::try_zero_grad() {
 }
 
 void fashion_train::step() {
+  clear_fresh_grads_();  // a step after zero_grad() without backward() sees zero gradients
   ++step_count_;
   // adam (mlp.yaml:41:17), hyper-parameters in the node's argument order
   const wfgen::rt::ScalarArg wf_s[] = {{.f = lr_} /* lr */, {.f = 0.90000000000000002} /* beta1 */, {.f = 0.999} /* beta2 */, {.f = 1e-08} /* eps */, {.f = 0.0} /* weight_decay */, {.i = step_count_} /* step */};

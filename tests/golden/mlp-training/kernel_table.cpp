@@ -8,6 +8,7 @@ namespace {
     {"add_f32_r1", "add", "cpu", wfgen::rt::DType::f32, 1, 3, 0, &add_f32_r1_erased},
     {"sum_f32_r2", "sum", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &sum_f32_r2_erased},
     {"mean_f32_r2", "mean", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &mean_f32_r2_erased},
+    {"matmul_blas_f32_r2", "matmul", "blas", wfgen::rt::DType::f32, 2, 3, 0, &matmul_blas_f32_r2_erased},
     {"matmul_acc_blas_f32_r2", "matmul", "blas", wfgen::rt::DType::f32, 2, 3, 0, &matmul_acc_blas_f32_r2_erased},
     {"inv_count_f32_r2", "inv_count", "cpu", wfgen::rt::DType::f32, 2, 2, 0, &inv_count_f32_r2_erased},
     {"softmax_cross_entropy_f32_r2", "softmax_cross_entropy", "cpu", wfgen::rt::DType::f32, 2, 3, 0, &softmax_cross_entropy_f32_r2_erased},

@@ -22,6 +22,10 @@ void mean_f32_r2(wfgen::rt::View<const float, 2> X, wfgen::rt::View<float, 2> OU
 void mean_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
 // matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
+void matmul_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C);
+void matmul_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
+// matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
 void matmul_acc_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C);
 void matmul_acc_blas_f32_r2_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 

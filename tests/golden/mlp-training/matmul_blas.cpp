@@ -17,6 +17,25 @@ namespace fashion {
 
 // matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
 // C <- A B, batched over ~; transposed operands are views (A.T), read without copies
+void matmul_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C) {
+  // C = A B, through cblas
+  const std::int64_t wf_m = C.shape[0], wf_n = C.shape[1], wf_k = A.shape[1];
+  const wfgen::rt::LoopNest<0, 3> wf_batch(wfgen::rt::head<2>(C.shape), {wfgen::rt::head<2>(A.strides), wfgen::rt::head<2>(B.strides), wfgen::rt::head<2>(C.strides)}, 2);
+  wf_batch.run(0, [&](const std::int64_t* wf_off, const std::int64_t* wf_step, std::int64_t wf_count) {
+    for (std::int64_t wf_r = 0; wf_r < wf_count; ++wf_r) {
+      wfgen::rt::blas_gemm<float>(wf_m, wf_n, wf_k, A.data + wf_off[0] + wf_r * wf_step[0], A.strides[0], A.strides[1],
+          B.data + wf_off[1] + wf_r * wf_step[1], B.strides[0], B.strides[1], C.data + wf_off[2] + wf_r * wf_step[2], C.strides[0], C.strides[1]);
+    }
+  });
+}
+
+void matmul_blas_f32_r2_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
+  (void)wf_s;
+  matmul_blas_f32_r2(wfgen::rt::view_of<const float, 2>(wf_t[0], "matmul_blas_f32_r2", "A"), wfgen::rt::view_of<const float, 2>(wf_t[1], "matmul_blas_f32_r2", "B"), wfgen::rt::view_of<float, 2>(wf_t[2], "matmul_blas_f32_r2", "C"));
+}
+
+// matmul: A[~ i j] B[~ j k] C[~ i k] -> C[~ i k]
+// C <- A B, batched over ~; transposed operands are views (A.T), read without copies
 void matmul_acc_blas_f32_r2(wfgen::rt::View<const float, 2> A, wfgen::rt::View<const float, 2> B, wfgen::rt::View<float, 2> C) {
   // C += A B, through cblas
   const std::int64_t wf_m = C.shape[0], wf_n = C.shape[1], wf_k = A.shape[1];

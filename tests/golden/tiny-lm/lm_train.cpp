@@ -1539,7 +1539,23 @@ namespace {
     {"ADD-CPU", "add_f32_r2", &add_f32_r2_erased, 634, 3, 4u, 0u, 55, 0, "grad of: tiny_lm_0.token_embedding  (tiny_lm.yaml:27:7)"},
   };
 
-  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 55), kForward, kBackward, kOperandSpecs};
+  const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 55), kForward, kBackward, kOperandSpecs, [] {
+    // [Pullback after zero_grad()]: kBackward, except that a gradient's GEMM stores it (beta 0) instead of adding it.
+    static const wfgen::rt::KernelSwap stored_gradients[] = {
+      {12, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
+      {18, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
+      {62, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
+      {66, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
+      {70, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
+      {85, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
+      {91, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: return X @ W + b  (<stdlib>/models.yaml:27:16)
+      {135, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
+      {139, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
+      {143, "MATMUL-BLAS", "matmul_blas_f32_r2", &matmul_blas_f32_r2_erased},  // grad of: q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
+    };
+    static const std::vector<wfgen::rt::Instruction> backward_fresh = wfgen::rt::with_kernels(kBackward, stored_gradients);
+    return std::span<const wfgen::rt::Instruction>(backward_fresh);
+  }()};
   const std::vector<std::string> kInputNames = {"ids", "targets"};
   const std::vector<std::string> kParamNames = {"tiny_lm_0.token_embedding", "tiny_lm_0.position_embedding", "tiny_lm_0/transformer_block_0/layernorm_0.gamma", "tiny_lm_0/transformer_block_0/layernorm_0.beta", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", "tiny_lm_0/transformer_block_0/layernorm_1.gamma", "tiny_lm_0/transformer_block_0/layernorm_1.beta", "tiny_lm_0/transformer_block_0/linear_0.W", "tiny_lm_0/transformer_block_0/linear_0.b", "tiny_lm_0/transformer_block_0/linear_1.W", "tiny_lm_0/transformer_block_0/linear_1.b", "tiny_lm_0/transformer_block_1/layernorm_2.gamma", "tiny_lm_0/transformer_block_1/layernorm_2.beta", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", "tiny_lm_0/transformer_block_1/layernorm_3.gamma", "tiny_lm_0/transformer_block_1/layernorm_3.beta", "tiny_lm_0/transformer_block_1/linear_2.W", "tiny_lm_0/transformer_block_1/linear_2.b", "tiny_lm_0/transformer_block_1/linear_3.W", "tiny_lm_0/transformer_block_1/linear_3.b", "tiny_lm_0/layernorm_4.gamma", "tiny_lm_0/layernorm_4.beta"};
   const std::vector<std::string> kGradNames = {"tiny_lm_0.token_embedding", "tiny_lm_0.position_embedding", "tiny_lm_0/transformer_block_0/layernorm_0.gamma", "tiny_lm_0/transformer_block_0/layernorm_0.beta", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bq", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bk", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bv", "tiny_lm_0/transformer_block_0/multi_head_attention_0.Wo", "tiny_lm_0/transformer_block_0/multi_head_attention_0.bo", "tiny_lm_0/transformer_block_0/layernorm_1.gamma", "tiny_lm_0/transformer_block_0/layernorm_1.beta", "tiny_lm_0/transformer_block_0/linear_0.W", "tiny_lm_0/transformer_block_0/linear_0.b", "tiny_lm_0/transformer_block_0/linear_1.W", "tiny_lm_0/transformer_block_0/linear_1.b", "tiny_lm_0/transformer_block_1/layernorm_2.gamma", "tiny_lm_0/transformer_block_1/layernorm_2.beta", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bq", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bk", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bv", "tiny_lm_0/transformer_block_1/multi_head_attention_1.Wo", "tiny_lm_0/transformer_block_1/multi_head_attention_1.bo", "tiny_lm_0/transformer_block_1/layernorm_3.gamma", "tiny_lm_0/transformer_block_1/layernorm_3.beta", "tiny_lm_0/transformer_block_1/linear_2.W", "tiny_lm_0/transformer_block_1/linear_2.b", "tiny_lm_0/transformer_block_1/linear_3.W", "tiny_lm_0/transformer_block_1/linear_3.b", "tiny_lm_0/layernorm_4.gamma", "tiny_lm_0/layernorm_4.beta"};
@@ -2690,8 +2706,26 @@ wfgen::rt::Status lm_train::backward_(const std::vector<wfgen::rt::Tensor>* wf_g
   if (wf_grads == nullptr) seeds_[0].fill(1.0);
   else for (std::size_t wf_k = 0; wf_k < seeds_.size(); ++wf_k) seeds_[wf_k].copy_from((*wf_grads)[wf_k]);
   forward_done_ = false;
-  vm_.run(wfgen::rt::Section::Backward);
+  if (!grads_fresh_) {
+    vm_.run(wfgen::rt::Section::Backward);
+    return {};
+  }
+  // The first backward() after zero_grad(): the pullback in which the GEMM of
+  // a gradient stores it instead of adding it, so zero_grad() has nothing to
+  // clear. If it fails, the gradients still read as zeros.
+  // The gradients it adds into (no GEMM of their own) start from zero.
+  for (const std::size_t wf_k : {0u, 1u, 2u, 3u, 5u, 7u, 9u, 10u, 11u, 12u, 13u, 15u, 17u, 18u, 19u, 21u, 23u, 25u, 26u, 27u, 28u, 29u, 31u, 33u, 34u, 35u}) grads_[wf_k].fill(0.0);
+  vm_.run(wfgen::rt::Section::FreshBackward);
+  grads_fresh_ = false;
   return {};
+}
+
+// What zero_grad() left undone, before anything reads the gradients.
+void lm_train::clear_fresh_grads_() const {
+  if (!grads_fresh_) return;
+  for (const auto& wf_g : grads_)
+    if (wf_g.defined()) wf_g.fill(0.0);
+  grads_fresh_ = false;
 }
 
 void lm_train::backward() {
@@ -2711,6 +2745,7 @@ wfgen::rt::Status lm_train::try_backward(const std::vector<wfgen::rt::Tensor>& o
 }
 
 std::vector<std::pair<std::string, wfgen::rt::Tensor>> lm_train::gradients() const {
+  clear_fresh_grads_();
   std::vector<std::pair<std::string, wfgen::rt::Tensor>> wf_out;
   for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) wf_out.emplace_back(kGradNames[wf_k], grads_[wf_k]);
   return wf_out;
@@ -2719,6 +2754,7 @@ std::vector<std::pair<std::string, wfgen::rt::Tensor>> lm_train::gradients() con
 wfgen::rt::Status lm_train::grad_(std::string_view name, wfgen::rt::Tensor& out) const {
   for (std::size_t wf_k = 0; wf_k < grads_.size(); ++wf_k) {
     if (kGradNames[wf_k] == name) {
+      clear_fresh_grads_();
       out = grads_[wf_k];
       return {};
     }
@@ -2736,10 +2772,10 @@ wfgen::rt::Status lm_train::try_grad(std::string_view name, wfgen::rt::Tensor& o
   return wfgen::rt::capture([&] { return grad_(name, out); });
 }
 
-void lm_train::zero_grad() {
-  for (auto& wf_g : grads_)
-    if (wf_g.defined()) wf_g.fill(0.0);
-}
+// No pass over the buffers: the next backward() stores the gradients
+// instead of adding them, and grad(), gradients() and step() before it
+// clear the buffers first (clear_fresh_grads_()).
+void lm_train::zero_grad() { grads_fresh_ = true; }
 
 // Cannot fail on anything a caller passes; a Status for symmetry (and for a failing allocation or kernel with exceptions).
 wfgen::rt::Status lm_train::try_zero_grad() {
@@ -2747,6 +2783,7 @@ wfgen::rt::Status lm_train::try_zero_grad() {
 }
 
 void lm_train::step() {
+  clear_fresh_grads_();  // a step after zero_grad() without backward() sees zero gradients
   ++step_count_;
   // adamw (tiny_lm.yaml:59:17), hyper-parameters in the node's argument order
   const wfgen::rt::ScalarArg wf_s[] = {{.f = lr_} /* lr */, {.f = 0.90000000000000002} /* beta1 */, {.f = 0.999} /* beta2 */, {.f = 1e-08} /* eps */, {.f = 0.01} /* weight_decay */, {.i = step_count_} /* step */};
