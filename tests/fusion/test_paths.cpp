@@ -415,7 +415,7 @@ builds:
 }
 
 // An imported 1 x 1 convolution is a GEMM of [N Cout H*W], a reshape to
-// [N Cout H W], then its bias per channel and a Clip (or the residual sum)
+// [N Cout H W] (N known or not), then its bias per channel and a Clip (or the residual sum)
 // on the image shape: the chain moves into the product's shape through the
 // reshape (the bias over H and W merges into a bias over H*W) and becomes
 // the GEMM's epilogue (the chain read by the next convolution, as in
@@ -430,6 +430,11 @@ models:
     where: "X[2 5 6 6] W[7 5] B[7] V[3 7] -> Y[2 3 36]"
     call: |
       t = (W @ X.reshape(-1, 5, 36)).reshape(2, 7, 6, 6) + B.reshape(7, 1, 1)
+      return V @ (relu(t - relu(t - 6.0) - 0.0) + 0.0).reshape(-1, 7, 36)
+  - name: pw_clip_batch
+    where: "X[N 5 6 6] W[7 5] B[7] V[3 7] -> Y[N 3 36]"
+    call: |
+      t = (W @ X.reshape(-1, 5, 36)).reshape(-1, 7, 6, 6) + B.reshape(7, 1, 1)
       return V @ (relu(t - relu(t - 6.0) - 0.0) + 0.0).reshape(-1, 7, 36)
   - name: pw_residual
     where: "X[1 5 6 6] W[5 5] B[5] V[3 5] -> Y[1 3 36]"
@@ -451,6 +456,7 @@ models:
       return relu(y.reshape(1, 7, 6, 6) + B.reshape(7, 1, 1)), y
 builds:
   - {name: pw_clip, model: pw_clip}
+  - {name: pw_clip_batch, model: pw_clip_batch}
   - {name: pw_residual, model: pw_residual}
   - {name: pw_rows_split, model: pw_rows_split}
   - {name: pw_bias_per_h, model: pw_bias_per_h}
@@ -462,6 +468,11 @@ builds:
   CHECK(count(clip, "op=FUSED-MATMUL-ADD-SUB-SCALAR-RELU-AND-4-CPU") == 1);
   CHECK(count(clip, "{float, (2 7 6 6)}") == 0);  // all in the product's shape
   CHECK(count(disasm(spec, "pw_clip", true), "op=MATMUL-CPU") == 2);  // --no-fuse
+  // A batch known at run time only: the leading axis both shapes share.
+  const std::string batch = disasm(spec, "pw_clip_batch");
+  INFO(batch);
+  CHECK(count(batch, "<WfInst") == 2);
+  CHECK(count(batch, "op=FUSED-MATMUL-ADD-SUB-SCALAR-RELU-AND-4-CPU") == 1);
   const std::string residual = disasm(spec, "pw_residual");
   INFO(residual);
   CHECK(count(residual, "<WfInst") == 2);

@@ -559,13 +559,27 @@ class Fuser {
 // once `from` is reshaped to `to`, or nullopt when that view has none: each
 // axis of `to` must cover whole axes of `from` (the reshape splits or merges
 // contiguous axes there), along which the base is either 1 (a bias per
-// channel over H and W: 1 over H*W) or whole. Every dim known.
+// channel over H and W: 1 over H*W) or whole. Leading axes both shapes
+// share (a batch known at run time only) stay as they are; past them,
+// every dim known.
 std::optional<Shape> merged_broadcast(const Shape& base, const Shape& from, const Shape& to) {
+  if (base.size() > from.size()) return std::nullopt;
+  const std::size_t lead = from.size() - base.size();
+  std::size_t same = 0;  // leading axes of `from` that are `to`'s
+  while (same < from.size() && same < to.size() && from[same] == to[same]) ++same;
+  if (same > 0 && same < from.size()) {
+    const Shape tail_base(base.begin() + static_cast<std::ptrdiff_t>(std::max(same, lead) - lead), base.end());
+    std::optional<Shape> tail = merged_broadcast(tail_base, Shape(from.begin() + static_cast<std::ptrdiff_t>(same), from.end()),
+                                                 Shape(to.begin() + static_cast<std::ptrdiff_t>(same), to.end()));
+    if (!tail) return std::nullopt;
+    Shape out;
+    for (std::size_t a = 0; a < same; ++a) out.push_back(a < lead ? Dim(1) : base[a - lead]);
+    out.insert(out.end(), tail->begin(), tail->end());
+    return out;
+  }
   for (const Shape* s : {&base, &from, &to})
     for (const Dim& d : *s)
       if (!d.is_known()) return std::nullopt;
-  if (base.size() > from.size()) return std::nullopt;
-  const std::size_t lead = from.size() - base.size();
   // suffix[a]: the elements of one step along from's axis a - 1 (the product of from[a:]).
   std::vector<std::int64_t> suffix(from.size() + 1, 1);
   for (std::size_t a = from.size(); a-- > 0;) suffix[a] = suffix[a + 1] * from[a].value();
