@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -336,6 +337,104 @@ TEST_CASE("GEMMs split over two threads: blas_gemm's row and column blocks, and 
   }
   openblas_set_num_threads(blas_threads);
 #endif
+  wfgen::rt::set_num_threads(saved);
+}
+
+namespace {
+
+// C = A B (+ C0 when g.acc) in float through rt::gemm or (`blas`)
+// OpenBLAS's path at `threads`, A, B and C laid out as in gemm_mismatches,
+// with a bias and relu epilogue when `epilogue`; values in [-1, 1).
+std::vector<float> float_product(const GemmCase& g, bool blas, int threads, bool epilogue) {
+  wfgen::rt::Rng rng(static_cast<std::uint64_t>(g.M * 31 + g.N * 7 + g.K));
+  auto values = [&](std::int64_t n) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = static_cast<float>(rng.uniform(-1, 1));
+    return v;
+  };
+  const std::vector<float> A = values(g.M * g.K), B = values(g.K * g.N), bias = values(g.N);
+  std::vector<float> C = values(g.M * g.N);
+  const std::int64_t rsa = g.ta ? 1 : g.K, csa = g.ta ? g.M : 1, rsb = g.tb ? 1 : g.N, csb = g.tb ? g.K : 1;
+  const std::int64_t rsc = g.tc ? 1 : g.N, csc = g.tc ? g.M : 1;
+  wfgen::rt::GemmEpilogue<float> ep;
+  if (epilogue) {
+    ep.bias = bias.data();
+    ep.relu = true;
+  }
+  const int saved = wfgen::rt::num_threads();
+  wfgen::rt::set_num_threads(threads);
+#if !defined(WFGEN_NO_BLAS)
+  if (blas) wfgen::rt::openblas_gemm<float>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc, ep);
+#endif
+  if (!blas) wfgen::rt::gemm<float>(g.M, g.N, g.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), rsc, csc, g.acc, ep);
+  wfgen::rt::set_num_threads(saved);
+  // Against the sums in double (C's old values drawn again from the seed).
+  wfgen::rt::Rng again(static_cast<std::uint64_t>(g.M * 31 + g.N * 7 + g.K));
+  for (std::int64_t n = 0; n < g.M * g.K + g.K * g.N + g.N; ++n) (void)again.uniform(-1, 1);
+  std::int64_t wrong = 0;
+  std::vector<double> C0(static_cast<std::size_t>(g.M * g.N));
+  for (auto& x : C0) x = static_cast<double>(static_cast<float>(again.uniform(-1, 1)));
+  for (std::int64_t i = 0; i < g.M; ++i)
+    for (std::int64_t j = 0; j < g.N; ++j) {
+      const auto at_c = static_cast<std::size_t>(i * rsc + j * csc);
+      double want = g.acc ? C0[at_c] : 0.0;
+      for (std::int64_t k = 0; k < g.K; ++k)
+        want += double(A[static_cast<std::size_t>(i * rsa + k * csa)]) * double(B[static_cast<std::size_t>(k * rsb + j * csb)]);
+      if (epilogue) want = std::max(want + double(bias[static_cast<std::size_t>(j)]), 0.0);
+      wrong += !(std::fabs(double(C[at_c]) - want) <= 2e-5 * (1 + std::sqrt(double(g.K))));
+    }
+  CHECK(wrong == 0);
+  return C;
+}
+
+}  // namespace
+
+// A product with a small C and a long K (a weight gradient X^T dY) is split
+// along K: blocks of K side by side into scratch, added to C in the order
+// of the blocks, then the epilogue. The blocks depend on the shape only, so
+// C is the same bits at one and at two threads (and rt::gemm's are its own
+// blocks of K: the same bits as before the split).
+TEST_CASE("GEMM split along K: small C, long K, against the loop, the same bits at 1 and 2 threads", "[kernels][gemm][threads]") {
+  using wfgen::rt::gemm_k_splits;
+  const int saved = wfgen::rt::num_threads();
+  wfgen::rt::set_num_threads(2);  // gemm_mismatches' products split
+  CHECK(gemm_k_splits(64, 64, 1024));  // the tiny LM's weight gradients
+  CHECK(gemm_k_splits(256, 64, 1024));
+  CHECK(gemm_k_splits(16, 64, 1024));
+  CHECK_FALSE(gemm_k_splits(16, 16, 1024));   // too little work to split
+  CHECK_FALSE(gemm_k_splits(1024, 64, 64));   // K short
+  CHECK_FALSE(gemm_k_splits(300, 300, 1024)); // C large next to K
+  CHECK_FALSE(gemm_k_splits(64, 3136, 576));
+  CHECK_FALSE(gemm_k_splits(512, 49, 4608));  // a convolution's C: too large to split K
+  // K a multiple of the blocks (32 x 32 x 1024), not (40 x 30 x 1100, 48 x
+  // 48 x 513: three blocks of 171), and below two blocks (64 x 64 x 300:
+  // no split), a narrow C (64 x 16: rt::gemm's GemmNarrowTile, blocks of
+  // 512); A and B transposed, C column-major (OpenBLAS then computes
+  // into a copy), accumulating or not, with bias and relu or not: a third
+  // of the 16 layouts a size, each layout in some size.
+  const std::pair<std::int64_t, std::int64_t> sizes[] = {{32, 32}, {40, 30}, {48, 48}, {64, 16}, {64, 64}};
+  const std::int64_t ks[] = {1024, 1100, 513, 1024, 300};
+  for (int s = 0; s < 5; ++s) {
+    for (int layout = 0; layout < 16; ++layout) {
+      if ((layout + s) % 3 != 0) continue;
+      const GemmCase g{sizes[s].first, sizes[s].second, ks[s], (layout & 1) != 0, (layout & 2) != 0, (layout & 4) != 0, (layout & 8) != 0};
+      for (bool blas : {false, true}) {
+#if defined(WFGEN_NO_BLAS)  // a cross build without OpenBLAS (tests/cross): no openblas_gemm to call
+        if (blas) continue;
+#endif
+        const bool epilogue = layout % 2 == 0;
+        INFO((blas ? "OpenBLAS " : "rt::gemm ") << g.M << " x " << g.N << " x " << g.K << (g.ta ? ", A transposed" : "")
+                                                << (g.tb ? ", B transposed" : "") << (g.tc ? ", C column-major" : "")
+                                                << (g.acc ? ", accumulating" : "") << (epilogue ? ", bias and relu" : ""));
+        const std::vector<float> one = float_product(g, blas, 1, epilogue), two = float_product(g, blas, 2, epilogue);
+        // (OpenBLAS split along C's rows, K 300, need not give the same bits.)
+        if (!blas || gemm_k_splits(g.M, g.N, g.K)) CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      }
+      // Exact in double (small integers): a block added twice or missed shows.
+      CHECK(gemm_mismatches(g, false) == 0);
+      CHECK(gemm_mismatches(g, true) == 0);
+    }
+  }
   wfgen::rt::set_num_threads(saved);
 }
 
@@ -1035,10 +1134,12 @@ TEST_CASE("GEMM epilogues (fused matmul kernels): on every block of C once, afte
   };
   // Tile remainders and K over KC (7 x 37 x 600), a narrow C (70 x 16 x 64),
   // an empty K, and from 2^21 multiply-adds split across the threads: by
-  // bands of rows (130 x 90 x 200) and by blocks of C (8 x 600 x 500).
+  // bands of rows (130 x 90 x 200) and by blocks of C (8 x 600 x 500), and
+  // along K (24 x 40 x 1100: a small C, a long K, gemm_k_splits).
   for (int threads : {1, 2}) {
     wfgen::rt::set_num_threads(threads);
-    for (const Size s : {Size{1, 1, 1}, Size{7, 37, 600}, Size{70, 16, 64}, Size{13, 40, 0}, Size{130, 90, 200}, Size{8, 600, 500}})
+    for (const Size s : {Size{1, 1, 1}, Size{7, 37, 600}, Size{70, 16, 64}, Size{13, 40, 0}, Size{130, 90, 200}, Size{8, 600, 500},
+                         Size{24, 40, 1100}})
       for (int path : {0, 1, 2})
         for (bool accumulate : {false, true}) {
 #if defined(WFGEN_NO_BLAS)  // a cross build without OpenBLAS (tests/cross): no openblas_gemm to call

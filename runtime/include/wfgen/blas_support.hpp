@@ -179,26 +179,41 @@ void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, s
   const detail::BlasOnOneThread one_thread;
   const CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans, tb = b.trans ? CblasTrans : CblasNoTrans;
   const T beta = accumulate && c_direct ? T(1) : T(0);
-  auto block = [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-    const T* a0 = A + (a.trans ? i0 : i0 * a.ld);  // row i0 of A
-    const T* b0 = B + (b.trans ? j0 * b.ld : j0);  // column j0 of B
-    detail::cblas_call<T>(ta, tb, i1 - i0, j1 - j0, K, a0, a.ld, b0, b.ld, beta, out + i0 * ldc + j0, ldc);
-    if (c_direct) detail::gemm_epilogue_rows(ep, C, rsc, csc, i0, i1, j0, j1);
-  };
-  const bool by_rows = M >= N;
-  const std::int64_t units = ((by_rows ? M : N) + 15) / 16;
-  const std::int64_t parts = std::min<std::int64_t>(num_threads(), units);
-  if (parts < 2 || !gemm_splits(M, N, K)) {
-    block(0, M, 0, N);
-  } else {
-    const std::int64_t extent = by_rows ? M : N;
-    parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t p = lo; p < hi; ++p) {
-        const std::int64_t from = units * p / parts * 16, to = std::min(extent, units * (p + 1) / parts * 16);
-        if (by_rows) block(from, to, 0, N);
-        else block(0, M, from, to);
-      }
+  if (gemm_k_splits(M, N, K)) {
+    // Blocks of K side by side, one OpenBLAS call each, added in order
+    // (gemm_k_splits): the same blocks, so the same bits, at any thread
+    // count. Into C, or into the copy then added to C below. (The operands
+    // reach OpenBLAS through the lambda; gemm_split_k reads C's side.)
+    const std::int64_t blocks = (K + kGemmSplitKBlock - 1) / kGemmSplitKBlock, kblock = (K + blocks - 1) / blocks;
+    const GemmEpilogue<T> none{};
+    const detail::GemmArgs<T> g{M, N, K, A, 0, 0, B, 0, 0, out, ldc, 1, beta != T(0), c_direct ? &ep : &none};
+    detail::gemm_split_k(g, kblock, [&](std::int64_t k0, std::int64_t kc, T* c, std::int64_t ldc_part, std::int64_t, bool acc) {
+      const T* a0 = A + (a.trans ? k0 * a.ld : k0);  // column k0 of A
+      const T* b0 = B + (b.trans ? k0 : k0 * b.ld);  // row k0 of B
+      detail::cblas_call<T>(ta, tb, M, N, kc, a0, a.ld, b0, b.ld, acc ? T(1) : T(0), c, ldc_part);
     });
+  } else {
+    auto block = [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+      const T* a0 = A + (a.trans ? i0 : i0 * a.ld);  // row i0 of A
+      const T* b0 = B + (b.trans ? j0 * b.ld : j0);  // column j0 of B
+      detail::cblas_call<T>(ta, tb, i1 - i0, j1 - j0, K, a0, a.ld, b0, b.ld, beta, out + i0 * ldc + j0, ldc);
+      if (c_direct) detail::gemm_epilogue_rows(ep, C, rsc, csc, i0, i1, j0, j1);
+    };
+    const bool by_rows = M >= N;
+    const std::int64_t units = ((by_rows ? M : N) + 15) / 16;
+    const std::int64_t parts = std::min<std::int64_t>(num_threads(), units);
+    if (parts < 2 || !gemm_splits(M, N, K)) {
+      block(0, M, 0, N);
+    } else {
+      const std::int64_t extent = by_rows ? M : N;
+      parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t p = lo; p < hi; ++p) {
+          const std::int64_t from = units * p / parts * 16, to = std::min(extent, units * (p + 1) / parts * 16);
+          if (by_rows) block(from, to, 0, N);
+          else block(0, M, from, to);
+        }
+      });
+    }
   }
   if (!c_direct) {
     for (std::int64_t i = 0; i < M; ++i) {
