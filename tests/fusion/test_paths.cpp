@@ -483,5 +483,60 @@ builds:
     CHECK(count(d, "op=MATMUL-CPU") == 1);
     CHECK(count(d, "op=FUSED-MATMUL") == 0);
     CHECK(count(d, "<WfInst") == 2);  // the product, then its bias and relu in one pass
+// scaled_softmax's impl has fuse_attention: matmul -> scaled_softmax ->
+// matmul becomes one attention kernel in an inference build (heads as
+// column windows of q/k/v, causal or not, rank 3 and 4), but not in a
+// training build (the softmax's backward reads the scores), nor when the
+// scores or the product before the softmax have another reader.
+TEST_CASE("matmul, scaled_softmax and matmul become one attention kernel where nothing else reads the scores") {
+  const std::string spec = R"Y(
+models:
+  - name: heads
+    where: "Q[2 6 8] K[2 6 8] V[2 6 8] -> Y[2 6 4]"
+    call: |
+      a = scaled_softmax(Q[:, :, 0:4] @ K[:, :, 0:4].T, scale=0.5, causal=true) @ V[:, :, 0:4]
+      return a + scaled_softmax(Q[:, :, 4:8] @ K[:, :, 4:8].T, scale=0.5) @ V[:, :, 4:8]
+  - name: rank4
+    where: "Q[2 3 5 4] K[2 3 7 4] V[2 3 7 6] -> Y[2 3 5 6]"
+    call: |
+      return scaled_softmax(Q @ K.T, scale=0.5) @ V
+  - name: scores_out
+    where: "Q[6 4] K[6 4] V[6 4] -> Y[6 4] P[6 6]"
+    call: |
+      p = scaled_softmax(Q @ K.T, causal=true)
+      return p @ V, p
+  - name: product_twice
+    where: "Q[6 4] K[6 4] V[6 4] -> Y[6 4]"
+    call: |
+      s = Q @ K.T
+      return scaled_softmax(s, causal=true) @ V + sum(s, axis=-1, keepdims=true)
+  - name: heads_train
+    params: {Wq: {shape: [4, 4], init: {uniform: [-1, 1]}}}
+    where: "X[6 4] -> Y[6 4]"
+    call: |
+      q = X @ Wq
+      return scaled_softmax(q @ X.T, causal=true) @ X
+builds:
+  - {name: heads, model: heads}
+  - {name: rank4, model: rank4}
+  - {name: scores_out, model: scores_out}
+  - {name: product_twice, model: product_twice}
+  - {name: heads_train, model: heads_train, backward: true}
+)Y";
+  const std::string heads = disasm(spec, "heads");
+  INFO(heads);
+  CHECK(count(heads, "op=FUSED-ATTENTION-CPU") == 2);
+  CHECK(count(heads, "op=SCALED-SOFTMAX-CPU") == 0);
+  CHECK(count(heads, "op=MATMUL-CPU") == 0);
+  CHECK(count(disasm(spec, "heads", true), "op=SCALED-SOFTMAX-CPU") == 2);  // --no-fuse
+  const std::string rank4 = disasm(spec, "rank4");
+  INFO(rank4);
+  CHECK(count(rank4, "<WfInst") == 1);
+  CHECK(count(rank4, "op=FUSED-ATTENTION-CPU") == 1);
+  for (const char* build : {"scores_out", "product_twice", "heads_train"}) {
+    const std::string text = disasm(spec, build);
+    INFO(text);
+    CHECK(count(text, "op=FUSED-ATTENTION") == 0);
+    CHECK(count(text, "op=SCALED-SOFTMAX-CPU") == 1);
   }
 }

@@ -20,6 +20,7 @@
 #include "harness.hpp"
 #include "kernels.hpp"
 #include "references.hpp"
+#include "wfgen/attention.hpp"
 #include "wfgen/blas_support.hpp"
 
 namespace {
@@ -629,6 +630,98 @@ TEST_CASE("scaled_softmax split across threads mid-matrix", "[kernels][threads]"
     CHECK(differ == 0);
     CHECK(wrong == 0);
   }
+}
+
+namespace {
+
+// rt::attention_rows (the kernel fusion makes of matmul -> scaled_softmax ->
+// matmul) on `batch` matrices against softmax(scale Q K^T) V in double:
+// Q a column window of a wider matrix (the heads of a q projection), K^T a
+// transposed view of K's rows (column stride = K's row stride), V a window
+// too, O strided by rows; rows handed out in uneven pieces (37 then the
+// rest) on one thread and split by rt::parallel_for on two, the same bits.
+template <class T>
+void check_attention(std::int64_t batch, std::int64_t n, std::int64_t m, std::int64_t d, std::int64_t dv, bool causal) {
+  const std::int64_t qw = 2 * d + 3, kw = d + 1, vw = dv + 2, ow = dv + 1;  // the row strides: windows of wider rows
+  std::vector<T> q(static_cast<std::size_t>(batch * n * qw)), k(static_cast<std::size_t>(batch * m * kw)),
+      v(static_cast<std::size_t>(batch * m * vw));
+  wfgen::rt::Rng rng(static_cast<std::uint64_t>(n * 1000 + d * 10 + (causal ? 1 : 0)));
+  for (auto* x : {&q, &k, &v})
+    for (T& e : *x) e = static_cast<T>(rng.uniform(-2.0, 2.0));
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(d, 1))));
+  const wfgen::rt::AttentionShape shape{n, m, d, dv, causal};
+  auto matrices = [&](std::vector<T>& o, std::int64_t b) {
+    return wfgen::rt::AttentionMatrices<T>{q.data() + b * n * qw + 1, qw, 1,  k.data() + b * m * kw, 1, kw,
+                                           v.data() + b * m * vw + 2, vw, 1, o.data() + b * n * ow, ow, 1};
+  };
+  const std::size_t size = static_cast<std::size_t>(batch * n * ow);
+  std::vector<T> one(size, T(-7)), two(size, T(-7));
+  const int saved = wfgen::rt::num_threads();
+  wfgen::rt::set_num_threads(1);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t cut = std::min<std::int64_t>(37, n);
+    wfgen::rt::attention_rows(matrices(one, b), shape, scale, 0, cut);
+    wfgen::rt::attention_rows(matrices(one, b), shape, scale, cut, n);
+  }
+  wfgen::rt::set_num_threads(2);
+  wfgen::rt::parallel_for(0, batch * n, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t r = lo; r < hi; ++r) wfgen::rt::attention_rows(matrices(two, r / n), shape, scale, r % n, r % n + 1);
+  });
+  wfgen::rt::set_num_threads(saved);
+  std::int64_t differ = 0, wrong = 0, untouched = 0;
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t kept = causal ? std::min(i + 1, m) : m;
+      std::vector<double> p(static_cast<std::size_t>(kept));
+      double mx = -1e300, sum = 0;
+      for (std::int64_t j = 0; j < kept; ++j) {
+        double s = 0;
+        for (std::int64_t c = 0; c < d; ++c) s += double(q[std::size_t(b * n * qw + i * qw + 1 + c)]) * double(k[std::size_t(b * m * kw + j * kw + c)]);
+        p[std::size_t(j)] = double(scale) * s;
+        mx = std::max(mx, p[std::size_t(j)]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - mx));
+      for (std::int64_t e = 0; e < ow; ++e) {
+        const std::size_t at = static_cast<std::size_t>(b * n * ow + i * ow + e);
+        differ += std::memcmp(&one[at], &two[at], sizeof(T)) != 0;
+        if (e == dv) {  // past O's window: not written
+          untouched += one[at] == T(-7);
+          continue;
+        }
+        double want = 0;
+        for (std::int64_t j = 0; j < kept; ++j) want += p[std::size_t(j)] / sum * double(v[std::size_t(b * m * vw + j * vw + 2 + e)]);
+        const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+        wrong += !(std::fabs(double(one[at]) - want) <= tol * (1 + std::fabs(want)));
+      }
+    }
+  INFO("batch " << batch << ", n " << n << ", m " << m << ", d " << d << ", dv " << dv << (causal ? ", causal" : ""));
+  CHECK(differ == 0);
+  CHECK(wrong == 0);
+  CHECK(untouched == batch * n);
+}
+
+}  // namespace
+
+TEST_CASE("attention_rows: causal and not, any length and head size, windows, threads", "[kernels][attention][threads]") {
+  for (bool causal : {true, false}) {
+    for (std::int64_t n : {1, 7, 64, 100})
+      for (std::int64_t d : {1, 16, 24}) {
+        check_attention<float>(2, n, n, d, d, causal);
+        check_attention<double>(1, n, n, d, d, causal);
+      }
+    check_attention<float>(3, 5, 9, 4, 20, causal);   // more keys than rows, dv past a vector
+    check_attention<float>(1, 9, 3, 4, 5, causal);    // fewer keys than rows
+    check_attention<float>(1, 70, 300, 16, 16, causal);  // keys over several tiles: the online softmax
+    check_attention<double>(1, 20, 600, 8, 3, causal);
+    check_attention<float>(1, 3, 40, 700, 2, causal);    // a head wider than the tile buffer holds at its usual width
+  }
+}
+
+TEST_CASE("attention_rows: no keys gives zeros", "[kernels][attention]") {
+  std::vector<float> q(6, 1.0f), o(6, 5.0f);
+  const wfgen::rt::AttentionMatrices<float> a{q.data(), 2, 1, nullptr, 0, 1, nullptr, 3, 1, o.data(), 3, 1};
+  wfgen::rt::attention_rows(a, wfgen::rt::AttentionShape{2, 0, 2, 3, false}, 1.0f, 0, 2);
+  for (float x : o) CHECK(x == 0.0f);
 }
 
 // one_hot splits its rows across the threads from 65536 output elements:

@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "wfgen/emit/builtin_attention.hpp"
 #include "wfgen/emit/builtin_layer_norm.hpp"
 #include "wfgen/emit/builtin_softmax.hpp"
 #include "wfgen/emit/builtin_support.hpp"
@@ -869,6 +870,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "depthwise_conv2d") emit_depthwise_conv2d(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
   else if (b == "scaled_softmax") emit_scaled_softmax(w, p);  // builtin_softmax.cpp
+  else if (b == "attention") emit_attention(w, p);  // builtin_attention.cpp (made by fusion only)
   else if (b == "layer_norm") emit_layer_norm(w, p);  // builtin_layer_norm.cpp
   else if (b == "layer_norm_grad") emit_layer_norm_grad(w, p);
   else if (b == "layer_norm_param_grad") emit_layer_norm_param_grad(w, p);

@@ -135,6 +135,12 @@ class Planner {
                                spec::body_kind_name(impl.kind) + "; remove it"));
       return std::nullopt;
     }
+    if (impl.fuse_attention && !(impl.kind == BodyKind::Builtin && impl.builtin == "scaled_softmax")) {
+      error(diag(impl.loc, what + ": fuse_attention is for the builtin scaled_softmax (the softmax between attention's two products), but this kernel is " +
+                               (impl.kind == BodyKind::Builtin ? "the builtin '" + impl.builtin + "'" : std::string(spec::body_kind_name(impl.kind))) +
+                               "; remove it"));
+      return std::nullopt;
+    }
     if (node.out_dtype && !(impl.kind == BodyKind::Builtin && is_cast_builtin(impl.builtin))) {
       error(diag(node.out_dtype_loc, "node '" + node.name + "' has an out_dtype (" + rt::dtype_name(*node.out_dtype) +
                                          "), which only kernels of the builtins 'cast' and 'cast_bool' write; " + what + " is " +

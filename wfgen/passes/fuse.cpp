@@ -768,8 +768,9 @@ void join_through_reshapes(Graph& g) {
 }  // namespace
 
 int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index, std::string* log, bool fast_math) {
+  const int attention = fuse_attention(g, registry, build_index, log);  // fuse_attention.cpp
   join_through_reshapes(g);
-  return Fuser(g, registry, build_index, log, fast_math).run();
+  return attention + Fuser(g, registry, build_index, log, fast_math).run();
 }
 
 const lower::KernelPlan& FusionRegistry::intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype,

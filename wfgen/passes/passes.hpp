@@ -59,6 +59,11 @@ class FusionRegistry {
                                            const spec::Impl& impl, rt::DType dtype, int rank, int inputs,
                                            const expr::Expr& epilogue, const std::string& doc, std::pair<int, int> order,
                                            bool fast_math);
+  // The attention kernel (builtin "attention", passes/fuse_attention.cpp)
+  // for Q KT V -> OUT of `dtype` and `rank`, with the constructor arguments
+  // of `softmax` (the scaled_softmax node it replaces: scale, causal). One
+  // per dtype and rank, named "fused_attention".
+  const lower::KernelPlan& intern_attention(const spec::Node& softmax, rt::DType dtype, int rank, std::pair<int, int> order);
   // Names every kernel ("fused_softmax", numbered when two bodies would get
   // one name), in `order`. Call once every build is fused, before emitting.
   void finalize();
@@ -101,11 +106,22 @@ class FusionRegistry {
 //    output plane (a per-channel bias, scalars: conv + bias + clip).
 //    Where the pullback reads an intermediate (the pre-activation), the
 //    chain stops before it and the rest stays a call of its own.
-// Only cpu calls of float dtypes are fused (and blas GEMMs' epilogues). Returns the number of calls
+// First, attention (fuse_attention below). Only cpu calls of float dtypes are fused (and blas GEMMs' epilogues). Returns the number of calls
 // removed; each fused group is described in `log` when given.
 // fast_math: the build's `math: fast` (its fused kernels call rt::math::fast).
 int fuse_kernels(graph::Graph& g, FusionRegistry& registry, int build_index = 0, std::string* log = nullptr,
                  bool fast_math = false);
+
+// Attention's three calls as one (called first by fuse_kernels): O = P @ V
+// where P = scaled_softmax(S, scale, causal) with `fuse_attention` on its
+// impl, S = Q @ KT, both cpu GEMMs storing a fresh product, S read by the
+// softmax alone and P by O's product alone (inference: a training step's
+// backward reads P, and those stay three calls), Q, KT and V of O's rank
+// and batch axes. O's call becomes one of the kernel
+// FusionRegistry::intern_attention makes: per block of O's rows the scores
+// of the columns a row keeps (j <= i when causal), their softmax and the
+// product with V, in L1 (rt::attention_rows). Returns the calls removed.
+int fuse_attention(graph::Graph& g, FusionRegistry& registry, int build_index, std::string* log = nullptr);
 
 // After autodiff: a gradient added into its buffer (`grad <- grad + A B`)
 // that a GEMM makes, read by nothing else, is accumulated by that GEMM

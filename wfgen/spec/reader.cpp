@@ -613,6 +613,7 @@ class Reader {
     if (n["doc"] && n["node"]) impl.doc = n["doc"].Scalar();
     if (n["parallel"] && n["parallel"]["grain"]) impl.parallel_grain = n["parallel"]["grain"].as<std::int64_t>();
     if (n["fuse_epilogue"]) impl.fuse_epilogue = n["fuse_epilogue"].as<bool>();
+    if (n["fuse_attention"]) impl.fuse_attention = n["fuse_attention"].as<bool>();
     // Exactly one kernel body.
     const char* kinds[] = {"elementwise", "reduce", "gemm", "cpp", "builtin", "view"};
     std::vector<std::string> present;

@@ -111,6 +111,10 @@ struct Impl {
   // only its output as an epilogue (`fuse_epilogue: true`; its builtin must
   // take one: lower::epilogue_axes).
   bool fuse_epilogue = false;
+  // Builtin scaled_softmax: fusion may run matmul -> this softmax -> matmul
+  // as one attention kernel where the scores have no other reader
+  // (`fuse_attention: true`; passes/fuse_attention.cpp).
+  bool fuse_attention = false;
   // The gradient of each input for this implementation only; empty: the node's.
   std::vector<std::pair<std::string, Text>> backward;
   std::string doc;

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "wfgen/attention.hpp"
 #include "wfgen/depthwise.hpp"
 #include "wfgen/pooling.hpp"
 #include "wfgen/transpose.hpp"

@@ -409,4 +409,39 @@ void fused_inv_count_mul_f32_r2_erased(wfgen::rt::TensorRef* wf_t, const wfgen::
   fused_inv_count_mul_f32_r2(wfgen::rt::view_of<const float, 2>(wf_t[0], "fused_inv_count_mul_f32_r2", "in0"), wfgen::rt::view_of<const float, 2>(wf_t[1], "fused_inv_count_mul_f32_r2", "in1"), wfgen::rt::view_of<float, 2>(wf_t[2], "fused_inv_count_mul_f32_r2", "out"));
 }
 
+// fused_attention: Q[~ i c] KT[~ c j] V[~ j e] OUT[~ i e] -> OUT[~ i e]
+// fused: matmul, scaled_softmax and matmul as one attention kernel
+void fused_attention_f32_r3(wfgen::rt::View<const float, 3> Q, wfgen::rt::View<const float, 3> KT, wfgen::rt::View<const float, 3> V, wfgen::rt::View<float, 3> OUT, float scale, bool causal) {
+  // OUT[..., i, :] = softmax(scale * Q[..., i, :] KT[..., :, j]) V[..., j, :], over j <= i when causal, else every j (the scores of a block of rows in L1, never stored)
+  const wfgen::rt::AttentionShape wf_shape{OUT.shape[1], KT.shape[2], Q.shape[2], OUT.shape[2], causal};
+  const float wf_scale = static_cast<float>(scale);
+  std::int64_t wf_mats = 1;
+  for (int wf_d = 0; wf_d < 1; ++wf_d) wf_mats *= OUT.shape[wf_d];
+  constexpr std::int64_t wf_block = wfgen::rt::AttentionTile<float>::kBlockRows;
+  const std::int64_t wf_blocks = (wf_shape.n + wf_block - 1) / wf_block;
+  wfgen::rt::parallel_for(0, wf_mats * wf_blocks, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, wf_block * wf_shape.m * (wf_shape.d + wf_shape.dv))), [&](std::int64_t wf_lo, std::int64_t wf_hi) {
+    for (std::int64_t wf_t = wf_lo; wf_t < wf_hi; ++wf_t) {
+      const std::int64_t wf_m = wf_t / wf_blocks, wf_b = wf_t % wf_blocks;
+      std::int64_t wf_oq = 0, wf_ok = 0, wf_ov = 0, wf_oo = 0;  // the matrix's offsets in Q, KT, V, OUT
+      std::int64_t wf_rest = wf_m;
+      for (int wf_d = 0; wf_d >= 0; --wf_d) {
+        const std::int64_t wf_k = wf_rest % OUT.shape[wf_d];
+        wf_rest /= OUT.shape[wf_d];
+        wf_oq += wf_k * Q.strides[wf_d];
+        wf_ok += wf_k * KT.strides[wf_d];
+        wf_ov += wf_k * V.strides[wf_d];
+        wf_oo += wf_k * OUT.strides[wf_d];
+      }
+      const wfgen::rt::AttentionMatrices<float> wf_a{Q.data + wf_oq, Q.strides[1], Q.strides[2], KT.data + wf_ok, KT.strides[1], KT.strides[2],
+                                                    V.data + wf_ov, V.strides[1], V.strides[2], OUT.data + wf_oo, OUT.strides[1], OUT.strides[2]};
+      wfgen::rt::attention_rows(wf_a, wf_shape, wf_scale, wf_b * wf_block, std::min(wf_shape.n, (wf_b + 1) * wf_block));
+    }
+  });
+}
+
+void fused_attention_f32_r3_erased(wfgen::rt::TensorRef* wf_t, const wfgen::rt::ScalarArg* wf_s) {
+  (void)wf_s;
+  fused_attention_f32_r3(wfgen::rt::view_of<const float, 3>(wf_t[0], "fused_attention_f32_r3", "Q"), wfgen::rt::view_of<const float, 3>(wf_t[1], "fused_attention_f32_r3", "KT"), wfgen::rt::view_of<const float, 3>(wf_t[2], "fused_attention_f32_r3", "V"), wfgen::rt::view_of<float, 3>(wf_t[3], "fused_attention_f32_r3", "OUT"), static_cast<float>(wf_s[0].f), wf_s[1].b);
+}
+
 }  // namespace lm_example

@@ -36,6 +36,7 @@ namespace {
     {"fused_matmul_add_add_2_blas_f32_r3", "fused_matmul_add_add_2", "blas", wfgen::rt::DType::f32, 3, 5, 0, &fused_matmul_add_add_2_blas_f32_r3_erased},
     {"fused_matmul_linear_blas_f32_r3", "fused_matmul_linear", "blas", wfgen::rt::DType::f32, 3, 4, 0, &fused_matmul_linear_blas_f32_r3_erased},
     {"fused_matmul_add_add_add_and_2_blas_f32_r3", "fused_matmul_add_add_add_and_2", "blas", wfgen::rt::DType::f32, 3, 8, 0, &fused_matmul_add_add_add_and_2_blas_f32_r3_erased},
+    {"fused_attention_f32_r3", "fused_attention", "cpu", wfgen::rt::DType::f32, 3, 4, 2, &fused_attention_f32_r3_erased},
     {"fused_matmul_add_gelu_blas_f32_r3", "fused_matmul_add_gelu", "blas", wfgen::rt::DType::f32, 3, 4, 0, &fused_matmul_add_gelu_blas_f32_r3_erased},
   };
 }  // namespace

@@ -133,6 +133,10 @@ void fused_matmul_linear_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const
 void fused_matmul_add_add_add_and_2_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<const float, 3> in1, wfgen::rt::View<const float, 3> in2, wfgen::rt::View<const float, 3> in3, wfgen::rt::View<const float, 3> in4, wfgen::rt::View<float, 3> C);
 void fused_matmul_add_add_add_and_2_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
 
+// fused_attention: Q[~ i c] KT[~ c j] V[~ j e] OUT[~ i e] -> OUT[~ i e]
+void fused_attention_f32_r3(wfgen::rt::View<const float, 3> Q, wfgen::rt::View<const float, 3> KT, wfgen::rt::View<const float, 3> V, wfgen::rt::View<float, 3> OUT, float scale, bool causal);
+void fused_attention_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);
+
 // fused_matmul_add_gelu: A[~ i j] B[~ j k] in0[~ i k] C[~ i k] -> C[~ i k]
 void fused_matmul_add_gelu_blas_f32_r3(wfgen::rt::View<const float, 3> A, wfgen::rt::View<const float, 3> B, wfgen::rt::View<const float, 3> in0, wfgen::rt::View<float, 3> C);
 void fused_matmul_add_gelu_blas_f32_r3_erased(wfgen::rt::TensorRef* tensors, const wfgen::rt::ScalarArg* scalars);

@@ -44,60 +44,52 @@ namespace {
     {"TID26", TensorRole::View},
     {"TID27", TensorRole::View},
     {"TID28", TensorRole::View},
-    {"TID29", TensorRole::Temp},
-    {"scores", TensorRole::Temp},
-    {"TID31", TensorRole::View},
+    {"TID29", TensorRole::View},
     {"o", TensorRole::Temp},
+    {"TID31", TensorRole::View},
+    {"TID32", TensorRole::View},
     {"TID33", TensorRole::View},
     {"TID34", TensorRole::View},
     {"TID35", TensorRole::View},
     {"TID36", TensorRole::View},
-    {"TID37", TensorRole::View},
-    {"TID38", TensorRole::Temp},
-    {"scores.1", TensorRole::Temp},
-    {"TID40", TensorRole::View},
     {"o.1", TensorRole::Temp},
+    {"TID38", TensorRole::View},
+    {"TID39", TensorRole::View},
+    {"part", TensorRole::Temp},
+    {"TID41", TensorRole::View},
     {"TID42", TensorRole::View},
     {"TID43", TensorRole::View},
-    {"part", TensorRole::Temp},
-    {"TID45", TensorRole::View},
+    {"TID44", TensorRole::View},
+    {"o.2", TensorRole::Temp},
     {"TID46", TensorRole::View},
     {"TID47", TensorRole::View},
-    {"TID48", TensorRole::Temp},
-    {"scores.2", TensorRole::Temp},
-    {"TID50", TensorRole::View},
-    {"o.2", TensorRole::Temp},
-    {"TID52", TensorRole::View},
-    {"TID53", TensorRole::View},
     {"part.1", TensorRole::Temp},
-    {"TID55", TensorRole::View},
-    {"TID56", TensorRole::View},
-    {"TID57", TensorRole::View},
-    {"TID58", TensorRole::Temp},
-    {"scores.3", TensorRole::Temp},
-    {"TID60", TensorRole::View},
+    {"TID49", TensorRole::View},
+    {"TID50", TensorRole::View},
+    {"TID51", TensorRole::View},
+    {"TID52", TensorRole::View},
     {"o.3", TensorRole::Temp},
-    {"TID62", TensorRole::View},
-    {"TID63", TensorRole::View},
+    {"TID54", TensorRole::View},
+    {"TID55", TensorRole::View},
     {"part.2", TensorRole::Temp},
-    {"TID65", TensorRole::View},
+    {"TID57", TensorRole::View},
     {"h", TensorRole::Temp},
     {"transformer_block_0/layernorm_1.gamma", TensorRole::Param},
     {"transformer_block_0/layernorm_1.beta", TensorRole::Param},
-    {"TID69", TensorRole::Temp},
+    {"TID61", TensorRole::Temp},
     {"transformer_block_0/linear_0.W", TensorRole::Param},
     {"transformer_block_0/linear_0.b", TensorRole::Param},
-    {"TID72", TensorRole::View},
-    {"TID73", TensorRole::View},
-    {"TID74", TensorRole::Temp},
+    {"TID64", TensorRole::View},
+    {"TID65", TensorRole::View},
+    {"TID66", TensorRole::Temp},
     {"transformer_block_0/linear_1.W", TensorRole::Param},
     {"transformer_block_0/linear_1.b", TensorRole::Param},
-    {"TID77", TensorRole::View},
-    {"TID78", TensorRole::View},
+    {"TID69", TensorRole::View},
+    {"TID70", TensorRole::View},
     {"x.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_2.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_2.beta", TensorRole::Param},
-    {"TID82", TensorRole::Temp},
+    {"TID74", TensorRole::Temp},
     {"transformer_block_1/multi_head_attention_1.Wq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bq", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wk", TensorRole::Param},
@@ -106,75 +98,67 @@ namespace {
     {"transformer_block_1/multi_head_attention_1.bv", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.Wo", TensorRole::Param},
     {"transformer_block_1/multi_head_attention_1.bo", TensorRole::Param},
-    {"TID91", TensorRole::View},
-    {"TID92", TensorRole::View},
+    {"TID83", TensorRole::View},
+    {"TID84", TensorRole::View},
     {"q.1", TensorRole::Temp},
+    {"TID86", TensorRole::View},
+    {"TID87", TensorRole::View},
+    {"k.1", TensorRole::Temp},
+    {"TID89", TensorRole::View},
+    {"TID90", TensorRole::View},
+    {"v.1", TensorRole::Temp},
+    {"TID92", TensorRole::View},
+    {"TID93", TensorRole::View},
     {"TID94", TensorRole::View},
     {"TID95", TensorRole::View},
-    {"k.1", TensorRole::Temp},
+    {"o.4", TensorRole::Temp},
     {"TID97", TensorRole::View},
     {"TID98", TensorRole::View},
-    {"v.1", TensorRole::Temp},
+    {"TID99", TensorRole::View},
     {"TID100", TensorRole::View},
     {"TID101", TensorRole::View},
     {"TID102", TensorRole::View},
-    {"TID103", TensorRole::Temp},
-    {"scores.4", TensorRole::Temp},
+    {"o.5", TensorRole::Temp},
+    {"TID104", TensorRole::View},
     {"TID105", TensorRole::View},
-    {"o.4", TensorRole::Temp},
+    {"part.3", TensorRole::Temp},
     {"TID107", TensorRole::View},
     {"TID108", TensorRole::View},
     {"TID109", TensorRole::View},
     {"TID110", TensorRole::View},
-    {"TID111", TensorRole::View},
-    {"TID112", TensorRole::Temp},
-    {"scores.5", TensorRole::Temp},
-    {"TID114", TensorRole::View},
-    {"o.5", TensorRole::Temp},
+    {"o.6", TensorRole::Temp},
+    {"TID112", TensorRole::View},
+    {"TID113", TensorRole::View},
+    {"part.4", TensorRole::Temp},
+    {"TID115", TensorRole::View},
     {"TID116", TensorRole::View},
     {"TID117", TensorRole::View},
-    {"part.3", TensorRole::Temp},
-    {"TID119", TensorRole::View},
+    {"TID118", TensorRole::View},
+    {"o.7", TensorRole::Temp},
     {"TID120", TensorRole::View},
     {"TID121", TensorRole::View},
-    {"TID122", TensorRole::Temp},
-    {"scores.6", TensorRole::Temp},
-    {"TID124", TensorRole::View},
-    {"o.6", TensorRole::Temp},
-    {"TID126", TensorRole::View},
-    {"TID127", TensorRole::View},
-    {"part.4", TensorRole::Temp},
-    {"TID129", TensorRole::View},
-    {"TID130", TensorRole::View},
-    {"TID131", TensorRole::View},
-    {"TID132", TensorRole::Temp},
-    {"scores.7", TensorRole::Temp},
-    {"TID134", TensorRole::View},
-    {"o.7", TensorRole::Temp},
-    {"TID136", TensorRole::View},
-    {"TID137", TensorRole::View},
     {"part.5", TensorRole::Temp},
-    {"TID139", TensorRole::View},
+    {"TID123", TensorRole::View},
     {"h.1", TensorRole::Temp},
     {"transformer_block_1/layernorm_3.gamma", TensorRole::Param},
     {"transformer_block_1/layernorm_3.beta", TensorRole::Param},
-    {"TID143", TensorRole::Temp},
+    {"TID127", TensorRole::Temp},
     {"transformer_block_1/linear_2.W", TensorRole::Param},
     {"transformer_block_1/linear_2.b", TensorRole::Param},
-    {"TID146", TensorRole::View},
-    {"TID147", TensorRole::View},
-    {"TID148", TensorRole::Temp},
+    {"TID130", TensorRole::View},
+    {"TID131", TensorRole::View},
+    {"TID132", TensorRole::Temp},
     {"transformer_block_1/linear_3.W", TensorRole::Param},
     {"transformer_block_1/linear_3.b", TensorRole::Param},
-    {"TID151", TensorRole::View},
-    {"TID152", TensorRole::View},
+    {"TID135", TensorRole::View},
+    {"TID136", TensorRole::View},
     {"x.2", TensorRole::Temp},
     {"layernorm_4.gamma", TensorRole::Param},
     {"layernorm_4.beta", TensorRole::Param},
-    {"TID156", TensorRole::Temp},
-    {"TID157", TensorRole::View},
-    {"TID158", TensorRole::View},
-    {"TID159", TensorRole::Temp},
+    {"TID140", TensorRole::Temp},
+    {"TID141", TensorRole::View},
+    {"TID142", TensorRole::View},
+    {"TID143", TensorRole::Temp},
   };
 
   // Operands of each instruction, in kernel-parameter order.
@@ -185,50 +169,34 @@ namespace {
     8, 17, 18, 19, // fused_matmul_linear_blas_f32_r3
     8, 20, 21, 22, // fused_matmul_linear_blas_f32_r3
     8, 23, 24, 25, // fused_matmul_linear_blas_f32_r3
-    26, 28, 29, // matmul_f32_r3
-    29, 30, // scaled_softmax_f32_r3
-    30, 31, 32, // matmul_f32_r3
-    35, 37, 38, // matmul_f32_r3
-    38, 39, // scaled_softmax_f32_r3
-    39, 40, 41, // matmul_f32_r3
-    41, 43, 44, // matmul_blas_f32_r3
-    45, 47, 48, // matmul_f32_r3
-    48, 49, // scaled_softmax_f32_r3
-    49, 50, 51, // matmul_f32_r3
-    51, 53, 54, // matmul_blas_f32_r3
-    55, 57, 58, // matmul_f32_r3
-    58, 59, // scaled_softmax_f32_r3
-    59, 60, 61, // matmul_f32_r3
-    61, 63, 64, // matmul_blas_f32_r3
-    32, 34, 5, 44, 54, 64, 65, 66, // fused_matmul_add_add_add_and_2_blas_f32_r3
-    66, 67, 68, 69, // layer_norm_f32_r3
-    69, 72, 73, 74, // fused_matmul_add_gelu_blas_f32_r3
-    74, 77, 66, 78, 79, // fused_matmul_add_add_2_blas_f32_r3
-    79, 80, 81, 82, // layer_norm_f32_r3
-    82, 91, 92, 93, // fused_matmul_linear_blas_f32_r3
-    82, 94, 95, 96, // fused_matmul_linear_blas_f32_r3
-    82, 97, 98, 99, // fused_matmul_linear_blas_f32_r3
-    100, 102, 103, // matmul_f32_r3
-    103, 104, // scaled_softmax_f32_r3
-    104, 105, 106, // matmul_f32_r3
-    109, 111, 112, // matmul_f32_r3
-    112, 113, // scaled_softmax_f32_r3
-    113, 114, 115, // matmul_f32_r3
-    115, 117, 118, // matmul_blas_f32_r3
-    119, 121, 122, // matmul_f32_r3
-    122, 123, // scaled_softmax_f32_r3
-    123, 124, 125, // matmul_f32_r3
-    125, 127, 128, // matmul_blas_f32_r3
-    129, 131, 132, // matmul_f32_r3
-    132, 133, // scaled_softmax_f32_r3
-    133, 134, 135, // matmul_f32_r3
-    135, 137, 138, // matmul_blas_f32_r3
-    106, 108, 79, 118, 128, 138, 139, 140, // fused_matmul_add_add_add_and_2_blas_f32_r3
-    140, 141, 142, 143, // layer_norm_f32_r3
-    143, 146, 147, 148, // fused_matmul_add_gelu_blas_f32_r3
-    148, 151, 140, 152, 153, // fused_matmul_add_add_2_blas_f32_r3
-    153, 154, 155, 156, // layer_norm_f32_r3
-    156, 158, 159, // matmul_blas_f32_r3
+    26, 28, 29, 30, // fused_attention_f32_r3
+    33, 35, 36, 37, // fused_attention_f32_r3
+    37, 39, 40, // matmul_blas_f32_r3
+    41, 43, 44, 45, // fused_attention_f32_r3
+    45, 47, 48, // matmul_blas_f32_r3
+    49, 51, 52, 53, // fused_attention_f32_r3
+    53, 55, 56, // matmul_blas_f32_r3
+    30, 32, 5, 40, 48, 56, 57, 58, // fused_matmul_add_add_add_and_2_blas_f32_r3
+    58, 59, 60, 61, // layer_norm_f32_r3
+    61, 64, 65, 66, // fused_matmul_add_gelu_blas_f32_r3
+    66, 69, 58, 70, 71, // fused_matmul_add_add_2_blas_f32_r3
+    71, 72, 73, 74, // layer_norm_f32_r3
+    74, 83, 84, 85, // fused_matmul_linear_blas_f32_r3
+    74, 86, 87, 88, // fused_matmul_linear_blas_f32_r3
+    74, 89, 90, 91, // fused_matmul_linear_blas_f32_r3
+    92, 94, 95, 96, // fused_attention_f32_r3
+    99, 101, 102, 103, // fused_attention_f32_r3
+    103, 105, 106, // matmul_blas_f32_r3
+    107, 109, 110, 111, // fused_attention_f32_r3
+    111, 113, 114, // matmul_blas_f32_r3
+    115, 117, 118, 119, // fused_attention_f32_r3
+    119, 121, 122, // matmul_blas_f32_r3
+    96, 98, 71, 106, 114, 122, 123, 124, // fused_matmul_add_add_add_and_2_blas_f32_r3
+    124, 125, 126, 127, // layer_norm_f32_r3
+    127, 130, 131, 132, // fused_matmul_add_gelu_blas_f32_r3
+    132, 135, 124, 136, 137, // fused_matmul_add_add_2_blas_f32_r3
+    137, 138, 139, 140, // layer_norm_f32_r3
+    140, 142, 143, // matmul_blas_f32_r3
   };
   const wfgen::rt::OperandSpec kOperandSpecs[] = {
     {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 2, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -237,20 +205,12 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -260,20 +220,12 @@ namespace {
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
-    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
+    {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
     {wfgen::rt::DType::f32, 3, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 1, -1, 0}, {wfgen::rt::DType::f32, 3, -1, 4}, 
@@ -284,16 +236,16 @@ namespace {
   };
   const wfgen::rt::ScalarArg kScalars[] = {
     {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
     {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
-    {.f = 0.25}, {.b = true}, // scaled_softmax_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
+    {.f = 0.25}, {.b = true}, // fused_attention_f32_r3
     {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
     {.f = 1.0000000000000001e-05}, // layer_norm_f32_r3
   };
@@ -312,94 +264,62 @@ namespace {
     {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 14, 4, 8u, 0u, 1, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
     {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 18, 4, 8u, 0u, 1, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 22, 3, 4u, 0u, 1, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 25, 2, 2u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 27, 3, 4u, 0u, 3, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 30, 3, 4u, 0u, 3, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 33, 2, 2u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 35, 3, 4u, 0u, 5, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 22, 4, 8u, 0u, 1, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 26, 4, 8u, 0u, 3, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 38, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 41, 3, 4u, 0u, 5, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 44, 2, 2u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 46, 3, 4u, 0u, 7, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 30, 3, 4u, 0u, 5, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 33, 4, 8u, 0u, 5, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 49, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 52, 3, 4u, 0u, 7, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 55, 2, 2u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 57, 3, 4u, 0u, 9, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 37, 3, 4u, 0u, 7, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 40, 4, 8u, 0u, 7, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 60, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 44, 3, 4u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 63, 8, 128u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 47, 8, 128u, 0u, 9, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 71, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 55, 4, 8u, 0u, 9, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-MATMUL-ADD-GELU-BLAS", "fused_matmul_add_gelu_blas_f32_r3", &fused_matmul_add_gelu_blas_f32_r3_erased, 75, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"FUSED-MATMUL-ADD-GELU-BLAS", "fused_matmul_add_gelu_blas_f32_r3", &fused_matmul_add_gelu_blas_f32_r3_erased, 59, 4, 8u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 79, 5, 16u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 63, 5, 16u, 0u, 10, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 84, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 68, 4, 8u, 0u, 10, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)
-    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 88, 4, 8u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 72, 4, 8u, 0u, 11, 0, "q = X @ Wq + bq  (<stdlib>/models.yaml:173:11)"},
     // k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)
-    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 92, 4, 8u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 76, 4, 8u, 0u, 11, 0, "k = X @ Wk + bk  (<stdlib>/models.yaml:174:11)"},
     // v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)
-    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 96, 4, 8u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 100, 3, 4u, 0u, 11, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 103, 2, 2u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 105, 3, 4u, 0u, 13, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 108, 3, 4u, 0u, 13, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 111, 2, 2u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 113, 3, 4u, 0u, 15, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"FUSED-MATMUL-LINEAR-BLAS", "fused_matmul_linear_blas_f32_r3", &fused_matmul_linear_blas_f32_r3_erased, 80, 4, 8u, 0u, 11, 0, "v = X @ Wv + bv  (<stdlib>/models.yaml:175:11)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 84, 4, 8u, 0u, 11, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 88, 4, 8u, 0u, 13, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 116, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 119, 3, 4u, 0u, 15, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 122, 2, 2u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 124, 3, 4u, 0u, 17, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 92, 3, 4u, 0u, 15, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 95, 4, 8u, 0u, 15, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 127, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 130, 3, 4u, 0u, 17, 0, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:33)"},
-    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)
-    {"SCALED-SOFTMAX-CPU", "scaled_softmax_f32_r3", &scaled_softmax_f32_r3_erased, 133, 2, 2u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal)  (<stdlib>/models.yaml:182:18)"},
-    // o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
-    {"MATMUL-CPU", "matmul_f32_r3", &matmul_f32_r3_erased, 135, 3, 4u, 0u, 19, 0, "o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 99, 3, 4u, 0u, 17, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    // scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)
+    {"FUSED-ATTENTION-CPU", "fused_attention_f32_r3", &fused_attention_f32_r3_erased, 102, 4, 8u, 0u, 17, 2, "scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); scores = scaled_softmax(q[:, :, lo:hi] @ k[:, :, lo:hi].T, scale=dh ** -0.5, causal=causal); o = scores @ v[:, :, lo:hi]  (<stdlib>/models.yaml:183:13)"},
     // part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 138, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 106, 3, 4u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]  (<stdlib>/models.yaml:184:16)"},
     // part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)
-    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 141, 8, 128u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
+    {"FUSED-MATMUL-ADD-ADD-ADD-AND-2-BLAS", "fused_matmul_add_add_add_and_2_blas_f32_r3", &fused_matmul_add_add_add_and_2_blas_f32_r3_erased, 109, 8, 128u, 0u, 19, 0, "part = o @ Wo[lo:hi, :]; y = y + part; return y + bo; h = X + multi_head_attention(layernorm(X, d_model, eps=eps), d_model, heads, causal=causal)  (<stdlib>/models.yaml:209:13)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 149, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 117, 4, 8u, 0u, 19, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)
-    {"FUSED-MATMUL-ADD-GELU-BLAS", "fused_matmul_add_gelu_blas_f32_r3", &fused_matmul_add_gelu_blas_f32_r3_erased, 153, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
+    {"FUSED-MATMUL-ADD-GELU-BLAS", "fused_matmul_add_gelu_blas_f32_r3", &fused_matmul_add_gelu_blas_f32_r3_erased, 121, 4, 8u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:27)"},
     // return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)
-    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 157, 5, 16u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
+    {"FUSED-MATMUL-ADD-ADD-2-BLAS", "fused_matmul_add_add_2_blas_f32_r3", &fused_matmul_add_add_2_blas_f32_r3_erased, 125, 5, 16u, 0u, 20, 0, "return X @ W + b; return h + linear(gelu(linear(layernorm(h, d_model, eps=eps), d_model, d_ff)), d_ff, d_model)  (<stdlib>/models.yaml:210:16)"},
     // return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)
-    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 162, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
+    {"LAYER-NORM-CPU", "layer_norm_f32_r3", &layer_norm_f32_r3_erased, 130, 4, 8u, 0u, 20, 1, "return layer_norm(X, gamma, beta, eps=eps)  (<stdlib>/models.yaml:63:14)"},
     // return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)
-    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 166, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
+    {"MATMUL-BLAS", "matmul_blas_f32_r3", &matmul_blas_f32_r3_erased, 134, 3, 4u, 0u, 21, 0, "return layernorm(x, d_model) @ token_embedding.T  (tiny_lm.yaml:35:14)"},
   };
 
   const wfgen::rt::Program kProgram{kTensors, kOperands, std::span<const wfgen::rt::ScalarArg>(kScalars, 21), kForward, {}, kOperandSpecs};
@@ -523,7 +443,7 @@ lm_logits::lm_logits() : vm_(kProgram) {
   index_values_.resize(1);
   bound_outputs_.resize(1);
   direct_outputs_.resize(1);
-  table_.resize(160);
+  table_.resize(144);
 }
 
 wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* const* wf_outs) {
@@ -539,13 +459,13 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   // Arena: 8 slots, each as large as the largest tensor it holds.
   wfgen::rt::ArenaPlan wf_plan;
   const std::size_t wf_slot0 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256})});
-  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot1 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 256}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot2 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot3 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   const std::size_t wf_slot4 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
-  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot5 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 16})});
+  const std::size_t wf_slot6 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
+  const std::size_t wf_slot7 = wf_plan.slot({wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64}), wf_plan.bytes(wfgen::rt::DType::f32, {batch, 64, 64})});
   if (wfgen::rt::Status wf_s = wf_plan.allocate(arena_); !wf_s.ok()) return wf_s;
   // The caller's output tensors (forward_into) as they will be: kept when they have the output's dtype and
   // shape, else new ones; handed back only when the whole binding succeeded.
@@ -588,147 +508,131 @@ wfgen::rt::Status lm_logits::try_bind_(bool wf_check_all, wfgen::rt::Tensor* con
   table_[26] = wf_refs.slice("TID26", table_[19], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
   table_[27] = wf_refs.slice("TID27", table_[22], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
   table_[28] = wf_refs.permute("TID28", table_[27], {0, 2, 1});
-  table_[29] = wf_refs.contiguous("TID29", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID29 = matmul
-  table_[30] = wf_refs.contiguous("scores", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores = scaled_softmax
-  table_[31] = wf_refs.slice("TID31", table_[25], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[32] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = matmul
-  table_[33] = wf_refs.slice("TID33", table_[15], {0, 0}, {1, 1}, {16, 64});
-  table_[34] = wf_refs.broadcast("TID34", table_[33], {batch, 16, 64});
-  table_[35] = wf_refs.slice("TID35", table_[19], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[36] = wf_refs.slice("TID36", table_[22], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[37] = wf_refs.permute("TID37", table_[36], {0, 2, 1});
-  table_[38] = wf_refs.contiguous("TID38", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID38 = matmul
-  table_[39] = wf_refs.contiguous("scores.1", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.1 = scaled_softmax
-  table_[40] = wf_refs.slice("TID40", table_[25], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[41] = wf_refs.contiguous("o.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = matmul
-  table_[42] = wf_refs.slice("TID42", table_[15], {16, 0}, {1, 1}, {16, 64});
-  table_[43] = wf_refs.broadcast("TID43", table_[42], {batch, 16, 64});
-  table_[44] = wf_refs.contiguous("part", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
-  table_[45] = wf_refs.slice("TID45", table_[19], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[46] = wf_refs.slice("TID46", table_[22], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[47] = wf_refs.permute("TID47", table_[46], {0, 2, 1});
-  table_[48] = wf_refs.contiguous("TID48", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID48 = matmul
-  table_[49] = wf_refs.contiguous("scores.2", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.2 = scaled_softmax
-  table_[50] = wf_refs.slice("TID50", table_[25], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[51] = wf_refs.contiguous("o.2", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = matmul
-  table_[52] = wf_refs.slice("TID52", table_[15], {32, 0}, {1, 1}, {16, 64});
-  table_[53] = wf_refs.broadcast("TID53", table_[52], {batch, 16, 64});
-  table_[54] = wf_refs.contiguous("part.1", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
-  table_[55] = wf_refs.slice("TID55", table_[19], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[56] = wf_refs.slice("TID56", table_[22], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[57] = wf_refs.permute("TID57", table_[56], {0, 2, 1});
-  table_[58] = wf_refs.contiguous("TID58", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID58 = matmul
-  table_[59] = wf_refs.contiguous("scores.3", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.3 = scaled_softmax
-  table_[60] = wf_refs.slice("TID60", table_[25], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[61] = wf_refs.contiguous("o.3", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = matmul
-  table_[62] = wf_refs.slice("TID62", table_[15], {48, 0}, {1, 1}, {16, 64});
-  table_[63] = wf_refs.broadcast("TID63", table_[62], {batch, 16, 64});
-  table_[64] = wf_refs.contiguous("part.2", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
-  table_[65] = wf_refs.broadcast("TID65", table_[16], {batch, 64, 64});
-  table_[66] = wf_refs.contiguous("h", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_matmul_add_add_add_and_2
-  table_[67] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
-  table_[68] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
-  table_[69] = wf_refs.contiguous("TID69", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // TID69 = layer_norm
-  table_[70] = params_[14].ref();  // transformer_block_0/linear_0.W
-  table_[71] = params_[15].ref();  // transformer_block_0/linear_0.b
-  table_[72] = wf_refs.broadcast("TID72", table_[70], {batch, 64, 256});
-  table_[73] = wf_refs.broadcast("TID73", table_[71], {batch, 64, 256});
-  table_[74] = wf_refs.contiguous("TID74", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 256});  // TID74 = fused_matmul_add_gelu
-  table_[75] = params_[16].ref();  // transformer_block_0/linear_1.W
-  table_[76] = params_[17].ref();  // transformer_block_0/linear_1.b
-  table_[77] = wf_refs.broadcast("TID77", table_[75], {batch, 256, 64});
-  table_[78] = wf_refs.broadcast("TID78", table_[76], {batch, 64, 64});
-  table_[79] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_matmul_add_add_2
-  table_[80] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
-  table_[81] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
-  table_[82] = wf_refs.contiguous("TID82", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID82 = layer_norm
-  table_[83] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
-  table_[84] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
-  table_[85] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
-  table_[86] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
-  table_[87] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
-  table_[88] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
-  table_[89] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
-  table_[90] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
-  table_[91] = wf_refs.broadcast("TID91", table_[83], {batch, 64, 64});
-  table_[92] = wf_refs.broadcast("TID92", table_[84], {batch, 64, 64});
-  table_[93] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = fused_matmul_linear
-  table_[94] = wf_refs.broadcast("TID94", table_[85], {batch, 64, 64});
-  table_[95] = wf_refs.broadcast("TID95", table_[86], {batch, 64, 64});
-  table_[96] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = fused_matmul_linear
-  table_[97] = wf_refs.broadcast("TID97", table_[87], {batch, 64, 64});
-  table_[98] = wf_refs.broadcast("TID98", table_[88], {batch, 64, 64});
-  table_[99] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = fused_matmul_linear
-  table_[100] = wf_refs.slice("TID100", table_[93], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[101] = wf_refs.slice("TID101", table_[96], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[102] = wf_refs.permute("TID102", table_[101], {0, 2, 1});
-  table_[103] = wf_refs.contiguous("TID103", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID103 = matmul
-  table_[104] = wf_refs.contiguous("scores.4", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.4 = scaled_softmax
-  table_[105] = wf_refs.slice("TID105", table_[99], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
-  table_[106] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = matmul
-  table_[107] = wf_refs.slice("TID107", table_[89], {0, 0}, {1, 1}, {16, 64});
-  table_[108] = wf_refs.broadcast("TID108", table_[107], {batch, 16, 64});
-  table_[109] = wf_refs.slice("TID109", table_[93], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[110] = wf_refs.slice("TID110", table_[96], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[111] = wf_refs.permute("TID111", table_[110], {0, 2, 1});
-  table_[112] = wf_refs.contiguous("TID112", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID112 = matmul
-  table_[113] = wf_refs.contiguous("scores.5", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.5 = scaled_softmax
-  table_[114] = wf_refs.slice("TID114", table_[99], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
-  table_[115] = wf_refs.contiguous("o.5", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = matmul
-  table_[116] = wf_refs.slice("TID116", table_[89], {16, 0}, {1, 1}, {16, 64});
-  table_[117] = wf_refs.broadcast("TID117", table_[116], {batch, 16, 64});
-  table_[118] = wf_refs.contiguous("part.3", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
-  table_[119] = wf_refs.slice("TID119", table_[93], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[120] = wf_refs.slice("TID120", table_[96], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[121] = wf_refs.permute("TID121", table_[120], {0, 2, 1});
-  table_[122] = wf_refs.contiguous("TID122", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID122 = matmul
-  table_[123] = wf_refs.contiguous("scores.6", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.6 = scaled_softmax
-  table_[124] = wf_refs.slice("TID124", table_[99], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
-  table_[125] = wf_refs.contiguous("o.6", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = matmul
-  table_[126] = wf_refs.slice("TID126", table_[89], {32, 0}, {1, 1}, {16, 64});
-  table_[127] = wf_refs.broadcast("TID127", table_[126], {batch, 16, 64});
-  table_[128] = wf_refs.contiguous("part.4", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
-  table_[129] = wf_refs.slice("TID129", table_[93], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[130] = wf_refs.slice("TID130", table_[96], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[131] = wf_refs.permute("TID131", table_[130], {0, 2, 1});
-  table_[132] = wf_refs.contiguous("TID132", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 64});  // TID132 = matmul
-  table_[133] = wf_refs.contiguous("scores.7", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // scores.7 = scaled_softmax
-  table_[134] = wf_refs.slice("TID134", table_[99], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
-  table_[135] = wf_refs.contiguous("o.7", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = matmul
-  table_[136] = wf_refs.slice("TID136", table_[89], {48, 0}, {1, 1}, {16, 64});
-  table_[137] = wf_refs.broadcast("TID137", table_[136], {batch, 16, 64});
-  table_[138] = wf_refs.contiguous("part.5", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
-  table_[139] = wf_refs.broadcast("TID139", table_[90], {batch, 64, 64});
-  table_[140] = wf_refs.contiguous("h.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_matmul_add_add_add_and_2
-  table_[141] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
-  table_[142] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
-  table_[143] = wf_refs.contiguous("TID143", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // TID143 = layer_norm
-  table_[144] = params_[30].ref();  // transformer_block_1/linear_2.W
-  table_[145] = params_[31].ref();  // transformer_block_1/linear_2.b
-  table_[146] = wf_refs.broadcast("TID146", table_[144], {batch, 64, 256});
-  table_[147] = wf_refs.broadcast("TID147", table_[145], {batch, 64, 256});
-  table_[148] = wf_refs.contiguous("TID148", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 256});  // TID148 = fused_matmul_add_gelu
-  table_[149] = params_[32].ref();  // transformer_block_1/linear_3.W
-  table_[150] = params_[33].ref();  // transformer_block_1/linear_3.b
-  table_[151] = wf_refs.broadcast("TID151", table_[149], {batch, 256, 64});
-  table_[152] = wf_refs.broadcast("TID152", table_[150], {batch, 64, 64});
-  table_[153] = wf_refs.contiguous("x.2", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_matmul_add_add_2
-  table_[154] = params_[34].ref();  // layernorm_4.gamma
-  table_[155] = params_[35].ref();  // layernorm_4.beta
-  table_[156] = wf_refs.contiguous("TID156", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID156 = layer_norm
-  table_[157] = wf_refs.permute("TID157", table_[1], {1, 0});
-  table_[158] = wf_refs.broadcast("TID158", table_[157], {batch, 64, 256});
-  table_[159] = wf_refs.contiguous("TID159", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID159 = matmul
+  table_[29] = wf_refs.slice("TID29", table_[25], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[30] = wf_refs.contiguous("o", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o = fused_attention
+  table_[31] = wf_refs.slice("TID31", table_[15], {0, 0}, {1, 1}, {16, 64});
+  table_[32] = wf_refs.broadcast("TID32", table_[31], {batch, 16, 64});
+  table_[33] = wf_refs.slice("TID33", table_[19], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[34] = wf_refs.slice("TID34", table_[22], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[35] = wf_refs.permute("TID35", table_[34], {0, 2, 1});
+  table_[36] = wf_refs.slice("TID36", table_[25], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[37] = wf_refs.contiguous("o.1", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.1 = fused_attention
+  table_[38] = wf_refs.slice("TID38", table_[15], {16, 0}, {1, 1}, {16, 64});
+  table_[39] = wf_refs.broadcast("TID39", table_[38], {batch, 16, 64});
+  table_[40] = wf_refs.contiguous("part", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part = matmul
+  table_[41] = wf_refs.slice("TID41", table_[19], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[42] = wf_refs.slice("TID42", table_[22], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[43] = wf_refs.permute("TID43", table_[42], {0, 2, 1});
+  table_[44] = wf_refs.slice("TID44", table_[25], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[45] = wf_refs.contiguous("o.2", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.2 = fused_attention
+  table_[46] = wf_refs.slice("TID46", table_[15], {32, 0}, {1, 1}, {16, 64});
+  table_[47] = wf_refs.broadcast("TID47", table_[46], {batch, 16, 64});
+  table_[48] = wf_refs.contiguous("part.1", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.1 = matmul
+  table_[49] = wf_refs.slice("TID49", table_[19], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[50] = wf_refs.slice("TID50", table_[22], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[51] = wf_refs.permute("TID51", table_[50], {0, 2, 1});
+  table_[52] = wf_refs.slice("TID52", table_[25], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[53] = wf_refs.contiguous("o.3", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.3 = fused_attention
+  table_[54] = wf_refs.slice("TID54", table_[15], {48, 0}, {1, 1}, {16, 64});
+  table_[55] = wf_refs.broadcast("TID55", table_[54], {batch, 16, 64});
+  table_[56] = wf_refs.contiguous("part.2", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.2 = matmul
+  table_[57] = wf_refs.broadcast("TID57", table_[16], {batch, 64, 64});
+  table_[58] = wf_refs.contiguous("h", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // h = fused_matmul_add_add_add_and_2
+  table_[59] = params_[12].ref();  // transformer_block_0/layernorm_1.gamma
+  table_[60] = params_[13].ref();  // transformer_block_0/layernorm_1.beta
+  table_[61] = wf_refs.contiguous("TID61", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // TID61 = layer_norm
+  table_[62] = params_[14].ref();  // transformer_block_0/linear_0.W
+  table_[63] = params_[15].ref();  // transformer_block_0/linear_0.b
+  table_[64] = wf_refs.broadcast("TID64", table_[62], {batch, 64, 256});
+  table_[65] = wf_refs.broadcast("TID65", table_[63], {batch, 64, 256});
+  table_[66] = wf_refs.contiguous("TID66", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 256});  // TID66 = fused_matmul_add_gelu
+  table_[67] = params_[16].ref();  // transformer_block_0/linear_1.W
+  table_[68] = params_[17].ref();  // transformer_block_0/linear_1.b
+  table_[69] = wf_refs.broadcast("TID69", table_[67], {batch, 256, 64});
+  table_[70] = wf_refs.broadcast("TID70", table_[68], {batch, 64, 64});
+  table_[71] = wf_refs.contiguous("x.1", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.1 = fused_matmul_add_add_2
+  table_[72] = params_[18].ref();  // transformer_block_1/layernorm_2.gamma
+  table_[73] = params_[19].ref();  // transformer_block_1/layernorm_2.beta
+  table_[74] = wf_refs.contiguous("TID74", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID74 = layer_norm
+  table_[75] = params_[20].ref();  // transformer_block_1/multi_head_attention_1.Wq
+  table_[76] = params_[21].ref();  // transformer_block_1/multi_head_attention_1.bq
+  table_[77] = params_[22].ref();  // transformer_block_1/multi_head_attention_1.Wk
+  table_[78] = params_[23].ref();  // transformer_block_1/multi_head_attention_1.bk
+  table_[79] = params_[24].ref();  // transformer_block_1/multi_head_attention_1.Wv
+  table_[80] = params_[25].ref();  // transformer_block_1/multi_head_attention_1.bv
+  table_[81] = params_[26].ref();  // transformer_block_1/multi_head_attention_1.Wo
+  table_[82] = params_[27].ref();  // transformer_block_1/multi_head_attention_1.bo
+  table_[83] = wf_refs.broadcast("TID83", table_[75], {batch, 64, 64});
+  table_[84] = wf_refs.broadcast("TID84", table_[76], {batch, 64, 64});
+  table_[85] = wf_refs.contiguous("q.1", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // q.1 = fused_matmul_linear
+  table_[86] = wf_refs.broadcast("TID86", table_[77], {batch, 64, 64});
+  table_[87] = wf_refs.broadcast("TID87", table_[78], {batch, 64, 64});
+  table_[88] = wf_refs.contiguous("k.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // k.1 = fused_matmul_linear
+  table_[89] = wf_refs.broadcast("TID89", table_[79], {batch, 64, 64});
+  table_[90] = wf_refs.broadcast("TID90", table_[80], {batch, 64, 64});
+  table_[91] = wf_refs.contiguous("v.1", wf_arena + wf_slot4, wfgen::rt::DType::f32, {batch, 64, 64});  // v.1 = fused_matmul_linear
+  table_[92] = wf_refs.slice("TID92", table_[85], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[93] = wf_refs.slice("TID93", table_[88], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[94] = wf_refs.permute("TID94", table_[93], {0, 2, 1});
+  table_[95] = wf_refs.slice("TID95", table_[91], {0, 0, 0}, {1, 1, 1}, {batch, 64, 16});
+  table_[96] = wf_refs.contiguous("o.4", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 16});  // o.4 = fused_attention
+  table_[97] = wf_refs.slice("TID97", table_[81], {0, 0}, {1, 1}, {16, 64});
+  table_[98] = wf_refs.broadcast("TID98", table_[97], {batch, 16, 64});
+  table_[99] = wf_refs.slice("TID99", table_[85], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[100] = wf_refs.slice("TID100", table_[88], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[101] = wf_refs.permute("TID101", table_[100], {0, 2, 1});
+  table_[102] = wf_refs.slice("TID102", table_[91], {0, 0, 16}, {1, 1, 1}, {batch, 64, 16});
+  table_[103] = wf_refs.contiguous("o.5", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.5 = fused_attention
+  table_[104] = wf_refs.slice("TID104", table_[81], {16, 0}, {1, 1}, {16, 64});
+  table_[105] = wf_refs.broadcast("TID105", table_[104], {batch, 16, 64});
+  table_[106] = wf_refs.contiguous("part.3", wf_arena + wf_slot6, wfgen::rt::DType::f32, {batch, 64, 64});  // part.3 = matmul
+  table_[107] = wf_refs.slice("TID107", table_[85], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[108] = wf_refs.slice("TID108", table_[88], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[109] = wf_refs.permute("TID109", table_[108], {0, 2, 1});
+  table_[110] = wf_refs.slice("TID110", table_[91], {0, 0, 32}, {1, 1, 1}, {batch, 64, 16});
+  table_[111] = wf_refs.contiguous("o.6", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.6 = fused_attention
+  table_[112] = wf_refs.slice("TID112", table_[81], {32, 0}, {1, 1}, {16, 64});
+  table_[113] = wf_refs.broadcast("TID113", table_[112], {batch, 16, 64});
+  table_[114] = wf_refs.contiguous("part.4", wf_arena + wf_slot7, wfgen::rt::DType::f32, {batch, 64, 64});  // part.4 = matmul
+  table_[115] = wf_refs.slice("TID115", table_[85], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[116] = wf_refs.slice("TID116", table_[88], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[117] = wf_refs.permute("TID117", table_[116], {0, 2, 1});
+  table_[118] = wf_refs.slice("TID118", table_[91], {0, 0, 48}, {1, 1, 1}, {batch, 64, 16});
+  table_[119] = wf_refs.contiguous("o.7", wf_arena + wf_slot5, wfgen::rt::DType::f32, {batch, 64, 16});  // o.7 = fused_attention
+  table_[120] = wf_refs.slice("TID120", table_[81], {48, 0}, {1, 1}, {16, 64});
+  table_[121] = wf_refs.broadcast("TID121", table_[120], {batch, 16, 64});
+  table_[122] = wf_refs.contiguous("part.5", wf_arena + wf_slot2, wfgen::rt::DType::f32, {batch, 64, 64});  // part.5 = matmul
+  table_[123] = wf_refs.broadcast("TID123", table_[82], {batch, 64, 64});
+  table_[124] = wf_refs.contiguous("h.1", wf_arena + wf_slot3, wfgen::rt::DType::f32, {batch, 64, 64});  // h.1 = fused_matmul_add_add_add_and_2
+  table_[125] = params_[28].ref();  // transformer_block_1/layernorm_3.gamma
+  table_[126] = params_[29].ref();  // transformer_block_1/layernorm_3.beta
+  table_[127] = wf_refs.contiguous("TID127", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // TID127 = layer_norm
+  table_[128] = params_[30].ref();  // transformer_block_1/linear_2.W
+  table_[129] = params_[31].ref();  // transformer_block_1/linear_2.b
+  table_[130] = wf_refs.broadcast("TID130", table_[128], {batch, 64, 256});
+  table_[131] = wf_refs.broadcast("TID131", table_[129], {batch, 64, 256});
+  table_[132] = wf_refs.contiguous("TID132", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 256});  // TID132 = fused_matmul_add_gelu
+  table_[133] = params_[32].ref();  // transformer_block_1/linear_3.W
+  table_[134] = params_[33].ref();  // transformer_block_1/linear_3.b
+  table_[135] = wf_refs.broadcast("TID135", table_[133], {batch, 256, 64});
+  table_[136] = wf_refs.broadcast("TID136", table_[134], {batch, 64, 64});
+  table_[137] = wf_refs.contiguous("x.2", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 64});  // x.2 = fused_matmul_add_add_2
+  table_[138] = params_[34].ref();  // layernorm_4.gamma
+  table_[139] = params_[35].ref();  // layernorm_4.beta
+  table_[140] = wf_refs.contiguous("TID140", wf_arena + wf_slot1, wfgen::rt::DType::f32, {batch, 64, 64});  // TID140 = layer_norm
+  table_[141] = wf_refs.permute("TID141", table_[1], {1, 0});
+  table_[142] = wf_refs.broadcast("TID142", table_[141], {batch, 64, 256});
+  table_[143] = wf_refs.contiguous("TID143", wf_arena + wf_slot0, wfgen::rt::DType::f32, {batch, 64, 256});  // TID143 = matmul
   // The output logits: the kernel writes the caller's tensor when it can (no copy).
   if (wf_outs != nullptr && wfgen::rt::can_write_directly(wf_out_t, 0, inputs_, params_)) {
     direct_outputs_[0] = wf_out_t[0];
-    table_[159] = direct_outputs_[0].ref();
+    table_[143] = direct_outputs_[0].ref();
   }
   if (!wf_refs.status().ok()) return wf_refs.status();
   // Outputs that are copied (forward_into): not onto the memory they are copied from.
   if (wf_outs != nullptr) {
     if (!direct_outputs_[0].defined()) {
-      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[159]); !wf_s.ok()) return wf_s;
+      if (wfgen::rt::Status wf_s = wfgen::rt::check_output_copy("logits", wf_out_t[0].ref(), table_[143]); !wf_s.ok()) return wf_s;
     }
   }
   // Every check of the VM now (try_ entry points), or only those prepare() always makes.
@@ -823,7 +727,7 @@ wfgen::rt::Status lm_logits::into_(wfgen::rt::Tensor* const* wf_outs, bool wf_ch
   }
   if (wfgen::rt::Status wf_s = load_indices_(); !wf_s.ok()) return wf_s;
   vm_.run(wfgen::rt::Section::Forward);
-  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[159]);  // logits
+  if (!direct_outputs_[0].defined()) wfgen::rt::copy_elements(bound_outputs_[0], table_[143]);  // logits
   return {};
 }
 
@@ -912,7 +816,7 @@ wfgen::rt::Status lm_logits::copy_parameters_from_(const std::vector<std::pair<s
 }
 
 std::string lm_logits::summary() const {
-  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096, batch * 65536) + batch * 16384 + max(batch * 16384, batch * 4096) + batch * 16384 + max(batch * 16384, batch * 4096) + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 50 forward\n";
+  return "<Compiled: lm_logits (tiny_lm)>\n  where: ids[batch context] -> logits[batch context vocab]\n  inputs:\n    ids int64 (batch 64) (indices, held as float)\n  outputs:\n    logits float (batch 64 256)\n  parameters:\n    token_embedding float (256 64)\n    position_embedding float (64 64)\n    transformer_block_0/layernorm_0.gamma float (64)\n    transformer_block_0/layernorm_0.beta float (64)\n    transformer_block_0/multi_head_attention_0.Wq float (64 64)\n    transformer_block_0/multi_head_attention_0.bq float (64)\n    transformer_block_0/multi_head_attention_0.Wk float (64 64)\n    transformer_block_0/multi_head_attention_0.bk float (64)\n    transformer_block_0/multi_head_attention_0.Wv float (64 64)\n    transformer_block_0/multi_head_attention_0.bv float (64)\n    transformer_block_0/multi_head_attention_0.Wo float (64 64)\n    transformer_block_0/multi_head_attention_0.bo float (64)\n    transformer_block_0/layernorm_1.gamma float (64)\n    transformer_block_0/layernorm_1.beta float (64)\n    transformer_block_0/linear_0.W float (64 256)\n    transformer_block_0/linear_0.b float (256)\n    transformer_block_0/linear_1.W float (256 64)\n    transformer_block_0/linear_1.b float (64)\n    transformer_block_1/layernorm_2.gamma float (64)\n    transformer_block_1/layernorm_2.beta float (64)\n    transformer_block_1/multi_head_attention_1.Wq float (64 64)\n    transformer_block_1/multi_head_attention_1.bq float (64)\n    transformer_block_1/multi_head_attention_1.Wk float (64 64)\n    transformer_block_1/multi_head_attention_1.bk float (64)\n    transformer_block_1/multi_head_attention_1.Wv float (64 64)\n    transformer_block_1/multi_head_attention_1.bv float (64)\n    transformer_block_1/multi_head_attention_1.Wo float (64 64)\n    transformer_block_1/multi_head_attention_1.bo float (64)\n    transformer_block_1/layernorm_3.gamma float (64)\n    transformer_block_1/layernorm_3.beta float (64)\n    transformer_block_1/linear_2.W float (64 256)\n    transformer_block_1/linear_2.b float (256)\n    transformer_block_1/linear_3.W float (256 64)\n    transformer_block_1/linear_3.b float (64)\n    layernorm_4.gamma float (64)\n    layernorm_4.beta float (64)\n  120576 parameter values\n  memory pool: 8 slots, max(batch * 16384, batch * 65536) + max(batch * 16384, batch * 4096, batch * 65536) + batch * 16384 + batch * 16384 + batch * 16384 + batch * 4096 + batch * 16384 + batch * 16384 bytes (each slot rounded up to 64)\n  instructions: 34 forward\n";
 }
 
 std::string lm_logits::disassemble() {
