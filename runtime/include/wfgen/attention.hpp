@@ -31,6 +31,7 @@
 
 #include "wfgen/gemm.hpp"  // kGemmVectorBytes, kGemmVectorRegisters (the target's vectors), detail::GemmBuffer
 #include "wfgen/kernel_math.hpp"
+#include "wfgen/transpose.hpp"
 
 namespace wfgen::rt {
 
@@ -143,6 +144,34 @@ inline void attention_values(const AttentionMatrices<T>& a, std::int64_t dv, std
   }
 }
 
+// K^T's columns [j0, j0 + cols) into kt (row c at kt + c * width),
+// contiguous, zero from cols to padded. K^T is usually a transposed view of
+// K's rows (kt_row 1): blocks of kLanes keys by kLanes of their elements
+// transposed in registers where the target's vectors allow (transpose.hpp,
+// as the GEMM packs a transposed B; read down and written across one by
+// one it took a seventh of the tiny LM's heads), the rest one by one.
+template <class T>
+inline void pack_keys(const AttentionMatrices<T>& a, std::int64_t d, std::int64_t j0, std::int64_t cols, std::int64_t padded, T* kt,
+                      std::int64_t width) {
+  const T* src = a.kt + j0 * a.kt_col;
+  std::int64_t done = 0;  // the columns packed in whole blocks
+#if defined(__AVX512F__)
+  constexpr int L = 64 / static_cast<int>(sizeof(T));
+  if constexpr (transposes_in_registers<T, L>) {
+    if (a.kt_row == 1 && d % L == 0) {
+      for (; done + L <= cols; done += L)
+        for (std::int64_t c = 0; c < d; c += L) transpose_block<T, L>(src + done * a.kt_col + c, a.kt_col, kt + c * width + done, width);
+    }
+  }
+#endif
+  for (std::int64_t c = 0; c < d; ++c) {
+    T* dst = kt + c * width;
+    const T* row = src + c * a.kt_row;
+    for (std::int64_t j = done; j < cols; ++j) dst[j] = row[j * a.kt_col];
+    std::fill(dst + cols, dst + padded, T(0));
+  }
+}
+
 // Rows [i0, i1) of one matrix, i1 - i0 <= kBlockRows.
 template <math::KernelFloat T>
 inline void attention_block(const AttentionMatrices<T>& a, const AttentionShape& sh, T scale, std::int64_t i0, std::int64_t i1) {
@@ -162,13 +191,7 @@ inline void attention_block(const AttentionMatrices<T>& a, const AttentionShape&
   const std::int64_t end = kept(i1 - 1);
   for (std::int64_t j0 = 0; j0 < end; j0 += width) {
     const std::int64_t cols = std::min(width, end - j0), padded = (cols + L - 1) / L * L;
-    for (std::int64_t c = 0; c < sh.d; ++c) {  // K^T's tile, contiguous and zero past its columns
-      T* dst = kt + c * width;
-      const T* src = a.kt + c * a.kt_row + j0 * a.kt_col;
-      if (a.kt_col == 1) std::copy(src, src + cols, dst);
-      else for (std::int64_t j = 0; j < cols; ++j) dst[j] = src[j * a.kt_col];
-      std::fill(dst + cols, dst + padded, T(0));
-    }
+    pack_keys(a, sh.d, j0, cols, padded, kt, width);
     const bool first = j0 == 0;
     for (std::int64_t r0 = i0; r0 < i1; r0 += R) {
       const int rows = static_cast<int>(std::min<std::int64_t>(R, i1 - r0));
