@@ -483,6 +483,9 @@ builds:
     CHECK(count(d, "op=MATMUL-CPU") == 1);
     CHECK(count(d, "op=FUSED-MATMUL") == 0);
     CHECK(count(d, "<WfInst") == 2);  // the product, then its bias and relu in one pass
+  }
+}
+
 // scaled_softmax's impl has fuse_attention: matmul -> scaled_softmax ->
 // matmul becomes one attention kernel in an inference build (heads as
 // column windows of q/k/v, causal or not, rank 3 and 4), but not in a
