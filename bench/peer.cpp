@@ -99,8 +99,10 @@ template <class Model>
 std::string profile_training(Model& m, const std::vector<Tensor>& in, int n) {
   m.forward(in[0], in[1]);
   std::string out = "forward (with the loss):\n" + m.profile(n, 15);
-  m.zero_grad();
-  out += "\nbackward (the pullback, rerun without a forward):\n" + m.vm().profile(wfgen::rt::Section::Backward, n, 15);
+  // The pullback a step runs: the one after zero_grad() (Section::FreshBackward,
+  // docs/autodiff.md), which writes the gradients a GEMM alone makes.
+  out += "\nbackward (the pullback after zero_grad(), rerun without a forward):\n" +
+         m.vm().profile(wfgen::rt::Section::FreshBackward, n, 15);
   const auto start = std::chrono::steady_clock::now();
   for (int k = 0; k < n; ++k) m.step();
   out += "\nstep() (the optimizer over every parameter): " +
