@@ -132,9 +132,19 @@ inline void attention_values(const AttentionMatrices<T>& a, std::int64_t dv, std
       for (int r = 0; r < R; ++r) acc[r] += p[r][j] * vj;
     }
     for (int r = 0; r < rows; ++r) {
+      T* o = a.o + (r0 + r) * a.o_row + e * a.o_col;
+      if (lanes == L && a.o_col == 1) {
+        // A whole vector of a contiguous row in one store: the loops below
+        // became a variable-length copy (rep movs, ~30 cycles to start; a
+        // ninth of the tiny LM's heads).
+        Vec prev;
+        if (!first) std::memcpy(&prev, o, sizeof prev);
+        const Vec sum = first ? acc[r] : alpha[r] * prev + acc[r];
+        std::memcpy(o, &sum, sizeof sum);
+        continue;
+      }
       T out[L];
       std::memcpy(out, &acc[r], sizeof out);
-      T* o = a.o + (r0 + r) * a.o_row + e * a.o_col;
       if (first) {
         for (int l = 0; l < lanes; ++l) o[l * a.o_col] = out[l];
       } else {
