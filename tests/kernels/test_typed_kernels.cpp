@@ -1244,3 +1244,36 @@ TEST_CASE("GEMM epilogues (fused matmul kernels): on every block of C once, afte
   }
   wfgen::rt::set_num_threads(saved);
 }
+
+// Padded copies of small planes keep their zeros from one plane to the next
+// of the same layout (rt::DepthwiseConv::padded): layouts of the same 9 x 9
+// copy with the image in other places (7 x 7 with padding 1, 9 x 9 with
+// none, 5 x 5 with padding 2), one after the other on one thread, each
+// against the naive loop. Had the second plane of a layout reused the zeros
+// of another, the padding would hold the last image's values.
+TEST_CASE("depthwise_conv2d: padded copies of the same size with the image placed differently, one after the other", "[kernels]") {
+  const int saved = wfgen::rt::num_threads();
+  wfgen::rt::set_num_threads(1);
+  wfgen::rt::Rng rng(939);
+  struct Layout {
+    std::int64_t hw, k, pad;
+  };
+  for (const Layout l : {Layout{7, 3, 1}, Layout{9, 3, 0}, Layout{7, 3, 1}, Layout{5, 5, 2}, Layout{7, 3, 1}, Layout{9, 3, 0}}) {
+    INFO("plane " << l.hw << ", k " << l.k << ", pad " << l.pad);
+    const std::int64_t N = 2, C = 3, ho = l.hw + 2 * l.pad - l.k + 1;
+    Tensor x = Tensor::empty(DType::f32, {N, C, l.hw, l.hw});
+    Tensor f = Tensor::empty(DType::f32, {C, l.k, l.k});
+    wfgen::rt::fill_uniform(x, 1, 2, rng);  // no zeros in the image: a stale copy in the padding shows
+    wfgen::rt::fill_uniform(f, -1, 1, rng);
+    Tensor out = Tensor::full(DType::f32, {N, C, ho, ho}, 1e6);
+    wfgen_kernels::depthwise_conv2d_f32_r4(x.cview<float, 4>(), f.cview<float, 3>(), out.view<float, 4>(), l.k, l.k, 1, 1, l.pad, l.pad, 1, 1);
+    std::int64_t wrong = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t c = 0; c < C; ++c)
+        for (std::int64_t y = 0; y < ho; ++y)
+          for (std::int64_t xo = 0; xo < ho; ++xo)
+            wrong += std::fabs(out.at<float>({n, c, y, xo}) - naive_depthwise<float>(x, f, n, c, y, xo, {l.k, l.k, 1, 1, l.pad, l.pad, 1, 1})) > 1e-5;
+    CHECK(wrong == 0);
+  }
+  wfgen::rt::set_num_threads(saved);
+}
