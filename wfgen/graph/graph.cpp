@@ -71,6 +71,20 @@ void replace_uses(Graph& g, int from, int to) {
     if (o == from) o = to;
 }
 
+std::vector<int> count_readers(const Graph& g) {
+  std::vector<int> readers(g.values.size(), 0);
+  auto read = [&](int id) { ++readers[static_cast<std::size_t>(id)]; };
+  for (const auto& v : g.values) {
+    for (int o : v.operands)
+      if (o != v.id) read(o);
+    if (v.base >= 0) read(v.base);
+    if (v.init_from >= 0) read(v.init_from);
+    if (v.write_to >= 0) read(v.write_to);
+  }
+  for (int o : g.outputs) read(o);
+  return readers;
+}
+
 std::string Graph::dump() const {
   std::ostringstream os;
   os << "graph " << model << " (" << values.size() << " values)\n";

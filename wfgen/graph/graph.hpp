@@ -153,4 +153,8 @@ void renumber(Graph& g, const std::vector<int>& order);
 // Makes every reader of `from` (operands, view bases, outputs) read `to`.
 void replace_uses(Graph& g, int from, int to);
 
+// How many times each value is read: as an operand of another value, as a
+// view's base, as a call's init_from or write_to, as an output.
+std::vector<int> count_readers(const Graph& g);
+
 }  // namespace wfgen::graph

@@ -13,21 +13,6 @@ namespace {
 
 using graph::Kind;
 
-// Readers of each value (operands, view bases, init_from, write_to, outputs).
-std::vector<int> count_readers(const graph::Graph& g) {
-  std::vector<int> readers(g.values.size(), 0);
-  auto read = [&](int id) { ++readers[static_cast<std::size_t>(id)]; };
-  for (const auto& v : g.values) {
-    for (int o : v.operands)
-      if (o != v.id) read(o);
-    if (v.base >= 0) read(v.base);
-    if (v.init_from >= 0) read(v.init_from);
-    if (v.write_to >= 0) read(v.write_to);
-  }
-  for (int o : g.outputs) read(o);
-  return readers;
-}
-
 // Whether call `u` reads or writes the storage `root`.
 bool touches(const graph::Graph& g, const graph::Value& u, int root) {
   for (int o : u.operands)
@@ -154,7 +139,7 @@ int write_into_windows(graph::Graph& g) {
   int merged = 0;
   for (bool found = true; found;) {
     found = false;
-    const std::vector<int> readers = count_readers(g);
+    const std::vector<int> readers = graph::count_readers(g);
     for (auto& copy : g.values) {
       const int p = producer_of_copy(g, readers, copy);
       if (p < 0) continue;
@@ -170,7 +155,7 @@ int write_into_windows(graph::Graph& g) {
 }
 
 int accumulate_products(graph::Graph& g) {
-  const std::vector<int> readers = count_readers(g);
+  const std::vector<int> readers = graph::count_readers(g);
   int merged = 0;
   for (auto& add : g.values) {
     // The accumulation autodiff makes: add(buffer, G) written into buffer.

@@ -31,21 +31,7 @@ class AttentionFuser {
 
   int run() {
     const std::size_t n = g_.values.size();
-    readers_.assign(n, 0);
-    pinned_.assign(n, false);
-    writes_.assign(n, {});
-    for (const Value& v : g_.values) {
-      if (v.kind == Kind::View) ++readers_[id(v.base)];
-      if (v.kind != Kind::Call) continue;
-      for (int o : v.operands)
-        if (o != v.id) ++readers_[id(o)];
-      if (v.init_from >= 0) pinned_[id(v.init_from)] = true;
-      if (v.write_to >= 0) {
-        pinned_[id(v.write_to)] = true;
-        writes_[id(g_.root(v.write_to))].push_back(v.id);
-      }
-    }
-    for (int o : g_.outputs) pinned_[id(o)] = true;
+    readers_ = graph::count_readers(g_);
     int removed = 0;
     for (std::size_t i = 0; i < n; ++i)
       if (fuse(static_cast<int>(i))) removed += 2;
@@ -61,8 +47,15 @@ class AttentionFuser {
            !v.accumulate && v.write_to < 0 && v.init_from < 0 && is_float(v.dtype) && v.operands.size() == 3;
   }
 
-  // A call read by exactly one call and nothing else, and not kept (an output, a buffer written into).
-  bool read_once(const Value& v) const { return readers_[id(v.id)] == 1 && !pinned_[id(v.id)]; }
+  // A call read once, by the call that reads it, and nothing else (no view, output, buffer written into).
+  bool read_once(const Value& v) const { return readers_[id(v.id)] == 1; }
+
+  // Whether a call between values `from` and `to` writes into the storage of `v`.
+  bool written_between(int v, int from, int to) const {
+    for (int w = from + 1; w < to; ++w)
+      if (g_[w].write_to >= 0 && g_.root(g_[w].write_to) == g_.root(v)) return true;
+    return false;
+  }
 
   // O = P @ V with P = scaled_softmax(Q @ KT): the three calls as one.
   bool fuse(int o) {
@@ -79,9 +72,7 @@ class AttentionFuser {
     const int q = s.operands[0], kt = s.operands[1], v = out.operands[1];
     if (!same_batch(q, o) || !same_batch(kt, o) || !same_batch(v, o)) return false;
     // Q and KT are read where O is computed: nothing may write into them in between.
-    for (int in : {q, kt})
-      for (int w : writes_[id(g_.root(in))])
-        if (w > s.id && w < o) return false;
+    if (written_between(q, s.id, o) || written_between(kt, s.id, o)) return false;
     const int rank = static_cast<int>(out.shape.size());
     const lower::KernelPlan& kernel = registry_.intern_attention(*p.node, out.dtype, rank, {build_index_, fused_++ - (1 << 20)});
     const std::string what = "matmul, " + p.node->name + " and matmul as one attention kernel (the scores never stored)";
@@ -115,9 +106,7 @@ class AttentionFuser {
   int build_index_;
   std::string* log_;
   int fused_ = 0;
-  std::vector<int> readers_;
-  std::vector<bool> pinned_;
-  std::vector<std::vector<int>> writes_;
+  std::vector<int> readers_;  // graph::count_readers
 };
 
 }  // namespace
