@@ -145,11 +145,8 @@ void openblas_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, s
                    const T* B, std::int64_t rsb, std::int64_t csb, T* C, std::int64_t rsc, std::int64_t csc,
                    bool accumulate = false, const GemmEpilogue<T>& ep = {}) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (!accumulate)
-      for (std::int64_t i = 0; i < M; ++i)
-        for (std::int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = T(0);
-    detail::gemm_epilogue_rows(ep, C, rsc, csc, 0, M, 0, N);
+  if (K <= 0) {  // no product: C (or 0) and the epilogue, as rt::gemm does it
+    gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, ep);
     return;
   }
   std::vector<T> a_copy, b_copy, c_copy;
