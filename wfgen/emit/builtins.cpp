@@ -62,8 +62,8 @@ void emit_cast(CodeWriter& w, const KernelPlan& p, bool to_bool) {
   const auto& o = p.tensors[1];
   const rt::DType to = o.dtype.value_or(p.dtype);
   const std::string from_t = elem(p.dtype), to_t = elem(to);
-  const bool float_from = p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64;
-  const bool float_to = to == rt::DType::f32 || to == rt::DType::f64;
+  const bool float_from = rt::dtype_is_float(p.dtype);
+  const bool float_to = rt::dtype_is_float(to);
   w.comment(o.name + " = " + x.name + " as " + rt::dtype_name(to));
   if (to_bool) {
     w.line("auto wf_cast = [](" + from_t + " wf_v) { return static_cast<" + to_t + ">(wf_v != " + from_t + "(0) ? 1 : 0); };");
@@ -519,7 +519,7 @@ class MaxPool {
         // The tensor of the windows' shape [N C h_out w_out], and the one the
         // winners' offsets index (grad: the output image; pick: D).
         win_(mode == PoolMode::Grad ? p.tensors[0] : o_), target_(mode == PoolMode::Grad ? o_ : p.tensors[0]), t_(elem(p.dtype)),
-        is_float_(p.dtype == rt::DType::f32 || p.dtype == rt::DType::f64),
+        is_float_(rt::dtype_is_float(p.dtype)),
         // max_pool_grad and max_pool_pick compare order keys (kernel_support.hpp):
         // integer selects, vectorised, never branches.
         key_(p.dtype == rt::DType::f64 ? "std::int64_t" : "std::int32_t"), keyed_(!value_ && is_float_),

@@ -27,7 +27,6 @@ using builtin::num;
 
 std::string elem(rt::DType d) { return expr::cpp_type(d); }
 
-bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
 
 std::string float_type(rt::DType d) { return d == rt::DType::f32 ? "float" : "double"; }
 
@@ -275,7 +274,7 @@ void emit_reduce_lanes(CodeWriter& w, const KernelPlan& p) {
   const auto& o = p.tensors[1];
   const spec::ReduceOp op = p.impl->reduce_op;
   const bool additive = op == spec::ReduceOp::Sum || op == spec::ReduceOp::Mean;
-  const std::string t = elem(p.dtype), acc_t = additive && !is_float(p.dtype) ? "std::int64_t" : t;
+  const std::string t = elem(p.dtype), acc_t = additive && !rt::dtype_is_float(p.dtype) ? "std::int64_t" : t;
   constexpr int kLanes = 16;
   const std::string lanes = num(kLanes), per_lane = "for (int wf_l = 0; wf_l < " + lanes + "; ++wf_l) ";
   w.open("if (wf_step[0] == 1 && wf_stride != 1)");
@@ -302,7 +301,7 @@ void emit_reduce_lanes(CodeWriter& w, const KernelPlan& p) {
   if (!additive) w.line(per_lane + "if (wf_nan[wf_l]) wf_acc[wf_l] = std::numeric_limits<" + t + ">::quiet_NaN();");
   std::string result = "wf_acc[wf_l]";
   if (op == spec::ReduceOp::Mean)
-    result = is_float(p.dtype) ? result + " / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? " + result + " / wf_len : 0)";
+    result = rt::dtype_is_float(p.dtype) ? result + " / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? " + result + " / wf_len : 0)";
   w.line(per_lane + o.cpp + ".data[wf_off[1] + (wf_r + wf_l) * wf_step[1]] = static_cast<" + t + ">(" + reduce_result(p, result) + ");");
   w.close();
   w.close();
@@ -316,7 +315,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   bool arg = op == spec::ReduceOp::ArgMax || op == spec::ReduceOp::ArgMin;
   bool additive = op == spec::ReduceOp::Sum || op == spec::ReduceOp::Mean;
   std::string t = elem(p.dtype);
-  std::string acc_t = additive && !is_float(p.dtype) ? "std::int64_t" : t;
+  std::string acc_t = additive && !rt::dtype_is_float(p.dtype) ? "std::int64_t" : t;
   w.comment(o.name + " = " + spec::reduce_op_name(op) + " of " + x.name + " along its last axis" +
             (p.prologue ? ", of " + p.prologue->str() : "") + (p.epilogue ? ", then " + p.epilogue->str() : ""));
   w.line("const std::int64_t wf_len = " + x.cpp + ".shape[" + num(r - 1) + "];");
@@ -366,7 +365,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
     w.close();
   };
   w.open("if (wf_stride == 1)");
-  if (additive && is_float(p.dtype)) {
+  if (additive && rt::dtype_is_float(p.dtype)) {
     // Independent partial sums (partial_sum_lanes), folded in halves: one
     // chain of adds waits on the add's latency for every element (the bias
     // gradient of the CNN, sum over 784, ran at 1.3 G elements/s).
@@ -394,7 +393,7 @@ void emit_reduce(CodeWriter& w, const KernelPlan& p) {
   w.close();
   std::string result = arg ? "wf_arg" : "wf_acc";
   if (op == spec::ReduceOp::Mean) {
-    result = is_float(p.dtype) ? "wf_acc / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? wf_acc / wf_len : 0)";
+    result = rt::dtype_is_float(p.dtype) ? "wf_acc / static_cast<" + t + ">(wf_len)" : "(wf_len > 0 ? wf_acc / wf_len : 0)";
   }
   w.line(o.cpp + ".data[wf_off[1] + wf_r * wf_step[1]] = static_cast<" + t + ">(" + reduce_result(p, result) + ");");
   w.close();

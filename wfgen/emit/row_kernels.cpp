@@ -234,7 +234,7 @@ class RowPath : RowKernel {
   bool extreme_of_input(std::size_t k, const std::string& var, const expr::Expr& element) {
     const auto& rv = f_.rows[k];
     const bool extreme = rv.op == spec::ReduceOp::Max || rv.op == spec::ReduceOp::Min;
-    if (!unit_stride_ || !extreme || !is_float(p_.dtype) || (caching_ && static_cast<int>(k) == cache_.row)) return false;
+    if (!unit_stride_ || !extreme || !rt::dtype_is_float(p_.dtype) || (caching_ && static_cast<int>(k) == cache_.row)) return false;
     const std::string input_row = input_row_of(element);
     if (input_row.empty()) return false;
     acc_ = "wf_acc" + num(static_cast<std::int64_t>(k)) + "_row";

@@ -19,7 +19,6 @@ using lower::KernelPlan;
 
 inline std::string num(std::int64_t v) { return std::to_string(v); }
 inline std::string elem(rt::DType d) { return expr::cpp_type(d); }
-inline bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
 
 // Structural equality of two checked expressions.
 bool same_tree(const expr::Expr& a, const expr::Expr& b);

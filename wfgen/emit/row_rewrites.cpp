@@ -152,7 +152,7 @@ std::string reduce_init(spec::ReduceOp op, const std::string& t) {
 RowCache plan_row_cache(const KernelPlan& p) {
   const lower::FusedBody& f = *p.fused;
   RowCache cache;
-  if (f.out_per_row || !is_float(p.dtype)) return cache;
+  if (f.out_per_row || !rt::dtype_is_float(p.dtype)) return cache;
   for (std::size_t k = f.rows.size(); k-- > 0 && cache.row < 0;) {
     const auto& rv = f.rows[k];
     if (!rv.reduce || rv.element.type != expr::Type::Float || !costly(rv.element)) continue;

@@ -69,7 +69,7 @@ class Interpreter {
   Value finish(const Expr& e) {
     Value v = eval(e);
     rt::DType d = dtype_;
-    if (is_float_dtype(d)) {
+    if (rt::dtype_is_float(d)) {
       double x = v.type == Type::Float ? v.f : f32_ ? static_cast<double>(static_cast<float>(v.i))
                                                     : static_cast<double>(v.i);
       return Value::of_float(x);
@@ -104,7 +104,7 @@ class Interpreter {
     const Value& v = it->second;
     if (e.type == Type::Bool) return Value::of_bool(v.type == Type::Float ? v.f != 0 : v.i != 0);
     if (b.kind == Binding::Kind::Element) {
-      if (is_float_dtype(b.dtype)) {
+      if (rt::dtype_is_float(b.dtype)) {
         double x = v.as_double();
         if (b.dtype == rt::DType::f32) x = static_cast<double>(static_cast<float>(x));
         return Value::of_float(round(x));

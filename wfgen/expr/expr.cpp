@@ -102,7 +102,6 @@ static_assert(std::size(kFunctions) == kFnCount && kFnCount == static_cast<int>(
 
 const FnInfo& info(Fn fn) { return kFunctions[static_cast<int>(fn)]; }
 
-bool is_float_dtype(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
 
 int int_bits(rt::DType d) { return d == rt::DType::i32 || d == rt::DType::u8 ? 32 : 64; }
 
@@ -536,7 +535,7 @@ class Checker {
       case Op::Mod:
         for (int i = 0; i < 2; ++i) {
           if (args[i].type != Type::Int) {
-            std::string hint = is_float_dtype(dtype_) && args[i].type == Type::Float ? "; use fmod for floats" : "";
+            std::string hint = rt::dtype_is_float(dtype_) && args[i].type == Type::Float ? "; use fmod for floats" : "";
             throw TypeError("'%' needs int operands, but the " + side(i) + " operand is " +
                                 type_name(args[i].type) + hint,
                             args[i].offset, args[i].length);
@@ -676,7 +675,7 @@ class Checker {
     }
     switch (f.rule) {
       case Rule::Float:
-        if (!is_float_dtype(dtype_)) {
+        if (!rt::dtype_is_float(dtype_)) {
           throw TypeError(std::string(f.name) + " needs a floating-point dtype, but this kernel is for " +
                               rt::dtype_name(dtype_),
                           out.offset, name_length);
@@ -735,7 +734,7 @@ Binding Binding::element(rt::DType d) {
   Binding b;
   b.kind = Kind::Element;
   b.dtype = d;
-  b.type = is_float_dtype(d) ? Type::Float : Type::Int;
+  b.type = rt::dtype_is_float(d) ? Type::Float : Type::Int;
   return b;
 }
 

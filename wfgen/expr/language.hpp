@@ -56,7 +56,6 @@ struct FnInfo {
 // The row of kFunctions (expr.cpp, one line per function).
 const FnInfo& info(Fn fn);
 
-bool is_float_dtype(rt::DType d);
 // Bits of the Int type of a kernel: 32 for i32 and u8 kernels, else 64.
 int int_bits(rt::DType d);
 bool ident_start(char c);

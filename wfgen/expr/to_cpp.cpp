@@ -155,7 +155,7 @@ class CppPrinter {
     Out o = print(e);
     rt::DType d = ctx_.dtype;
     std::string t = cpp_type(d);
-    if (e.type == Type::Float && !is_float_dtype(d)) return ns_ + "to_int<" + t + ">(" + o.s + ")";
+    if (e.type == Type::Float && !rt::dtype_is_float(d)) return ns_ + "to_int<" + t + ">(" + o.s + ")";
     if (repr(e.type) == t) return o.s;
     return "static_cast<" + t + ">(" + o.s + ")";
   }

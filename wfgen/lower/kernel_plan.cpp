@@ -39,8 +39,6 @@ expr::Type scalar_type(ArgType t) {
   }
 }
 
-bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
-
 int bits(rt::DType d) { return static_cast<int>(rt::dtype_size(d)) * 8; }
 
 // The builtins that write a dtype other than the call's: a node's out_dtype.
@@ -181,7 +179,7 @@ class Planner {
                                    node.where.str()));
           return std::nullopt;
         }
-        if (impl.device == "blas" && !is_float(dt)) {
+        if (impl.device == "blas" && !rt::dtype_is_float(dt)) {
           error(diag(impl.loc, what + ": BLAS multiplies f32 and f64 only; use the cpu device for " + rt::dtype_name(dt)));
           return std::nullopt;
         }
@@ -463,8 +461,8 @@ bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
   expr::Env env{{"is_float", expr::Binding::scalar(expr::Type::Bool)},
                 {"is_integer", expr::Binding::scalar(expr::Type::Bool)},
                 {"bits", expr::Binding::scalar(expr::Type::Int)}};
-  std::map<std::string, double> values{{"is_float", is_float(dtype) ? 1.0 : 0.0},
-                                        {"is_integer", is_float(dtype) ? 0.0 : 1.0},
+  std::map<std::string, double> values{{"is_float", rt::dtype_is_float(dtype) ? 1.0 : 0.0},
+                                        {"is_integer", rt::dtype_is_float(dtype) ? 0.0 : 1.0},
                                         {"bits", static_cast<double>(bits(dtype))}};
   bind_scalar_args(node, args, env, values);
   expr::Expr e = expr::compile(impl.reject->value, rt::DType::f64, env);

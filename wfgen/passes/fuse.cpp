@@ -38,7 +38,6 @@ constexpr std::size_t kMaxBodyNodes = 400;
 // most 32 operands).
 constexpr std::size_t kMaxInputs = 24;
 
-bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
 
 Shape row_shape(Shape s) {
   s.back() = Dim(1);
@@ -50,7 +49,7 @@ bool known_one(const Dim& d) { return d.is_known() && d.value() == 1; }
 enum class Role { None, Elementwise, Reduce };
 
 Role role_of(const Value& v) {
-  if (v.kind != Kind::Call || !v.impl || v.node->fused || v.impl->device != "cpu" || !is_float(v.dtype)) return Role::None;
+  if (v.kind != Kind::Call || !v.impl || v.node->fused || v.impl->device != "cpu" || !rt::dtype_is_float(v.dtype)) return Role::None;
   if (v.write_to >= 0 || v.init_from >= 0 || v.shape.empty()) return Role::None;
   // (A body that reads its own output keeps that name unbound: check() refuses the group.)
   if (v.impl->kind == spec::BodyKind::Elementwise) return Role::Elementwise;

@@ -22,7 +22,6 @@ using graph::Graph;
 using graph::Kind;
 using graph::Value;
 
-bool is_float(rt::DType d) { return d == rt::DType::f32 || d == rt::DType::f64; }
 
 class AttentionFuser {
  public:
@@ -44,7 +43,7 @@ class AttentionFuser {
   // A cpu GEMM call that stores a fresh product (no epilogue, nothing accumulated or written elsewhere).
   bool plain_product(const Value& v) const {
     return v.kind == Kind::Call && v.impl && v.impl->kind == spec::BodyKind::Gemm && v.impl->device == "cpu" && !v.node->fused &&
-           !v.accumulate && v.write_to < 0 && v.init_from < 0 && is_float(v.dtype) && v.operands.size() == 3;
+           !v.accumulate && v.write_to < 0 && v.init_from < 0 && rt::dtype_is_float(v.dtype) && v.operands.size() == 3;
   }
 
   // A call read once, by the call that reads it, and nothing else (no view, output, buffer written into).

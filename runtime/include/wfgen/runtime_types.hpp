@@ -35,6 +35,10 @@ constexpr std::size_t dtype_size(DType t) {
   return 0;
 }
 
+// Whether values of the dtype are floating point (f32, f64) rather than
+// integers or bools: what decides division, NaN handling and GEMMs.
+constexpr bool dtype_is_float(DType t) { return t == DType::f32 || t == DType::f64; }
+
 // Spelling used in specs and generated names: "f32", "f64", "i32", "i64", "u8".
 constexpr const char* dtype_name(DType t) {
   switch (t) {
