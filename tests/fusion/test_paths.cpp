@@ -241,7 +241,8 @@ builds:
 }
 
 TEST_CASE("choose-gemms: small products of known shape run wfgen's GEMM, the rest OpenBLAS's") {
-  // The rule is rt::own_gemm_is_faster: K <= 256 and <= 2^24 multiply-adds.
+  // The rule is rt::own_gemm_is_faster: K <= 256 and <= 2^24 multiply-adds,
+  // or N = 48 q + t (t <= 4, 32-column panels padding 8 or more) with 64 rows.
   auto spec = [](const std::string& where, const std::string& devices) {
     return "models:\n  - name: m\n    where: \"" + where + "\"\n    call: |\n      return A @ B\nbuilds:\n  - {name: b, model: m, devices: [" +
            devices + "]}\n";
@@ -265,6 +266,17 @@ TEST_CASE("choose-gemms: small products of known shape run wfgen's GEMM, the res
   SECTION("more than 2^24 multiply-adds stay with OpenBLAS") {
     const std::string out = explain(spec("A[1025 256] B[256 64] -> Y[1025 64]", "blas, cpu"), "b", &code);
     INFO(out);
+    CHECK(ops(out) == std::make_pair(0, 2));
+  }
+  SECTION("N of whole 48-column panels and at most 4 more, 64 rows or more: cpu at any K, said by explain") {
+    std::string out = explain(spec("A[64 300] B[300 49] -> Y[64 49]", "blas, cpu"), "b", &code);
+    INFO(out);
+    CHECK(code == 0);
+    CHECK(count(out, "matmul (64x300 by 300x49) runs wfgen's GEMM (cpu), not OpenBLAS: N is whole panels of 48 columns") == 1);
+    CHECK(ops(out) == std::make_pair(2, 0));
+    out = explain(spec("A[64 300] B[300 64] -> Y[64 64]", "blas, cpu"), "b", &code);  // 64: whole 32-column panels
+    CHECK(ops(out) == std::make_pair(0, 2));
+    out = explain(spec("A[63 300] B[300 49] -> Y[63 49]", "blas, cpu"), "b", &code);  // too few rows
     CHECK(ops(out) == std::make_pair(0, 2));
   }
   SECTION("rows known only at run time: the blas kernel decides then") {

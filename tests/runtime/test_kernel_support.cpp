@@ -197,6 +197,89 @@ TEST_CASE("std-only gemm with a narrow C (one vector of columns at most): every 
   }
 }
 
+// GemmWideTile's shape with small blocks: KC 24 (K's blocks end inside a
+// vector: the tail's last columns of A through zeroed lanes), MC 16, NC two
+// panels (C's columns over several blocks, the tail after the last).
+template <class T>
+struct SmallWideTile {
+  static constexpr int VL = rt::detail::GemmTile<T>::VL, NV = 3, NR = 3 * VL, MR = 8;
+  static constexpr std::int64_t KC = 24, MC = 16, NC = 2 * NR;
+  static constexpr int kTail = 4;
+};
+
+// rt::gemm (float, A row-major) with an epilogue on finished blocks:
+// every element of C is handed to it once, with its final value.
+void check_gemm_block_epilogue(std::int64_t M, std::int64_t N, std::int64_t K) {
+  INFO("M " << M << " N " << N << " K " << K << " threads " << rt::num_threads());
+  const std::vector<float> A = random_values<float>(static_cast<std::size_t>(M * K), 5 + M);
+  const std::vector<float> B = random_values<float>(static_cast<std::size_t>(K * N), 6 + N);
+  std::vector<float> C(static_cast<std::size_t>(M * N)), seen(C.size(), 0.0f);
+  std::vector<int> calls(C.size(), 0);
+  auto block = [&](std::int64_t i0, std::int64_t j0, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t i = i0; i < i0 + rows; ++i)
+      for (std::int64_t j = j0; j < j0 + cols; ++j) {
+        ++calls[static_cast<std::size_t>(i * N + j)];
+        seen[static_cast<std::size_t>(i * N + j)] = C[static_cast<std::size_t>(i * N + j)];
+      }
+  };
+  rt::gemm<float>(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), N, 1, false, rt::gemm_epilogue<float>(block));
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < M; ++i) {
+    for (std::int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        s += static_cast<double>(A[static_cast<std::size_t>(i * K + k)]) * static_cast<double>(B[static_cast<std::size_t>(k * N + j)]);
+      const std::size_t e = static_cast<std::size_t>(i * N + j);
+      if (calls[e] != 1 || !(std::fabs(seen[e] - s) <= 2e-5 * (1 + std::sqrt(static_cast<double>(K))))) {
+        if (bad++ < 3) UNSCOPED_INFO("C(" << i << ", " << j << "): " << calls[e] << " calls, saw " << seen[e] << ", expected " << s);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("std-only gemm on the three-vector tile: N mod 48 <= 4 columns of dot products, threads", "[gemm]") {
+  ThreadCountGuard guard;
+  using L = Layout;
+  // The shapes rt::gemm sends to GemmWideTile (own_gemm_wide_tile_fits:
+  // at least 64 rows, N = 48 q + t, t <= 4, where 32-column panels pad 8 or
+  // more): a 7 x 7 plane's N = 49, 14 x 14's 196, 48 + 4 and 96 + 2; K with
+  // and without a partial vector (15, 17, 300) and over several blocks of
+  // KC (600). A not row-major (transposed, spread) runs on GemmTile.
+  CHECK(rt::own_gemm_wide_tile_fits(512, 49));
+  CHECK(rt::own_gemm_wide_tile_fits(256, 196));
+  CHECK_FALSE(rt::own_gemm_wide_tile_fits(512, 64));   // whole 32-column panels
+  CHECK_FALSE(rt::own_gemm_wide_tile_fits(512, 53));   // 5 columns past 48
+  CHECK_FALSE(rt::own_gemm_wide_tile_fits(63, 49));    // too few rows to split into bands
+  CHECK(rt::own_gemm_is_faster(512, 49, 4608));
+  CHECK_FALSE(rt::own_gemm_is_faster(512, 64, 4608));
+  for (int threads : {1, 2}) {
+    rt::set_num_threads(threads);
+    for (std::int64_t n : {49, 52, 98, 196}) {
+      for (std::int64_t m : {64, 70, 131}) {
+        for (std::int64_t k : {1, 15, 17, 300}) {
+          check_gemm<float>(m, n, k, L::Plain, L::Plain, L::Plain, false, false, false, 2e-5);
+          check_gemm<float>(m, n, k, L::Plain, L::Transposed, L::Spread, true, true, true, 2e-5);
+        }
+      }
+      check_gemm<float>(64, n, 600, L::Plain, L::Spread, L::Transposed, true, true, false, 2e-5);
+      check_gemm<float>(70, n, 33, L::Transposed, L::Plain, L::Plain, false, true, true, 2e-5);
+      check_gemm_block_epilogue(70, n, 300);
+    }
+    // K split across threads (64 x 49 by K 2100: a small C, a long K), each
+    // block of K with its own tail columns, then added in order.
+    check_gemm<float>(64, 49, 2100, L::Plain, L::Plain, L::Plain, true, true, true, 2e-5);
+    check_gemm_block_epilogue(64, 49, 2100);
+    // Small blocks: every remainder, C's columns over several blocks of NC,
+    // and few rows (9, 17: the split that shares B's panels pads the tail).
+    const GemmFn<float> fn = &rt::detail::gemm_impl<float, SmallWideTile<float>>;
+    for (auto [m, n, k] : {std::array<std::int64_t, 3>{9, 49, 25}, {17, 148, 49}, {70, 147, 100}, {130, 194, 23}}) {
+      check_gemm<float>(m, n, k, L::Plain, L::Plain, L::Plain, false, false, false, 2e-5, fn);
+      check_gemm<float>(m, n, k, L::Plain, L::Transposed, L::Spread, true, true, true, 2e-5, fn);
+    }
+  }
+}
+
 TEST_CASE("LoopNest tiles a transposed operand and covers every element once", "[loopnest]") {
   ThreadCountGuard guard;
   for (int threads : {1, 2}) {

@@ -39,8 +39,9 @@ const spec::Impl* cpu_gemm(const spec::Spec& spec, const spec::Build& build, con
 
 // The product's M x K by K x N, known at build time for every row count the
 // kernel may multiply (with or without the batch folded into the rows), and
-// small enough for rt::gemm; otherwise the choice is left to run time.
-bool small_at_build_time(const graph::Graph& g, const graph::Value& v, std::string* shape) {
+// of a shape where rt::gemm is faster (`why`); otherwise the choice is left
+// to run time.
+bool small_at_build_time(const graph::Graph& g, const graph::Value& v, std::string* shape, std::string* why) {
   const graph::Shape& c = v.shape;
   const graph::Shape& a = g[v.operands[0]].shape;
   const std::size_t r = c.size();
@@ -54,10 +55,14 @@ bool small_at_build_time(const graph::Graph& g, const graph::Value& v, std::stri
       rows *= c[d].value();
     }
   }
-  // Monotonic in M: if the most rows the kernel may multiply at once are
-  // small enough, so is one matrix of the batch.
+  // The most rows the kernel may multiply at once decide: if they are few
+  // enough for rt::gemm, so is one matrix of the batch; if they fit its
+  // three-vector tile, one matrix of fewer rows runs on its usual tile.
   if (!rt::own_gemm_is_faster(rows, n.value(), k.value())) return false;
   *shape = m.str() + "x" + k.str() + " by " + k.str() + "x" + n.str() + (rows != m.value() ? " (" + std::to_string(rows) + " rows with the batch)" : "");
+  *why = rt::own_gemm_wide_tile_fits(rows, n.value())
+             ? "N is whole panels of 48 columns and at most 4 more (its three-vector tile)"
+             : "K <= 256 and <= 2^24 multiply-adds";
   return true;
 }
 
@@ -68,12 +73,12 @@ int choose_gemms(const spec::Spec& spec, const spec::Build& build, graph::Graph&
   for (auto& v : g.values) {
     if (v.kind != graph::Kind::Call || !v.impl || v.impl->kind != spec::BodyKind::Gemm || v.impl->device != "blas") continue;
     const spec::Impl* cpu = cpu_gemm(spec, build, v);
-    std::string shape;
-    if (!cpu || !small_at_build_time(g, v, &shape)) continue;
+    std::string shape, why;
+    if (!cpu || !small_at_build_time(g, v, &shape, &why)) continue;
     v.impl = cpu;
     ++chosen;
     if (log) {
-      *log += v.node->name + " (" + shape + ") runs wfgen's GEMM (cpu), not OpenBLAS: K <= 256 and <= 2^24 multiply-adds\n    " +
+      *log += v.node->name + " (" + shape + ") runs wfgen's GEMM (cpu), not OpenBLAS: " + why + "\n    " +
               v.source + "\n";
     }
   }

@@ -30,6 +30,7 @@
 #include <new>
 #include <type_traits>
 
+#include "wfgen/gemm_choice.hpp"
 #include "wfgen/parallel.hpp"
 #include "wfgen/transpose.hpp"
 
@@ -236,6 +237,38 @@ struct GemmNarrowTile {
   // Whether a product of N columns runs on this tile: C at most one vector
   // wide (and more than one lane), for floating point.
   static bool fits(std::int64_t N) { return Wide::kFloat && Wide::NV > 1 && N <= NR; }
+};
+
+// The tile of products whose N is a little over a multiple of three
+// vectors and whose A is row-major (a ResNet convolution's 512 x 4608 by
+// 4608 x 49 on 7 x 7 planes, 256 x 2304 by 2304 x 196): a tile row is three
+// vectors (8 x 48 floats with AVX-512, 24 accumulators), and the last N mod
+// 48 columns (at most kTail) are dot products along K of A's rows, read in
+// place, with B's columns (gemm_tail_columns), instead of a panel of zero
+// padding: GemmTile's two-vector panels made N = 49 64 columns of work (77 %
+// of the multiply-adds useful) and N = 196 224. Floating point only, for
+// targets with 32 vector registers (the 24 accumulators). KC 256: B's
+// panel (256 x 48, 48 KB) fills L1, but the 512 x 4608 by 4608 x 49 took
+// 1040 us against 1150 with 170 (a 32 KB panel) and 1120 with 384 (one
+// thread, Zen 5); the tail's dot products (kTail columns) cost ~2 % there.
+template <class T>
+struct GemmWideTile {
+  using Wide = GemmTile<T>;
+  static constexpr int VL = Wide::VL, NV = 3, NR = 3 * VL;
+  static constexpr int MR = 8;
+  static constexpr std::int64_t KC = 256;
+  static constexpr std::int64_t MC = 96;
+  static constexpr std::int64_t NC = 4096 / NR * NR;
+  static constexpr int kTail = 4;
+  // Whether a product of N columns with A's column stride csa and at least
+  // M rows runs on this tile: N mod NR at most kTail columns, where
+  // GemmTile's panels would pad at least 8 columns, A row-major, and enough
+  // rows for rt::gemm to split them into bands (the tail columns are done
+  // by gemm_serial, which the path sharing B's panels does not run).
+  static bool fits(std::int64_t M, std::int64_t N, std::int64_t csa) {
+    return Wide::kFloat && Wide::NV == 2 && kGemmVectorRegisters >= 32 && csa == 1 &&
+           gemm_wide_panels_fit(M, N, NR, Wide::NR, kTail, 8 * MR);
+  }
 };
 
 // At most this many of B's panels pass under a block of A read in place
@@ -457,6 +490,9 @@ struct GemmArgs {
   bool accumulate;
   const GemmEpilogue<T>* ep;
   std::int64_t row0 = 0;  // the product's row of C's first (a thread's band): the rows ep->block is told
+  // C's columns [N, N + tail): dot products (gemm_tail_columns), not panels.
+  // Set by gemm_serial only; N is then the columns of the panels.
+  std::int64_t tail = 0;
 };
 
 // Packs panels [p0, p1) of B's block (rows pc..pc+kc, columns from jc) into
@@ -624,12 +660,111 @@ void gemm_split_k(const GemmArgs<T>& g, std::int64_t kblock, Part&& part) {
   parallel_for(0, g.M, grain, [&](std::int64_t lo, std::int64_t hi) { gemm_fold_k(g, parts, blocks, lo, hi); });
 }
 
-// The whole product on the calling thread.
+// Rows [i, i + R) of C's TC tail columns (from column g.N) for the block of
+// K at pc (kc long, kv of it in whole vectors): each element a dot product
+// of A's row (read in place) with B's column packed along k (bt, column t
+// at bt + t kcv, zero after kc), in vectors of k summed at the end; added to
+// C unless this is the first block of K, then the epilogue's bias and relu
+// on the last.
+template <class T, int VL, int R, int TC>
+void gemm_tail_tile(const GemmArgs<T>& g, std::int64_t i, std::int64_t pc, std::int64_t kc, const T* __restrict bt,
+                    std::int64_t kcv) {
+  typedef T Vec __attribute__((vector_size(VL * sizeof(T))));
+  const std::int64_t kv = kc / VL * VL;
+  Vec acc[R][TC] = {};
+  const T* a = g.A + i * g.rsa + pc;
+  auto step = [&](const Vec (&av)[R], std::int64_t k) {
+#pragma GCC unroll 4
+    for (int t = 0; t < TC; ++t) {
+      Vec b;
+      std::memcpy(&b, bt + t * kcv + k, sizeof b);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r][t] += av[r] * b;
+    }
+  };
+  for (std::int64_t k = 0; k < kv; k += VL) {
+    Vec av[R];
+    for (int r = 0; r < R; ++r) std::memcpy(&av[r], a + r * g.rsa + k, sizeof(Vec));
+    step(av, k);
+  }
+  if (kv < kc) {  // A's last columns, through zeroed lanes (not past the row's end)
+    Vec av[R];
+    for (int r = 0; r < R; ++r) {
+      T lanes[VL] = {};
+      std::memcpy(lanes, a + r * g.rsa + kv, sizeof(T) * static_cast<std::size_t>(kc - kv));
+      std::memcpy(&av[r], lanes, sizeof(Vec));
+    }
+    step(av, kv);
+  }
+  const GemmEpilogue<T>& ep = *g.ep;
+  const bool last = pc + kc >= g.K, accumulate = g.accumulate || pc > 0;
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < TC; ++t) {
+      T lanes[VL];
+      std::memcpy(lanes, &acc[r][t], sizeof lanes);
+      T sum = T(0);
+      for (int l = 0; l < VL; ++l) sum += lanes[l];
+      const std::int64_t j = g.N + t;
+      T& c = g.C[(i + r) * g.rsc + j * g.csc];
+      T v = accumulate ? c + sum : sum;
+      if (last && ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
+      if (last && ep.relu) v = v > T(0) ? v : T(0);
+      c = v;
+    }
+  }
+}
+
+template <class T, int VL, int TC>
+void gemm_tail_rows(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc, const T* bt, std::int64_t kcv) {
+  std::int64_t i = 0;
+  for (; i + 4 <= g.M; i += 4) gemm_tail_tile<T, VL, 4, TC>(g, i, pc, kc, bt, kcv);
+  for (; i < g.M; ++i) gemm_tail_tile<T, VL, 1, TC>(g, i, pc, kc, bt, kcv);
+}
+
+// C's columns [g.N, g.N + g.tail), all rows, for the block of K at pc
+// (A's rows there still in the caches from gemm_rows): B's tail columns
+// packed along k, then the dot products; the general epilogue on them after
+// the last block of K.
+template <class T, class Tile>
+void gemm_tail_columns(const GemmArgs<T>& g, std::int64_t pc, std::int64_t kc) {
+  constexpr int VL = Tile::VL;
+  thread_local GemmBuffer<T> tbuf;
+  const std::int64_t kcv = (kc + VL - 1) / VL * VL;
+  T* bt = tbuf.get(static_cast<std::size_t>(g.tail * kcv));
+  for (std::int64_t t = 0; t < g.tail; ++t) {
+    const T* b = g.B + pc * g.rsb + (g.N + t) * g.csb;
+    for (std::int64_t k = 0; k < kc; ++k) bt[t * kcv + k] = b[k * g.rsb];
+    std::fill(bt + t * kcv + kc, bt + (t + 1) * kcv, T(0));
+  }
+  static_assert(Tile::kTail == 4, "one instantiation per count of tail columns");
+  switch (g.tail) {
+    case 1: gemm_tail_rows<T, VL, 1>(g, pc, kc, bt, kcv); break;
+    case 2: gemm_tail_rows<T, VL, 2>(g, pc, kc, bt, kcv); break;
+    case 3: gemm_tail_rows<T, VL, 3>(g, pc, kc, bt, kcv); break;
+    default: gemm_tail_rows<T, VL, 4>(g, pc, kc, bt, kcv); break;
+  }
+  const GemmEpilogue<T>& ep = *g.ep;
+  if (pc + kc >= g.K && ep.block != nullptr) ep.block(ep.context, g.row0, g.N, g.M, g.tail);
+}
+
+// The whole product on the calling thread. On GemmWideTile, C's last
+// columns past whole panels (N mod NR, at most kTail) are the tail's dot
+// products after each block of K.
 template <class T, class Tile>
 void gemm_serial(const GemmArgs<T>& g) {
-  gemm_for_each_block<T, Tile>(g, [&](std::int64_t jc, std::int64_t npanels, std::int64_t pc, std::int64_t kc, T* bpack) {
-    gemm_pack_b_panels<T, Tile>(g, pc, kc, jc, 0, npanels, bpack);
-    gemm_rows<T, Tile>(g, pc, kc, jc, bpack, 0, npanels, 0, g.M);
+  GemmArgs<T> h = g;
+  if constexpr (requires { Tile::kTail; }) {
+    if (g.csa == 1 && g.N > Tile::NR && g.N % Tile::NR <= Tile::kTail) {
+      h.tail = g.N % Tile::NR;
+      h.N = g.N - h.tail;
+    }
+  }
+  gemm_for_each_block<T, Tile>(h, [&](std::int64_t jc, std::int64_t npanels, std::int64_t pc, std::int64_t kc, T* bpack) {
+    gemm_pack_b_panels<T, Tile>(h, pc, kc, jc, 0, npanels, bpack);
+    gemm_rows<T, Tile>(h, pc, kc, jc, bpack, 0, npanels, 0, h.M);
+    if constexpr (requires { Tile::kTail; }) {
+      if (h.tail > 0 && jc + npanels * Tile::NR >= h.N) gemm_tail_columns<T, Tile>(h, pc, kc);
+    }
   });
 }
 
@@ -719,6 +854,10 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64
   const detail::GemmArgs<T> g{M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, &ep};
   if (detail::GemmNarrowTile<T>::fits(N)) {
     detail::gemm_impl<T, detail::GemmNarrowTile<T>>(g);
+    return;
+  }
+  if (detail::GemmWideTile<T>::fits(M, N, csa)) {
+    detail::gemm_impl<T, detail::GemmWideTile<T>>(g);
     return;
   }
   detail::gemm_impl<T, detail::GemmTile<T>>(g);
