@@ -361,6 +361,9 @@ ConvCase draw_conv(int c, Rng& rng, bool depthwise = false) {
     // Rows of stride 1 from 2 to 40 columns: every length class of rt::copy_run (one 8-, 16- or 32-byte
     // pair of moves, 64-byte moves with an overlapping last one) in every dtype.
     if (c >= 9 && c <= 11) xs[3] = rand_int(rng, 8, 40), p.sw = 1, p.dw = 1;
+    // Rows of stride 2, long enough for im2col's shuffled vectors (rt::copy_every_other: 8 or 4 lanes, the
+    // last vector overlapping the one before, the last element alone), with and without padding.
+    if (!depthwise && c >= 20 && c <= 22) xs[3] = rand_int(rng, 17, 60), p.sw = 2, p.dw = 1, p.pw = c - 20;
     // depthwise_conv2d's vectorised interiors (3 x 3 and 5 x 5, stride 1 and 2, no dilation along W),
     // on planes large enough to have one, next to the borders' scalar path.
     if (depthwise && c >= 12 && c <= 19) {

@@ -447,7 +447,7 @@ namespace {
 template <class T>
 void check_padded_rows() {
   constexpr std::int64_t kGuard = 80;  // elements on each side that must stay untouched
-  std::vector<T> src(200);
+  std::vector<T> src(600);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(10 + (i * 7) % 90);  // distinct neighbours, never 0 or 9
   for (std::int64_t n = 0; n <= 140 / static_cast<std::int64_t>(sizeof(T)) + 3; ++n) {
     std::vector<T> run(static_cast<std::size_t>(n + 2 * kGuard), T(9));
@@ -457,16 +457,33 @@ void check_padded_rows() {
       INFO("copy_run n=" << n << " at " << i);
       REQUIRE(run[static_cast<std::size_t>(i)] == want);
     }
+    // copy_every_other from a source that ends at its last element read
+    // (2 (n - 1)): nothing past it is read (the sanitizers' builds check).
+    std::vector<T> every(static_cast<std::size_t>(std::max<std::int64_t>(1, 2 * n - 1)));
+    for (std::size_t i = 0; i < every.size(); ++i) every[i] = src[i];
+    std::vector<T> even(static_cast<std::size_t>(n + 2 * kGuard), T(9));
+    rt::copy_every_other(even.data() + kGuard, every.data(), n);
+    for (std::int64_t i = 0; i < n + 2 * kGuard; ++i) {
+      const T want = i >= kGuard && i < kGuard + n ? src[static_cast<std::size_t>(2 * (i - kGuard))] : T(9);
+      INFO("copy_every_other n=" << n << " at " << i);
+      REQUIRE(even[static_cast<std::size_t>(i)] == want);
+    }
     for (std::int64_t lo = 0; lo <= std::min<std::int64_t>(n, 3); ++lo) {
       for (std::int64_t hi = std::max(lo, n - 3); hi <= n; ++hi) {
-        const std::int64_t shift = lo - 2;  // row[x - shift]: the row's element 2 at x = lo
-        std::vector<T> out(static_cast<std::size_t>(n + 2 * kGuard), T(9));
-        rt::PaddedRows<T>(n, shift, lo, hi).copy(out.data() + kGuard, src.data() + 40);
-        for (std::int64_t i = 0; i < n + 2 * kGuard; ++i) {
-          const std::int64_t x = i - kGuard;
-          const T want = x < 0 || x >= n ? T(9) : x >= lo && x < hi ? src[static_cast<std::size_t>(40 + x - shift)] : T(0);
-          INFO("PaddedRows n=" << n << " lo=" << lo << " hi=" << hi << " at x=" << x);
-          REQUIRE(out[static_cast<std::size_t>(i)] == want);
+        for (std::int64_t stride : {1, 2, 3}) {
+          const std::int64_t shift = lo * stride - 2;  // row[x stride - shift]: the row's element 2 at x = lo
+          std::vector<T> out(static_cast<std::size_t>(n + 2 * kGuard), T(9));
+          T* dst = out.data() + kGuard;
+          if (stride == 1) rt::PaddedRows<T>(n, shift, lo, hi).copy(dst, src.data() + 40);
+          else if (stride == 2) rt::PaddedRows<T, 2>(n, shift, lo, hi).copy(dst, src.data() + 40);
+          else rt::PaddedRows<T, 3>(n, shift, lo, hi).copy(dst, src.data() + 40);
+          for (std::int64_t i = 0; i < n + 2 * kGuard; ++i) {
+            const std::int64_t x = i - kGuard;
+            const T want =
+                x < 0 || x >= n ? T(9) : x >= lo && x < hi ? src[static_cast<std::size_t>(40 + x * stride - shift)] : T(0);
+            INFO("PaddedRows n=" << n << " lo=" << lo << " hi=" << hi << " stride=" << stride << " at x=" << x);
+            REQUIRE(out[static_cast<std::size_t>(i)] == want);
+          }
         }
       }
     }
@@ -475,7 +492,7 @@ void check_padded_rows() {
 
 }  // namespace
 
-TEST_CASE("copy_run and PaddedRows copy exactly the n elements, with zeros outside the padded bounds", "[im2col]") {
+TEST_CASE("copy_run, copy_every_other and PaddedRows (strides 1, 2, 3) copy exactly the n elements, with zeros outside the padded bounds", "[im2col]") {
   check_padded_rows<float>();
   check_padded_rows<double>();
   check_padded_rows<std::uint8_t>();

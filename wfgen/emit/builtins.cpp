@@ -128,8 +128,9 @@ void emit_inside_columns(CodeWriter& w) {
   w.line("wf_x_lo = std::min<std::int64_t>(wf_x_lo, wf_x_hi);");
 }
 
-// The (n, c) planes of im2col and col2im are independent: split across the
-// runtime's threads, each plane computed by one thread in a fixed order.
+// The (n, c) planes of col2im are independent: split across the runtime's
+// threads, each plane computed by one thread in a fixed order (im2col's
+// loop, the same but by (n, c, kh), is emit_im2col's own).
 // `locals` are declared inside the threads' function, before the loop: what
 // the loop reads there is in registers, where fields read through the
 // function's captured references would be loaded again after every store
@@ -174,34 +175,42 @@ void emit_im2col(CodeWriter& w, const KernelPlan& p) {
   std::string t = elem(p.dtype);
   w.comment(c.name + "[n c kh kw y x] = " + x.name +
             "[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside");
-  open_plane_loop(w, x, c, plane_locals(p, x, "wf_x", c));
+  // Split across threads by (n, c, kh), each unit kw x h_out x w_out of
+  // COL: by planes, a first layer's 3 channels made 2 units on one thread
+  // and 1 on the other. A thread's units are a range of kh in each plane.
+  w.line("const std::int64_t wf_channels = " + x.cpp + ".shape[1], wf_kh_count = " + c.cpp + ".shape[2];");
+  w.line("const std::int64_t wf_block = " + c.cpp + ".shape[3] * " + c.cpp + ".shape[4] * " + c.cpp + ".shape[5];");
+  w.open("wfgen::rt::parallel_for(0, " + x.cpp + ".shape[0] * wf_channels * wf_kh_count, " + rows_grain(32768, "wf_block") +
+         ", [&](std::int64_t wf_lo, std::int64_t wf_hi)");
+  for (const auto& l : plane_locals(p, x, "wf_x", c)) w.line(l);
+  w.open("for (std::int64_t wf_bc = wf_lo / wf_kh_n; wf_bc * wf_kh_n < wf_hi; ++wf_bc)");
+  w.line("const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;");
+  w.line("const std::int64_t wf_kh_lo = std::max<std::int64_t>(0, wf_lo - wf_bc * wf_kh_n), wf_kh_hi = std::min<std::int64_t>(wf_kh_n, wf_hi - wf_bc * wf_kh_n);");
   w.line("const " + t + "* wf_src = wf_xd + wf_b * wf_xs0 + wf_c * wf_xs1;");
   w.line(t + "* const wf_plane_col = wf_cd + wf_b * wf_cs0 + wf_c * wf_cs1;");
-  auto open_blocks = [&](bool padded_rows) {
-    w.open("for (std::int64_t wf_kh = 0; wf_kh < wf_kh_n; ++wf_kh)");
+  auto open_blocks = [&] {
+    w.open("for (std::int64_t wf_kh = wf_kh_lo; wf_kh < wf_kh_hi; ++wf_kh)");
     w.open("for (std::int64_t wf_kw = 0; wf_kw < wf_kw_n; ++wf_kw)");
     emit_inside_columns(w);
-    if (padded_rows) w.line("const wfgen::rt::PaddedRows<" + t + "> wf_rows(wf_wo, wf_shift, wf_x_lo, wf_x_hi);");
-    w.line(t + "* wf_dst = wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3;");
-    w.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y, wf_dst += wf_cs4)");
-    w.line("const std::int64_t wf_iy = wf_y * wf_sh - wf_ph + wf_kh * wf_dh;");
-    w.line("const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h;");
   };
-  // Rows of stride 1 on both sides with stride_w 1 (every convolution of
-  // stride 1): the padding's zeros, then one short fixed-size copy
-  // (rt::PaddedRows), where a copy loop shorter than a vector (the CNN's
-  // rows of 12) ran scalar. The strides as variables would make it a gather.
-  w.open("if (wf_cs5 == 1 && wf_xs3 == 1 && wf_sw == 1)");
-  open_blocks(true);
-  w.line("if (wf_inside) wf_rows.copy(wf_dst, wf_src + wf_iy * wf_xs2);");
-  w.line("else std::fill(wf_dst, wf_dst + wf_wo, " + t + "(0));");
-  w.close();
+  // Rows of stride 1 on both sides, stride_w 1 or 2: each (kh, kw) block
+  // by rt::im2col_block, the padding's zeros then one short fixed-size copy
+  // (stride_w 1: rt::PaddedRows, where a copy loop shorter than a vector,
+  // the CNN's rows of 12, ran scalar) or the even elements of the image's
+  // row (stride_w 2: two vectors shuffled into one, where the loop below is
+  // a scalar gather). The strides as variables would make it a gather.
+  w.open("if (wf_cs5 == 1 && wf_xs3 == 1 && wf_sw <= 2)");
+  open_blocks();
+  w.line("wfgen::rt::im2col_block(wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3, wf_cs4, wf_src, wf_xs2, wf_ho, wf_h, wf_kh * wf_dh - wf_ph, wf_sh, wf_wo, wf_shift, wf_x_lo, wf_x_hi, wf_sw);");
   w.close();
   w.close();
   w.line("continue;");
   w.close();
-  open_blocks(false);
-  w.open("if (!wf_inside)");
+  open_blocks();
+  w.line(t + "* wf_dst = wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3;");
+  w.open("for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y, wf_dst += wf_cs4)");
+  w.line("const std::int64_t wf_iy = wf_y * wf_sh - wf_ph + wf_kh * wf_dh;");
+  w.open("if (wf_iy < 0 || wf_iy >= wf_h)");
   w.line("for (std::int64_t wf_x = 0; wf_x < wf_wo; ++wf_x) wf_dst[wf_x * wf_cs5] = " + t + "(0);");
   w.line("continue;");
   w.close();

@@ -18,9 +18,9 @@ namespace fashion_cnn {
 // COL[n c kh kw y x] <- X[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], zero outside X (the patches of a convolution)
 void im2col_f32_r6(wfgen::rt::View<const float, 4> X, wfgen::rt::View<float, 6> COL, std::int64_t k_h, std::int64_t k_w, std::int64_t stride_h, std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w, std::int64_t dilation_h, std::int64_t dilation_w) {
   // COL[n c kh kw y x] = X[n c (y*stride_h - pad_h + kh*dilation_h) (x*stride_w - pad_w + kw*dilation_w)], 0 outside
-  const std::int64_t wf_channels = X.shape[1];
-  const std::int64_t wf_plane = COL.shape[2] * COL.shape[3] * COL.shape[4] * COL.shape[5];
-  wfgen::rt::parallel_for(0, X.shape[0] * wf_channels, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_plane)), [&](std::int64_t wf_lo, std::int64_t wf_hi) {
+  const std::int64_t wf_channels = X.shape[1], wf_kh_count = COL.shape[2];
+  const std::int64_t wf_block = COL.shape[3] * COL.shape[4] * COL.shape[5];
+  wfgen::rt::parallel_for(0, X.shape[0] * wf_channels * wf_kh_count, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, wf_block)), [&](std::int64_t wf_lo, std::int64_t wf_hi) {
     const float* const wf_xd = X.data;
     const std::int64_t wf_xs0 = X.strides[0], wf_xs1 = X.strides[1], wf_xs2 = X.strides[2], wf_xs3 = X.strides[3];
     float* const wf_cd = COL.data;
@@ -29,31 +29,25 @@ void im2col_f32_r6(wfgen::rt::View<const float, 4> X, wfgen::rt::View<float, 6> 
     const std::int64_t wf_kh_n = COL.shape[2], wf_kw_n = COL.shape[3], wf_ho = COL.shape[4], wf_wo = COL.shape[5];
     const std::int64_t wf_sh = stride_h, wf_ph = pad_h, wf_dh = dilation_h;
     const std::int64_t wf_sw = stride_w, wf_pw = pad_w, wf_dw = dilation_w;
-    for (std::int64_t wf_bc = wf_lo; wf_bc < wf_hi; ++wf_bc) {
+    for (std::int64_t wf_bc = wf_lo / wf_kh_n; wf_bc * wf_kh_n < wf_hi; ++wf_bc) {
       const std::int64_t wf_b = wf_bc / wf_channels, wf_c = wf_bc % wf_channels;
+      const std::int64_t wf_kh_lo = std::max<std::int64_t>(0, wf_lo - wf_bc * wf_kh_n), wf_kh_hi = std::min<std::int64_t>(wf_kh_n, wf_hi - wf_bc * wf_kh_n);
       const float* wf_src = wf_xd + wf_b * wf_xs0 + wf_c * wf_xs1;
       float* const wf_plane_col = wf_cd + wf_b * wf_cs0 + wf_c * wf_cs1;
-      if (wf_cs5 == 1 && wf_xs3 == 1 && wf_sw == 1) {
-        for (std::int64_t wf_kh = 0; wf_kh < wf_kh_n; ++wf_kh) {
+      if (wf_cs5 == 1 && wf_xs3 == 1 && wf_sw <= 2) {
+        for (std::int64_t wf_kh = wf_kh_lo; wf_kh < wf_kh_hi; ++wf_kh) {
           for (std::int64_t wf_kw = 0; wf_kw < wf_kw_n; ++wf_kw) {
             const std::int64_t wf_shift = wf_pw - wf_kw * wf_dw;  // ix = x*stride - shift
             std::int64_t wf_x_lo = wf_shift > 0 ? (wf_shift + wf_sw - 1) / wf_sw : 0;
             std::int64_t wf_x_hi = wf_w + wf_shift > 0 ? (wf_w + wf_shift + wf_sw - 1) / wf_sw : 0;
             wf_x_hi = std::min<std::int64_t>(wf_x_hi, wf_wo);
             wf_x_lo = std::min<std::int64_t>(wf_x_lo, wf_x_hi);
-            const wfgen::rt::PaddedRows<float> wf_rows(wf_wo, wf_shift, wf_x_lo, wf_x_hi);
-            float* wf_dst = wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3;
-            for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y, wf_dst += wf_cs4) {
-              const std::int64_t wf_iy = wf_y * wf_sh - wf_ph + wf_kh * wf_dh;
-              const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h;
-              if (wf_inside) wf_rows.copy(wf_dst, wf_src + wf_iy * wf_xs2);
-              else std::fill(wf_dst, wf_dst + wf_wo, float(0));
-            }
+            wfgen::rt::im2col_block(wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3, wf_cs4, wf_src, wf_xs2, wf_ho, wf_h, wf_kh * wf_dh - wf_ph, wf_sh, wf_wo, wf_shift, wf_x_lo, wf_x_hi, wf_sw);
           }
         }
         continue;
       }
-      for (std::int64_t wf_kh = 0; wf_kh < wf_kh_n; ++wf_kh) {
+      for (std::int64_t wf_kh = wf_kh_lo; wf_kh < wf_kh_hi; ++wf_kh) {
         for (std::int64_t wf_kw = 0; wf_kw < wf_kw_n; ++wf_kw) {
           const std::int64_t wf_shift = wf_pw - wf_kw * wf_dw;  // ix = x*stride - shift
           std::int64_t wf_x_lo = wf_shift > 0 ? (wf_shift + wf_sw - 1) / wf_sw : 0;
@@ -63,8 +57,7 @@ void im2col_f32_r6(wfgen::rt::View<const float, 4> X, wfgen::rt::View<float, 6> 
           float* wf_dst = wf_plane_col + wf_kh * wf_cs2 + wf_kw * wf_cs3;
           for (std::int64_t wf_y = 0; wf_y < wf_ho; ++wf_y, wf_dst += wf_cs4) {
             const std::int64_t wf_iy = wf_y * wf_sh - wf_ph + wf_kh * wf_dh;
-            const bool wf_inside = wf_iy >= 0 && wf_iy < wf_h;
-            if (!wf_inside) {
+            if (wf_iy < 0 || wf_iy >= wf_h) {
               for (std::int64_t wf_x = 0; wf_x < wf_wo; ++wf_x) wf_dst[wf_x * wf_cs5] = float(0);
               continue;
             }
