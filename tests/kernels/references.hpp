@@ -190,6 +190,7 @@ enum class Kind {
   CrossEntropy,  // LOGITS[~ c] TARGET[~ c] OUT[~ 1]
   Optimizer,     // P G M (V): updates P, M (and V) in place; the tensors are NodeRef::dom's
   Depthwise,     // X[N C H W] W[C k_h k_w] OUT[N C ho wo], with im2col's eight arguments
+  Winograd,      // X[N C H W] W[M C 3 3] OUT[N M ho wo], with two int arguments (pad_h pad_w)
   MaxPool,       // X[N C H W] OUT[N C ho wo], with six int arguments (k_h k_w stride_h stride_w pad_h pad_w)
   MaxPoolGrad,   // DOUT[N C ho wo] X[N C H W] OUT[N C H W], the same six
   MaxPoolPick,   // D[N C H W] X[N C H W] OUT[N C ho wo], the same six
@@ -234,6 +235,7 @@ inline const char* kind_name(Kind k) {
     case Kind::ScatterAdd: return "scatter-add";
     case Kind::Col2im: return "col2im";
     case Kind::Depthwise: return "depthwise";
+    case Kind::Winograd: return "winograd";
     case Kind::CausalMask: return "causal-mask";
     case Kind::ScaledSoftmax: return "scaled-softmax";
     case Kind::LayerNorm: return "layer-norm";
@@ -270,6 +272,7 @@ inline int kind_tensors(Kind k) {
     case Kind::ScatterAdd: return 4;
     case Kind::Col2im: return 3;
     case Kind::Depthwise: return 3;
+    case Kind::Winograd: return 3;
     case Kind::CausalMask: return 2;
     case Kind::ScaledSoftmax: return 2;
     case Kind::LayerNorm: return 4;
@@ -504,6 +507,8 @@ inline const std::vector<NodeRef>& node_refs() {
       {"im2col", Kind::Im2col, {D::Any}},
       {"col2im", Kind::Col2im, {D::Any, D::Any}},
       {"depthwise_conv2d", Kind::Depthwise, {D::Any, D::Any}, nullptr, nullptr, {}, Red::None, nullptr, Opt::None,
+       {"X", "W", "OUT"}},
+      {"winograd_conv2d", Kind::Winograd, {D::Any, D::Any}, nullptr, nullptr, {}, Red::None, nullptr, Opt::None,
        {"X", "W", "OUT"}},
       {"scatter_add", Kind::ScatterAdd, {D::Any}},
       {"causal_mask", Kind::CausalMask, {D::Any}, nullptr, nullptr, {-1e30, 0.0, 2.5}},
@@ -846,6 +851,53 @@ inline Expected ref_depthwise(const Dense& X, const Dense& W, const Shape& out_s
             }
           e.val.f[o] = sum;
           e.tol[o] = tol.rtol * 4 * mag + tol.atol;
+        }
+  return e;
+}
+
+// The output (n, m, y, x) of a 3 x 3 stride-1 convolution of C channels of
+// H x W with padding (ph, pw), summed in double by the definition (taps
+// outside X skipped), and the sum of its terms' magnitudes; xat(n, c, iy,
+// ix) and wat(m, c, i, j) read X and W.
+template <class XAt, class WAt>
+std::pair<double, double> conv3x3_sum(const XAt& xat, const WAt& wat, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t n,
+                                      std::int64_t m, std::int64_t y, std::int64_t x, std::int64_t ph, std::int64_t pw) {
+  double sum = 0.0, mag = 0.0;
+  for (std::int64_t c = 0; c < C; ++c)
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 3; ++j) {
+        const std::int64_t iy = y - ph + i, ix = x - pw + j;
+        if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+        const double term = wat(m, c, i, j) * xat(n, c, iy, ix);
+        sum += term;
+        mag += std::fabs(term);
+      }
+  return {sum, mag};
+}
+
+// OUT[n m y x] = the sum over c, i < 3, j < 3 of W[m c i j] X[n c (y - ph + i) (x - pw + j)], 0 outside X
+// (a 3 x 3 stride-1 convolution, winograd_conv2d). The tolerance scales with the sum of the terms'
+// magnitudes: Winograd's transforms (F(4 x 4, 3 x 3): coefficients up to 8 and 1/24) round about
+// 50 times as much as the direct sum.
+inline Expected ref_conv3x3(const Dense& X, const Dense& W, const Shape& out_shape, std::int64_t ph, std::int64_t pw, DType t) {
+  Expected e{Dense::make(out_shape, false), {}};
+  const Tol tol = tol_for(t);
+  e.tol.assign(static_cast<std::size_t>(numel_of(out_shape)), 0.0);
+  const std::int64_t C = X.shape[1], H = X.shape[2], Wd = X.shape[3];
+  auto xat = [&](std::int64_t n, std::int64_t c, std::int64_t iy, std::int64_t ix) {
+    return X.f[static_cast<std::size_t>(((n * C + c) * H + iy) * Wd + ix)];
+  };
+  auto wat = [&](std::int64_t m, std::int64_t c, std::int64_t i, std::int64_t j) {
+    return W.f[static_cast<std::size_t>(((m * C + c) * 3 + i) * 3 + j)];
+  };
+  std::size_t o = 0;
+  for (std::int64_t n = 0; n < out_shape[0]; ++n)
+    for (std::int64_t m = 0; m < out_shape[1]; ++m)
+      for (std::int64_t y = 0; y < out_shape[2]; ++y)
+        for (std::int64_t x = 0; x < out_shape[3]; ++x, ++o) {
+          const auto [sum, mag] = conv3x3_sum(xat, wat, C, H, Wd, n, m, y, x, ph, pw);
+          e.val.f[o] = sum;
+          e.tol[o] = tol.rtol * 50 * mag + tol.atol;
         }
   return e;
 }

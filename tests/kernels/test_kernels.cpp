@@ -418,6 +418,36 @@ Built build_depthwise(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
   return b;
 }
 
+// X[N C H W] W[M C 3 3] -> OUT[N M h_out w_out]: planes from 1 x 1 (padding
+// 1) to 11 x 13 (partial tiles of F(2 x 2) and F(4 x 4) at the edges),
+// padding 0 or 1 along each axis, up to 5 channels in and out.
+Built build_winograd(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
+  Built b;
+  Case& cs = b.cs;
+  const DType dt = e.dtype;
+  Shape xs;
+  std::int64_t ph = 0, pw = 0;
+  do {
+    xs = {rand_int(rng, 1, 2), rand_int(rng, 1, 5), rand_int(rng, 1, 11), rand_int(rng, 1, 13)};
+    ph = rand_int(rng, 0, 1), pw = rand_int(rng, 0, 1);
+    if (c == 0) xs[2] = 1, xs[3] = 1, ph = 1, pw = 1;
+  } while (xs[2] + 2 * ph < 3 || xs[3] + 2 * pw < 3);
+  if (c == 5) xs[0] = 0;
+  const Shape os = {xs[0], rand_int(rng, 1, 5), xs[2] + 2 * ph - 2, xs[3] + 2 * pw - 2};
+  cs.label = std::to_string(c);
+  const Layout lx = input_layout(c, rng, true), lw = input_layout(c, rng, true);
+  cs.add("X", make_operand(dt, xs, lx, rng, filler(r.dom[0], rng)), lx);
+  cs.add("W", make_operand(dt, {os[1], xs[1], 3, 3}, lw, rng, filler(r.dom[1], rng)), lw);
+  const Layout lo = output_layout(c, rng);
+  cs.add("OUT", make_view(dt, os, lo, rng), lo);
+  cs.out = 2;
+  cs.s.push_back(int_arg(ph));
+  cs.s.push_back(int_arg(pw));
+  cs.args = "pad_h=" + std::to_string(ph) + " pad_w=" + std::to_string(pw);
+  b.reference = [os, ph, pw, dt](const std::vector<Dense>& in) { return ref_conv3x3(in[0], in[1], os, ph, pw, dt); };
+  return b;
+}
+
 // DOUT[m d] IDX[m] LIKE[n d] -> OUT[n d]: indices in and out of range, rows
 // named several times (m up to 3 n) and none (5: m = 0; 8: d = 0).
 Built build_scatter_add(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
@@ -962,6 +992,7 @@ Built build(const KernelEntry& e, const NodeRef& r, int c, Rng& rng) {
     case Kind::ScatterAdd: return build_scatter_add(e, r, c, rng);
     case Kind::Col2im: return build_col2im(e, r, c, rng);
     case Kind::Depthwise: return build_depthwise(e, r, c, rng);
+    case Kind::Winograd: return build_winograd(e, r, c, rng);
     case Kind::CausalMask: return build_causal_mask(e, r, c, rng);
     case Kind::ScaledSoftmax: return build_scaled_softmax(e, r, c, rng);
     case Kind::LayerNorm:
@@ -1081,7 +1112,9 @@ TEST_CASE("kernel_table: every kernel has a reference in this test", "[kernels][
         r->kind == Kind::Optimizer ? static_cast<int>(r->dom.size()) : kind_tensors(r->kind);
     const int want_scalars = r->kind == Kind::Im2col || r->kind == Kind::Col2im || r->kind == Kind::Depthwise ? 8
                              : r->kind == Kind::MaxPool || r->kind == Kind::MaxPoolGrad || r->kind == Kind::MaxPoolPick ? 6
-                             : r->kind == Kind::CumSum || r->kind == Kind::ScaledSoftmax || r->kind == Kind::LayerNormParamGrad ? 2
+                             : r->kind == Kind::CumSum || r->kind == Kind::ScaledSoftmax || r->kind == Kind::LayerNormParamGrad ||
+                                       r->kind == Kind::Winograd
+                                   ? 2
                              : r->kind == Kind::Optimizer ? static_cast<int>(opt_args(r->opt, {}).size())
                              : (r->kind == Kind::Fill || r->kind == Kind::OneHot || r->kind == Kind::Permute || r->kind == Kind::ExtremeMask ||
                                 !r->scalars.empty())

@@ -1169,6 +1169,86 @@ TEST_CASE("depthwise_conv2d with a bias + clip epilogue applied as each element 
 
 namespace {
 
+// winograd_conv2d (rt::WinogradConv) with F(2 x 2, 3 x 3) and F(4 x 4, 3 x
+// 3), on planes with partial tiles at the bottom and right edges (13 x 11,
+// 9 x 16 at padding (0, 1): 7 x 16 outputs), a 1 x 1 plane (padding 1: one
+// output of the centre tap), channels that are no multiple of 16, a batch of
+// 2; with the epilogue fusion gives ResNet's convolutions, relu(conv + bias[m]
+// + residual[n m y x]), as plain loops here, and without one through the
+// generated kernel into a strided view of a larger tensor (the elements
+// between untouched); 1 and 2 threads give the same bits. The error bound
+// is relative to the sum of the terms' magnitudes (the transforms round
+// more than the direct sum, F(4 x 4) most).
+template <class T>
+void check_winograd(double rtol) {
+  struct Shape4 {
+    std::int64_t n, c, m, h, w, ph, pw;
+  };
+  const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  wfgen::rt::Rng rng(3338);
+  const int saved = wfgen::rt::num_threads();
+  for (const Shape4 s : {Shape4{2, 19, 21, 13, 11, 1, 1}, Shape4{2, 5, 17, 1, 1, 1, 1}, Shape4{1, 3, 4, 9, 16, 0, 1}, Shape4{2, 17, 6, 7, 7, 1, 0}})
+    for (const int tile : {2, 4}) {
+      const std::int64_t ho = s.h + 2 * s.ph - 2, wo = s.w + 2 * s.pw - 2;
+      INFO(s.n << " x " << s.c << " x " << s.h << " x " << s.w << " to " << s.m << " channels, padding " << s.ph << ", " << s.pw << ", tile " << tile);
+      Tensor x = Tensor::empty(dt, {s.n, s.c, s.h, s.w}), f = Tensor::empty(dt, {s.m, s.c, 3, 3});
+      Tensor bias = Tensor::empty(dt, {s.m}), res = Tensor::empty(dt, {s.n, s.m, ho, wo});
+      wfgen::rt::fill_uniform(x, -2, 2, rng);
+      wfgen::rt::fill_uniform(f, -1, 1, rng);
+      wfgen::rt::fill_uniform(bias, -1, 1, rng);
+      wfgen::rt::fill_uniform(res, -2, 2, rng);
+      const wfgen::rt::WinogradConv<T> conv({s.n, s.c, s.h, s.w, s.m, ho, wo, s.ph, s.pw, {s.c * s.h * s.w, s.h * s.w, s.w, 1},
+                                             {s.c * 9, 9, 3, 1}, {s.m * ho * wo, ho * wo, wo, 1}}, tile);
+      std::vector<Tensor> outs, plain;
+      for (int threads : {1, 2}) {
+        wfgen::rt::set_num_threads(threads);
+        outs.push_back(Tensor::full(dt, {s.n, s.m, ho, wo}, std::numeric_limits<double>::quiet_NaN()));
+        conv.run(x.data<T>(), f.data<T>(), outs.back().data<T>(), wfgen::rt::gemm<T>,
+                 [&](T acc, std::int64_t n, std::int64_t m, std::int64_t y, std::int64_t xo) {
+                   return std::max(acc + bias.data<T>()[m] + res.data<T>()[((n * s.m + m) * ho + y) * wo + xo], T(0));
+                 });
+        plain.push_back(Tensor::full(dt, {s.n, s.m, ho, wo + 3}, -7.0));
+        auto view = plain.back().view<T, 4>();
+        view.shape[3] = wo;
+        if constexpr (std::is_same_v<T, float>) wfgen_kernels::winograd_conv2d_f32_r4(x.cview<T, 4>(), f.cview<T, 4>(), view, s.ph, s.pw);
+        else wfgen_kernels::winograd_conv2d_f64_r4(x.cview<T, 4>(), f.cview<T, 4>(), view, s.ph, s.pw);
+      }
+      wfgen::rt::set_num_threads(saved);
+      std::int64_t differ = 0, wrong = 0, wrong_plain = 0, zeros = 0, touched = 0;
+      for (std::int64_t n = 0; n < s.n; ++n)
+        for (std::int64_t m = 0; m < s.m; ++m)
+          for (std::int64_t y = 0; y < ho; ++y) {
+            for (std::int64_t xo = 0; xo < wo; ++xo) {
+              const auto [sum, mag] = conv3x3_sum([&](auto... i) { return double(x.at<T>({i...})); },
+                                                  [&](auto... i) { return double(f.at<T>({i...})); }, s.c, s.h, s.w, n, m, y, xo, s.ph, s.pw);
+              const double want = std::max(sum + double(bias.data<T>()[m]) + double(res.at<T>({n, m, y, xo})), 0.0);
+              const double got = double(outs[0].at<T>({n, m, y, xo}));
+              zeros += want == 0;
+              differ += outs[0].at<T>({n, m, y, xo}) != outs[1].at<T>({n, m, y, xo});
+              differ += plain[0].at<T>({n, m, y, xo}) != plain[1].at<T>({n, m, y, xo});
+              wrong += !(std::fabs(got - want) <= rtol * (mag + 4) + 1e-300);  // NaN (an element not written) counts
+              wrong_plain += !(std::fabs(double(plain[0].at<T>({n, m, y, xo})) - sum) <= rtol * mag + 1e-300);
+            }
+            for (std::int64_t xo = wo; xo < wo + 3; ++xo) touched += plain[0].at<T>({n, m, y, xo}) != T(-7);
+          }
+      CHECK(differ == 0);
+      CHECK(wrong == 0);
+      CHECK(wrong_plain == 0);
+      CHECK(touched == 0);
+      CHECK(zeros > 0);
+      CHECK(zeros < s.n * s.m * ho * wo);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("winograd_conv2d: F(2 x 2) and F(4 x 4) with partial tiles, padding, a bias + residual + relu epilogue, 1 and 2 threads", "[kernels][threads]") {
+  check_winograd<float>(1e-5);
+  check_winograd<double>(1e-13);
+}
+
+namespace {
+
 // The GEMMs (rt::gemm, OpenBLAS's path, blas_gemm's choice) with a general
 // epilogue (GemmEpilogue::block, as fused matmul kernels call them): C =
 // max(acc * row[i] + col[j] + full[i, j] - 0.25, -0.5) for acc = A B (+ C),

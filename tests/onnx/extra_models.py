@@ -94,11 +94,35 @@ def write_opset(out, name, nodes, inputs, outputs, initializers, opset):
                 f.write(numpy_helper.from_array(v, n).SerializeToString())
 
 
-def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1, bias=True):
-    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
-    w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
+def draw(rng, shape, positive):
+    """Normal values, or (positive) uniform in [0, 1): sums of terms of one
+    sign, none near 0. A Winograd convolution (winograd_conv2d) rounds its
+    transforms' sums: about 1e-6 of the terms' magnitude in fp32, like the
+    direct sum's rounding but larger, where ONNX's tolerance 1e-3 |want| +
+    1e-7 fails an output that cancels to 1e-2 out of 144 normal terms."""
+    return (rng.uniform(0.0, 1.0, shape) if positive else rng.standard_normal(shape)).astype(np.float32)
+
+
+def conv_same_reference(x, w, b):
+    """Y of a k x k Conv at stride 1 with padding k // 2 (group 1), by shifted
+    slices of the padded input, in float64: conv_reference's sum without its
+    Python loops, for planes of 32 x 32 and more (winograd_conv2d's)."""
+    k = w.shape[2]
+    h, wd = x.shape[2], x.shape[3]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (k // 2, k // 2), (k // 2, k // 2)))
+    y = np.zeros((x.shape[0], w.shape[0], h, wd))
+    for a in range(k):
+        for e in range(k):
+            y += np.einsum("mc,nchw->nmhw", w[:, :, a, e].astype(np.float64), xp[:, :, a:a + h, e:e + wd])
+    return y + (b.astype(np.float64).reshape(1, -1, 1, 1) if b is not None else 0.0)
+
+
+def conv_test(out, name, rng, n, c, hw, m, group, k, stride=1, pad=0, dilation=1, bias=True, positive=False):
+    x = draw(rng, (n, c, hw, hw), positive)
+    w = draw(rng, (m, c // group, k, k), positive)
     b = rng.standard_normal((m,)).astype(np.float32) if bias else None
-    y = conv_reference(x, w, b, group, stride, pad, dilation)
+    same = group == 1 and stride == 1 and dilation == 1 and pad == k // 2
+    y = (conv_same_reference(x, w, b) if same and hw >= 32 else conv_reference(x, w, b, group, stride, pad, dilation)).astype(np.float32)
     attrs = dict(group=group, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, dilations=[dilation] * 2)
     node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], name="conv", **attrs)
     inits = [("W", w)] + ([("B", b)] if bias else [])
@@ -120,16 +144,19 @@ def conv_clip_test(out, name, rng, n, c, hw, m, k, pad, group=1, stride=1):
     write(out, name, [conv, clip], [("x", x)], [("y", y)], inits)
 
 
-def conv_residual_test(out, name, rng, n, c, hw):
-    """A 1 x 1 Conv with bias, the residual sum with its input, then Relu
-    (a residual block's end): the bias and the sum become the GEMM's
-    epilogue (fuse.cpp, through the reshape to the image shape; the Relu
-    writes the output, which stays in the image shape)."""
-    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
-    w = rng.standard_normal((c, c, 1, 1)).astype(np.float32)
+def conv_residual_test(out, name, rng, n, c, hw, k=1, positive=False):
+    """A k x k Conv with bias (padded to keep the plane), the residual sum
+    with its input, then Relu (a residual block's end): the bias and the
+    sum become the GEMM's epilogue (fuse.cpp, through the reshape to the
+    image shape; the Relu writes the output, which stays in the image
+    shape); a 3 x 3 one with 16 channels or more on a 32 x 32 plane or
+    larger is winograd_conv2d, which runs the three in its output
+    transform."""
+    x = draw(rng, (n, c, hw, hw), positive)
+    w = draw(rng, (c, c, k, k), positive)
     b = rng.standard_normal((c,)).astype(np.float32)
-    y = np.maximum(x + conv_reference(x, w, b, 1, 1, 0, 1), 0.0).astype(np.float32)
-    conv = helper.make_node("Conv", ["x", "W", "B"], ["t"], name="conv", kernel_shape=[1, 1])
+    y = np.maximum(x + (conv_same_reference(x, w, b) if hw >= 32 else conv_reference(x, w, b, 1, 1, k // 2, 1)), 0.0).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "W", "B"], ["t"], name="conv", kernel_shape=[k, k], pads=[k // 2] * 4)
     add = helper.make_node("Add", ["x", "t"], ["s"], name="residual")
     relu = helper.make_node("Relu", ["s"], ["y"], name="relu")
     write(out, name, [conv, add, relu], [("x", x)], [("y", y)], [("W", w), ("B", b)])
@@ -713,6 +740,9 @@ def main():
     conv_clip_test(out, "test_conv_pointwise_clip", rng, n=1, c=4, hw=9, m=6, k=1, pad=0)
     conv_clip_test(out, "test_conv_3x3_clip", rng, n=2, c=3, hw=6, m=4, k=3, pad=1)
     conv_residual_test(out, "test_conv_pointwise_residual", rng, n=2, c=6, hw=5)
+    # winograd_conv2d: F(4 x 4) with partial tiles (33 x 33 outputs), and with the residual and relu fused.
+    conv_test(out, "test_conv_winograd_3x3", rng, n=2, c=16, hw=33, m=17, group=1, k=3, pad=1, positive=True)
+    conv_residual_test(out, "test_conv_winograd_residual", rng, n=1, c=18, hw=32, k=3, positive=True)
     bitshift_uint8_test(out, "test_bitshift_uint8_computed", rng)
     # Depthwise, followed by a Clip: the bias and the Clip become the
     # convolution's epilogue (fuse.cpp), in its kernel; a small plane (the

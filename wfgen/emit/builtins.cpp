@@ -305,6 +305,21 @@ void emit_col2im(CodeWriter& w, const KernelPlan& p) {
   w.close(");");
 }
 
+// How a builtin's epilogue (plan_with_epilogue) names its values in the
+// generated code: the sum `acc` wf_acc, input in<k> (tensor k + 2) wf_e<k>.
+expr::EmitContext epilogue_context(const KernelPlan& p) {
+  expr::EmitContext ctx;
+  ctx.dtype = p.dtype;
+  ctx.math = math_namespace(p);
+  ctx.name = [&p](const std::string& name) -> std::string {
+    if (name == "acc") return "wf_acc";
+    for (std::size_t k = 2; k + 1 < p.tensors.size(); ++k)
+      if (p.tensors[k].name == name) return "wf_e" + num(static_cast<std::int64_t>(k - 2));
+    return name;
+  };
+  return ctx;
+}
+
 // The epilogue fusion gave a depthwise convolution (plan_with_epilogue):
 // a lambda from the sum `wf_acc` of an output element to the element
 // stored, its inputs in0, in1... read once per plane (constant over it, as
@@ -316,15 +331,7 @@ void emit_plane_epilogue(CodeWriter& w, const KernelPlan& p) {
     w.line("const " + t + " wf_e" + num(static_cast<std::int64_t>(k - 2)) + " = " + in.cpp + ".data[wf_b * " + in.cpp +
            ".strides[0] + wf_c * " + in.cpp + ".strides[1]];");
   }
-  expr::EmitContext ctx;
-  ctx.dtype = p.dtype;
-  ctx.math = math_namespace(p);
-  ctx.name = [&p](const std::string& name) -> std::string {
-    if (name == "acc") return "wf_acc";
-    for (std::size_t k = 2; k + 1 < p.tensors.size(); ++k)
-      if (p.tensors[k].name == name) return "wf_e" + num(static_cast<std::int64_t>(k - 2));
-    return name;
-  };
+  const expr::EmitContext ctx = epilogue_context(p);
   w.line("const auto wf_epilogue = [=](" + t + " wf_acc) { return " + t + "(" + expr::to_cpp(*p.epilogue, ctx) + "); };");
 }
 
@@ -362,6 +369,48 @@ void emit_depthwise_conv2d(CodeWriter& w, const KernelPlan& p) {
          (p.epilogue ? ", wf_epilogue" : "") + ");");
   w.close();
   w.close(");");
+}
+
+// The epilogue fusion gave a Winograd convolution: a lambda from the sum
+// `wf_acc` of output element (n, m, y, x) to the element stored, its inputs
+// in0, in1... (shaped as the output: a per-channel bias is a broadcast, a
+// residual a tensor) read at that element.
+void emit_element_epilogue(CodeWriter& w, const KernelPlan& p) {
+  const std::string t = elem(p.dtype);
+  w.open("const auto wf_epilogue = [&](" + t + " wf_acc, std::int64_t wf_n, std::int64_t wf_m, std::int64_t wf_y, std::int64_t wf_x)");
+  for (std::size_t k = 2; k + 1 < p.tensors.size(); ++k) {
+    const auto& in = p.tensors[k];
+    w.line("const " + t + " wf_e" + num(static_cast<std::int64_t>(k - 2)) + " = " + in.cpp + ".data[wf_n * " + in.cpp + ".strides[0] + wf_m * " +
+           in.cpp + ".strides[1] + wf_y * " + in.cpp + ".strides[2] + wf_x * " + in.cpp + ".strides[3]];");
+  }
+  const expr::EmitContext ctx = epilogue_context(p);
+  w.line("return " + t + "(" + expr::to_cpp(*p.epilogue, ctx) + ");");
+  w.close(";");
+}
+
+// A 3 x 3 stride-1 convolution by Winograd's minimal filtering
+// (rt::WinogradConv, winograd.hpp), its alpha^2 products through the
+// device's GEMM (rt::gemm; the blas device's blas_gemm). With an epilogue
+// (fusion's), each output element goes through it as it is stored.
+void emit_winograd_conv2d(CodeWriter& w, const KernelPlan& p) {
+  const auto& x = p.tensors[0];
+  const auto& f = p.tensors[1];
+  const auto& o = p.tensors.back();
+  const std::string t = elem(p.dtype);
+  const std::string gemm = p.impl->device == "blas" ? "wfgen::rt::blas_gemm<" + t + ">" : "wfgen::rt::gemm<" + t + ">";
+  w.comment(o.name + "[n m y x] = the sum over c, kh, kw of " + f.name + "[m c kh kw] * " + x.name + "[n c (y - pad_h + kh) (x - pad_w + kw)], 0 outside " +
+            x.name + ": Winograd's F(t x t, 3 x 3) (t = rt::winograd_tile), its products through " + gemm);
+  if (p.epilogue) w.comment("then, as each is stored, " + o.name + " = " + p.epilogue->str() + " of that sum acc (in0... at the element)");
+  auto four = [](const TensorParam& v, const char* what) {
+    std::string s;
+    for (int k = 0; k < 4; ++k) s += (k ? ", " : "") + v.cpp + "." + what + "[" + num(k) + "]";
+    return s;
+  };
+  w.line("const wfgen::rt::WinogradConv<" + t + "> wf_conv({" + four(x, "shape") + ", " + o.cpp + ".shape[1], " + o.cpp + ".shape[2], " + o.cpp +
+         ".shape[3], " + scalar(p, "pad_h") + ", " + scalar(p, "pad_w") + ",");
+  w.line("    {" + four(x, "strides") + "}, {" + four(f, "strides") + "}, {" + four(o, "strides") + "}});");
+  if (p.epilogue) emit_element_epilogue(w, p);
+  w.line("wf_conv.run(" + x.cpp + ".data, " + f.cpp + ".data, " + o.cpp + ".data, " + gemm + (p.epilogue ? ", wf_epilogue" : "") + ");");
 }
 
 // OUT[..., i, j] = X[..., i, j] for j <= i, else value, matrix by matrix
@@ -877,6 +926,7 @@ void emit_builtin(CodeWriter& w, const KernelPlan& p) {
   else if (b == "im2col") emit_im2col(w, p);
   else if (b == "col2im") emit_col2im(w, p);
   else if (b == "depthwise_conv2d") emit_depthwise_conv2d(w, p);
+  else if (b == "winograd_conv2d") emit_winograd_conv2d(w, p);
   else if (b == "causal_mask") emit_causal_mask(w, p);
   else if (b == "scaled_softmax") emit_scaled_softmax(w, p);  // builtin_softmax.cpp
   else if (b == "attention") emit_attention(w, p);  // builtin_attention.cpp (made by fusion only)

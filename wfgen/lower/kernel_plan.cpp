@@ -338,12 +338,13 @@ class Planner {
   // the message shows) and the constructor arguments it reads, by name and type.
   // epilogue_axes: the builtin can apply an element-wise epilogue to each
   // output element (`fuse_epilogue`), whose other operands are constant
-  // over the output's last `epilogue_axes` axes (0: it cannot).
+  // over the output's last `epilogue_axes` axes (0: they may vary along
+  // any axis; -1: it cannot).
   struct BuiltinForm {
     std::size_t tensors;
     const char* shape;
     std::vector<std::pair<const char*, ArgType>> args;
-    int epilogue_axes = 0;
+    int epilogue_axes = -1;
   };
 
  public:
@@ -373,6 +374,7 @@ class Planner {
         {"im2col", {2, "X[N C H W] COL[N C k_h k_w h_out w_out] -> COL[...]", window}},
         {"col2im", {3, "COL[N C k_h k_w h_out w_out] LIKE[N C H W] OUT[N C H W] -> OUT[...]", window}},
         {"depthwise_conv2d", {3, "X[N C H W] W[C k_h k_w] OUT[N C h_out w_out] -> OUT[...]", window, 2}},
+        {"winograd_conv2d", {3, "X[N C H W] W[M C 3 3] OUT[N M h_out w_out] -> OUT[...]", {{"pad_h", A::Int}, {"pad_w", A::Int}}, 0}},
         {"max_pool", {2, "X[N C H W] OUT[N C h_out w_out] -> OUT[...]", pool}},
         {"max_pool_grad", {3, "DOUT[N C h_out w_out] X[N C H W] OUT[N C H W] -> OUT[...]", pool}},
         {"max_pool_pick", {3, "D[N C H W] X[N C H W] OUT[N C h_out w_out] -> OUT[...]", pool}},
@@ -402,7 +404,7 @@ class Planner {
       error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' is written as an elementwise body; use elementwise"));
       return false;
     }
-    if (impl.fuse_epilogue && form->epilogue_axes == 0) {
+    if (impl.fuse_epilogue && form->epilogue_axes < 0) {
       error(diag(impl.loc, what + ": the builtin '" + impl.builtin + "' takes no epilogue; remove fuse_epilogue"));
       return false;
     }
@@ -535,13 +537,14 @@ std::vector<KernelPlan> plan_kernels(const spec::Spec& spec, const KernelSelecti
 bool takes_epilogue(const spec::Impl& impl) {
   if (!impl.fuse_epilogue) return false;
   if (impl.kind == BodyKind::Gemm) return true;
-  return epilogue_axes(impl) > 0;
+  const auto* form = impl.kind == BodyKind::Builtin ? Planner::builtin_form(impl.builtin) : nullptr;
+  return form && form->epilogue_axes >= 0;
 }
 
 int epilogue_axes(const spec::Impl& impl) {
   if (!impl.fuse_epilogue || impl.kind != BodyKind::Builtin) return 0;
   const auto* form = Planner::builtin_form(impl.builtin);
-  return form ? form->epilogue_axes : 0;
+  return form ? std::max(form->epilogue_axes, 0) : 0;
 }
 
 KernelPlan plan_with_epilogue(const spec::Spec& spec, const spec::Node& node, const spec::Impl& impl, rt::DType dtype, int rank,

@@ -128,14 +128,14 @@ bool rejects(const spec::Impl& impl, const spec::Node& node, rt::DType dtype,
 
 // Whether the kernels of `impl` can apply an element-wise epilogue to each
 // output element (`fuse_epilogue: true` on a gemm kernel, or on a builtin
-// whose epilogue_axes > 0).
+// that takes one: depthwise_conv2d, winograd_conv2d).
 bool takes_epilogue(const spec::Impl& impl);
 
 // The number of trailing axes of the output over which the other operands
 // of an epilogue of `impl` must be constant: a builtin with
 // `fuse_epilogue: true` that takes one (depthwise_conv2d: 2, its epilogue's
-// operands are per (n, c) plane); 0 when it takes none, or (a gemm kernel)
-// when they may vary along every axis.
+// operands are per (n, c) plane); 0 when it takes none, or (a gemm kernel,
+// winograd_conv2d) when they may vary along every axis.
 int epilogue_axes(const spec::Impl& impl);
 
 // The kernel of `impl` (takes_epilogue) of `node` that applies `epilogue`

@@ -256,6 +256,10 @@ class Importer {
   // [C 1 kh kw] as the node depthwise_conv2d, viewed as [N C out_h*out_w].
   std::string depthwise(const onnx::NodeProto& node, const std::string& x, const std::string& w, std::int64_t c,
                         const std::vector<WindowAxis>& p);
+  // A 2-D 3 x 3 stride-1 convolution (group 1) of `x` with weights `w`
+  // [M C 3 3] as the node winograd_conv2d, viewed as [N M out_h*out_w].
+  std::string winograd(const onnx::NodeProto& node, const std::string& x, const std::string& w, std::int64_t m,
+                       const std::vector<WindowAxis>& p);
   // `[:, :, a:b, c:d]`: ONNX's windows out of a window builtin's grid, "" when they are the grid.
   static std::string window_slice(const std::vector<WindowAxis>& p);
   // Conv (2-D, any group) as im2col + one batched matmul, as the stdlib's conv2d.

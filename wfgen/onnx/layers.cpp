@@ -121,10 +121,38 @@ std::string Importer::depthwise(const onnx::NodeProto& node, const std::string& 
   return y + ".reshape(-1, " + s(c) + ", " + s(window_count(p)) + ")";
 }
 
+// Whether a Conv of c input and m output channels, group 1, a 3 x 3 kernel
+// at stride 1 without dilation and an output plane of out_h x out_w runs as
+// winograd_conv2d rather than im2col + a GEMM. Winograd saves 4x of the
+// multiply-adds (F(4 x 4)) but transforms the filters at every call (W may
+// change between calls), the input and the output once each, and its
+// alpha^2 products over the channels are small GEMMs (output channels x
+// channels by channels x tiles) that run far below the peak of the one
+// im2col GEMM. Measured at one thread (rt::gemm, ResNet-18's shapes, ms,
+// Winograd against the GEMM alone): 64 channels at 56 x 56 0.7-0.9 against
+// 1.1-1.2; 128 at 28 x 28 1.5-1.7 against 1.0-1.7; 256 at 14 x 14 2.6-3.8
+// against 1.7; 512 at 7 x 7 5.9-15 against 2.1. So: large planes only.
+static bool winograd_wins(std::int64_t c, std::int64_t m, std::int64_t out_h, std::int64_t out_w) {
+  return c >= 16 && m >= 16 && out_h * out_w >= 1024;
+}
+
+// The node winograd_conv2d over the grid of plan `p` (symmetric padding),
+// sliced to ONNX's windows when its pads differ at the two ends.
+std::string Importer::winograd(const onnx::NodeProto& node, const std::string& x, const std::string& w, std::int64_t m,
+                               const std::vector<WindowAxis>& p) {
+  const std::string y = identifier(node.output(0) + "_wino", "wino");
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  line(y + " = winograd_conv2d(" + x + ", " + w + ", pad_h=" + s(p[0].pad) + ", pad_w=" + s(p[1].pad) + ")" + window_slice(p),
+       node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'") +
+           ": 3 x 3 at stride 1, by Winograd's minimal filtering (fewer multiply-adds than im2col + matmul)");
+  return y + ".reshape(-1, " + s(m) + ", " + s(window_count(p)) + ")";
+}
+
 // Conv as im2col + one batched matmul, as the stdlib's conv2d; a pointwise
 // one (1 x 1, stride 1, no padding) as the matmul alone; a depthwise one
 // (group = input channels = output channels, 2-D) as the node
-// depthwise_conv2d, which sums each output's taps in registers.
+// depthwise_conv2d, which sums each output's taps in registers; a 3 x 3
+// one at stride 1 (group 1, 2-D) where winograd_wins as winograd_conv2d.
 void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) {
   only_attributes(node, row.attributes);
   need_one_output(node);
@@ -153,17 +181,22 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
   }
   const std::vector<WindowAxis> p = plan(node, in, window_attrs(node, kernel, one_d));
   const bool depthwise_conv = groups > 1 && groups == c && m == c && p.size() == 2;
+  const bool winograd_conv = groups == 1 && p.size() == 2 && std::all_of(p.begin(), p.end(), [](const WindowAxis& a) {
+    return a.kernel == 3 && a.stride == 1 && a.dilation == 1;
+  }) && winograd_wins(c, m, p[0].out, p[1].out);
   // A 1 x 1 window at stride 1 without padding sees each pixel alone: the
   // input viewed as [N C pixels] is already the product's right operand,
   // which im2col would only copy (MobileNet's pointwise convolutions).
   const bool pointwise = std::all_of(p.begin(), p.end(), [](const WindowAxis& a) {
     return a.kernel == 1 && a.stride == 1 && a.begin == 0 && a.out == a.in;
   });
-  const std::string col = depthwise_conv ? "" : pointwise ? "(" + image + ")" : windows(node, image, c, p, "col");
+  const std::string col = depthwise_conv || winograd_conv ? "" : pointwise ? "(" + image + ")" : windows(node, image, c, p, "col");
   const std::int64_t patch = c / groups * window_size(p), pixels = window_count(p);
   std::string expr;
   if (depthwise_conv) {
     expr = depthwise(node, image, w.body, c, p);
+  } else if (winograd_conv) {
+    expr = winograd(node, image, w.body, m, p);
   } else if (groups == 1) {
     expr = w.body + ".reshape(" + std::to_string(m) + ", " + std::to_string(patch) + ") @ " + col + ".reshape(-1, " +
            std::to_string(patch) + ", " + std::to_string(pixels) + ")";

@@ -57,7 +57,7 @@ struct OperatorTable {
       {.name = "ConstantOfShape", .handler = &I::import_folded, .attributes = "value", .dtypes = "",
        .doc = "folded into a constant (its shape known when importing)"},
       {.name = "Conv", .handler = &I::import_conv, .attributes = "auto_pad dilations group kernel_shape pads strides",
-       .doc = "1-D ([N C L] as [N C 1 L]), 2-D and 3-D (two im2cols), any group: im2col(x, ...) and one batched matmul with W, + B on the output (fused with a following activation); 1 x 1 at stride 1 without padding: the matmul on x itself; depthwise (group = input = output channels, 1-D and 2-D): depthwise_conv2d(x, W), + B"},
+       .doc = "1-D ([N C L] as [N C 1 L]), 2-D and 3-D (two im2cols), any group: im2col(x, ...) and one batched matmul with W, + B on the output (fused with a following activation); 1 x 1 at stride 1 without padding: the matmul on x itself; depthwise (group = input = output channels, 1-D and 2-D): depthwise_conv2d(x, W), + B; 3 x 3 at stride 1, group 1, 2-D, at least 16 channels in and out and 32 x 32 outputs per channel: winograd_conv2d(x, W) (Winograd's minimal filtering), + B (fused, with a residual add and the activation, into its output transform)"},
       {.name = "ConvTranspose", .handler = &I::import_conv_transpose,
        .attributes = "auto_pad dilations group kernel_shape output_padding output_shape pads strides",
        .doc = "1-D, 2-D and 3-D, any group: W.T @ x (one batched matmul) summed into the image by col2im (3-D: two), sliced to pads / output_shape, + B"},

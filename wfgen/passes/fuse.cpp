@@ -223,8 +223,8 @@ class Fuser {
   // reshapes, which keep its elements where they are (a fresh call's output
   // is contiguous); every other input of the group constant over the
   // output's last axes the kernel names (lower::epilogue_axes: a bias
-  // broadcast per channel for a depthwise convolution; a GEMM's reads them
-  // anywhere); nothing writing into what the call reads before the group's
+  // broadcast per channel for a depthwise convolution; a GEMM's and a
+  // Winograd convolution's read them anywhere); nothing writing into what the call reads before the group's
   // root, where it will run.
   struct Producer {
     int call = -1;
@@ -247,7 +247,7 @@ class Fuser {
           pinned_[id(call)] || p.write_to >= 0 || p.init_from >= 0 || p.accumulate || p.backward != root.backward ||
           !read_only_by(call, next, gid))
         continue;
-      // A GEMM's epilogue reads its other operands anywhere (epilogue_axes 0).
+      // A GEMM's (a Winograd convolution's) epilogue reads its other operands anywhere (epilogue_axes 0).
       const int axes = lower::epilogue_axes(*p.impl);
       for (std::size_t j = 0; j < inputs.size(); ++j)
         if (j != k && axes > 0 && !constant_over(inputs[j], axes)) ok = false;
@@ -604,9 +604,9 @@ std::optional<Shape> merged_broadcast(const Shape& base, const Shape& from, cons
 }
 
 // A call whose kernel runs any element-wise chain over its output as its
-// epilogue, whatever the chain's operands vary along (a GEMM's; a
-// depthwise convolution's epilogue needs them constant over its output's
-// last axes, which a reshape would change).
+// epilogue, whatever the chain's operands vary along (a GEMM's, a Winograd
+// convolution's; a depthwise convolution's epilogue needs them constant
+// over its output's last axes, which a reshape would change).
 bool gemm_with_epilogue(const Value& v) {
   return v.kind == Kind::Call && v.impl && lower::takes_epilogue(*v.impl) && lower::epilogue_axes(*v.impl) == 0 && !v.node->fused &&
          v.contiguous && v.write_to < 0 && v.init_from < 0 && !v.accumulate;

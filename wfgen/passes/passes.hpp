@@ -51,7 +51,7 @@ class FusionRegistry {
   const lower::KernelPlan& intern(const std::string& key, const std::vector<std::string>& parts, rt::DType dtype, int rank,
                                   int inputs, std::optional<expr::Expr> elementwise, std::shared_ptr<const lower::FusedBody> rows,
                                   const std::string& doc, std::pair<int, int> order, bool fast_math = false);
-  // The kernel of builtin `impl` of `node` (lower::epilogue_axes > 0) with
+  // The kernel of builtin `impl` of `node` (lower::takes_epilogue) with
   // `epilogue` applied to each element it stores (lower::plan_with_epilogue,
   // `inputs` tensors besides the builtin's); named from `parts`, the
   // builtin's node first. Equal keys share one kernel, as intern's.
@@ -102,8 +102,9 @@ class FusionRegistry {
 //    a call whose impl has `fuse_epilogue` becomes its epilogue: one kernel
 //    that applies it to each element before storing it. A GEMM (matmul's
 //    cpu and blas kernels) takes any other operands (a bias per column, a
-//    residual); a builtin (depthwise_conv2d) operands constant over each
-//    output plane (a per-channel bias, scalars: conv + bias + clip).
+//    residual), and so does winograd_conv2d's; depthwise_conv2d operands
+//    constant over each output plane (a per-channel bias, scalars: conv +
+//    bias + clip).
 //    Where the pullback reads an intermediate (the pre-activation), the
 //    chain stops before it and the rest stays a call of its own.
 // First, attention (fuse_attention below). Only cpu calls of float dtypes are fused (and blas GEMMs' epilogues). Returns the number of calls

@@ -35,6 +35,7 @@
 
 #include "wfgen/attention.hpp"
 #include "wfgen/depthwise.hpp"
+#include "wfgen/winograd.hpp"
 #include "wfgen/pooling.hpp"
 #include "wfgen/transpose.hpp"
 #include "wfgen/error.hpp"
