@@ -710,3 +710,41 @@ TEST_CASE("Pow keeps x's type: an integer exponent cast to a float base, an inte
   CHECK_THAT(r.err, Catch::Contains("cannot import operator Pow of opset 15: its input 'y' is a UINT32"));
   CHECK_FALSE(fs::exists(dir / "x.yaml"));
 }
+
+TEST_CASE("a 3 x 3 stride-1 Conv on a large plane is winograd_conv2d, im2col + matmul with --no-winograd or on a small plane", "[onnx]") {
+  fs::path dir = scratch("winograd");
+  // test_basic_conv_with_padding (3 x 3, pads 1) with 16 channels in and out on a 32 x 32 plane, or 4 x 4.
+  for (const int side : {32, 4}) {
+    onnx::ModelProto m;
+    {
+      std::ifstream in(kData + "test_basic_conv_with_padding/model.onnx", std::ios::binary);
+      REQUIRE(m.ParseFromIstream(&in));
+    }
+    auto shape = [](onnx::ValueInfoProto* vi, std::initializer_list<int> dims) {
+      auto* s = vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+      s->clear_dim();
+      for (int d : dims) s->add_dim()->set_dim_value(d);
+    };
+    shape(m.mutable_graph()->mutable_input(0), {1, 16, side, side});
+    shape(m.mutable_graph()->mutable_input(1), {16, 16, 3, 3});
+    shape(m.mutable_graph()->mutable_output(0), {1, 16, side, side});
+    const fs::path model = dir / ("conv" + std::to_string(side) + ".onnx");
+    {
+      std::ofstream out(model, std::ios::binary);
+      REQUIRE(m.SerializeToOstream(&out));
+    }
+    for (const bool no_winograd : {false, true}) {
+      wfgen::cli::ImportOptions o;
+      o.model = model;
+      o.output = dir / ("conv" + std::to_string(side) + (no_winograd ? "-gemm" : "") + ".yaml");
+      o.no_winograd = no_winograd;
+      std::ostringstream out, err;
+      INFO(side << (no_winograd ? " --no-winograd" : "") << ": " << err.str());
+      REQUIRE(wfgen::cli::import_onnx(o, {out, err, false}) == 0);
+      const std::string spec = read(o.output);
+      const bool winograd = side == 32 && !no_winograd;
+      CHECK((spec.find("= winograd_conv2d(x, W, pad_h=1, pad_w=1)") != std::string::npos) == winograd);
+      CHECK((spec.find("im2col(x, k_h=3, k_w=3") != std::string::npos) == !winograd);
+    }
+  }
+}

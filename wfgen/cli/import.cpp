@@ -54,6 +54,7 @@ int import_onnx(const ImportOptions& o, Streams io) {
   opts.name = o.name.empty() ? fs::path(o.output).stem().string() : o.name;
   opts.freeze_dir = o.freeze_dir.string();
   opts.keep_integer_inputs = o.keep_integer_inputs;
+  opts.winograd = !o.no_winograd;
   if (!o.devices.empty()) {
     // Every stdlib node has a cpu kernel; blas has the matmuls only, so cpu must follow it.
     if (o.devices != std::vector<std::string>{"cpu"} && o.devices != std::vector<std::string>{"blas", "cpu"}) {

@@ -18,6 +18,7 @@ struct ImportOptions {
   std::vector<std::string> dims;  // NAME=SIZE for dim_params
   std::filesystem::path freeze_dir;  // sample inputs (input_<k>.pb) for inputs needed as constants
   bool keep_integer_inputs = false;  // with freeze_dir: integer and bool inputs stay typed inputs
+  bool no_winograd = false;          // every Conv as im2col + matmul
   std::vector<std::string> devices;  // the build's devices, in order of preference; empty: cpu
   std::string max_data;  // the limit of the tensors' data: "8GiB", "512MiB", a number of bytes; "" the default
   bool quiet = false;

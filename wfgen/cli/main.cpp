@@ -100,6 +100,9 @@ CLI::App* add_import(CLI::App& app, cli::ImportOptions& o) {
   import->add_option("--devices", o.devices,
                      "The build's devices, in order of preference, comma-separated: cpu (default) or blas,cpu (matmuls "
                      "through the BLAS wfgen_add_library links, everything else on cpu)")->delimiter(',');
+  import->add_flag("--no-winograd", o.no_winograd,
+                   "Every Conv as im2col + matmul (or depthwise_conv2d): no winograd_conv2d, whose fp32 rounding is about "
+                   "1e-6 of the terms' magnitude rather than a direct sum's");
   import->add_option("--max-data", o.max_data,
                      "The limit of the model's tensor data together (initializers, constants, external data) and of the file's "
                      "size, e.g. 8GiB (default 4GiB): past it, an error before the memory is taken");

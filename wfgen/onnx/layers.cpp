@@ -183,7 +183,7 @@ void Importer::import_conv(const onnx::NodeProto& node, const OperatorRow& row) 
   const bool depthwise_conv = groups > 1 && groups == c && m == c && p.size() == 2;
   const bool winograd_conv = groups == 1 && p.size() == 2 && std::all_of(p.begin(), p.end(), [](const WindowAxis& a) {
     return a.kernel == 3 && a.stride == 1 && a.dilation == 1;
-  }) && winograd_wins(c, m, p[0].out, p[1].out);
+  }) && options_.winograd && winograd_wins(c, m, p[0].out, p[1].out);
   // A 1 x 1 window at stride 1 without padding sees each pixel alone: the
   // input viewed as [N C pixels] is already the product's right operand,
   // which im2col would only copy (MobileNet's pointwise convolutions).

@@ -42,6 +42,11 @@ struct Options {
   // The build's devices, in order of preference (`wfgen import --devices`):
   // "cpu", or "blas" then "cpu" (the matmuls through cblas).
   std::vector<std::string> devices = {"cpu"};
+  // Whether a 3 x 3 stride-1 Conv on a large plane may run as
+  // winograd_conv2d (fewer multiply-adds, fp32 rounding about 1e-6 of the
+  // terms' magnitude instead of a direct sum's); false keeps every Conv on
+  // im2col + matmul (`wfgen import --no-winograd`).
+  bool winograd = true;
 };
 
 struct Imported {
