@@ -640,14 +640,21 @@ namespace {
 // transposed view of K's rows (column stride = K's row stride), V a window
 // too, O strided by rows; rows handed out in uneven pieces (37 then the
 // rest) on one thread and split by rt::parallel_for on two, the same bits.
+// `spread`: every third row of Q (from row 1) times it, so that rows of one
+// register tile have maxes far apart (a row given another's max
+// underflows: its sum 0, or overflows); their scores are then large, and
+// `tol` is relative to that.
 template <class T>
-void check_attention(std::int64_t batch, std::int64_t n, std::int64_t m, std::int64_t d, std::int64_t dv, bool causal) {
+void check_attention(std::int64_t batch, std::int64_t n, std::int64_t m, std::int64_t d, std::int64_t dv, bool causal, double spread = 1,
+                     double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12) {
   const std::int64_t qw = 2 * d + 3, kw = d + 1, vw = dv + 2, ow = dv + 1;  // the row strides: windows of wider rows
   std::vector<T> q(static_cast<std::size_t>(batch * n * qw)), k(static_cast<std::size_t>(batch * m * kw)),
       v(static_cast<std::size_t>(batch * m * vw));
   wfgen::rt::Rng rng(static_cast<std::uint64_t>(n * 1000 + d * 10 + (causal ? 1 : 0)));
   for (auto* x : {&q, &k, &v})
     for (T& e : *x) e = static_cast<T>(rng.uniform(-2.0, 2.0));
+  for (std::int64_t r = 1; r < batch * n; r += 3)
+    for (std::int64_t c = 0; c < qw; ++c) q[static_cast<std::size_t>(r * qw + c)] *= static_cast<T>(spread);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(d, 1))));
   const wfgen::rt::AttentionShape shape{n, m, d, dv, causal};
   auto matrices = [&](std::vector<T>& o, std::int64_t b) {
@@ -690,7 +697,6 @@ void check_attention(std::int64_t batch, std::int64_t n, std::int64_t m, std::in
         }
         double want = 0;
         for (std::int64_t j = 0; j < kept; ++j) want += p[std::size_t(j)] / sum * double(v[std::size_t(b * m * vw + j * vw + 2 + e)]);
-        const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
         wrong += !(std::fabs(double(one[at]) - want) <= tol * (1 + std::fabs(want)));
       }
     }
@@ -714,6 +720,17 @@ TEST_CASE("attention_rows: causal and not, any length and head size, windows, th
     check_attention<float>(1, 70, 300, 16, 16, causal);  // keys over several tiles: the online softmax
     check_attention<double>(1, 20, 600, 8, 3, causal);
     check_attention<float>(1, 3, 40, 700, 2, causal);    // a head wider than the tile buffer holds at its usual width
+  }
+}
+
+TEST_CASE("attention_rows: each row of a register tile its own max and sum", "[kernels][attention]") {
+  // Rows 1, 4, 7, ... with scores ~100 times the others' (maxes ~300 apart):
+  // a row shifted by another's max, or summed with another's exps, is far off.
+  for (bool causal : {true, false}) {
+    check_attention<float>(2, 64, 64, 16, 16, causal, 100.0, 1e-3);
+    check_attention<float>(1, 70, 300, 16, 16, causal, 100.0, 1e-3);  // several tiles: the online rescale
+    check_attention<float>(1, 13, 20, 5, 7, causal, 100.0, 1e-3);
+    check_attention<double>(1, 64, 64, 16, 16, causal, 100.0, 1e-10);
   }
 }
 

@@ -534,3 +534,44 @@ TEST_CASE("sqrt_lanes is std::sqrt on every lane, in vectors where the target ha
   check_sqrt_lanes<3, float>();  // no vector: std::sqrt
   check_sqrt_lanes<2, double>();
 }
+
+// rt::attention_rows here as well: this file is also built with
+// -march=native, where float heads take the AVX-512 softmax of eight rows
+// at once (attention_softmax_rows8; tests/kernels covers the portable
+// path). Every third row of Q times 400, so that the rows of one register
+// tile have maxes ~300 apart (scores ~0.3 times the factor here): a row shifted by another row's max, or given
+// another row's sum, is far off (its exps underflow to a zero sum or
+// overflow). Against softmax(scale Q K^T) V in double, causal and not,
+// one tile of keys (64) and several (300: the online rescale).
+TEST_CASE("attention_rows: each row of a register tile its own max and sum", "[attention]") {
+  for (bool causal : {true, false})
+    for (std::int64_t m : {64, 300, 13}) {
+      const std::int64_t n = m == 300 ? 70 : m, d = m == 13 ? 5 : 16, dv = m == 13 ? 7 : 16;
+      std::vector<float> q = random_values<float>(std::size_t(n * d), 1), k = random_values<float>(std::size_t(m * d), 2),
+                         v = random_values<float>(std::size_t(m * dv), 3), o(std::size_t(n * dv));
+      for (std::int64_t i = 1; i < n; i += 3)
+        for (std::int64_t c = 0; c < d; ++c) q[std::size_t(i * d + c)] *= 400.0f;
+      const float scale = 1.0f / std::sqrt(float(d));
+      // K^T as a transposed view of K's rows, as the fused kernel gets it.
+      const rt::AttentionMatrices<float> a{q.data(), d, 1, k.data(), 1, d, v.data(), dv, 1, o.data(), dv, 1};
+      rt::attention_rows(a, rt::AttentionShape{n, m, d, dv, causal}, scale, 0, n);
+      std::int64_t wrong = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t kept = causal ? std::min(i + 1, m) : m;
+        std::vector<double> p(std::size_t(kept), 0.0);
+        double mx = -1e300, sum = 0;
+        for (std::int64_t j = 0; j < kept; ++j) {
+          for (std::int64_t c = 0; c < d; ++c) p[std::size_t(j)] += double(q[std::size_t(i * d + c)]) * double(k[std::size_t(j * d + c)]);
+          mx = std::max(mx, p[std::size_t(j)] *= double(scale));
+        }
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (std::int64_t e = 0; e < dv; ++e) {
+          double want = 0;
+          for (std::int64_t j = 0; j < kept; ++j) want += p[std::size_t(j)] / sum * double(v[std::size_t(j * dv + e)]);
+          wrong += !(std::fabs(double(o[std::size_t(i * dv + e)]) - want) <= 1e-3 * (1 + std::fabs(want)));
+        }
+      }
+      INFO("m " << m << (causal ? ", causal" : ""));
+      CHECK(wrong == 0);
+    }
+}

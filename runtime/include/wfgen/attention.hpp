@@ -182,6 +182,136 @@ inline void pack_keys(const AttentionMatrices<T>& a, std::int64_t d, std::int64_
   }
 }
 
+#if defined(__AVX512F__)
+// g++ 12 warns -W(maybe-)uninitialized inside the shuffles' intrinsics (the
+// _mm512_undefined_ps() merge source; see kernel_math.hpp's row helpers).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+// Lane 4r (r < 4) or 4 (r - 4) + 2 (r >= 4) of the result: op over the 16
+// lanes of v[r], for the 8 vectors at once (as three levels of a tree of
+// 128-bit then 32-bit shuffles, 23 operations; one row's _mm512_reduce_*
+// is 8, and in a chain).
+template <class Op>
+inline __m512 fold_rows8(const __m512* v, Op op) {
+  __m512 pairs[4];  // [a0 op a2, a1 op a3, b0 op b2, b1 op b3] in 128-bit quarters, rows a = 2p, b = 2p + 1
+  for (int p = 0; p < 4; ++p)
+    pairs[p] = op(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                  _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 quads[2];  // quarter k: 4 lanes of row k (quads[0]) or 4 + k (quads[1])
+  for (int h = 0; h < 2; ++h)
+    quads[h] = op(_mm512_shuffle_f32x4(pairs[2 * h], pairs[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                  _mm512_shuffle_f32x4(pairs[2 * h], pairs[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 two = op(_mm512_shuffle_ps(quads[0], quads[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                        _mm512_shuffle_ps(quads[0], quads[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return op(two, _mm512_permute_ps(two, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+// The softmax step of a register tile of 8 float rows (AttentionTile's
+// kRows on AVX-512) over the scores s[r][0, 16 V) (V > 0: that many
+// vectors, a constant, so that the loops unroll into straight code; 0: the
+// runtime count `vectors`): row r keeps kept[r] columns (0: none; its p is
+// 0). As the portable loop in attention_softmax_rows (the row's max,
+// exp(s - max) by the same exp_vector, the online rescale alpha), but the
+// eight rows side by side: their maxes and sums folded together
+// (fold_rows8) instead of a horizontal reduction a row, each a call, loops
+// that branch on the row's length and a chain of dependent shuffles. The
+// sums add in another order than exp_minus_max's.
+template <int V>
+inline void attention_softmax_rows8(float (*s)[AttentionTile<float>::kMaxCols], const std::int64_t* kept, int vectors, bool first,
+                                    float* row_max, float* row_sum, float* alpha) {
+  const int nv = V > 0 ? V : vectors;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  __mmask16 keep[8][V > 0 ? V : AttentionTile<float>::kMaxCols / 16];  // the lanes of vector q row r keeps
+  __m512 acc[8];
+  for (int r = 0; r < 8; ++r) {
+    const __m512i left = _mm512_set1_epi32(static_cast<int>(kept[r]));
+    acc[r] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+#pragma GCC unroll 16
+    for (int q = 0; q < nv; ++q) {
+      keep[r][q] = _mm512_cmpgt_epi32_mask(left, _mm512_add_epi32(iota, _mm512_set1_epi32(16 * q)));
+      acc[r] = _mm512_mask_max_ps(acc[r], keep[r][q], _mm512_loadu_ps(s[r] + 16 * q), acc[r]);
+    }
+  }
+  alignas(64) float folded[16];
+  _mm512_store_ps(folded, fold_rows8(acc, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); }));
+  float shift[8];
+  for (int r = 0; r < 8; ++r) {
+    const float tile_max = folded[r < 4 ? 4 * r : 4 * (r - 4) + 2];
+    alpha[r] = 1.0f;
+    shift[r] = 0.0f;  // a row that keeps nothing: every lane masked out
+    if (kept[r] <= 0) continue;
+    if (!first) {
+      const float next = std::max(row_max[r], tile_max);
+      alpha[r] = math::exp(row_max[r] - next);
+      row_max[r] = next;
+    } else {
+      row_max[r] = tile_max;
+    }
+    shift[r] = row_max[r];
+  }
+  for (int r = 0; r < 8; ++r) {
+    const __m512 sh = _mm512_set1_ps(shift[r]);
+    acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int q = 0; q < nv; ++q) {
+      const __m512 e = _mm512_maskz_mov_ps(keep[r][q], math::detail::exp_vector<false, true>(_mm512_sub_ps(_mm512_loadu_ps(s[r] + 16 * q), sh)));
+      _mm512_storeu_ps(s[r] + 16 * q, e);  // columns the row leaves out: 0, they add nothing
+      acc[r] = _mm512_add_ps(acc[r], e);
+    }
+  }
+  _mm512_store_ps(folded, fold_rows8(acc, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); }));
+  for (int r = 0; r < 8; ++r) {
+    if (kept[r] <= 0) continue;
+    const float tile_sum = folded[r < 4 ? 4 * r : 4 * (r - 4) + 2];
+    row_sum[r] = first ? tile_sum : alpha[r] * row_sum[r] + tile_sum;
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+// The softmax step of a register tile's rows, one row at a time (see attention_softmax_rows8).
+template <math::KernelFloat T>
+inline void attention_softmax_rows(T (*s)[AttentionTile<T>::kMaxCols], const std::int64_t* kept, std::int64_t used, bool first, T* row_max,
+                                   T* row_sum, T* alpha) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && AttentionTile<T>::kRows == 8) {
+    // The tiny LM's heads (64 keys): 1 to 4 vectors, each count its own straight code.
+    switch (const int vectors = static_cast<int>((used + 15) / 16)) {
+      case 1: attention_softmax_rows8<1>(s, kept, vectors, first, row_max, row_sum, alpha); break;
+      case 2: attention_softmax_rows8<2>(s, kept, vectors, first, row_max, row_sum, alpha); break;
+      case 3: attention_softmax_rows8<3>(s, kept, vectors, first, row_max, row_sum, alpha); break;
+      case 4: attention_softmax_rows8<4>(s, kept, vectors, first, row_max, row_sum, alpha); break;
+      default: attention_softmax_rows8<0>(s, kept, vectors, first, row_max, row_sum, alpha);
+    }
+    return;
+  }
+#endif
+  for (int r = 0; r < AttentionTile<T>::kRows; ++r) {
+    const std::int64_t n = kept[r];
+    alpha[r] = T(1);
+    if (n > 0) {
+      T& mx = row_max[r];
+      T& sum = row_sum[r];
+      const T tile_max = math::max_row(s[r], n);
+      if (first) {
+        mx = tile_max;
+        sum = math::exp_minus_max(s[r], s[r], mx, n);
+      } else {
+        const T next = std::max(mx, tile_max);
+        alpha[r] = math::exp(mx - next);
+        mx = next;
+        sum = alpha[r] * sum + math::exp_minus_max(s[r], s[r], mx, n);
+      }
+    }
+    std::fill(s[r] + std::max<std::int64_t>(n, 0), s[r] + used, T(0));  // columns the row leaves out add nothing
+  }
+}
+
 // Rows [i0, i1) of one matrix, i1 - i0 <= kBlockRows.
 template <math::KernelFloat T>
 inline void attention_block(const AttentionMatrices<T>& a, const AttentionShape& sh, T scale, std::int64_t i0, std::int64_t i1) {
@@ -210,25 +340,9 @@ inline void attention_block(const AttentionMatrices<T>& a, const AttentionShape&
       if (used <= 0) continue;
       attention_scores(a, sh.d, r0, rows, kt, width, (used + L - 1) / L * L, scale, s);
       T alpha[R];
-      for (int r = 0; r < R; ++r) {
-        const std::int64_t n = r < rows ? std::max<std::int64_t>(0, std::min(cols, kept(r0 + r) - j0)) : 0;
-        alpha[r] = T(1);
-        if (n > 0) {
-          T& mx = row_max[r0 + r - i0];
-          T& sum = row_sum[r0 + r - i0];
-          const T tile_max = math::max_row(s[r], n);
-          if (first) {
-            mx = tile_max;
-            sum = math::exp_minus_max(s[r], s[r], mx, n);
-          } else {
-            const T next = std::max(mx, tile_max);
-            alpha[r] = math::exp(mx - next);
-            mx = next;
-            sum = alpha[r] * sum + math::exp_minus_max(s[r], s[r], mx, n);
-          }
-        }
-        std::fill(s[r] + n, s[r] + used, T(0));  // columns the row leaves out add nothing
-      }
+      std::int64_t row_kept[R];  // the columns of this tile row r keeps
+      for (int r = 0; r < R; ++r) row_kept[r] = r < rows ? std::max<std::int64_t>(0, std::min(cols, kept(r0 + r) - j0)) : 0;
+      attention_softmax_rows(s, row_kept, used, first, row_max + (r0 - i0), row_sum + (r0 - i0), alpha);
       attention_values(a, sh.dv, r0, rows, j0, used, s, alpha, first);
     }
   }
