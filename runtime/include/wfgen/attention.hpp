@@ -183,32 +183,6 @@ inline void pack_keys(const AttentionMatrices<T>& a, std::int64_t d, std::int64_
 }
 
 #if defined(__AVX512F__)
-// g++ 12 warns -W(maybe-)uninitialized inside the shuffles' intrinsics (the
-// _mm512_undefined_ps() merge source; see kernel_math.hpp's row helpers).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-// Lane 4r (r < 4) or 4 (r - 4) + 2 (r >= 4) of the result: op over the 16
-// lanes of v[r], for the 8 vectors at once (as three levels of a tree of
-// 128-bit then 32-bit shuffles, 23 operations; one row's _mm512_reduce_*
-// is 8, and in a chain).
-template <class Op>
-inline __m512 fold_rows8(const __m512* v, Op op) {
-  __m512 pairs[4];  // [a0 op a2, a1 op a3, b0 op b2, b1 op b3] in 128-bit quarters, rows a = 2p, b = 2p + 1
-  for (int p = 0; p < 4; ++p)
-    pairs[p] = op(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                  _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  __m512 quads[2];  // quarter k: 4 lanes of row k (quads[0]) or 4 + k (quads[1])
-  for (int h = 0; h < 2; ++h)
-    quads[h] = op(_mm512_shuffle_f32x4(pairs[2 * h], pairs[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                  _mm512_shuffle_f32x4(pairs[2 * h], pairs[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 two = op(_mm512_shuffle_ps(quads[0], quads[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                        _mm512_shuffle_ps(quads[0], quads[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  return op(two, _mm512_permute_ps(two, _MM_SHUFFLE(2, 3, 0, 1)));
-}
-
 // The softmax step of a register tile of 8 float rows (AttentionTile's
 // kRows on AVX-512) over the scores s[r][0, 16 V) (V > 0: that many
 // vectors, a constant, so that the loops unroll into straight code; 0: the
@@ -216,9 +190,10 @@ inline __m512 fold_rows8(const __m512* v, Op op) {
 // 0). As the portable loop in attention_softmax_rows (the row's max,
 // exp(s - max) by the same exp_vector, the online rescale alpha), but the
 // eight rows side by side: their maxes and sums folded together
-// (fold_rows8) instead of a horizontal reduction a row, each a call, loops
-// that branch on the row's length and a chain of dependent shuffles. The
-// sums add in another order than exp_minus_max's.
+// (math::detail::fold_rows8_max, _add) instead of a horizontal reduction
+// a row, each a call, loops that branch on the row's length and a chain of
+// dependent shuffles. The same sums in the same order as exp_minus_max's
+// (a lane the row leaves out adds +0), so the same bits.
 template <int V>
 inline void attention_softmax_rows8(float (*s)[AttentionTile<float>::kMaxCols], const std::int64_t* kept, int vectors, bool first,
                                     float* row_max, float* row_sum, float* alpha) {
@@ -236,7 +211,7 @@ inline void attention_softmax_rows8(float (*s)[AttentionTile<float>::kMaxCols], 
     }
   }
   alignas(64) float folded[16];
-  _mm512_store_ps(folded, fold_rows8(acc, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); }));
+  _mm512_store_ps(folded, math::detail::fold_rows8_max(acc));
   float shift[8];
   for (int r = 0; r < 8; ++r) {
     const float tile_max = folded[r < 4 ? 4 * r : 4 * (r - 4) + 2];
@@ -262,16 +237,13 @@ inline void attention_softmax_rows8(float (*s)[AttentionTile<float>::kMaxCols], 
       acc[r] = _mm512_add_ps(acc[r], e);
     }
   }
-  _mm512_store_ps(folded, fold_rows8(acc, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); }));
+  _mm512_store_ps(folded, math::detail::fold_rows8_add(acc));
   for (int r = 0; r < 8; ++r) {
     if (kept[r] <= 0) continue;
     const float tile_sum = folded[r < 4 ? 4 * r : 4 * (r - 4) + 2];
     row_sum[r] = first ? tile_sum : alpha[r] * row_sum[r] + tile_sum;
   }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif
 
 // The softmax step of a register tile's rows, one row at a time (see attention_softmax_rows8).

@@ -388,6 +388,33 @@ inline __m512 exp_vector(__m512 x) {
   return _mm512_scalef_ps(_mm512_fmadd_ps(table, p, table), t);
 }
 
+
+// Lane 4r (r < 4) or 4 (r - 4) + 2 (r >= 4) of the result: the max (sum)
+// of the 16 lanes of v[r], for 8 vectors at once: three levels of a tree of
+// 128-bit then 32-bit shuffles, 23 operations (one row's
+// _mm512_reduce_max_ps is 8, and a chain), each row's lanes combined in
+// _mm512_reduce_add_ps's order (i + 8, then + 4, + 2, + 1). Rows of a tile
+// side by side (attention's softmax).
+template <class Op>
+inline __m512 fold_rows8(const __m512* v, Op op) {
+  __m512 pairs[4];  // [a0 op a2, a1 op a3, b0 op b2, b1 op b3] in 128-bit quarters, rows a = 2p, b = 2p + 1
+  for (int p = 0; p < 4; ++p)
+    pairs[p] = op(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                  _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 quads[2];  // quarter k: 4 lanes of row k (quads[0]) or 4 + k (quads[1])
+  for (int h = 0; h < 2; ++h)
+    quads[h] = op(_mm512_shuffle_f32x4(pairs[2 * h], pairs[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                  _mm512_shuffle_f32x4(pairs[2 * h], pairs[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 two = op(_mm512_shuffle_ps(quads[0], quads[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                        _mm512_shuffle_ps(quads[0], quads[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return op(two, _mm512_permute_ps(two, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+inline __m512 fold_rows8_max(const __m512* v) {
+  return fold_rows8(v, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
+}
+inline __m512 fold_rows8_add(const __m512* v) {
+  return fold_rows8(v, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+}
 #endif
 
 // The sum of x[0, n) in 16 running sums (a loop g++ vectorises without
