@@ -258,15 +258,28 @@ inline T sigmoid(T x) {
 // erf(x) without branches or calls, so that loops over it vectorise: glibc's
 // erff is a scalar call, and gelu and its gradient (both erf) took 59 % of
 // the tiny LM's training step at ~20 and ~47 ns an element (issue 38,
-// docs/performance-history.md). N. Juffa's erff (both ranges computed, the result
-// selected): |x| <= 0.927734375: x + x p(x^2); above: 1 - exp(q(|x|)) with
-// x's sign, q of degree 7 in |x|. Within 1.01 ulp of the exact result
-// (every 7th float of both signs, with or without FMA contraction), so within
+// docs/performance-history.md). N. Juffa's erff (both ranges computed, the
+// result selected): |x| <= 0.927734375: x + x p(x^2); above: 1 - exp(q(|x|))
+// with x's sign, q of degree 7 in |x|. Within 0.99 ulp of the exact result
+// (every 7th float of [-5, 5] with FMA contraction, 1.16 without), so within
 // 2 of the correctly rounded one (tests/runtime/test_math.cpp). +-inf gives
-// +-1, NaN NaN. A loop of gelu over it: 1.4 ns an element against 15.7 with
-// glibc's erff (256-bit vectors, the 2-core VM of bench/).
+// +-1, NaN NaN (through the near range: the comparison that picks the tail
+// is false for NaN).
+//
+// Written for a short chain of dependent operations: a vector loop of gelu
+// over it runs as many elements at once as the core's window of
+// instructions in flight holds, so its time goes with the chain's latency
+// times the instructions (1024 x 256 floats, gelu with a bias: 104 -> 82 us
+// on the bench's Zen 5 against Juffa's Horner form with math::exp inside).
+// |x| by its bits; q's higher terms in x^2 beside the lower ones; exp(q)
+// with ln2 in one part (k >= -126: the error k (ln2 - float(ln2)) <=
+// 2.4e-7 is multiplied by exp(q), and where that is large enough to matter
+// |k| is small) and a polynomial of degree 6 whose terms
+// from r^2 are in r^2 by pairs (fitted, near minimax, on [-ln2/2, ln2/2]:
+// relative error 4e-9); 1 - 2^k exp(r) as 1 - 2^k - 2^k (exp(r) - 1), one
+// rounding (k <= -2 in the tail, so 1 - 2^k is exact).
 inline float erf(float x) {
-  const float t = x < 0 ? -x : x, s = x * x;
+  const float t = detail::bit_cast<float>(detail::bit_cast<std::uint32_t>(x) & 0x7fffffffu), s = x * x;
   float p = -5.96761703e-4f;
   p = p * s + 4.99119423e-3f;
   p = p * s + -2.67681349e-2f;
@@ -274,20 +287,22 @@ inline float erf(float x) {
   p = p * s + -3.76125336e-1f;
   p = p * s + 1.28379166e-1f;
   const float near0 = p * x + x;
-  float q = -1.72853470e-5f * t + 3.83197126e-4f;
-  const float u = -3.88396438e-3f * t + 2.42546219e-2f;
-  q = q * s + u;
-  q = q * t + -1.06777877e-1f;
-  q = q * t + -6.34846687e-1f;
-  q = q * t + -1.28717512e-1f;
-  q = q * t - t;
-  // 1 - exp(q) >= 0: x's sign bit or-ed in. q <= 0 (or NaN) where the tail
-  // is taken, and an exp(q) below 2^-126 leaves 1 - exp(q) = 1: exp without
-  // its upper clamp and subnormal range (exp_float<true, true>), the same
-  // bits where its result is used and 7 vector operations fewer.
-  const float tail = detail::bit_cast<float>(detail::bit_cast<std::uint32_t>(1.0f - detail::exp_float<true, true>(q)) |
-                                             (detail::bit_cast<std::uint32_t>(x) & 0x80000000u));
-  return select(t > 0.927734375f, tail, near0);
+  const float q01 = -6.34846687e-1f * t + -1.28717512e-1f, q23 = 2.42546219e-2f * t + -1.06777877e-1f;
+  const float q456 = -1.72853470e-5f * s + (3.83197126e-4f * t + -3.88396438e-3f);  // times s^2
+  float q = ((q456 * s + q23) * s + q01) * t - t;
+  // q <= 0, or NaN for an infinite x (q's terms inf - inf): both to -87.3,
+  // where exp(q) < 2^-126 leaves 1 - exp(q) = 1 (a NaN x takes the near
+  // range: the comparison that picks the tail is false for NaN).
+  q = select(q > -87.3f, q, -87.3f);
+  const float shifted = q * 1.44269504088896341f + 12582912.0f;  // k = round(q / ln2) in the low bits (see exp_reduce)
+  const float kf = shifted - 12582912.0f;
+  const float r = kf * -0.693147182f + q, r2 = r * r;
+  const float e01 = 1.6666521132e-1f * r + 4.9999994040e-1f, e23 = 8.3687100559e-3f * r + 4.1668388993e-2f;
+  const float em1 = ((1.3814611593e-3f * r2 + e23) * r2 + e01) * r2 + r;  // exp(r) - 1
+  const float scale = detail::exp2_int(detail::bit_cast<std::int32_t>(shifted) - 0x4B400000);
+  const float tail = -scale * em1 + (1.0f - scale);  // 1 - exp(q) >= 0: x's sign bit or-ed in
+  const float signed_tail = detail::bit_cast<float>(detail::bit_cast<std::uint32_t>(tail) | (detail::bit_cast<std::uint32_t>(x) & 0x80000000u));
+  return select(t > 0.927734375f, signed_tail, near0);
 }
 
 // Doubles keep the C library's erf (no kernel of the standard library is
