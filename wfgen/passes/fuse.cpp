@@ -38,7 +38,6 @@ constexpr std::size_t kMaxBodyNodes = 400;
 // most 32 operands).
 constexpr std::size_t kMaxInputs = 24;
 
-
 Shape row_shape(Shape s) {
   s.back() = Dim(1);
   return s;
