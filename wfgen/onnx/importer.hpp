@@ -74,6 +74,9 @@ class Importer {
   [[noreturn]] void fail(const std::string& message) const;
   [[noreturn]] void unsupported(const onnx::NodeProto& node, const std::string& what) const;
   std::string describe(const onnx::NodeProto& node) const;
+  // The node as the spec's comments name it: its operator, then its name
+  // if it has one ("Conv 'conv1'").
+  static std::string label(const onnx::NodeProto& node);
   // A body name for an ONNX name: letters, digits and '_', unique.
   std::string identifier(const std::string& onnx_name, const std::string& fallback);
   // Inputs of the graph that nodes read where a constant is needed.

@@ -94,7 +94,7 @@ std::string Importer::windows(const onnx::NodeProto& node, const std::string& x,
            std::to_string(p[0].pad) + ", pad_w=" + std::to_string(p[1].pad) + ", dilation_h=" + std::to_string(p[0].dilation) +
            ", dilation_w=" + std::to_string(p[1].dilation) + ").reshape(-1, " + std::to_string(c * p[0].kernel * p[1].kernel) +
            ", " + std::to_string(p[0].grid) + ", " + std::to_string(p[1].grid) + ")",
-       "the windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
+       "the windows of " + label(node));
   if (const std::string slice = window_slice(p); !slice.empty()) line(col + " = " + col + slice, "ONNX's pads differ at the two ends");
   return col;
 }
@@ -117,7 +117,7 @@ std::string Importer::depthwise(const onnx::NodeProto& node, const std::string& 
            s(p[0].kernel) + ", k_w=" + s(p[1].kernel) + ", stride_h=" + s(p[0].stride) + ", stride_w=" + s(p[1].stride) +
            ", pad_h=" + s(p[0].pad) + ", pad_w=" + s(p[1].pad) + ", dilation_h=" + s(p[0].dilation) + ", dilation_w=" +
            s(p[1].dilation) + ")" + window_slice(p),
-       node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'") + ": one filter per channel (group = channels)");
+       label(node) + ": one filter per channel (group = channels)");
   return y + ".reshape(-1, " + s(c) + ", " + s(window_count(p)) + ")";
 }
 
@@ -143,7 +143,7 @@ std::string Importer::winograd(const onnx::NodeProto& node, const std::string& x
   const std::string y = identifier(node.output(0) + "_wino", "wino");
   auto s = [](std::int64_t v) { return std::to_string(v); };
   line(y + " = winograd_conv2d(" + x + ", " + w + ", pad_h=" + s(p[0].pad) + ", pad_w=" + s(p[1].pad) + ")" + window_slice(p),
-       node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'") +
+       label(node) +
            ": 3 x 3 at stride 1, by Winograd's minimal filtering (fewer multiply-adds than im2col + matmul)");
   return y + ".reshape(-1, " + s(m) + ", " + s(window_count(p)) + ")";
 }

@@ -147,6 +147,10 @@ std::string Importer::describe(const onnx::NodeProto& node) const {
   return s;
 }
 
+std::string Importer::label(const onnx::NodeProto& node) {
+  return node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'");
+}
+
 // A body name for an ONNX name: letters, digits and '_', unique.
 std::string Importer::identifier(const std::string& onnx_name, const std::string& fallback) {
   std::string s;

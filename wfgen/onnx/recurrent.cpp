@@ -77,7 +77,7 @@ Importer::RecurrentRun Importer::recurrent_direction(const onnx::NodeProto& node
   const std::int64_t h = p.hidden, gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1, gh = gates * h;
   const std::string ds = str(d), tag = p.name + (p.directions > 1 ? "_" + ds : "");
   const std::string w = p.w + "[" + ds + "]", r = p.r + "[" + ds + "]";
-  const std::string what = op + (node.name().empty() ? "" : " '" + node.name() + "'") + (p.directions > 1 ? ", direction " + ds : "");
+  const std::string what = label(node) + (p.directions > 1 ? ", direction " + ds : "");
   RecurrentRun run;
   // The input's projection of every step at once; LSTM's and RNN's two
   // biases add, GRU's recurrent one stays in the step (linear_before_reset

@@ -206,7 +206,7 @@ void Importer::import_conv_transpose(const onnx::NodeProto& node, const Operator
   line(cols + " = (" + w.body + ".reshape(" + s(groups) + ", " + s(c / groups) + ", " + s(patch) + ").T @ " + x.body + ".reshape(" + s(n) +
            ", " + s(groups) + ", " + s(c / groups) + ", " + s(pixels) + ")).reshape(" + s(n) + ", " + s(m) + list(&TransposedAxis::kernel) +
            list(&TransposedAxis::in) + ")",
-       "ConvTranspose" + (node.name().empty() ? "" : " '" + node.name() + "'") + ": each input pixel times the filters");
+       label(node) + ": each input pixel times the filters");
   const Value like = float_parameter(node, node.output(0) + "_canvas", {1, 1, 1, 1}, {0.0f});
   auto col2im = [&](const std::string& col, std::int64_t channels, const TransposedAxis& h, const TransposedAxis& wa, std::int64_t width) {
     return "col2im(" + col + ", " + like.body + ".broadcast_to(" + s(n) + ", " + s(channels) + ", " + s(h.canvas) + ", " + s(width) +

@@ -21,7 +21,7 @@ std::string Importer::volume_windows(const onnx::NodeProto& node, const std::str
   line(col + " = im2col(" + plane + ".reshape(-1, " + n(c) + ", " + n(d.in) + ", " + n(rest) + "), k_h=" + n(d.kernel) +
            ", k_w=1, stride_h=" + n(d.stride) + ", pad_h=" + n(d.pad) + ", dilation_h=" + n(d.dilation) + ").reshape(-1, " + n(c) +
            ", " + n(d.kernel) + ", " + n(d.grid) + ", " + n(h.kernel * w.kernel) + ", " + n(h.out * w.out) + ")",
-       "the depth windows of " + node.op_type() + (node.name().empty() ? "" : " '" + node.name() + "'"));
+       "the depth windows of " + label(node));
   std::string depth;  // ONNX's depth windows out of the grid, as in window_slice
   if (d.offset || d.grid != d.out) depth = "[:, :, :, " + n(d.offset) + ":" + n(d.offset + d.out) + "]";
   line(col + " = " + col + depth + ".permute(0, 1, 2, 4, 3, 5).reshape(-1, " + n(c * d.kernel * h.kernel * w.kernel) + ", " +

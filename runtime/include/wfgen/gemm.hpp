@@ -55,6 +55,12 @@ struct GemmEpilogue {
   void (*block)(const void* context, std::int64_t i, std::int64_t j, std::int64_t rows, std::int64_t cols) = nullptr;
   const void* context = nullptr;
   bool any() const { return bias != nullptr || relu; }  // the part applied in registers
+  // The bias and relu on one element of C's column j, outside the micro-kernel.
+  T apply(T v, std::int64_t j) const {
+    if (bias != nullptr) v += bias[j * bias_stride];
+    if (relu) v = v > T(0) ? v : T(0);
+    return v;
+  }
 };
 
 // A GemmEpilogue that calls `f(i, j, rows, cols)` on each finished block of
@@ -601,10 +607,7 @@ void gemm_epilogue_rows(const GemmEpilogue<T>& ep, T* C, std::int64_t rsc, std::
   if (ep.any()) {
     for (std::int64_t i = i0; i < i1; ++i) {
       for (std::int64_t j = j0; j < j1; ++j) {
-        T v = C[i * rsc + j * csc];
-        if (ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
-        if (ep.relu) v = v > T(0) ? v : T(0);
-        C[i * rsc + j * csc] = v;
+        C[i * rsc + j * csc] = ep.apply(C[i * rsc + j * csc], j);
       }
     }
   }
@@ -706,10 +709,8 @@ void gemm_tail_tile(const GemmArgs<T>& g, std::int64_t i, std::int64_t pc, std::
       for (int l = 0; l < VL; ++l) sum += lanes[l];
       const std::int64_t j = g.N + t;
       T& c = g.C[(i + r) * g.rsc + j * g.csc];
-      T v = accumulate ? c + sum : sum;
-      if (last && ep.bias != nullptr) v += ep.bias[j * ep.bias_stride];
-      if (last && ep.relu) v = v > T(0) ? v : T(0);
-      c = v;
+      const T v = accumulate ? c + sum : sum;
+      c = last ? ep.apply(v, j) : v;
     }
   }
 }
